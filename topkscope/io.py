@@ -1,0 +1,74 @@
+"""Atomic file writes: write to a temporary name in the same folder, fsync, rename.
+
+A reader (or a crash) never sees a half-written file: either the old one or the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+    """Call write(tmp_path) then rename tmp_path onto path. Returns path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    def _write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+
+    return atomic_write(path, _write)
+
+
+def write_json_atomic(path: str | os.PathLike, obj) -> Path:
+    return write_bytes_atomic(path, (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode())
+
+
+def write_parquet_atomic(path: str | os.PathLike, df) -> Path:
+    """A pandas DataFrame to parquet (pyarrow), atomically."""
+    return atomic_write(path, lambda tmp: df.to_parquet(tmp, engine="pyarrow", index=False))
+
+
+def check_writable(folder: str | os.PathLike, need_bytes: int = 1 << 20) -> Path:
+    """Fail early (before training) if folder cannot be created/written or its disk is full."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".write-probe"
+        with open(probe, "wb") as fh:
+            fh.write(b"\0" * min(need_bytes, 1 << 16))
+            fh.flush()
+            os.fsync(fh.fileno())
+        probe.unlink()
+    except OSError as exc:
+        raise OSError(f"output directory {str(folder)!r} is not writable: {exc.strerror or exc}") from None
+    free = os_free_bytes(folder)
+    if free is not None and free < need_bytes:
+        raise OSError(f"output directory {str(folder)!r} has {free} bytes free, need at least {need_bytes}")
+    return folder
+
+
+def os_free_bytes(folder: str | os.PathLike) -> int | None:
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return None
+    return st.f_bavail * st.f_frsize
