@@ -1,8 +1,8 @@
 """environment.yml must name exactly the runtime dependencies of pyproject.toml."""
 
 import re
-import tomllib
 
+import tomllib
 import yaml
 
 from tests.conftest import REPO
