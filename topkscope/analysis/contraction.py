@@ -2,16 +2,24 @@
 
     delta_emp(u, k) = ||u - TopK(u)||^2 / ||u||^2     measured, float64 accumulation
     classic_bound   = 1 - k/d                          (= E over Rand-k)
-    paper_bound     = (1 - k/d)^2                      holds if sorted |u| is convex decreasing
+    paper_bound     = (1 - k/d)^2                      holds if sorted u^2 is convex, decreasing to 0
     gaussian_ratio  = 1 - rho - 2 t phi(t),  t = Phi^{-1}(1 - rho/2)   exact for u ~ N(0, s^2)
+
+`analyze(u, densities)` measures delta_emp at many densities from one selection, the sorted-
+magnitude curve on a log-spaced rank grid, and how far that curve is from the convex decreasing
+shape under which the paper's bound holds (`convexity`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import stats
+
+from topkscope.analysis.vectors import CHUNK, as_numpy, check_max_n, finite_values, subsample
 
 
 def _check_kd(k: int, d: int) -> tuple[int, int]:
@@ -23,14 +31,7 @@ def _check_kd(k: int, d: int) -> tuple[int, int]:
 
 
 def _as_float64(u) -> np.ndarray:
-    try:
-        import torch
-
-        if isinstance(u, torch.Tensor):
-            u = u.detach().to("cpu", torch.float64).numpy()
-    except ImportError:  # pragma: no cover
-        pass
-    x = np.asarray(u, dtype=np.float64).ravel()
+    x = as_numpy(u).astype(np.float64, copy=False)
     if not np.all(np.isfinite(x)):
         bad = int(np.count_nonzero(~np.isfinite(x)))
         raise ValueError(f"u has {bad} non-finite values (NaN/Inf) of {x.size}; remove them first")
@@ -75,3 +76,289 @@ def gaussian_ratio(k: int, d: int) -> float:
         return 0.0
     t = stats.norm.ppf(1.0 - rho / 2.0)
     return float(1.0 - rho - 2.0 * t * stats.norm.pdf(t))
+
+
+# --- many densities at once, the sorted-magnitude curve and the convexity condition ---------
+
+DEFAULT_MAX_N = 250_000  # subsample for the bulk of the sorted-magnitude curve
+DEFAULT_POINTS = 128  # log-spaced ranks on the curve
+DEFAULT_TOL = 0.01  # convexity gap below which the (1-k/d)^2 condition counts as held
+SAMPLE_NOISE = 30.0  # + SAMPLE_NOISE/d: finite-sample allowance added to DEFAULT_TOL
+REL_TOL = 1e-9  # comparisons with a bound are decided beyond float64 rounding
+_EXACT_FULL_SORT = 2_000_000  # below this d everything is sorted exactly
+
+RATIO_COLUMNS = [
+    "density", "d", "k", "nonfinite", "topk_ratio", "classic_bound", "paper_bound",
+    "gaussian_ratio", "below_classic", "below_paper", "convexity_gap",
+    "magnitude_convexity_gap", "condition_holds", "note",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ContractionReport:
+    """Everything `analyze` measured on one vector.
+
+    ratios: one row per density (RATIO_COLUMNS); curve: the sorted-magnitude curve
+    (rank, fraction, magnitude, exact); convexity: the dict of `convexity(curve)`.
+    """
+
+    ratios: pd.DataFrame
+    curve: pd.DataFrame
+    convexity: dict
+
+
+def k_for_density(density: float, d: int) -> int:
+    """k = max(1, round(rho d)), capped at d (the same rule as topkscope.sparsify)."""
+    try:
+        rho = float(density)
+    except (TypeError, ValueError):
+        raise ValueError(f"density must be a number in (0, 1], got {density!r}") from None
+    if not 0.0 < rho <= 1.0:
+        raise ValueError(f"density = {density!r} is outside the allowed range (0, 1]")
+    return max(1, min(int(d), int(round(rho * d))))
+
+
+def analyze(
+    u,
+    densities,
+    points: int = DEFAULT_POINTS,
+    max_n: int = DEFAULT_MAX_N,
+    seed: int = 0,
+    tol: float = DEFAULT_TOL,
+) -> ContractionReport:
+    """delta_emp at every density, the bounds, the sorted-magnitude curve and its convexity.
+
+    NaN/Inf are removed first (counted in `nonfinite`; d counts finite values). The top
+    max(k) magnitudes come from one exact selection and one sort of a candidate set, so all
+    densities share it: delta(k) = sum_{i>k} |u|_(i)^2 / sum_i |u|_(i)^2, accumulated in float64.
+    below_classic: delta < (1 - k/d)(1 - 1e-9); below_paper: delta <= (1 - k/d)^2 (1 + 1e-9)
+    (`is_below_classic`, `is_below_paper`: decided beyond float rounding). condition_holds:
+    convexity_gap <= tol + 30/d (see `convexity`). A zero vector has undefined ratios (NaN + note).
+    """
+    raw = list(np.atleast_1d(np.asarray(densities, dtype=object)))
+    if not raw:
+        raise ValueError("densities is empty; give at least one density in (0, 1]")
+    for r in raw:
+        k_for_density(r, 1)  # validates
+    rhos = [float(r) for r in raw]
+    points = _check_points(points)
+    check_max_n(max_n)
+    if not 0.0 <= float(tol) < 1.0:
+        raise ValueError(f"tol = {tol!r} is outside the allowed range [0, 1)")
+    values, nonfinite = finite_values(u)
+    d = int(values.size)
+    if d == 0:
+        rows = [_ratio_row(r, 0, 0, nonfinite, math.nan, "no finite values") for r in rhos]
+        return ContractionReport(_frame(rows), _curve_frame([], [], [], 0), convexity(None, tol))
+    ks = [k_for_density(r, d) for r in rhos]
+    mags = _Magnitudes(values, max(ks), max_n, seed)
+    curve = mags.curve(points)
+    conv = convexity(curve, tol)
+    rows = []
+    for r, k in zip(rhos, ks):
+        if mags.total == 0.0:
+            rows.append(_ratio_row(r, d, k, nonfinite, math.nan, "zero vector: ratio undefined"))
+            continue
+        row = _ratio_row(r, d, k, nonfinite, mags.tail(k) / mags.total, "")
+        row.update(
+            convexity_gap=conv["convexity_gap"],
+            magnitude_convexity_gap=conv["magnitude_convexity_gap"],
+            condition_holds=conv["condition_holds"],
+        )
+        rows.append(row)
+    return ContractionReport(_frame(rows), curve, conv)
+
+
+def topk_ratios(u, densities) -> pd.DataFrame:
+    """`analyze(u, densities).ratios`: delta_emp and the bounds for each density, one sort."""
+    return analyze(u, densities).ratios
+
+
+def sorted_magnitudes(
+    u, points: int = DEFAULT_POINTS, max_n: int = DEFAULT_MAX_N, seed: int = 0
+) -> pd.DataFrame:
+    """The sorted-magnitude curve |u|_(r) (largest first) at ~`points` log-spaced ranks r.
+
+    Columns: rank (1..d), fraction (= rank/d), magnitude, exact. When d <= max(2e6, max_n)
+    every point is an exact order statistic; otherwise the top max(k, 100 d / max_n) ranks are
+    exact and the rest are the matching quantiles of a seeded subsample of max_n values
+    (exact = False).
+    """
+    points = _check_points(points)
+    values, _ = finite_values(u)
+    if values.size == 0:
+        return _curve_frame([], [], [], 0)
+    return _Magnitudes(values, 1, max_n, seed).curve(points)
+
+
+def convexity(curve: pd.DataFrame | None, tol: float = DEFAULT_TOL) -> dict:
+    """Is the sorted squared-magnitude curve convex and decreasing to zero? A scale-free gap.
+
+    With a(t) = |u|_(r)^2 at t = (r - 1/2)/d, extended by a(1) = 0, and h the greatest convex
+    minorant (lower convex hull) of those points,
+
+        convexity_gap = (integral of a - integral of h) / integral of a      (trapezoids)
+
+    is 0 for a convex curve that falls to zero and 1/2 for a flat vector. The paper's bound
+    delta <= (1-k/d)^2 holds for every k when a is convex decreasing to zero, and in general
+    delta <= (1-k/d)^2 + convexity_gap (write a = h + (a - h); the hull part obeys the bound).
+    magnitude_convexity_gap is the same measure on |u|_(r) itself (the paper's wording; a
+    convex |u| curve implies a convex squared one).
+
+    condition_holds: convexity_gap <= tol_effective = tol + 30/d. The 30/d allows for the random
+    spacing of the largest order statistics of a finite sample (Gaussian samples give ~10/d).
+    """
+    out = {"convexity_gap": math.nan, "magnitude_convexity_gap": math.nan,
+           "condition_holds": False, "tol": float(tol), "tol_effective": math.nan, "note": ""}
+    if curve is None or len(curve) == 0:
+        out["note"] = "no finite values"
+        return out
+    d = float(curve.attrs.get("d", curve["rank"].max()))
+    out["tol_effective"] = float(tol) + SAMPLE_NOISE / d
+    t = (curve["rank"].to_numpy(np.float64) - 0.5) / d
+    mag = curve["magnitude"].to_numpy(np.float64)
+    if not np.any(mag > 0):
+        out["note"] = "zero vector: curve is identically 0"
+        return out
+    out["convexity_gap"] = _hull_gap(t, (mag / mag[0]) ** 2)
+    out["magnitude_convexity_gap"] = _hull_gap(t, mag / mag[0])
+    out["condition_holds"] = bool(out["convexity_gap"] <= out["tol_effective"])
+    return out
+
+
+def _hull_gap(t: np.ndarray, a: np.ndarray) -> float:
+    """Relative area between the points (t, a) + (1, 0) and their lower convex hull."""
+    tt = np.append(t, 1.0)
+    aa = np.append(a, 0.0)
+    hull = _lower_hull(tt, aa)
+    h = np.interp(tt, tt[hull], aa[hull])
+    area = float(np.trapezoid(aa, tt))
+    return max(0.0, float(np.trapezoid(aa - h, tt)) / area) if area > 0 else math.nan
+
+
+def _lower_hull(t: np.ndarray, a: np.ndarray) -> list[int]:
+    """Indices of the lower convex hull of points sorted by t (Andrew's monotone chain)."""
+    hull: list[int] = []
+    for i in range(t.size):
+        while len(hull) >= 2:
+            o, p = hull[-2], hull[-1]
+            cross = (t[p] - t[o]) * (a[i] - a[o]) - (a[p] - a[o]) * (t[i] - t[o])
+            if cross > 0:
+                break
+            hull.pop()
+        hull.append(i)
+    return hull
+
+
+class _Magnitudes:
+    """The exact top magnitudes of a vector, its tail energies, and a subsample for the bulk.
+
+    Small vectors (d <= 2e6) or large k: one full float64 sort. Otherwise a threshold from a
+    seeded subsample picks a candidate set guaranteed (by counting) to hold the top K; only the
+    candidates are sorted. The elements below the threshold contribute their exact float64 sum
+    of squares to every tail.
+    """
+
+    def __init__(self, values: np.ndarray, kmax: int, max_n: int, seed: int) -> None:
+        self.d = int(values.size)
+        self.sub: np.ndarray | None = None
+        small = self.d <= max(_EXACT_FULL_SORT, max_n) or kmax > self.d // 4
+        if small or not self._candidates(values, kmax, max_n, seed):
+            self.top = np.sort(np.abs(values.astype(np.float64)))[::-1]
+            self.below = 0.0
+        sq = self.top * self.top
+        # tail_top[j] = sum of squares of top[j:], summed from the smallest upwards
+        self.tail_top = np.append(np.cumsum(sq[::-1])[::-1], 0.0)
+        self.total = self.below + float(self.tail_top[0])
+
+    def _candidates(self, values: np.ndarray, kmax: int, max_n: int, seed: int) -> bool:
+        d = self.d
+        sub = np.sort(np.abs(subsample(values, max_n, np.random.default_rng(seed)).astype(np.float64)))
+        m = sub.size
+        need = max(kmax, math.ceil(100.0 * d / m))  # exact ranks; beyond, >= 100 subsample points
+        r = need * m / d
+        pos = m - 1 - min(m - 1, int(r + 5.0 * math.sqrt(r) + 10.0))
+        thr = sub[pos]
+        if not thr > 0.0:
+            return False
+        thr2 = thr * thr
+        below = 0.0
+        parts = []
+        for start in range(0, d, CHUNK):
+            c = values[start : start + CHUNK].astype(np.float64)
+            sq = np.multiply(c, c, out=c)
+            keep = sq >= thr2
+            below += float(np.sum(sq, where=~keep))
+            parts.append(sq[keep])
+        cand = np.sqrt(np.concatenate(parts))
+        if cand.size < need:
+            return False  # the subsample misled the threshold; caller sorts everything
+        self.top = np.sort(cand)[::-1]
+        self.below = below
+        self.sub = sub
+        return True
+
+    def tail(self, k: int) -> float:
+        """sum_{i > k} |u|_(i)^2 (float64), k <= number of exact top magnitudes."""
+        return self.below + float(self.tail_top[k])
+
+    def curve(self, points: int) -> pd.DataFrame:
+        d = self.d
+        ranks = np.unique(np.rint(np.geomspace(1, d, num=points)).astype(np.int64))
+        n_top = self.top.size
+        exact = ranks <= n_top
+        mag = np.empty(ranks.size, dtype=np.float64)
+        mag[exact] = self.top[ranks[exact] - 1]
+        if not np.all(exact):
+            m = self.sub.size
+            # rank r from the top sits at ascending position m - (r - 1/2) m / d in the subsample
+            pos = m - (ranks[~exact] - 0.5) * m / d
+            mag[~exact] = np.interp(pos, np.arange(m, dtype=np.float64) + 0.5, self.sub)
+        return _curve_frame(ranks, ranks / d, mag, d, exact)
+
+
+def _curve_frame(ranks, fraction, mag, d: int, exact=None) -> pd.DataFrame:
+    frame = pd.DataFrame({
+        "rank": np.asarray(ranks, dtype=np.int64),
+        "fraction": np.asarray(fraction, dtype=np.float64),
+        "magnitude": np.asarray(mag, dtype=np.float64),
+        "exact": np.ones(len(ranks), dtype=bool) if exact is None else np.asarray(exact, bool),
+    })  # fmt: skip
+    frame.attrs["d"] = int(d)
+    return frame
+
+
+def _ratio_row(rho: float, d: int, k: int, nonfinite: int, ratio: float, note: str) -> dict:
+    row = dict.fromkeys(RATIO_COLUMNS, math.nan)
+    row.update(density=rho, d=d, k=k, nonfinite=nonfinite, topk_ratio=ratio, note=note,
+               condition_holds=False)  # fmt: skip
+    if d > 0:
+        row.update(classic_bound=classic_bound(k, d), paper_bound=paper_bound(k, d),
+                   gaussian_ratio=gaussian_ratio(k, d))  # fmt: skip
+    defined = not math.isnan(ratio)
+    row["below_classic"] = bool(defined and is_below_classic(ratio, row["classic_bound"]))
+    row["below_paper"] = bool(defined and is_below_paper(ratio, row["paper_bound"]))
+    return row
+
+
+def is_below_classic(ratio, bound):
+    """delta < 1 - k/d beyond float rounding: ratio < bound (1 - REL_TOL).
+
+    A flat vector attains the bound exactly and is never counted as below it.
+    """
+    return ratio < bound * (1.0 - REL_TOL)
+
+
+def is_below_paper(ratio, bound):
+    """delta <= (1 - k/d)^2 up to float rounding: ratio <= bound (1 + REL_TOL)."""
+    return ratio <= bound * (1.0 + REL_TOL)
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=RATIO_COLUMNS)
+
+
+def _check_points(points: int) -> int:
+    if isinstance(points, bool) or int(points) != points or int(points) < 3:
+        raise ValueError(f"points = {points!r} must be an integer >= 3")
+    return int(points)

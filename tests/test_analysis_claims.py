@@ -1,0 +1,305 @@
+"""claims.build on run-like objects whose tables carry the documented columns.
+
+The stats rows are computed from real vectors with the analysis functions (as the recorder
+does), so every verdict below follows from data, not from hard-coded evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from topkscope.analysis import claims, contraction, selection
+from topkscope.analysis.vectors import central_moments, shape_from_moments
+
+D = 20_000
+DENSITIES = (0.001, 0.01)
+
+
+@dataclass
+class RunLike:
+    """The attributes of topkscope.analysis.runs.Run that claims reads."""
+
+    manifest: dict
+    stats: pd.DataFrame = field(default_factory=pd.DataFrame)
+    eval: pd.DataFrame = field(default_factory=pd.DataFrame)
+    train: pd.DataFrame = field(default_factory=pd.DataFrame)
+    hist: pd.DataFrame = field(default_factory=pd.DataFrame)
+    vectors: dict = field(default_factory=dict)
+    path: Path = Path("results/test/run")
+
+    @property
+    def snapshots(self) -> pd.DataFrame:
+        keys = sorted(self.vectors)
+        return pd.DataFrame({"step": [s for s, _ in keys], "rank": [r for _, r in keys],
+                             "path": [f"snapshots/step{s}-rank{r}.npy" for s, r in keys]})
+
+    def snapshot(self, step: int, rank: int) -> np.ndarray:
+        return self.vectors[(step, rank)].astype(np.float32)
+
+
+def gaussiank_2019(u: np.ndarray, k: int) -> np.ndarray:
+    """The published rule: thr = mean + |Phi^-1(rho/2)| std, halve / x1.5, 3 evaluations."""
+    rho = k / u.size
+    thr = u.mean() + abs(sps.norm.ppf(rho / 2)) * u.std()
+    for evaluation in range(3):
+        idx = np.flatnonzero(np.abs(u) > thr)
+        if evaluation == 2 or 2 * k / 3 <= idx.size <= 4 * k / 3:
+            break
+        thr = thr * 0.5 if idx.size < 2 * k / 3 else thr * 1.5
+    return idx
+
+
+def loose_threshold(u: np.ndarray, k: int) -> np.ndarray:
+    """A badly calibrated selector: everything beyond one standard deviation."""
+    return np.flatnonzero(np.abs(u - u.mean()) > u.std())
+
+
+def stats_rows(u: np.ndarray, step: int, rank: int, approximate=gaussiank_2019) -> list[dict]:
+    """What the recorder writes for one whole-model u: one row per density."""
+    m = central_moments(u)
+    skew, kurt = shape_from_moments(m["m2"], m["m3"], m["m4"])
+    rows = []
+    for rho in DENSITIES:
+        k = contraction.k_for_density(rho, u.size)
+        q = selection.quality(u, approximate(u, k), k)
+        rows.append({
+            "step": step, "rank": rank, "layer": "__global__", "kind": "u", "density": rho,
+            "numel": u.size, "k": k, "norm": float(np.linalg.norm(u)), "mean": m["mean"],
+            "std": m["m2"] ** 0.5, "skew": skew, "excess_kurtosis": kurt,
+            "max_abs": float(np.abs(u).max()), "zero_frac": float(np.mean(u == 0)),
+            "nonfinite": 0, "topk_ratio": contraction.topk_ratio(u, k),
+            "classic_bound": contraction.classic_bound(k, u.size),
+            "paper_bound": contraction.paper_bound(k, u.size),
+            "gaussian_ratio": contraction.gaussian_ratio(k, u.size),
+            "gaussiank_2019_count": q["count"], "gaussiank_2019_ratio": q["ratio"],
+            "gaussiank_2019_recall": q["recall"],
+        })  # fmt: skip
+        # a g row of the same step must be ignored by the claims
+        rows.append({**rows[-1], "kind": "g", "topk_ratio": 1.0})
+    return rows
+
+
+def make_run(model: str, draw, sparsifier="topk", steps=4, ranks=2, snapshot_steps=(0, 2, 3),
+             approximate=gaussiank_2019, seed=0) -> RunLike:
+    rng = np.random.default_rng(seed)
+    rows, vectors = [], {}
+    for step in range(steps):
+        for rank in range(ranks):
+            u = draw(rng)
+            rows += stats_rows(u, step, rank, approximate)
+            if step in snapshot_steps and rank == 0:
+                vectors[(step, rank)] = u
+    manifest = {"experiment": f"{model}-exp", "model": model, "dataset": "mnist",
+                "dataset_substitute": None, "sparsifier": sparsifier, "density": 0.001,
+                "status": "complete"}  # fmt: skip
+    return RunLike(manifest=manifest, stats=pd.DataFrame(rows), vectors=vectors)
+
+
+def eval_run(model: str, sparsifier: str, metric: float, density=0.001, name="accuracy",
+             status="complete", experiment=None) -> RunLike:
+    manifest = {"experiment": experiment or f"{model}-conv", "model": model, "dataset": "mnist",
+                "dataset_substitute": None, "sparsifier": sparsifier, "density": density,
+                "status": status}  # fmt: skip
+    ev = pd.DataFrame({"step": [10, 20, 20], "epoch": [0, 1, 1], "split": ["test", "test", "train"],
+                       "loss": [1.0, 0.5, 0.1], "metric": [0.1, metric, 0.999],
+                       "metric_name": [name] * 3})  # fmt: skip
+    return RunLike(manifest=manifest, eval=ev)
+
+
+def _verdicts(table: pd.DataFrame, model: str) -> dict:
+    rows = table[table["model"] == model]
+    return {(c, s): v for c, s, v in zip(rows["claim"], rows["sparsifier"], rows["verdict"])}
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    runs = [
+        make_run("gauss", lambda r: r.standard_normal(D) * 1e-3),
+        make_run("heavy", lambda r: r.standard_t(2.5, D), approximate=loose_threshold, seed=1),
+        make_run("flat", lambda r: r.choice([-0.01, 0.01], D), seed=2),
+        make_run("gauss", lambda r: r.standard_normal(D), sparsifier="dense", seed=3),
+        make_run("denseonly", lambda r: r.standard_normal(D), sparsifier="dense", seed=4),
+    ]
+    return claims.build(runs, max_snapshots=3)
+
+
+def test_table_layout(table):
+    assert list(table.columns) == claims.COLUMNS
+    assert set(table["verdict"]) <= set(claims.VERDICTS)
+    assert (table["rule"] == table["claim"].map(claims.RULES)).all()
+    assert table["statement"].notna().all()
+    assert table["model"].tolist() == sorted(table["model"].tolist())
+
+
+def test_gaussian_vectors_satisfy_the_papers_claims(table):
+    v = _verdicts(table, "gauss")
+    assert v[("gaussian_like", "topk")] == "holds"
+    assert v[("below_classic", "topk")] == "holds"
+    assert v[("below_paper", "topk")] == "holds"
+    assert v[("convexity_condition", "topk")] == "holds"
+    assert v[("gaussiank_count", "gaussiank-2019")] == "holds"
+    row = table[(table["model"] == "gauss") & (table["claim"] == "below_paper")].iloc[0]
+    assert row["n_units"] == 4 * 2 * len(DENSITIES) and row["n_runs"] == 1  # dense run left out
+    assert row["fraction"] == 1.0
+    assert "Top-k keeps" in row["evidence"]
+    conv = table[(table["model"] == "gauss") & (table["claim"] == "convexity_condition")].iloc[0]
+    assert conv["n_units"] == 3 and conv["verdict"] == "holds"
+
+
+def test_heavy_tails_fail_gaussianity_and_gaussiank_count(table):
+    v = _verdicts(table, "heavy")
+    assert v[("gaussian_like", "topk")] == "fails"
+    assert v[("below_paper", "topk")] == "holds"  # heavy tails make Top-k contract more
+    assert v[("gaussiank_count", "gaussiank-2019")] == "fails"
+    row = table[(table["model"] == "heavy") & (table["claim"] == "gaussian_like")].iloc[0]
+    assert "best fit by BIC student_t" in row["evidence"]
+
+
+def test_flat_vectors_fail_the_bounds_and_the_condition(table):
+    v = _verdicts(table, "flat")
+    assert v[("below_classic", "topk")] == "fails"
+    assert v[("below_paper", "topk")] == "fails"
+    assert v[("gaussian_like", "topk")] == "fails"  # excess kurtosis -2
+
+
+def test_models_without_topk_runs_have_insufficient_data(table):
+    v = _verdicts(table, "denseonly")
+    for claim in ("gaussian_like", "below_classic", "below_paper", "convexity_condition"):
+        assert v[(claim, "topk")] == "insufficient-data"
+    assert not any(c.startswith("gaussiank") for c, _ in v)
+
+
+def test_convexity_condition_counts_snapshots_and_reports_the_bound_where_it_failed():
+    runs = [make_run("flat", lambda r: r.choice([-1.0, 1.0], D), snapshot_steps=(0, 1, 2, 3))]
+    row = claims.build(runs).query("claim == 'convexity_condition'").iloc[0]
+    assert row["n_units"] == 4 and row["verdict"] == "fails"
+    assert "still held in 0 of 8" in row["evidence"]
+    gauss = [make_run("g", lambda r: r.standard_normal(D), snapshot_steps=(0, 1, 2, 3))]
+    row = claims.build(gauss).query("claim == 'convexity_condition'").iloc[0]
+    assert row["n_units"] == 4 and row["verdict"] == "holds"
+
+
+def test_too_few_snapshots_are_insufficient_data():
+    run = make_run("g", lambda r: r.standard_normal(D), snapshot_steps=(0, 3))
+    row = claims.build([run]).query("claim == 'convexity_condition'").iloc[0]
+    assert row["n_units"] == 2 and row["verdict"] == "insufficient-data"
+
+
+def test_snapshots_alone_feed_the_gaussian_claim():
+    run = make_run("g", lambda r: r.standard_normal(D), snapshot_steps=(0, 1, 2, 3))
+    run.stats = pd.DataFrame(columns=run.stats.columns)
+    table = claims.build([run])
+    row = table.query("claim == 'gaussian_like'").iloc[0]
+    assert row["n_units"] == 4 and row["verdict"] == "holds"
+    assert table.query("claim == 'below_paper'").iloc[0]["verdict"] == "insufficient-data"
+
+
+def test_gaussiank_accuracy_compares_final_eval_metrics():
+    runs = [
+        eval_run("acc", "topk", 0.95), eval_run("acc", "topk", 0.96),
+        eval_run("acc", "gaussiank-2019", 0.952), eval_run("acc", "gaussiank-2019", 0.951),
+        eval_run("acc", "gaussiank-2019", 0.10, status="running"),  # unfinished: ignored
+        eval_run("acc", "dense", 0.99),
+    ]  # fmt: skip
+    row = claims.build(runs).query("claim == 'gaussiank_accuracy'").iloc[0]
+    assert row["verdict"] == "holds" and row["n_units"] == 1 and row["n_runs"] == 4
+    assert "Top-k 0.955 (2 runs) vs gaussiank-2019 0.9515 (2 runs)" in row["evidence"]
+    worse = runs[:2] + [eval_run("acc", "gaussiank-2019", 0.90)]
+    assert claims.build(worse).query("claim == 'gaussiank_accuracy'").iloc[0]["verdict"] == "fails"
+    both = runs + [eval_run("acc", "topk", 0.95, density=0.01),
+                   eval_run("acc", "gaussiank-2019", 0.90, density=0.01)]  # fmt: skip
+    row = claims.build(both).query("claim == 'gaussiank_accuracy'").iloc[0]
+    assert row["verdict"] == "mixed" and row["n_units"] == 2 and row["fraction"] == 0.5
+
+
+def test_gaussiank_accuracy_for_language_models_uses_perplexity():
+    runs = [eval_run("lm", "topk", 100.0, name="perplexity"),
+            eval_run("lm", "gaussiank", 102.0, name="perplexity")]  # fmt: skip
+    table = claims.build(runs)
+    row = table.query("claim == 'gaussiank_accuracy'").iloc[0]
+    assert row["sparsifier"] == "gaussiank" and row["verdict"] == "holds"
+    runs[1] = eval_run("lm", "gaussiank", 120.0, name="perplexity")
+    assert claims.build(runs).query("claim == 'gaussiank_accuracy'").iloc[0]["verdict"] == "fails"
+    alone = claims.build([eval_run("lm", "gaussiank", 120.0, name="perplexity")])
+    assert alone.query("claim == 'gaussiank_accuracy'").iloc[0]["verdict"] == "insufficient-data"
+
+
+@pytest.mark.parametrize(
+    "passed, n, verdict",
+    [(9, 10, "holds"), (8, 10, "mixed"), (1, 10, "fails"), (2, 10, "mixed"), (0, 3, "fails"),
+     (2, 2, "insufficient-data"), (0, 0, "insufficient-data")],
+)  # fmt: skip
+def test_fraction_rule(passed, n, verdict):
+    assert claims.fraction_verdict(passed, n) == verdict
+
+
+@pytest.mark.parametrize(
+    "name, topk, gk, verdict",
+    [("accuracy", 0.95, 0.945, "holds"), ("accuracy", 0.95, 0.96, "holds"),
+     ("accuracy", 0.95, 0.93, "mixed"), ("accuracy", 0.95, 0.91, "fails"),
+     ("accuracy", 95.0, 94.5, "holds"), ("accuracy", 95.0, 90.0, "fails"),
+     ("perplexity", 80.0, 82.0, "holds"), ("perplexity", 80.0, 85.0, "mixed"),
+     ("perplexity", 80.0, 90.0, "fails")],
+)  # fmt: skip
+def test_metric_rule(name, topk, gk, verdict):
+    assert claims.metric_verdict(name, topk, gk) == verdict
+
+
+def test_write_is_a_readable_csv(tmp_path):
+    runs = [eval_run("acc", "topk", 0.95), eval_run("acc", "gaussiank-2019", 0.95)]
+    path = tmp_path / "out" / "claims.csv"
+    written = claims.write(runs, path)
+    back = pd.read_csv(path)
+    assert list(back.columns) == claims.COLUMNS and len(back) == len(written)
+    assert set(back["verdict"]) <= set(claims.VERDICTS)
+
+
+def test_bad_max_snapshots():
+    with pytest.raises(ValueError, match="max_snapshots"):
+        claims.build([], max_snapshots=-1)
+    assert claims.build([]).empty
+
+
+def test_claims_from_result_folders_read_by_the_loader(tmp_path):
+    """The same claims, through real result folders and topkscope.analysis.runs.load."""
+    import json
+
+    from topkscope.analysis import runs as loader
+
+    def save(run: RunLike, run_id: str) -> Path:
+        folder = tmp_path / run.manifest["experiment"] / run_id
+        (folder / "stats").mkdir(parents=True)
+        (folder / "snapshots").mkdir()
+        (folder / "manifest.json").write_text(json.dumps(run.manifest))
+        if not run.stats.empty:
+            frame = run.stats.astype({"step": "int64", "rank": "int32", "numel": "int64",
+                                      "k": "int64"})  # fmt: skip
+            frame.iloc[: len(frame) // 2].to_parquet(folder / "stats" / "part-r0-000000.parquet")
+            frame.iloc[len(frame) // 2 :].to_parquet(folder / "stats" / "part-r0-000001.parquet")
+        if not run.eval.empty:
+            run.eval.to_parquet(folder / "eval.parquet")
+        for (step, rank), u in run.vectors.items():
+            np.save(folder / "snapshots" / f"step{step}-rank{rank}.npy", u.astype(np.float32))
+            # g snapshots sit beside u ones and must not be mistaken for u
+            np.save(folder / "snapshots" / f"step{step}-rank{rank}-g.npy", np.ones(D, np.float32))
+        return folder
+
+    gauss = make_run("gauss", lambda r: r.standard_normal(D))
+    gauss.eval = eval_run("gauss", "topk", 0.95).eval
+    gk = eval_run("gauss", "gaussiank-2019", 0.949, experiment="gauss-exp")
+    save(gauss, "a")
+    save(gk, "b")
+    loaded = [loader.load(p) for p in loader.find(tmp_path)]
+    assert len(loaded) == 2
+    v = _verdicts(claims.build(loaded), "gauss")
+    assert v[("gaussian_like", "topk")] == "holds"
+    assert v[("below_paper", "topk")] == "holds"
+    assert v[("convexity_condition", "topk")] == "holds"  # a ones-vector g would fail it
+    assert v[("gaussiank_count", "gaussiank-2019")] == "holds"
+    assert v[("gaussiank_accuracy", "gaussiank-2019")] == "holds"
