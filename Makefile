@@ -10,7 +10,7 @@ STAMP := $(VENV)/.topkscope-setup
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help setup data test test-slow lint clean
+.PHONY: help setup data test test-slow lint clean bench
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-20s %s\n", $$1, $$2}'
@@ -32,6 +32,9 @@ test: setup data ## the default test suite (under ~15 min on 2 cores)
 
 test-slow: setup data ## the slow tests only (multi-process, large vectors)
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -q -m slow
+
+bench: setup data ## every benchmark -> results/bench/*.csv (QUICK=1 for the short versions)
+	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m topkscope.cli bench $(if $(QUICK),--quick,)
 
 lint: setup ## ruff
 	$(PY) -m ruff check topkscope tests benchmarks

@@ -1,0 +1,244 @@
+"""`topkscope analyze RUN_DIR ...`: normality, family fits and contraction of every snapshot of u.
+
+For each run folder (or every run folder under a results root or an experiment folder) and each
+raw snapshot snapshots/step{t}-rank{r}.npy of u, topkscope.analysis.snapshots.analyze_snapshot
+measures the normality battery, the distribution-family fits and delta_emp at the densities
+against 1 - k/d, (1 - k/d)^2 and the Gaussian value. The tidy tables go to
+RUN_DIR/analysis/{normality,fits,contraction}.parquet, rewritten atomically after each snapshot,
+so an interrupted analysis keeps what it finished. Snapshots already in the tables are skipped
+(only densities not yet measured are added) unless --force.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HELP = "analyse the snapshots of u in run folders: normality, family fits, contraction"
+DEFAULT_DENSITIES = "0.001,0.01,0.1"
+TABLES = ("normality", "fits", "contraction")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", type=Path, metavar="RUN_DIR",
+                   help="run folder (holding manifest.json), experiment folder or results root")
+    p.add_argument("--densities", default=DEFAULT_DENSITIES,
+                   help=f"comma-separated rho = k/d, each in (0, 1] (default {DEFAULT_DENSITIES})")
+    p.add_argument("--max-n", default=None, metavar="N",
+                   help="subsample size (>= 8) for the sort-based tests, the fits and the "
+                        "magnitude curve (default: each statistic's own)")
+    p.add_argument("--seed", default="0", metavar="S", help="subsampling seed, >= 0 (default 0)")
+    p.add_argument("--force", action="store_true", help="re-analyse snapshots already analysed")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+@dataclass
+class Work:
+    """One snapshot to analyse: what is missing from the tables."""
+
+    step: int
+    rank: int
+    distribution: bool  # battery and fits still to do
+    densities: list[float]  # contraction densities still to do
+
+
+@dataclass
+class RunPlan:
+    run: object  # topkscope.analysis.runs.Run
+    tables: dict  # name -> existing DataFrame or None
+    todo: list[Work]
+    snapshots: int
+    failed: list[str] = field(default_factory=list)
+
+
+def fail(message: str) -> int:
+    one_line = " ".join(str(message).split())
+    print(f"topkscope analyze: error: {one_line}", file=sys.stderr)
+    return 2
+
+
+def parse_densities(text: str) -> list[float]:
+    """'0.001,0.01' -> [0.001, 0.01] (duplicates dropped); ValueError outside (0, 1]."""
+    from topkscope.analysis.contraction import k_for_density
+
+    out: list[float] = []
+    for item in str(text).split(","):
+        try:
+            rho = float(item.strip())
+        except ValueError:
+            raise ValueError(f"--densities: {item.strip()!r} is not a number; give "
+                             "comma-separated densities in (0, 1]") from None
+        try:
+            k_for_density(rho, 1)
+        except ValueError as exc:
+            raise ValueError(f"--densities: {exc}") from None
+        if rho not in out:
+            out.append(rho)
+    return out
+
+
+def parse_int(flag: str, text: str | None, minimum: int) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise ValueError(f"{flag}: {text!r} is not an integer; allowed: >= {minimum}") from None
+    if value < minimum:
+        raise ValueError(f"{flag}: {value} is outside the allowed range (>= {minimum})")
+    return value
+
+
+def run_folders(paths: list[Path]) -> list[Path]:
+    """Run folders named by paths: a run folder itself, an experiment folder (its run folders)
+    or a results root (topkscope.analysis.runs.find). ValueError naming a path that is none."""
+    from topkscope.analysis.runs import find
+
+    out: list[Path] = []
+    for path in paths:
+        if (path / "manifest.json").is_file():
+            found = [path]
+        elif path.is_dir():
+            found = sorted(p.parent for p in path.glob("*/manifest.json")) or find(path)
+        else:
+            raise ValueError(f"{str(path)!r} does not exist (expected a run folder)")
+        if not found:
+            raise ValueError(f"{str(path)!r} is not a run folder (no manifest.json) and holds no "
+                             "run folders (<experiment>/<run_id>/manifest.json)")
+        out += [p for p in found if p.resolve() not in {q.resolve() for q in out}]
+    return out
+
+
+def read_tables(run_dir: Path) -> dict:
+    """The tables an earlier analysis wrote (None where absent); ValueError if unreadable."""
+    import pandas as pd
+
+    out = {}
+    for name in TABLES:
+        path = run_dir / "analysis" / f"{name}.parquet"
+        try:
+            out[name] = pd.read_parquet(path) if path.is_file() else None
+        except Exception as exc:  # pyarrow raises several types for a damaged file
+            raise ValueError(f"{str(path)!r} is not a readable parquet table ({exc}); "
+                             "delete it to analyse again") from None
+    return out
+
+
+def plan_run(run_dir: Path, densities: list[float], force: bool) -> RunPlan:
+    from topkscope.analysis.runs import load
+
+    run = load(run_dir, layers="__global__")
+    tables = read_tables(run_dir)
+    snaps = run.snapshots[run.snapshots["kind"] == "u"]
+    done_dist, done_rho = set(), set()
+    if not force and tables["normality"] is not None:
+        done_dist = {(int(s), int(r)) for s, r in tables["normality"][["step", "rank"]].values}
+    if not force and tables["contraction"] is not None:
+        frame = tables["contraction"][["step", "rank", "density"]]
+        done_rho = {(int(s), int(r), float(d)) for s, r, d in frame.itertuples(index=False)}
+    todo = []
+    for step, rank in snaps[["step", "rank"]].itertuples(index=False):
+        step, rank = int(step), int(rank)
+        missing = [d for d in densities if (step, rank, d) not in done_rho]
+        if (step, rank) not in done_dist or missing:
+            todo.append(Work(step, rank, (step, rank) not in done_dist, missing))
+    return RunPlan(run, tables, todo, len(snaps))
+
+
+def analyse(plan: RunPlan, max_n: int | None, seed: int, bar) -> None:
+    """Analyse plan.todo one snapshot at a time, rewriting the tables after each."""
+    import pandas as pd
+
+    from topkscope.analysis.snapshots import analyze_snapshot, merge
+    from topkscope.io import write_parquet_atomic
+
+    folder = Path(plan.run.path) / "analysis"
+    for work in plan.todo:
+        bar.set_postfix_str(f"{plan.run.path.name} step {work.step} rank {work.rank}")
+        try:
+            u = plan.run.snapshot(work.step, work.rank)
+        except (OSError, ValueError) as exc:  # a truncated or foreign .npy file
+            plan.failed.append(f"step {work.step} rank {work.rank}: cannot read: {exc}")
+            bar.update(1)
+            continue
+        result = analyze_snapshot(u, work.step, work.rank, work.densities, max_n=max_n,
+                                  seed=seed, distribution=work.distribution)
+        key = pd.DataFrame({"step": [work.step], "rank": [work.rank]})
+        rho = key.merge(pd.DataFrame({"density": work.densities}), how="cross")
+        updates = [("contraction", result.contraction, rho)] if work.densities else []
+        if work.distribution:  # normality last: its row marks the snapshot as analysed
+            updates = [("fits", result.fits, key), *updates, ("normality", result.normality, key)]
+        for name, rows, replace in updates:
+            plan.tables[name] = merge(plan.tables[name], rows, replace)
+            write_parquet_atomic(folder / f"{name}.parquet", plan.tables[name])
+        bar.update(1)
+
+
+def summary(plan: RunPlan, densities: list[float]) -> str:
+    """A few lines: snapshots done, normality effect sizes, best families, bounds held."""
+    import pandas as pd
+
+    run = plan.run
+    status = run.manifest.get("status") or "unknown"
+    lines = [f"{run.path} ({status}): {plan.snapshots} snapshot(s) of u, "
+             f"{len(plan.todo) - len(plan.failed)} analysed now, "
+             f"{plan.snapshots - len(plan.todo)} already done, {len(plan.failed)} failed"]
+    lines += [f"  failed: {message}" for message in plan.failed]
+    norm, fit, con = (plan.tables[n] for n in TABLES)
+    if norm is not None and not norm.empty:
+        rejected = int((norm["dagostino_p"] < 0.05).sum())
+        lines.append(f"  normality: median KS D {_median(norm['ks_D']):.4g}, median excess "
+                     f"kurtosis {_median(norm['excess_kurtosis']):.4g}, median Q-Q r "
+                     f"{_median(norm['qq_r']):.6g}; D'Agostino rejects normal at 5% in "
+                     f"{rejected}/{len(norm)}")
+    if fit is not None and not fit.empty:
+        best = fit[(fit["on"] == "x") & (fit["family_rank"] == 1)]["family"].value_counts()
+        lines.append("  best family on x (BIC): "
+                     + ", ".join(f"{name} {count}" for name, count in best.items()))
+    if con is not None and not con.empty:
+        for rho in densities:
+            rows = con[con["density"] == rho]
+            if rows.empty:
+                continue
+            lines.append(
+                f"  rho {rho:g}: median delta {_median(rows['topk_ratio']):.4g} vs (1-k/d)^2 "
+                f"{_median(rows['paper_bound']):.4g}; below (1-k/d)^2 in "
+                f"{int(rows['below_paper'].sum())}/{len(rows)}, convexity condition held in "
+                f"{int(pd.Series(rows['condition_holds'], dtype=bool).sum())}/{len(rows)}")
+    if plan.snapshots:
+        lines.append(f"  tables: {Path(run.path) / 'analysis'}")
+    return "\n".join(lines)
+
+
+def _median(values) -> float:
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    return statistics.median(finite) if finite else math.nan
+
+
+def main(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    try:
+        densities = parse_densities(args.densities)
+        max_n = parse_int("--max-n", args.max_n, 8)
+        seed = parse_int("--seed", args.seed, 0)
+        plans = [plan_run(d, densities, args.force) for d in run_folders(list(args.paths))]
+    except ValueError as exc:  # nothing has been written yet
+        return fail(str(exc))
+    total = sum(len(p.todo) for p in plans)
+    with tqdm(total=total, desc="analyse", unit="snapshot", file=sys.stderr,
+              disable=True if args.no_progress else None) as bar:
+        try:
+            for plan in plans:
+                analyse(plan, max_n, seed, bar)
+        except OSError as exc:
+            bar.close()
+            print(f"topkscope analyze: error: cannot write the tables: {exc}", file=sys.stderr)
+            return 1
+    for plan in plans:
+        print(summary(plan, densities))
+    return 1 if any(p.failed for p in plans) else 0
