@@ -25,12 +25,30 @@ class ErrorFeedback:
             return g.clone()
         if e.shape != g.shape:
             raise ValueError(
-                f"residual {name!r} has shape {tuple(e.shape)} but the gradient has {tuple(g.shape)}"
+                f"residual {name!r} has shape {tuple(e.shape)} "
+                f"but the gradient has {tuple(g.shape)}"
             )
         return g + e
 
-    def update(self, name: str, u: torch.Tensor, idx: torch.Tensor, inplace: bool = False) -> torch.Tensor:
-        """Keep e = u with u[idx] = 0 and return it. inplace=True reuses u's storage."""
+    def update(
+        self, name: str, u: torch.Tensor, idx: torch.Tensor, inplace: bool = False
+    ) -> torch.Tensor:
+        """Keep e = u with u[idx] = 0 and return it. inplace=True reuses u's storage.
+
+        idx: 1-D integer indices into u (the selection that was sent).
+        """
+        if idx.dim() != 1 or idx.is_floating_point() or idx.dtype == torch.bool:
+            raise ValueError(
+                f"idx must be 1-D integer indices, "
+                f"got dtype {idx.dtype} and shape {tuple(idx.shape)}"
+            )
+        if u.dim() != 1:
+            raise ValueError(f"u must be 1-D, got shape {tuple(u.shape)} (flatten it first)")
+        if idx.numel() and not (0 <= int(idx.min()) and int(idx.max()) < u.numel()):
+            raise ValueError(
+                f"idx holds values in [{int(idx.min())}, {int(idx.max())}] but must lie in "
+                f"[0, {u.numel() - 1}] for u of {u.numel()} elements"
+            )
         e = u if inplace else u.clone()
         e[idx] = 0
         self._residuals[name] = e
@@ -41,17 +59,24 @@ class ErrorFeedback:
         return self._residuals.get(name)
 
     def names(self) -> list[str]:
+        """Names with a residual, in first-update order."""
         return list(self._residuals)
 
     def reset(self) -> None:
+        """Forget every residual (e = 0 again)."""
         self._residuals.clear()
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Residuals as a plain dict of CPU tensors (for torch.save with weights_only=True)."""
         return {name: e.detach().cpu().clone() for name, e in self._residuals.items()}
 
-    def load_state_dict(self, state: dict[str, torch.Tensor], device: torch.device | str | None = None) -> None:
-        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+    def load_state_dict(
+        self, state: dict[str, torch.Tensor], device: torch.device | str | None = None
+    ) -> None:
+        """Replace the residuals by copies of `state` (moved to `device` if given)."""
+        if not isinstance(state, dict) or not all(
+            isinstance(v, torch.Tensor) for v in state.values()
+        ):
             raise ValueError("error-feedback state must be a dict of name -> tensor")
         self._residuals = {
             name: (e.to(device) if device is not None else e.clone()) for name, e in state.items()

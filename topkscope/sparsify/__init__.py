@@ -1,4 +1,17 @@
-"""Sparsifiers behind one interface: `get_sparsifier(name, **params).select(u, k)`."""
+"""Sparsifiers behind one interface: `get_sparsifier(name, **params).select(u, k)`.
+
+| name           | rule                                              | count guarantee        |
+|----------------|---------------------------------------------------|------------------------|
+| dense          | all indices                                       | d                      |
+| topk           | k largest |u| (torch.topk), lowest index on ties  | exactly k, exact set   |
+| gaussiank      | Gaussian guess on block maxima, corrected, trimmed| exactly k, exact set   |
+| gaussiank-2019 | published: mean + z std, x0.5 / x1.5, 3 evaluations| none (band on Gaussian)|
+| randk          | uniform k-subset, seedable                        | exactly k              |
+| dgc            | k_s-th largest of a random sample, optional trim  | >= 1; trim: <= k       |
+| redsync        | bisection of r in mean|u| + r (max|u| - mean|u|) | [k, band k] if reached |
+| sidco          | multi-stage exponential / gamma / GPD tail fit    | none                   |
+| threshold      | |u| > lambda, k ignored                           | none (may be 0)        |
+"""
 
 from __future__ import annotations
 
@@ -12,12 +25,26 @@ from topkscope.sparsify.base import (
     k_from_density,
 )
 from topkscope.sparsify.dense import Dense
-from topkscope.sparsify.topk import TopK
+from topkscope.sparsify.dgc import DGC
+from topkscope.sparsify.gaussiank import GaussianK
+from topkscope.sparsify.gaussiank_2019 import GaussianK2019
+from topkscope.sparsify.randk import RandK
+from topkscope.sparsify.redsync import RedSync
+from topkscope.sparsify.sidco import SIDCo
+from topkscope.sparsify.threshold import Threshold
+from topkscope.sparsify.topk import TopK, top_k_indices
 
 # name -> factory; filled once at import, never mutated afterwards.
 _FACTORIES: dict[str, Callable[..., Sparsifier]] = {
     "dense": Dense,
     "topk": TopK,
+    "gaussiank": GaussianK,
+    "gaussiank-2019": GaussianK2019,
+    "randk": RandK,
+    "dgc": DGC,
+    "redsync": RedSync,
+    "sidco": SIDCo,
+    "threshold": Threshold,
 }
 
 
@@ -27,7 +54,10 @@ def available() -> list[str]:
 
 
 def get_sparsifier(name: str, **params) -> Sparsifier:
-    """A new sparsifier instance by registry name, with its own parameters."""
+    """A new sparsifier instance by registry name, with its own parameters.
+
+    Raises ValueError for an unknown name or a bad parameter (naming the allowed values).
+    """
     try:
         factory = _FACTORIES[name]
     except (KeyError, TypeError):
@@ -41,11 +71,21 @@ def get_sparsifier(name: str, **params) -> Sparsifier:
 
 
 __all__ = [
+    "DGC",
+    "Dense",
+    "GaussianK",
+    "GaussianK2019",
+    "RandK",
+    "RedSync",
+    "SIDCo",
     "Sparsifier",
+    "Threshold",
+    "TopK",
     "available",
     "check_density",
     "check_k",
     "check_vector",
     "get_sparsifier",
     "k_from_density",
+    "top_k_indices",
 ]

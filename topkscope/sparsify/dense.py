@@ -9,7 +9,7 @@ class Dense(Sparsifier):
     """All indices 0..d-1, whatever k is. With error feedback the residual stays zero."""
 
     name = "dense"
-    exact = False  # ignores k; it is exact only when k = d
+    # ignores k: exact only when k = d
 
     def _select(self, u: torch.Tensor, k: int) -> torch.Tensor:
         return torch.arange(u.numel(), device=u.device, dtype=torch.int64)

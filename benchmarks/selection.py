@@ -1,0 +1,242 @@
+"""How fast is each sparsifier? Every method against torch.topk, side by side in one run.
+
+    .venv/bin/python benchmarks/selection.py [--quick] [--threads N] [--device cpu|cuda]
+                                             [--sizes 1e5,1e6] [--densities 0.001] [--repeats R]
+
+For each distribution (N(0,1), Laplace, Student-t(3), the 90/10 two-scale mixture), size d
+and density rho (k = round(rho d)), every registered method and the baseline
+`torch.topk(u.abs(), k, sorted=False)` are timed in interleaved rounds (one call of each
+per round, after warm-up calls that also fill each sparsifier's scratch buffers), so a busy
+shared CPU slows them alike. Reported: the median time, the ratio to torch.topk from the
+same rounds, and the selected count / k. `threshold` gets lambda = the k-th largest |u|
+(an oracle value, so it is timed at the density it would be tuned for).
+
+Defaults: d in {1e5, 1e6, 1e7, 2.5e7} (CPU; on CUDA up to 5e8), rho in {0.001, 0.01},
+5 rounds, 1 thread: torch.topk on one 1-D tensor runs on one thread whatever the setting,
+so one thread compares like with like and is steady on a shared machine (--threads 2
+gives the sparsifiers the second core). --quick: d in {1e5, 1e6}, 3 rounds.
+
+Writes results/bench/selection.csv (one row per distribution, d, density, method:
+median_ms, min_ms, ratio_to_topk = ms / torch.topk ms, speedup_vs_topk = its inverse,
+selected_over_k, plus device, threads, torch version) and results/bench/selection.png
+(N(0,1), lowest density; selection_rho<x>.png for the others).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from topkscope.io import write_bytes_atomic
+from topkscope.sparsify import available, get_sparsifier
+
+OUT = Path("results/bench/selection.csv")
+BASELINE = "torch.topk"
+CPU_SIZES = (100_000, 1_000_000, 10_000_000, 25_000_000)
+GPU_SIZES = (*CPU_SIZES, 100_000_000, 500_000_000)
+QUICK_SIZES = (100_000, 1_000_000)
+
+
+def make_vector(dist: str, d: int, seed: int, device: torch.device) -> torch.Tensor:
+    """A float32 test vector of one of the four distributions (seeded, generated on CPU)."""
+    gen = torch.Generator().manual_seed(seed)
+    if dist == "normal":
+        u = torch.randn(d, generator=gen)
+    elif dist == "laplace":
+        v = torch.rand(d, generator=gen) - 0.5  # inverse CDF; |v| = 0.5 would give -inf
+        u = -torch.sign(v) * torch.log1p(-(2.0 * v.abs()).clamp_(max=1.0 - 2.0**-24))
+    elif dist == "student_t3":
+        chi2 = sum(torch.randn(d, generator=gen).pow_(2) for _ in range(3))
+        u = torch.randn(d, generator=gen).div_(chi2.div_(3.0).sqrt_())
+    elif dist == "mixture":  # 90% N(0, 0.1^2), 10% N(0, 1)
+        u = torch.randn(d, generator=gen)
+        narrow = torch.rand(d, generator=gen) >= 0.1
+        u[narrow] *= 0.1
+    else:
+        raise ValueError(f"unknown distribution {dist!r}")
+    return u.to(device)
+
+
+DISTRIBUTIONS = ("normal", "laplace", "student_t3", "mixture")
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_interleaved(
+    calls: dict[str, Callable[[], torch.Tensor]], rounds: int, warmup: int, device: torch.device
+) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    """Seconds per call and selected counts, one call of each method per round."""
+    seconds: dict[str, list[float]] = {name: [] for name in calls}
+    counts: dict[str, list[int]] = {name: [] for name in calls}
+    for _ in range(warmup):
+        for call in calls.values():
+            call()
+    for _ in range(rounds):
+        for name, call in calls.items():
+            _synchronize(device)
+            start = time.perf_counter()
+            out = call()
+            _synchronize(device)
+            seconds[name].append(time.perf_counter() - start)
+            counts[name].append(out.numel())
+    return seconds, counts
+
+
+def bench_one(u: torch.Tensor, k: int, methods: list[str], rounds: int, warmup: int) -> list[dict]:
+    """Rows for one (vector, k): every method and the torch.topk baseline."""
+    kth = float(torch.topk(u.abs(), k, sorted=False).values.min())
+    calls: dict[str, Callable[[], torch.Tensor]] = {
+        BASELINE: lambda: torch.topk(u.abs(), k, sorted=False).indices
+    }
+    params: dict[str, str] = {BASELINE: ""}
+    for name in methods:
+        kwargs = {"threshold": kth} if name == "threshold" else {}
+        if name in ("randk", "dgc"):
+            kwargs["seed"] = 0
+        sparsifier = get_sparsifier(name, **kwargs)
+        calls[name] = lambda s=sparsifier: s.select(u, k)
+        params[name] = ",".join(f"{key}={val:.6g}" if isinstance(val, float) else f"{key}={val}"
+                                for key, val in kwargs.items())
+    seconds, counts = time_interleaved(calls, rounds, warmup, u.device)
+    base = _median(seconds[BASELINE])
+    rows = []
+    for name in calls:
+        med = _median(seconds[name])
+        rows.append({
+            "method": name,
+            "params": params[name],
+            "median_ms": med * 1e3,
+            "min_ms": min(seconds[name]) * 1e3,
+            "ratio_to_topk": med / base,
+            "speedup_vs_topk": base / med,
+            "selected_over_k": sum(counts[name]) / len(counts[name]) / k,
+            "exact": name == BASELINE or bool(getattr(get_sparsifier(name), "exact", False)),
+        })
+    return rows
+
+
+def parse_list(text: str, kind: Callable) -> list:
+    try:
+        return [kind(float(x)) if kind is int else kind(x) for x in text.split(",") if x]
+    except ValueError:
+        raise SystemExit(f"error: cannot read {text!r} as comma-separated numbers") from None
+
+
+def _unshadow_stdlib() -> None:
+    """Run as a script, benchmarks/ is first on sys.path, so a sibling benchmark named like a
+    standard-library module (statistics.py) would shadow it for seaborn; drop that entry."""
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != here]
+
+
+def main(argv: list[str] | None = None) -> int:
+    _unshadow_stdlib()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="d in {1e5, 1e6}, 3 rounds")
+    ap.add_argument("--sizes", help="comma-separated d values (e.g. 1e5,1e6)")
+    ap.add_argument("--densities", default="0.001,0.01", help="comma-separated rho values")
+    ap.add_argument("--methods", default=",".join(available()), help="comma-separated names")
+    ap.add_argument("--distributions", default=",".join(DISTRIBUTIONS))
+    ap.add_argument("--repeats", type=int, help="timed rounds (default 5, --quick 3)")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed rounds first (default 1)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--out", type=Path, default=OUT, help=f"CSV path (default {OUT})")
+    ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    args = ap.parse_args(argv)
+
+    if args.threads < 1:
+        raise SystemExit(f"error: --threads = {args.threads} must be at least 1")
+    try:
+        device = torch.device(args.device)
+        torch.empty(1, device=device)
+    except (RuntimeError, AssertionError) as exc:
+        raise SystemExit(f"error: device {args.device!r} is not usable here: {exc}") from None
+    default_sizes = QUICK_SIZES if args.quick else GPU_SIZES if device.type == "cuda" else CPU_SIZES
+    sizes = parse_list(args.sizes, int) if args.sizes else list(default_sizes)
+    densities = parse_list(args.densities, float)
+    rounds = args.repeats or (3 if args.quick else 5)
+    methods = [m for m in args.methods.split(",") if m]
+    dists = [x for x in args.distributions.split(",") if x]
+    for m in methods:
+        if m not in available():
+            raise SystemExit(f"error: unknown method {m!r}; available: {', '.join(available())}")
+    for x in dists:
+        if x not in DISTRIBUTIONS:
+            known = ", ".join(DISTRIBUTIONS)
+            raise SystemExit(f"error: unknown distribution {x!r}; one of {known}")
+    for rho in densities:
+        if not 0.0 < rho <= 1.0:
+            raise SystemExit(f"error: density {rho} is outside the allowed range (0, 1]")
+    if any(d < 1 for d in sizes) or rounds < 1 or args.warmup < 0:
+        raise SystemExit("error: sizes and --repeats must be >= 1, --warmup >= 0")
+    torch.set_num_threads(args.threads)
+
+    context = {
+        "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+    }
+    rows = []
+    started = time.perf_counter()
+    for dist in dists:
+        for d in sizes:
+            u = make_vector(dist, d, seed=d % 1000 + 17, device=device)
+            for rho in densities:
+                k = max(1, round(rho * d))
+                for row in bench_one(u, k, methods, rounds, args.warmup):
+                    rows.append({"distribution": dist, "d": d, "density": rho, "k": k, **row,
+                                 "repeats": rounds, **context})
+                gk = next(r for r in rows[::-1] if r["method"] == "gaussiank") if (
+                    "gaussiank" in methods) else None
+                note = f" gaussiank x{gk['speedup_vs_topk']:.1f}" if gk else ""
+                print(f"{dist:10s} d={d:>11,d} rho={rho:<6g} done{note}", file=sys.stderr)
+            del u
+    table = pd.DataFrame(rows)
+    write_bytes_atomic(args.out, table.to_csv(index=False, float_format="%.6g").encode())
+    print(f"wrote {args.out} ({len(table)} rows, {time.perf_counter() - started:.0f} s, "
+          f"{context['threads']} thread(s), {context['device']})")
+    if not args.no_plot:
+        plot(table, args.out.with_suffix(".png"), context)
+    summary = table[(table["distribution"] == dists[0]) & (table["d"] == max(sizes))]
+    print(summary[["method", "d", "density", "median_ms", "speedup_vs_topk",
+                   "selected_over_k"]].to_string(index=False, float_format="%.3g"))
+    return 0
+
+
+def plot(table: pd.DataFrame, path: Path, context: dict) -> None:
+    """Time vs d for the first distribution: `path` at the lowest density, path_rho<x>.png else."""
+    from topkscope.plots.selection_speed import selection_time
+
+    dist = table["distribution"].iloc[0]
+    where = {"threads": context["threads"], "device": context["device"]}
+    for i, rho in enumerate(sorted(table["density"].unique())):
+        fig = selection_time(table, distribution=dist, density=rho, context=where)
+        target = path if i == 0 else path.with_name(f"{path.stem}_rho{rho:g}.png")
+        buf = io.BytesIO()
+        FigureCanvasAgg(fig).print_png(buf)
+        write_bytes_atomic(target, buf.getvalue())
+        print(f"wrote {target}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

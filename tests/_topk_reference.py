@@ -1,0 +1,99 @@
+"""Slow, obvious references for the TopK-SGD tests, and a 2-process gloo launcher.
+
+`reference_topk_sgd` recomputes TopK-SGD densely in one process, without any topkscope
+communication code: per worker a plain autograd gradient on its MNIST shard, u = e + g,
+a dense 0/1 mask of the selected set, s = u * mask, e = u - s, the mean of the dense s,
+then momentum SGD written out by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+
+def exact_topk(u: torch.Tensor, k: int) -> torch.Tensor:
+    """The k largest |u| by a stable float64 sort (ties: lower index first)."""
+    return torch.argsort(u.double().abs(), descending=True, stable=True)[:k]
+
+
+def max_rel_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    """max |a - b| / max |b| over the whole flattened parameter vector."""
+    fa = torch.cat([t.detach().reshape(-1).double() for t in a])
+    fb = torch.cat([t.detach().reshape(-1).double() for t in b])
+    return float((fa - fb).abs().max() / fb.abs().max())
+
+
+def worker_batch(ds, rank: int, world: int, step: int, batch_size: int, seed: int):
+    from topkscope.data import shard_indices
+
+    per_rank = len(ds) // world
+    spe = per_rank // batch_size
+    epoch, b = divmod(step, spe)
+    idx = shard_indices(len(ds), rank, world, epoch, seed)[b * batch_size:(b + 1) * batch_size]
+    return ds.batch(idx)
+
+
+def reference_topk_sgd(model: torch.nn.Module, ds, *, world: int, steps: int, batch_size: int,
+                       seed: int, density: float, lr: float, momentum: float,
+                       weight_decay: float, select: Callable[[torch.Tensor, int], torch.Tensor],
+                       dense_steps: int = 0) -> list[torch.Tensor]:
+    """Final parameters of P-worker TopK-SGD (the first dense_steps steps uncompressed)."""
+    params = [p for p in model.parameters()]
+    d = sum(p.numel() for p in params)
+    k = max(1, round(density * d))
+    residual = [torch.zeros(d) for _ in range(world)]
+    velocity = [torch.zeros_like(p) for p in params]
+    for step in range(steps):
+        sent = []
+        for rank in range(world):
+            x, y = worker_batch(ds, rank, world, step, batch_size, seed)
+            model.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            g = torch.cat([p.grad.reshape(-1) for p in params])
+            if step < dense_steps:
+                sent.append(g)
+                continue
+            u = residual[rank] + g
+            mask = torch.zeros(d)
+            mask[select(u, k)] = 1.0
+            sent.append(u * mask)
+            residual[rank] = u - u * mask
+        mean = torch.stack(sent).sum(0) / world
+        with torch.no_grad():
+            offset = 0
+            for p, v in zip(params, velocity):
+                grad = mean[offset:offset + p.numel()].view_as(p) + weight_decay * p
+                offset += p.numel()
+                v.copy_(grad if step == 0 else momentum * v + grad)
+                p.sub_(lr * v)
+    return [p.detach().clone() for p in params]
+
+
+def _entry(rank: int, world: int, store: str, fn: Callable, out: str, args: tuple) -> None:
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    try:
+        torch.save(fn(rank, world, *args), Path(out) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def run_gloo(fn: Callable, *args, world: int = 2) -> list:
+    """fn(rank, world, *args) in `world` gloo processes; returns each rank's result.
+
+    fn must be a module-level function; its result is passed back with torch.save.
+    """
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = os.path.join(tmp, "store")
+        mp.spawn(_entry, args=(world, store, fn, tmp, args), nprocs=world, join=True)
+        return [torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(world)]

@@ -1,0 +1,158 @@
+"""Approximate methods: selected count / k on four distributions, d = 1e6, rho in {0.001, 0.01}.
+
+Measured with the seeds below (count / k; gaussiank is always exactly 1):
+
+    distribution  rho    gaussiank-2019  dgc    redsync  sidco
+    normal        0.001  0.99            0.87   1.59     0.90
+    normal        0.01   0.99            0.97   1.77     0.93
+    laplace       0.001  0.96            0.79   1.13     1.01
+    laplace       0.01   6.50            0.99   1.33     1.00
+    student_t3    0.001  1.05            0.88   1.11     0.93
+    student_t3    0.01   0.69            1.05   1.62     0.97
+    mixture       0.001  1.44            1.11   1.20     0.96
+    mixture       0.01   0.56            0.99   1.45     0.82
+
+The published Gaussian-k leaves its own band [2k/3, 4k/3] on the two-scale mixture at
+both densities (1.44 k and 0.56 k) and on Laplace at rho = 0.01, where the x1.5 / x0.5
+steps oscillate (2.6 k -> 0.42 k -> 6.5 k) and the third set is returned as is. That is
+the published behaviour, asserted below rather than hidden.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from tests.test_sparsify_cases import DISTRIBUTIONS, reference_top_k
+from topkscope.sparsify import get_sparsifier
+
+D = 1_000_000
+RHOS = (0.001, 0.01)
+
+
+@pytest.fixture(scope="module")
+def vectors() -> dict[str, torch.Tensor]:
+    """The four test distributions, generated once per module."""
+    return {name: make(D, seed=1234 + i) for i, (name, make) in enumerate(DISTRIBUTIONS.items())}
+
+
+def _count_ratio(name: str, u: torch.Tensor, k: int, **params) -> float:
+    idx = get_sparsifier(name, **params).select(u, k)
+    assert idx.unique().numel() == idx.numel() > 0
+    return idx.numel() / k
+
+
+def _is_threshold_set(u: torch.Tensor, idx: torch.Tensor) -> bool:
+    """Every selected |u| is >= every unselected |u| (a magnitude threshold set)."""
+    mag = u.abs()
+    chosen = torch.zeros(u.numel(), dtype=torch.bool)
+    chosen[idx] = True
+    return bool(mag[chosen].min() >= mag[~chosen].max()) if (~chosen).any() else True
+
+
+def published_gaussiank_count(u: torch.Tensor, k: int) -> tuple[int, int]:
+    """Slow float64 re-statement of the published loop: (final count, evaluations)."""
+    x = u.double().numpy()
+    mag = np.abs(x)
+    z = -float(torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(k / x.size / 2.0)))
+    thr = x.mean() + z * x.std(ddof=1)
+    evaluations = 0
+    while evaluations < 3:
+        evaluations += 1
+        count = int(np.count_nonzero(mag > thr))
+        if count < 2 * k / 3:
+            thr *= 0.5
+        elif count > 4 * k / 3:
+            thr *= 1.5
+        else:
+            break
+    return count, evaluations
+
+
+@pytest.mark.parametrize("rho", RHOS)
+@pytest.mark.parametrize("dist", sorted(DISTRIBUTIONS))
+def test_gaussiank_is_exactly_k_and_exact_on_every_distribution(vectors, dist, rho):
+    u = vectors[dist]
+    k = round(rho * D)
+    idx = get_sparsifier("gaussiank").select(u, k)
+    assert idx.numel() == k
+    np.testing.assert_array_equal(np.sort(idx.numpy()), reference_top_k(u, k))
+
+
+@pytest.mark.parametrize("rho", RHOS)
+@pytest.mark.parametrize("dist", sorted(DISTRIBUTIONS))
+def test_gaussiank_2019_follows_the_published_loop(vectors, dist, rho):
+    u = vectors[dist]
+    k = round(rho * D)
+    idx = get_sparsifier("gaussiank-2019").select(u, k)
+    ref_count, _ = published_gaussiank_count(u, k)
+    assert abs(idx.numel() - ref_count) <= max(2, 1e-3 * ref_count)
+    assert _is_threshold_set(u, idx)
+
+
+@pytest.mark.parametrize("rho", RHOS)
+def test_gaussiank_2019_in_band_on_gaussian(vectors, rho):
+    k = round(rho * D)
+    assert 2 / 3 <= _count_ratio("gaussiank-2019", vectors["normal"], k) <= 4 / 3
+
+
+@pytest.mark.parametrize("rho", RHOS)
+def test_gaussiank_2019_leaves_its_band_on_the_mixture(vectors, rho):
+    """Published behaviour, documented: three x1.5 / x0.5 steps cannot reach the band."""
+    k = round(rho * D)
+    ratio = _count_ratio("gaussiank-2019", vectors["mixture"], k)
+    count, evaluations = published_gaussiank_count(vectors["mixture"], k)
+    assert evaluations == 3 and not (2 / 3 <= count / k <= 4 / 3)
+    assert not (2 / 3 <= ratio <= 4 / 3)
+    assert ratio == pytest.approx(count / k, rel=1e-3)
+
+
+def test_gaussiank_2019_oscillates_on_laplace_at_one_percent(vectors):
+    k = round(0.01 * D)
+    assert _count_ratio("gaussiank-2019", vectors["laplace"], k) > 4
+
+
+@pytest.mark.parametrize("rho", RHOS)
+@pytest.mark.parametrize("dist", sorted(DISTRIBUTIONS))
+def test_redsync_lands_in_its_band(vectors, dist, rho):
+    u = vectors[dist]
+    k = round(rho * D)
+    idx = get_sparsifier("redsync").select(u, k)
+    assert k <= idx.numel() <= 2 * k
+    assert _is_threshold_set(u, idx)
+
+
+@pytest.mark.parametrize("rho", RHOS)
+@pytest.mark.parametrize("dist", sorted(DISTRIBUTIONS))
+def test_dgc_count_is_k_up_to_sampling_noise(vectors, dist, rho):
+    """1% sample: k_s = 10 (rho 0.001) or 100 (0.01) sampled values set the threshold."""
+    u = vectors[dist]
+    k = round(rho * D)
+    idx = get_sparsifier("dgc", seed=0).select(u, k)
+    assert 0.5 <= idx.numel() / k <= 2.0
+    assert _is_threshold_set(u, idx)
+    trimmed = get_sparsifier("dgc", seed=0, trim=True).select(u, k)
+    assert trimmed.numel() == min(idx.numel(), k)
+    if idx.numel() >= k:  # trimming a superset of Top-k gives exactly Top-k
+        np.testing.assert_array_equal(np.sort(trimmed.numpy()), reference_top_k(u, k))
+
+
+@pytest.mark.parametrize("rho", RHOS)
+@pytest.mark.parametrize("dist", sorted(DISTRIBUTIONS))
+def test_sidco_count_is_near_k(vectors, dist, rho):
+    u = vectors[dist]
+    k = round(rho * D)
+    idx = get_sparsifier("sidco").select(u, k)
+    assert 0.7 <= idx.numel() / k <= 1.3
+    assert _is_threshold_set(u, idx)
+
+
+def test_sidco_single_exponential_stage_undershoots_on_gaussian(vectors):
+    """Documented: an exponential fit of a Gaussian |u| overstates its tail (about 0.1 k)."""
+    u = vectors["normal"]
+    k = round(0.001 * D)
+    ratio = _count_ratio("sidco", u, k, dist="exponential", stages=2, first_ratio=math.sqrt(0.001))
+    assert ratio < 0.3

@@ -1,0 +1,209 @@
+"""Each method's own rule, checked against a slow, obvious re-statement of it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from tests.test_sparsify_cases import laplace, mixture, normal, reference_top_k
+from topkscope.sparsify import get_sparsifier
+from topkscope.sparsify.moments import mean_std, two_sided_normal_quantile
+from topkscope.sparsify.sidco import tail_threshold
+
+
+# ---- moments ---------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_mean_std_matches_numpy_float64(dtype):
+    u = (normal(100_001, 5) * 3 + 0.5).to(dtype)
+    mean, std = mean_std(u)
+    x = u.double().numpy()
+    assert mean == pytest.approx(x.mean(), rel=1e-5)
+    assert std == pytest.approx(x.std(ddof=1), rel=1e-5)
+
+
+def test_two_sided_normal_quantile_matches_scipy():
+    for tail in (1e-6, 0.001, 0.01, 0.3, 0.999):
+        assert two_sided_normal_quantile(tail) == pytest.approx(stats.norm.isf(tail / 2), rel=1e-9)
+    assert two_sided_normal_quantile(1.0) == 0.0
+
+
+# ---- gaussiank-2019 --------------------------------------------------------------------
+def test_gaussiank_2019_first_threshold_is_mean_plus_z_std():
+    """When the first evaluation is in band, the set is exactly {|u| > mean + z std}."""
+    u = normal(200_000, 9)
+    k = 200
+    x = u.double().numpy()
+    thr = x.mean() + stats.norm.isf(k / u.numel() / 2) * x.std(ddof=1)
+    ref = np.flatnonzero(np.abs(x) > thr)
+    assert 2 * k / 3 <= ref.size <= 4 * k / 3
+    got = np.sort(get_sparsifier("gaussiank-2019").select(u, k).numpy())
+    np.testing.assert_array_equal(got, ref)
+
+
+def published_gaussiank_set(u: torch.Tensor, k: int) -> tuple[np.ndarray, list[float]]:
+    """The published loop in float64: (final set, thresholds evaluated)."""
+    x = u.double().numpy()
+    thr = x.mean() + stats.norm.isf(k / x.size / 2) * x.std(ddof=1)
+    evaluated = []
+    for _ in range(3):
+        evaluated.append(thr)
+        chosen = np.flatnonzero(np.abs(x) > thr)
+        if chosen.size < 2 * k / 3:
+            thr *= 0.5
+        elif chosen.size > 4 * k / 3:
+            thr *= 1.5
+        else:
+            break
+    return chosen, evaluated
+
+
+@pytest.mark.parametrize(
+    ("values", "k", "steps"),
+    [
+        ([0.0] * 96 + [1.0, 3.0, 6.0, 6.0], 2, [1.5]),  # too many, then in band
+        ([0.0] * 96 + [1.0, 3.0, 6.0, 6.0], 5, [0.5]),  # too few, then in band
+        ([0.0] * 90 + [1.0] * 6 + [5.0, 6.0, 7.0, 8.0], 2, [1.5, 1.5]),  # ends below band
+        ([0.0] * 80 + [1.0] * 15 + [2.0] * 5, 10, [0.5, 1.5]),  # oscillates, ends above band
+    ],
+)
+def test_gaussiank_2019_steps_are_half_and_one_and_a_half(values, k, steps):
+    u = torch.tensor(values)
+    ref, evaluated = published_gaussiank_set(u, k)
+    assert [b / a for a, b in zip(evaluated, evaluated[1:])] == pytest.approx(steps)
+    got = np.sort(get_sparsifier("gaussiank-2019").select(u, k).numpy())
+    np.testing.assert_array_equal(got, ref)
+
+
+# ---- dgc -------------------------------------------------------------------------------
+def test_dgc_full_sample_threshold_is_the_kth_magnitude():
+    u = laplace(50_000, 2)
+    k = 321
+    idx = get_sparsifier("dgc", sample_ratio=1.0).select(u, k)
+    np.testing.assert_array_equal(np.sort(idx.numpy()), reference_top_k(u, k))
+
+
+def test_dgc_is_reproducible_with_a_seed():
+    u = normal(300_000, 4)
+    a = get_sparsifier("dgc", seed=3).select(u, 300)
+    b = get_sparsifier("dgc", seed=3).select(u, 300)
+    c = get_sparsifier("dgc", seed=4).select(u, 300)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+# ---- redsync ---------------------------------------------------------------------------
+def redsync_reference(u: torch.Tensor, k: int, band: float = 2.0, max_iter: int = 20) -> int:
+    mag = np.abs(u.double().numpy())
+    mean, top = mag.mean(), mag.max()
+    low, high = 0.0, 1.0
+    for _ in range(max_iter):
+        r = 0.5 * (low + high)
+        n = int(np.count_nonzero(mag > mean + r * (top - mean)))
+        if k <= n <= band * k:
+            break
+        low, high = (low, r) if n < k else (r, high)
+    return n
+
+
+@pytest.mark.parametrize("make", [normal, laplace, mixture])
+def test_redsync_matches_its_bisection(make):
+    u = make(200_000, 8)
+    for k in (20, 200, 2000):
+        got = get_sparsifier("redsync").select(u, k).numel()
+        assert abs(got - redsync_reference(u, k)) <= max(1, 1e-3 * got)
+
+
+def test_redsync_reports_out_of_band_counts_as_they_are():
+    """Half the vector at one magnitude: no threshold gives [k, 2k]; the count is honest."""
+    u = torch.cat([torch.ones(5000), torch.zeros(5000)])
+    idx = get_sparsifier("redsync").select(u, 10)
+    assert idx.numel() == redsync_reference(u, 10) or idx.numel() == 5000
+
+
+# ---- sidco -----------------------------------------------------------------------------
+@pytest.mark.parametrize("q", [0.25, 0.01, 1e-4])
+def test_sidco_tail_thresholds_match_scipy_fits(q):
+    mean, var = 0.8, 0.36
+    expon = stats.expon(scale=mean).isf(q)
+    assert tail_threshold("exponential", mean, var, q) == pytest.approx(expon, rel=1e-9)
+    shape, scale = mean**2 / var, var / mean
+    gamma = stats.gamma(shape, scale=scale).isf(q)
+    assert tail_threshold("gamma", mean, var, q) == pytest.approx(gamma, rel=1e-7)
+    for mean, var in ((0.8, 0.36), (0.8, 2.0), (0.8, 0.64)):  # xi < 0, > 0, = 0
+        xi = 0.5 * (1 - mean**2 / var)
+        sigma = 0.5 * mean * (1 + mean**2 / var)
+        gp = stats.genpareto(xi, scale=sigma).isf(q)
+        assert tail_threshold("gpareto", mean, var, q) == pytest.approx(gp, rel=1e-7)
+
+
+def test_sidco_one_exponential_stage_is_mean_log_inverse_rho():
+    u = laplace(100_000, 6)  # |u| ~ Exp(1): the fit is right, the count should be ~k
+    k = 1000
+    sparsifier = get_sparsifier("sidco", dist="exponential", stages=1)
+    idx = sparsifier.select(u, k)
+    thr = float(u.abs().double().mean()) * math.log(u.numel() / k)
+    ref = np.flatnonzero(np.abs(u.double().numpy()) > thr)
+    assert abs(idx.numel() - ref.size) <= 2
+    assert 0.9 <= idx.numel() / k <= 1.1
+
+
+@pytest.mark.parametrize("dist", ["exponential", "gamma", "gpareto"])
+def test_sidco_multistage_matches_a_float64_restatement(dist):
+    u = mixture(300_000, 12)
+    rho, stages, first = 0.002, 3, 0.25
+    x = np.abs(u.double().numpy())
+    eta = tail_threshold(dist, x.mean(), x.var(), first)
+    later = (rho / first) ** 0.5
+    for _ in range(stages - 1):
+        excess = x[x > eta] - eta
+        eta += tail_threshold(dist, excess.mean(), excess.var(), later)
+    ref = np.flatnonzero(x > eta)
+    got = get_sparsifier("sidco", dist=dist, stages=stages).select(u, round(rho * u.numel()))
+    assert abs(got.numel() - ref.size) <= max(2, 1e-3 * ref.size)
+
+
+# ---- threshold -------------------------------------------------------------------------
+def test_threshold_is_the_strict_magnitude_set_and_may_be_empty():
+    u = torch.tensor([0.5, -0.2, 0.0, 0.2, -0.7])
+    assert sorted(get_sparsifier("threshold", threshold=0.2).select(u, 1).tolist()) == [0, 4]
+    assert get_sparsifier("threshold", threshold=1.0).select(u, 1).numel() == 0
+    assert sorted(get_sparsifier("threshold", threshold=0.0).select(u, 1).tolist()) == [0, 1, 3, 4]
+
+
+# ---- randk -----------------------------------------------------------------------------
+@pytest.mark.parametrize(("d", "k"), [(20, 3), (20, 15)])  # rejection and permutation paths
+def test_randk_is_uniform_over_positions(d, k):
+    s = get_sparsifier("randk", seed=123)
+    u = torch.randn(d)
+    counts = np.zeros(d)
+    draws = 3000
+    for _ in range(draws):
+        idx = s.select(u, k)
+        assert idx.numel() == k and idx.unique().numel() == k
+        counts[idx.numpy()] += 1
+    assert stats.chisquare(counts).pvalue > 1e-4
+    # pairs too: each pair appears together with probability k(k-1) / (d(d-1))
+
+
+def test_randk_seed_sharing():
+    u = torch.randn(10_000)
+    a, b, c = (get_sparsifier("randk", seed=s) for s in (5, 5, 6))
+    for _ in range(5):
+        x, y, z = a.select(u, 100), b.select(u, 100), c.select(u, 100)
+        assert torch.equal(x, y)  # shared seed: the same positions at every step
+        assert not torch.equal(x, z)
+
+
+def test_randk_expected_contraction_is_the_classic_bound():
+    u = laplace(2000, 1).double()
+    k = 200
+    s = get_sparsifier("randk", seed=0)
+    ratios = []
+    for _ in range(400):
+        rest = u.clone()
+        rest[s.select(u, k)] = 0
+        ratios.append(float(rest.pow(2).sum() / u.pow(2).sum()))
+    assert np.mean(ratios) == pytest.approx(1 - k / u.numel(), abs=0.01)
