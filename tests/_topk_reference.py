@@ -8,6 +8,7 @@ then momentum SGD written out by hand.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Callable
@@ -73,6 +74,24 @@ def reference_topk_sgd(model: torch.nn.Module, ds, *, world: int, steps: int, ba
                 v.copy_(grad if step == 0 else momentum * v + grad)
                 p.sub_(lr * v)
     return [p.detach().clone() for p in params]
+
+
+@functools.lru_cache(maxsize=1)
+def mnist() -> tuple:
+    """(train, test) MNIST, loaded once per process (every equivalence run uses the same)."""
+    from topkscope.data import load
+
+    return load("mnist", "train"), load("mnist", "test")
+
+
+def trainer_on(cfg, transport, data: tuple):
+    """A fresh Trainer (model seeded from cfg.seed) on already loaded (train, eval) data."""
+    from topkscope.train.run import build_model, build_task
+    from topkscope.train.trainer import Trainer
+
+    model = build_model(cfg, data[0])
+    task = build_task(cfg, model, data[0], data[1], transport.world_size, torch.device("cpu"))
+    return Trainer(cfg, model, task, transport)
 
 
 def _entry(rank: int, world: int, store: str, fn: Callable, out: str, args: tuple) -> None:

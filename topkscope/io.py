@@ -18,6 +18,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file ordinary permissions
     try:
         write(tmp)
         with open(tmp, "rb") as fh:
@@ -28,6 +29,12 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:

@@ -1,0 +1,168 @@
+"""Worker-side compression and the in-process exchange, against dense float64 references."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests._topk_reference import exact_topk
+from topkscope.comm import Layout, SimulatedTransport, SparseUpdate, WorkerCompressor, exchange
+from topkscope.comm.sparse import (
+    dense_payload_bytes,
+    index_dtype,
+    scatter_sum,
+    sparse_payload_bytes,
+)
+from topkscope.sparsify import get_sparsifier
+
+SHAPES = {"a.weight": (20, 30), "a.bias": (20,), "b.weight": (5, 20), "b.bias": (5,)}
+
+
+def layout() -> Layout:
+    return Layout.of((n, torch.zeros(s, requires_grad=True)) for n, s in SHAPES.items())
+
+
+def test_layout_offsets_views_and_flatten():
+    lay = layout()
+    assert lay.d == 600 + 20 + 100 + 5
+    assert lay.entries() == [("a.weight", 0, 600), ("a.bias", 600, 20), ("b.weight", 620, 100),
+                             ("b.bias", 720, 5)]
+    flat = torch.arange(lay.d, dtype=torch.float32)
+    views = lay.views(flat)
+    assert [tuple(v.shape) for v in views] == list(SHAPES.values())
+    assert torch.equal(lay.flatten(views), flat)
+    assert torch.equal(lay.flatten([None, views[1], None, views[3]])[600:620], views[1].flatten())
+    frozen = torch.zeros(3)  # requires_grad False: not part of the gradient vector
+    assert Layout.of([("x", frozen), ("y", torch.zeros(2, requires_grad=True))]).names == ("y",)
+
+
+def test_sent_plus_residual_is_u_and_feedback_telescopes():
+    """Over T steps: sum of what was sent + final residual == sum of gradients (float64 check)."""
+    torch.manual_seed(0)
+    lay = layout()
+    comp = WorkerCompressor(get_sparsifier("topk"), lay)
+    sent_total = torch.zeros(lay.d, dtype=torch.float64)
+    grad_total = torch.zeros(lay.d, dtype=torch.float64)
+    for _ in range(6):
+        g = torch.randn(lay.d)
+        prev = comp.feedback.residual("__global__")
+        prev = None if prev is None else prev.clone()
+        out = comp.compress(g, 0.05, keep=True)
+        expected_u = g if prev is None else g + prev
+        assert torch.equal(out.u, expected_u)
+        dense_sent = torch.zeros(lay.d)
+        dense_sent[out.update.indices.long()] = out.update.values
+        assert torch.equal(dense_sent + out.e, out.u)                 # s + e == u, exactly
+        assert set(out.update.indices.tolist()) == set(exact_topk(out.u, 36).tolist())
+        sent_total += dense_sent.double()
+        grad_total += g.double()
+    residual = comp.feedback.residual("__global__").double()
+    torch.testing.assert_close(sent_total + residual, grad_total, rtol=0, atol=1e-5)
+
+
+def test_layerwise_selects_k_per_tensor():
+    torch.manual_seed(1)
+    lay = layout()
+    comp = WorkerCompressor(get_sparsifier("topk"), lay, selection="layerwise")
+    u = torch.randn(lay.d)
+    idx = comp.compress(u, 0.1).update.indices.long()
+    for name, off, n in lay.entries():
+        mine = idx[(idx >= off) & (idx < off + n)] - off
+        k = max(1, round(0.1 * n))
+        assert set(mine.tolist()) == set(exact_topk(u[off:off + n], k).tolist()), name
+    assert comp.target_k(0.1) == idx.numel() == 60 + 2 + 10 + 1
+    assert WorkerCompressor(get_sparsifier("topk"), lay).target_k(0.1) == round(0.1 * lay.d)
+
+
+def test_without_error_feedback_nothing_is_kept():
+    lay = layout()
+    comp = WorkerCompressor(get_sparsifier("topk"), lay, error_feedback=False)
+    g = torch.randn(lay.d)
+    first = comp.compress(g, 0.01).update
+    second = comp.compress(g, 0.01).update
+    assert torch.equal(first.indices, second.indices) and torch.equal(first.values, second.values)
+    assert comp.feedback.residual("__global__") is None
+
+
+def test_compress_rejects_a_wrong_sized_gradient():
+    comp = WorkerCompressor(get_sparsifier("topk"), layout())
+    with pytest.raises(ValueError, match="d = 725"):
+        comp.compress(torch.zeros(10), 0.1)
+
+
+def test_scatter_sum_adds_duplicates_and_keeps_every_contribution():
+    ups = [SparseUpdate(torch.tensor([1.0, 2.0]), torch.tensor([0, 3])),
+           SparseUpdate(torch.tensor([]), torch.tensor([], dtype=torch.int64)),
+           SparseUpdate(torch.tensor([10.0, 20.0, 30.0]), torch.tensor([3, 4, 0]))]
+    total = scatter_sum(ups, 6, torch.float32, "cpu")
+    assert total.tolist() == [31.0, 0.0, 0.0, 12.0, 20.0, 0.0]
+    assert torch.equal(scatter_sum(ups, 6, torch.float32, "cpu", scale=0.5), total / 2)
+    with pytest.raises(ValueError, match=r"outside \[0, 6\)"):
+        scatter_sum([SparseUpdate(torch.tensor([1.0]), torch.tensor([6]))], 6, torch.float32, "cpu")
+
+
+def test_payload_bytes():
+    assert index_dtype(10) == torch.int32 and index_dtype(2**31) == torch.int64
+    # counts 3 and 7: both pad to 7 (value 4 B + index 4 B) plus an 8-byte count each
+    assert sparse_payload_bytes([3, 7], 4, 4) == 2 * (8 + 7 * 8)
+    assert sparse_payload_bytes([0, 0], 4, 4) == 16
+    assert dense_payload_bytes(4, 1000, 4) == 16000
+
+
+@pytest.mark.parametrize("selection", ["global", "layerwise"])
+def test_simulated_exchange_equals_the_dense_mean(selection):
+    torch.manual_seed(2)
+    lay, P, rho = layout(), 3, 0.02
+    comps = [WorkerCompressor(get_sparsifier("topk"), lay, selection) for _ in range(P)]
+    residuals = [torch.zeros(lay.d, dtype=torch.float64) for _ in range(P)]
+    for _ in range(3):
+        grads = [torch.randn(lay.d) for _ in range(P)]
+        result = exchange(SimulatedTransport(P), comps, grads, rho)
+        expected = torch.zeros(lay.d, dtype=torch.float64)
+        for p in range(P):
+            u = residuals[p] + grads[p].double()
+            mask = torch.zeros(lay.d, dtype=torch.bool)
+            if selection == "global":
+                mask[exact_topk(u, round(rho * lay.d))] = True
+            else:
+                for _, off, n in lay.entries():
+                    mask[off + exact_topk(u[off:off + n], max(1, round(rho * n)))] = True
+            expected += torch.where(mask, u, 0.0)
+            residuals[p] = torch.where(mask, 0.0, u)
+        torch.testing.assert_close(result.mean.double(), expected / P, rtol=1e-6, atol=1e-6)
+        assert result.counts == [comps[0].target_k(rho)] * P
+        assert result.bytes_sent == sparse_payload_bytes(result.counts, 4, 4)
+
+
+def test_dense_sparsifier_is_a_plain_mean():
+    lay = layout()
+    comps = [WorkerCompressor(get_sparsifier("dense"), lay) for _ in range(2)]
+    grads = [torch.randn(lay.d), torch.randn(lay.d)]
+    expected = (grads[0] + grads[1]) / 2
+    result = exchange(SimulatedTransport(2), comps, [g.clone() for g in grads], 0.001)
+    assert torch.equal(result.mean, expected)
+    assert result.counts == [lay.d, lay.d]
+    assert result.bytes_sent == dense_payload_bytes(2, lay.d, 4)
+
+
+def test_simulated_transport_checks_its_inputs():
+    with pytest.raises(ValueError, match="workers = 0"):
+        SimulatedTransport(0)
+    with pytest.raises(ValueError, match="expected 2 local contributions, got 1"):
+        SimulatedTransport(2).sum_dense([torch.zeros(3)])
+
+
+def test_a_reused_output_buffer_gives_the_same_mean():
+    torch.manual_seed(3)
+    lay = layout()
+    fresh = [WorkerCompressor(get_sparsifier("topk"), lay) for _ in range(2)]
+    reuse = [WorkerCompressor(get_sparsifier("topk"), lay) for _ in range(2)]
+    buffer = torch.full((lay.d,), float("nan"))
+    for _ in range(3):
+        grads = [torch.randn(lay.d) for _ in range(2)]
+        a = exchange(SimulatedTransport(2), fresh, grads, 0.05)
+        b = exchange(SimulatedTransport(2), reuse, grads, 0.05, out=buffer)
+        assert b.mean.data_ptr() == buffer.data_ptr()
+        assert torch.equal(a.mean, b.mean)
+    with pytest.raises(ValueError, match="out must be"):
+        exchange(SimulatedTransport(2), reuse, grads, 0.05, out=torch.zeros(3))

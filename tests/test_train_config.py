@@ -1,0 +1,117 @@
+"""The experiment YAML schema: profiles, overrides, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from topkscope.train.config import (
+    SCHEMA,
+    ExperimentConfig,
+    load_config,
+    parse_assignment,
+    resolve,
+    validate,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+MINIMAL = dict(experiment="x", model="fnn3", dataset="mnist", batch_size=8, lr=0.1,
+               density=0.01, steps=5)
+
+
+def test_every_schema_key_is_a_config_field_and_back():
+    fields = set(ExperimentConfig.__dataclass_fields__)
+    assert set(SCHEMA) == fields
+
+
+def test_fnn3_experiment_profiles():
+    quick, used = load_config(REPO / "experiments" / "fnn3-mnist.yaml")
+    assert used == "quick"
+    assert (quick.experiment, quick.model, quick.dataset) == ("fnn3-mnist", "fnn3", "mnist")
+    assert (quick.workers, quick.epochs) == (2, 3)
+    full, used = load_config(REPO / "experiments" / "fnn3-mnist.yaml", profile="full")
+    assert used == "full"
+    # the paper's FNN-3 settings
+    assert (full.lr, full.batch_size, full.epochs, full.workers) == (0.01, 128, 30, 16)
+    assert (full.momentum, full.density, full.selection) == (0.9, 0.001, "global")
+    assert full.lr_in_residual is False and full.sparsifier == "topk"
+
+
+def test_profile_then_overrides_take_precedence_and_mappings_merge():
+    raw = {**MINIMAL, "recorder": {"schedule": {"every": 10}, "densities": [0.01]},
+           "profiles": {"quick": {"lr": 0.5, "recorder": {"densities": [0.1]}}}}
+    cfg = resolve(raw, overrides={"lr": 0.25})
+    assert cfg.lr == 0.25
+    assert cfg.recorder == {"schedule": {"every": 10}, "densities": [0.1]}
+    assert resolve(raw, overrides={"recorder": None}).recorder is None
+    # profile=None picks quick only when it exists
+    assert resolve({k: v for k, v in raw.items() if k != "profiles"}).lr == 0.1
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"lrr": 0.1}, ["unknown config key 'lrr'", "allowed keys"]),
+    ({"density": 0.0}, ["density = 0.0", "(0, 1]"]),
+    ({"density": 1.5}, ["density = 1.5", "(0, 1]"]),
+    ({"workers": 0}, ["workers = 0", "[1, inf]"]),
+    ({"workers": 2.5}, ["workers = 2.5", "integer"]),
+    ({"launcher": "mpi"}, ["launcher = 'mpi'", "sim, torchrun"]),
+    ({"selection": "bucket"}, ["selection = 'bucket'", "global, layerwise"]),
+    ({"sparsifier": "nope"}, ["sparsifier = 'nope' is unknown", "topk"]),
+    ({"momentum": 1.0}, ["momentum = 1.0", "[0, 1)"]),
+    ({"lr_milestones": [80, 40]}, ["lr_milestones", "strictly increasing"]),
+    ({"density_schedule": [0.25, 2]}, ["density_schedule[1] = 2", "(0, 1]"]),
+    ({"recorder": {"schedul": 5}}, ["recorder.'schedul'", "schedule"]),
+    ({"recorder": {"sparsifiers": ["nope"]}}, ["recorder.sparsifiers", "'nope'"]),
+    ({"steps": None}, ["set epochs or steps"]),
+    ({"model": None}, ["'model' is required"]),
+    ({"allow_substitute": "yes"}, ["allow_substitute = 'yes'", "true or false"]),
+])
+def test_bad_values_name_the_key_and_the_allowed_range(change, words):
+    with pytest.raises(ValueError) as err:
+        validate({**MINIMAL, **change})
+    message = str(err.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message
+
+
+def test_unknown_key_inside_a_profile_is_named(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({**MINIMAL, "profiles": {"quick": {"worker": 2}}}))
+    with pytest.raises(ValueError, match=r"unknown config key 'worker' in profiles\.quick"):
+        load_config(path)
+    with pytest.raises(ValueError, match=r"profile 'huge' is not defined; profiles: quick"):
+        load_config(path, profile="huge")
+
+
+def test_file_problems_are_one_line_errors(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [unclosed\n")
+    with pytest.raises(ValueError, match="not valid YAML") as err:
+        load_config(bad)
+    assert "\n" not in str(err.value)
+
+
+def test_experiment_name_defaults_to_the_file_stem(tmp_path):
+    path = tmp_path / "my-exp.yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in MINIMAL.items() if k != "experiment"}))
+    assert load_config(path)[0].experiment == "my-exp"
+
+
+def test_assignments_read_values_as_yaml():
+    assert parse_assignment("lr=0.5") == ("lr", 0.5)
+    assert parse_assignment("lr_milestones=[1, 2]") == ("lr_milestones", [1, 2])
+    assert parse_assignment("recorder=null") == ("recorder", None)
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        parse_assignment("lr")
+
+
+def test_replace_revalidates():
+    cfg = validate(MINIMAL)
+    assert cfg.replace(workers=4).workers == 4
+    with pytest.raises(ValueError, match="workers = 0"):
+        cfg.replace(workers=0)

@@ -1,0 +1,49 @@
+"""LR warm-up and step decay, density warm-up: pure functions of the step."""
+
+import math
+
+import pytest
+
+from topkscope.train.config import validate
+from topkscope.train.schedules import density_at, lr_at, total_steps
+
+BASE = dict(experiment="x", model="fnn3", dataset="mnist", batch_size=8, lr=0.1, density=0.001,
+            steps=100)
+
+
+def test_constant_lr_without_warmup_or_milestones():
+    cfg = validate(BASE)
+    assert {lr_at(cfg, t, 10) for t in range(100)} == {0.1}
+
+
+def test_linear_warmup_then_milestones():
+    cfg = validate({**BASE, "lr_warmup_epochs": 2, "lr_milestones": [3, 5], "lr_gamma": 0.5})
+    spe = 10  # warm-up over 20 steps: lr * (t + 1) / 20
+    for t in range(20):
+        assert lr_at(cfg, t, spe) == pytest.approx(0.1 * (t + 1) / 20)
+    assert lr_at(cfg, 20, spe) == pytest.approx(0.1)
+    assert lr_at(cfg, 29, spe) == pytest.approx(0.1)
+    assert lr_at(cfg, 30, spe) == pytest.approx(0.05)   # epoch 3.0 reaches the first milestone
+    assert lr_at(cfg, 49, spe) == pytest.approx(0.05)
+    assert lr_at(cfg, 50, spe) == pytest.approx(0.025)
+
+
+def test_warmup_start_factor():
+    cfg = validate({**BASE, "lr_warmup_epochs": 1, "lr_warmup_start": 0.5})
+    assert lr_at(cfg, 0, 4) == pytest.approx(0.1 * (0.5 + 0.5 * 1 / 4))
+    assert lr_at(cfg, 3, 4) == pytest.approx(0.1)
+
+
+def test_density_schedule_one_value_per_epoch_then_target():
+    schedule = [0.25, 0.0625, 0.015625, 0.004]
+    cfg = validate({**BASE, "density_schedule": schedule})
+    spe = 7
+    got = [density_at(cfg, t, spe) for t in range(6 * spe)]
+    expected = [schedule[t // spe] if t // spe < len(schedule) else 0.001 for t in range(6 * spe)]
+    assert got == expected
+
+
+def test_total_steps_from_epochs_or_steps():
+    assert total_steps(validate(BASE), 10) == 100
+    cfg = validate({**BASE, "steps": None, "epochs": 2.5})
+    assert total_steps(cfg, 7) == math.ceil(2.5 * 7)

@@ -1,0 +1,159 @@
+"""The TopK-SGD loop in one process: recorder protocol, options, buffers, language models."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests._topk_reference import max_rel_diff
+from topkscope.comm import SimulatedTransport
+from topkscope.train import build_trainer, validate
+
+SMALL = dict(experiment="small", model="fnn3", dataset="mnist", workers=2, batch_size=16,
+             train_subset=512, eval_subset=200, steps=6, lr=0.05, momentum=0.9,
+             weight_decay=1e-4, density=0.01, seed=5)
+
+
+def trainer_for(**changes):
+    cfg = validate({**SMALL, **changes})
+    return build_trainer(cfg, SimulatedTransport(cfg.workers))[0]
+
+
+class CallLog:
+    """Records what the loop hands a Recorder (the protocol of hooks.Recorder)."""
+
+    def __init__(self, steps: set[int]) -> None:
+        self.steps, self.asked, self.calls = steps, [], []
+
+    def wants(self, step: int) -> bool:
+        self.asked.append(step)
+        return step in self.steps
+
+    def record(self, step, rank, *, u, e=None, g=None, layout, selected=None) -> None:
+        self.calls.append(dict(step=step, rank=rank, u=u.clone(), e=e.clone(), g=g.clone(),
+                               layout=layout, selected=selected.clone()))
+
+
+def test_recorder_sees_u_e_g_and_the_sent_indices_of_every_worker():
+    trainer = trainer_for(steps=4)
+    log = CallLog({1, 2})
+    trainer.recorder = log
+    for _ in range(4):
+        trainer.train_step()
+    assert sorted(set(log.asked)) == [0, 1, 2, 3]
+    assert [(c["step"], c["rank"]) for c in log.calls] == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    d, k = trainer.layout.d, round(0.01 * trainer.layout.d)
+    by = {(c["step"], c["rank"]): c for c in log.calls}
+    for c in log.calls:
+        assert c["layout"] == trainer.layout.entries() and c["u"].shape == (d,)
+        assert c["selected"].dtype == torch.int64 and c["selected"].numel() == k
+        expected_e = c["u"].clone()
+        expected_e[c["selected"]] = 0
+        assert torch.equal(c["e"], expected_e)                   # e = u with the sent part removed
+        assert not torch.equal(c["g"], c["u"])                    # step >= 1: a residual exists
+    for rank in (0, 1):  # u_2 = g_2 + e_1
+        assert torch.equal(by[2, rank]["u"], by[2, rank]["g"] + by[1, rank]["e"])
+
+
+def test_rows_report_density_schedule_counts_and_bytes():
+    trainer = trainer_for(train_subset=128, batch_size=16, steps=8,
+                          density_schedule=[0.1], density=0.01)   # 4 steps per epoch
+    rows = [trainer.train_step() for _ in range(8)]
+    d = trainer.layout.d
+    assert [r["density"] for r in rows] == [0.1] * 4 + [0.01] * 4
+    assert [r["selected"] for r in rows] == [round(0.1 * d)] * 4 + [round(0.01 * d)] * 4
+    assert [r["epoch"] for r in rows] == [0] * 4 + [1] * 4
+    assert rows[0]["bytes_sent"] == 2 * (8 + round(0.1 * d) * 8)
+    for r in rows:
+        assert r["metric_name"] == "accuracy" and 0 <= r["metric"] <= 1
+        assert math.isfinite(r["loss"]) and r["time_compute"] > 0
+    assert trainer.evaluate()["split"] == "test"
+
+
+def test_lr_inside_the_residual_gives_the_same_trajectory_at_constant_lr():
+    """u = e + lr g with SGD(lr=1, wd*lr) equals u = e + g with SGD(lr, wd) when lr is fixed."""
+    a, b = trainer_for(), trainer_for(lr_in_residual=True)
+    for _ in range(6):
+        a.train_step()
+        b.train_step()
+    assert max_rel_diff(list(a.params), list(b.params)) <= 1e-5
+
+
+def test_local_gradient_clipping_bounds_the_first_update():
+    clip, lr = 1e-3, 0.05
+    trainer = trainer_for(workers=1, sparsifier="dense", momentum=0.0, weight_decay=0.0,
+                          grad_clip=clip, lr=lr)
+    before = torch.cat([p.detach().flatten().clone() for p in trainer.params])
+    trainer.train_step()
+    after = torch.cat([p.detach().flatten() for p in trainer.params])
+    assert float((after - before).norm()) == pytest.approx(lr * clip, rel=1e-3)
+
+
+def test_batchnorm_running_statistics_follow_rank_0():
+    trainer = trainer_for(model="resnet20", model_args={"in_channels": 1, "width": 4},
+                          batch_size=8, steps=1)
+    model = trainer.model
+    bn = next(m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d))
+    first = next(m for m in model.modules() if isinstance(m, torch.nn.Conv2d))
+    shard = trainer.task._shard(trainer.workers[0], 0)[:8]
+    x, _ = trainer.task.train.batch(shard)
+    with torch.no_grad():
+        features = first(x)  # the first BatchNorm sees the stem convolution's output
+    expected = 0.9 * bn.running_mean + 0.1 * features.mean(dim=(0, 2, 3))
+    trainer.train_step()
+    torch.testing.assert_close(bn.running_mean, expected, rtol=1e-5, atol=1e-6)
+    assert int(bn.num_batches_tracked) == 1
+
+
+def test_language_model_carries_hidden_state_and_reports_perplexity():
+    trainer = trainer_for(model="lstm-ptb-small", dataset="ptb",
+                          model_args={"hidden_size": 8, "num_layers": 1, "dropout": 0.0},
+                          batch_size=4, bptt=5, train_subset=400, eval_subset=200,
+                          eval_batch_size=5, grad_clip=0.25, momentum=0.0, weight_decay=0.0,
+                          lr=5.0, steps=5)
+    assert trainer.steps_per_epoch == math.ceil((400 // 2 // 4 - 1) / 5)
+    rows = [trainer.train_step() for _ in range(5)]
+    for r in rows:
+        assert r["metric_name"] == "perplexity"
+        assert r["metric"] == pytest.approx(math.exp(r["loss"]))
+    for w in trainer.workers:
+        h, c = w.hidden
+        assert h.shape == (1, 4, 8) and not h.requires_grad
+    ev = trainer.evaluate()
+    assert ev["split"] == "valid" and ev["metric"] == pytest.approx(math.exp(ev["loss"]))
+
+
+def test_language_model_hidden_state_matters():
+    """Reference: worker 0's first two windows run by hand with the carried hidden state."""
+    args = dict(model="lstm-ptb-small", dataset="ptb", workers=1, batch_size=2, bptt=3,
+                model_args={"hidden_size": 6, "num_layers": 1, "dropout": 0.0},
+                train_subset=100, eval_subset=50, eval_batch_size=5, sparsifier="dense",
+                momentum=0.0, weight_decay=0.0,
+                lr=1e-9, steps=2)
+    trainer = trainer_for(**args)
+    model, source = trainer.model, trainer.task.sources[0]
+    with torch.no_grad():
+        _, hidden = model(source[0:3])
+        logits, _ = model(source[3:6], hidden)
+        expected = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), source[4:7].reshape(-1))
+    rows = [trainer.train_step() for _ in range(2)]
+    assert rows[1]["loss"] == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_randomised_selection_is_per_worker_and_reproducible():
+    runs = []
+    for _ in range(2):
+        trainer = trainer_for(sparsifier="randk", steps=3)
+        log = CallLog({2})
+        trainer.recorder = log
+        for _ in range(3):
+            trainer.train_step()
+        runs.append(([p.detach().clone() for p in trainer.params], log.calls))
+    (params_a, calls_a), (params_b, calls_b) = runs
+    assert all(torch.equal(a, b) for a, b in zip(params_a, params_b))
+    sel = [set(c["selected"].tolist()) for c in calls_a]
+    assert sel == [set(c["selected"].tolist()) for c in calls_b]
+    assert sel[0] != sel[1]  # the two workers draw independently

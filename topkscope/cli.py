@@ -1,0 +1,47 @@
+"""The `topkscope` command: one subcommand per module in topkscope.commands.
+
+Adding a subcommand: write topkscope/commands/<name>.py with `HELP`, `add_arguments(parser)`
+and `main(args) -> int`, then add its name to COMMANDS. A command module imports only the
+standard library at top level (heavy imports go inside `main`), so `topkscope --help` and
+every other subcommand stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# subcommand -> module supplying HELP, add_arguments(parser) and main(args)
+COMMANDS = {
+    "run": "topkscope.commands.run",
+    "analyze": "topkscope.commands.analyze",
+    "bench": "topkscope.commands.bench",
+}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr (no usage block), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="topkscope", description="Top-k sparsification in distributed deep learning.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(importlib.import_module(COMMANDS[args.command]).main(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""The worker side of TopK-SGD (Shi et al., arXiv 1911.08772, Alg. 1), for one worker:
+
+    u = e + g                  error-compensated gradient (g may already include lr)
+    I = C(u, k)                k = max(1, round(rho * d)): global over the whole d-vector,
+                               or per parameter tensor (layer-wise, k_i from d_i)
+    e = u with u[I] = 0        residual kept for the next step (error feedback)
+    send (u[I], I)
+
+Without error feedback the residual is dropped (e = 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from topkscope.comm.layout import Layout
+from topkscope.comm.sparse import SparseUpdate, index_dtype
+from topkscope.feedback import ErrorFeedback
+from topkscope.sparsify import Sparsifier, get_sparsifier, k_from_density
+
+RESIDUAL_KEY = "__global__"  # one flat residual per worker, in layout order
+
+
+def step_seed(seed: int, rank: int, step: int) -> int:
+    """A seed that depends only on (seed, rank, step): worker rank's randomness at step."""
+    return (seed * 1_000_003 + rank * 7_919 + step * 104_729 + 1) % (2**63)
+
+
+class SparsifierSource:
+    """The sparsifier worker `rank` uses at each step.
+
+    Deterministic methods: one instance, reused. Randomised ones (those taking a `seed`, e.g.
+    randk, dgc): a fresh instance per step seeded with step_seed(seed, rank, step), so each
+    worker draws independently, draws the same whether it is simulated or its own process,
+    and a resumed run draws what the uninterrupted run drew.
+    """
+
+    def __init__(self, name: str, params: dict | None, seed: int, rank: int) -> None:
+        self.name, self.params = name, dict(params or {})
+        self.seed, self.rank = seed, rank
+        self._fixed = get_sparsifier(name, **self.params)
+        try:
+            get_sparsifier(name, **{**self.params, "seed": 0})
+            self.randomised = "seed" not in self.params
+        except ValueError:
+            self.randomised = False
+
+    def at(self, step: int) -> Sparsifier:
+        if not self.randomised:
+            return self._fixed
+        return get_sparsifier(self.name, **self.params,
+                              seed=step_seed(self.seed, self.rank, step))
+
+
+@dataclass
+class Compressed:
+    update: SparseUpdate
+    u: torch.Tensor | None   # kept only when asked (for the Recorder)
+    e: torch.Tensor | None
+
+
+class WorkerCompressor:
+    """One per worker: its error-feedback memory and the sparsifier it selects with."""
+
+    def __init__(self, sparsifier: Sparsifier, layout: Layout, selection: str = "global",
+                 error_feedback: bool = True) -> None:
+        if selection not in ("global", "layerwise"):
+            raise ValueError(f"selection = {selection!r} is not allowed; choose global or layerwise")
+        self.sparsifier = sparsifier
+        self.layout = layout
+        self.selection = selection
+        self.error_feedback = error_feedback
+        self.feedback = ErrorFeedback()
+
+    @property
+    def is_dense(self) -> bool:
+        return self.sparsifier.name == "dense"
+
+    def target_k(self, density: float) -> int:
+        """Total target count over the model at this density."""
+        if self.selection == "global":
+            return k_from_density(density, self.layout.d)
+        return sum(k_from_density(density, n) for n in self.layout.numels)
+
+    def _select(self, u: torch.Tensor, density: float) -> torch.Tensor:
+        if self.selection == "global":
+            return self.sparsifier.select(u, k_from_density(density, u.numel()))
+        parts = []
+        for off, n in zip(self.layout.offsets, self.layout.numels):
+            idx = self.sparsifier.select(u[off : off + n], k_from_density(density, n))
+            parts.append(idx + off)
+        return torch.cat(parts)
+
+    def compress(self, g: torch.Tensor, density: float, keep: bool = False) -> Compressed:
+        """Select from u = e + g and keep the residual. keep=True also returns u and e."""
+        if g.dim() != 1 or g.numel() != self.layout.d:
+            raise ValueError(f"gradient must be a flat vector of d = {self.layout.d}, "
+                             f"got shape {tuple(g.shape)}")
+        residual = self.feedback.residual(RESIDUAL_KEY) if self.error_feedback else None
+        if residual is not None:
+            u = residual.add_(g)  # e + g in the residual's own storage: no d-sized allocation
+        else:
+            u = g.clone() if self.error_feedback else g  # g itself is never written to
+        idx = self._select(u, density)
+        update = SparseUpdate(u[idx], idx.to(index_dtype(u.numel())))
+        u_kept = u.clone() if keep else None
+        if self.error_feedback:
+            e = self.feedback.update(RESIDUAL_KEY, u, idx, inplace=True)
+        else:
+            e = torch.zeros_like(u) if keep else None
+        return Compressed(update, u_kept, e if keep else None)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return self.feedback.state_dict()
+
+    def load_state_dict(self, state: dict[str, torch.Tensor], device: torch.device | str) -> None:
+        res = state.get(RESIDUAL_KEY)
+        if res is not None and res.numel() != self.layout.d:
+            raise ValueError(f"error-feedback residual has {res.numel()} elements, "
+                             f"the model has d = {self.layout.d}")
+        self.feedback.load_state_dict(state, device=device)

@@ -1,0 +1,129 @@
+"""TopK-SGD as a DistributedDataParallel communication hook, for users' own torchrun scripts.
+
+    state = TopKHookState(model, sparsifier="topk", density=0.001)
+    ddp.register_comm_hook(state, topk_hook)
+
+DDP hands the hook its gradient buckets one at a time (in bucket order; `is_last()` marks the
+final one). The hook holds every bucket until the last arrives, reassembles the whole-model
+gradient in the model's parameter order, runs the same `exchange` as the training loop
+(error feedback + sparsifier + variable-count all-gather, mean over P), and completes every
+bucket's future with its slice of the mean. Consequences:
+
+* global selection really is global (one k over all d elements, as in the paper), and
+  per-tensor ("layerwise") selection sees whole tensors;
+* error feedback is one flat residual in parameter order, so DDP's bucket rebuild after the
+  first iteration (which reorders and regroups parameters) cannot mix residuals up;
+* like PyTorch's PowerSGD hook, the first `dense_steps` iterations run a plain all-reduce.
+"""
+
+# No `from __future__ import annotations`: DDP checks the hook's annotations at runtime.
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from topkscope.comm.compressor import SparsifierSource, WorkerCompressor
+from topkscope.comm.distributed import DistributedTransport
+from topkscope.comm.exchange import ExchangeResult, exchange
+from topkscope.comm.layout import Layout
+from topkscope.sparsify import check_density
+
+
+class TopKHookState:
+    """Everything the hook keeps between calls; one per process.
+
+    density: a number in (0, 1] or a function step -> density (a density warm-up).
+    recorder: an optional hooks.Recorder; it sees (u, e, g, selected) of this rank.
+    seed: randomised sparsifiers (randk, dgc) draw from (seed, rank, step).
+    """
+
+    def __init__(self, model: nn.Module, sparsifier: str = "topk", density: float |
+                 Callable[[int], float] = 0.001, selection: str = "global",
+                 error_feedback: bool = True, dense_steps: int = 2, recorder=None,
+                 process_group: dist.ProcessGroup | None = None,
+                 sparsifier_args: dict | None = None, seed: int = 0) -> None:
+        if isinstance(dense_steps, bool) or not isinstance(dense_steps, int) or dense_steps < 0:
+            raise ValueError(f"dense_steps = {dense_steps!r} must be an integer >= 0")
+        if not callable(density):
+            check_density(density)
+        trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        self.layout = Layout.of(trainable)
+        self._slot = {id(p): i for i, (_, p) in enumerate(trainable)}  # param -> layout position
+        self.device = trainable[0][1].device
+        self.transport = DistributedTransport(process_group)
+        self.source = SparsifierSource(sparsifier, sparsifier_args, seed, self.transport.rank)
+        self.compressor = WorkerCompressor(self.source.at(0), self.layout, selection,
+                                           error_feedback)
+        self.density = density
+        self.dense_steps = dense_steps
+        self.recorder = recorder
+        self.step = 0
+        self.last: ExchangeResult | None = None  # the latest step's counts, bytes and times
+        self._mean: torch.Tensor | None = None     # receive buffer, reused every step
+        self._pending: list[tuple[dist.GradBucket, torch.futures.Future]] = []
+
+    def density_at(self, step: int) -> float:
+        return check_density(self.density(step) if callable(self.density) else self.density)
+
+    def state_dict(self) -> dict:
+        """Step and this rank's residual, for the user's checkpoint (torch.save-able)."""
+        return {"step": self.step, "residual": self.compressor.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what state_dict() returned (the residual goes to the model's device)."""
+        self.step = int(state["step"])
+        self.compressor.load_state_dict(state["residual"], self.device)
+
+
+def _dense_allreduce(state: TopKHookState, bucket: dist.GradBucket
+                     ) -> torch.futures.Future[torch.Tensor]:
+    buf = bucket.buffer().div_(state.transport.world_size)
+    work = dist.all_reduce(buf, group=state.transport.group, async_op=True)
+    return work.get_future().then(lambda fut: fut.value()[0])
+
+
+def topk_hook(state: TopKHookState, bucket: dist.GradBucket
+              ) -> torch.futures.Future[torch.Tensor]:
+    """DDP communication hook: register with `ddp.register_comm_hook(state, topk_hook)`."""
+    if state.step < state.dense_steps:
+        fut = _dense_allreduce(state, bucket)
+        if bucket.is_last():
+            state.step += 1
+        return fut
+    pending = torch.futures.Future()
+    state._pending.append((bucket, pending))
+    if not bucket.is_last():
+        return pending  # completed when the last bucket arrives
+    try:
+        _exchange_pending(state)
+    except BaseException as exc:  # fail every waiting bucket rather than hang DDP
+        for _, fut in state._pending:
+            if not fut.done():
+                fut.set_exception(exc)
+        raise
+    finally:
+        state._pending = []
+        state.step += 1
+    return pending
+
+
+def _exchange_pending(state: TopKHookState) -> None:
+    layout = state.layout
+    grads: list[torch.Tensor | None] = [None] * len(layout.names)
+    for bucket, _ in state._pending:
+        for p, g in zip(bucket.parameters(), bucket.gradients()):
+            grads[state._slot[id(p)]] = g
+    flat = layout.flatten(grads)
+    state.compressor.sparsifier = state.source.at(state.step)
+    if state._mean is None or state._mean.device != flat.device:
+        state._mean = torch.empty_like(flat)
+    result = exchange(state.transport, [state.compressor], [flat],
+                      state.density_at(state.step), recorder=state.recorder, step=state.step,
+                      out=state._mean)
+    state.last = result
+    views = layout.views(result.mean)
+    for bucket, fut in state._pending:
+        parts = [views[state._slot[id(p)]].reshape(-1) for p in bucket.parameters()]
+        out = torch.cat(parts).to(bucket.buffer().dtype)
+        fut.set_result(out.view_as(bucket.buffer()))

@@ -1,0 +1,1 @@
+"""Subcommands of the `topkscope` command, one module each (see topkscope.cli)."""

@@ -1,0 +1,98 @@
+"""`topkscope run CONFIG`: train one experiment with TopK-SGD (simulated or torchrun workers)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HELP = "train an experiment config with TopK-SGD on simulated or torchrun workers"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", type=Path, help="experiment YAML (e.g. experiments/fnn3-mnist.yaml)")
+    p.add_argument("--profile", help="profile of the config to apply (default: quick if defined)")
+    p.add_argument("--workers", type=int, help="number of workers P (overrides the config)")
+    p.add_argument("--launcher", choices=("sim", "torchrun"),
+                   help="sim: P workers in this process; torchrun: one process per worker")
+    p.add_argument("--sparsifier", help="sparsifier name (see topkscope.sparsify.available())")
+    p.add_argument("--density", type=float, help="target density rho = k/d, in (0, 1]")
+    p.add_argument("--steps", type=int, help="total optimizer steps (overrides epochs)")
+    p.add_argument("--seed", type=int, help="random seed")
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any config key (value read as YAML); repeatable")
+    p.add_argument("--out", type=Path, default=Path("results"),
+                   help="results root; the run goes to OUT/<experiment>/<run_id>/ (default: results)")
+    p.add_argument("--run-id", help="name of the run folder (default: time, sparsifier, rho, P, seed)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue --run-id (default: the newest run with a checkpoint)")
+    p.add_argument("--data", help="dataset root (default: $TOPKSCOPE_DATA or ./data)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def overrides_from(args: argparse.Namespace) -> dict:
+    from topkscope.train.config import parse_assignment
+
+    out = dict(parse_assignment(a) for a in args.assignments)
+    for key in ("workers", "launcher", "sparsifier", "density", "steps", "seed"):
+        value = getattr(args, key)
+        if value is not None:
+            out[key] = value
+    if "WORLD_SIZE" in os.environ and "RANK" in os.environ:  # we are a torchrun worker
+        out.setdefault("workers", int(os.environ["WORLD_SIZE"]))
+        out["launcher"] = "torchrun"
+    return out
+
+
+def torchrun_command(args: argparse.Namespace, workers: int, run_id: str) -> list[str]:
+    """This same command, re-run as `workers` torchrun processes on this machine."""
+    argv = ["run", str(args.config), "--out", str(args.out), "--run-id", run_id,
+            "--workers", str(workers), "--launcher", "torchrun"]
+    for flag in ("profile", "sparsifier", "density", "steps", "seed", "data"):
+        value = getattr(args, flag)
+        if value is not None:
+            argv += [f"--{flag}", str(value)]
+    for assignment in args.assignments:
+        argv += ["--set", assignment]
+    argv += ["--resume"] * args.resume + ["--no-progress"] * args.no_progress
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+            "--nproc-per-node", str(workers), "-m", "topkscope.cli", *argv]
+
+
+def fail(message: str) -> int:
+    print(f"topkscope run: error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(args: argparse.Namespace) -> int:
+    from topkscope.data import DataError
+    from topkscope.train.config import load_config
+    from topkscope.train.run import RunOptions, preflight, run, under_torchrun
+
+    try:
+        cfg, profile = load_config(args.config, args.profile, overrides_from(args))
+    except ValueError as exc:
+        return fail(str(exc))
+    opts = RunOptions(out_root=args.out, run_id=args.run_id, resume=args.resume,
+                      profile=profile, data_root=args.data, progress=not args.no_progress)
+    try:
+        if cfg.launcher == "torchrun" and not under_torchrun():
+            run_dir = preflight(cfg, opts)
+            env = dict(os.environ)
+            env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // cfg.workers)))
+            done = subprocess.run(torchrun_command(args, cfg.workers, run_dir.name), env=env)
+            if done.returncode != 0:
+                return fail(f"torchrun workers exited with status {done.returncode} "
+                            f"(their messages are above); run folder {run_dir}")
+        else:
+            run_dir = run(cfg, opts)
+    except (ValueError, DataError, OSError) as exc:
+        return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    except KeyboardInterrupt:
+        print("topkscope run: interrupted", file=sys.stderr)
+        return 130
+    if not under_torchrun():  # the launching process reports, not each worker
+        print(f"topkscope run: done: {run_dir}")
+    return 0

@@ -1,0 +1,365 @@
+"""Set up and run one experiment: result folder, manifest, data, model, workers, loop.
+
+    results/<experiment>/<run_id>/manifest.json, train.parquet, eval.parquet, checkpoints/,
+                                  and what the Recorder writes (stats/, hist/, snapshots/)
+
+Everything that can reject the input (config, dataset, model, sparsifier, a checkpoint that
+does not fit) is checked before anything is written, so bad input leaves no files behind.
+Under torchrun (WORLD_SIZE set) each process is one worker; otherwise P workers are simulated.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from topkscope.comm.simulated import SimulatedTransport
+from topkscope.comm.transport import Transport
+from topkscope.manifest import Manifest
+from topkscope.train import checkpoint
+from topkscope.train.config import ExperimentConfig
+from topkscope.train.tables import EVAL_COLUMNS, TRAIN_COLUMNS, Table
+from topkscope.train.trainer import Trainer
+
+# keys that may differ between a run and its resumption
+RESUMABLE_CHANGES = ("steps", "epochs", "launcher", "device", "threads", "eval_every_steps",
+                     "eval_max_batches", "checkpoint_every_steps", "keep_checkpoints",
+                     "flush_every_steps")
+
+
+def under_torchrun() -> bool:
+    return "WORLD_SIZE" in os.environ and "RANK" in os.environ
+
+
+def default_run_id(cfg: ExperimentConfig) -> str:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{cfg.sparsifier}-rho{cfg.density:g}-p{cfg.workers}-s{cfg.seed}"
+
+
+def pick_device(cfg: ExperimentConfig) -> torch.device:
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device = 'cuda' but no CUDA device is available; allowed here: auto, cpu")
+    use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+    if not use_cuda:
+        return torch.device("cpu")
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+
+
+def make_transport(cfg: ExperimentConfig, device: torch.device) -> tuple[Transport, bool]:
+    """(transport, whether this call initialised torch.distributed)."""
+    if not under_torchrun():
+        return SimulatedTransport(cfg.workers), False
+    import torch.distributed as dist
+
+    world = int(os.environ["WORLD_SIZE"])
+    if world != cfg.workers:
+        raise ValueError(f"workers = {cfg.workers} but torchrun started {world} processes; "
+                         f"pass --workers {world} or start {cfg.workers} processes")
+    started = False
+    if not dist.is_initialized():
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        started = True
+    from topkscope.comm.distributed import DistributedTransport
+
+    return DistributedTransport(), started
+
+
+def load_data(cfg: ExperimentConfig, root: str | None):
+    """(train split, evaluation split, substitute name or None)."""
+    from topkscope.data import load
+
+    if cfg.dataset == "ptb":
+        train, ev = load("ptb", "train", root), load("ptb", "valid", root)
+    else:
+        train = load(cfg.dataset, "train", root, allow_substitute=cfg.allow_substitute)
+        ev = load(cfg.dataset, "test", root, allow_substitute=cfg.allow_substitute)
+    return train, ev, getattr(train, "substitute", None)
+
+
+def build_model(cfg: ExperimentConfig, train) -> torch.nn.Module:
+    from topkscope import models
+
+    args = dict(cfg.model_args)
+    vocab = getattr(train, "vocab", None)
+    if vocab is not None and "vocab_size" in models.overrides_of(cfg.model):
+        args.setdefault("vocab_size", len(vocab))
+    torch.manual_seed(cfg.seed)  # every process builds the same initial parameters
+    return models.create(cfg.model, **args)
+
+
+def build_task(cfg: ExperimentConfig, model, train, ev, world_size: int, device: torch.device):
+    from topkscope.train.tasks import ClassificationTask, LanguageModelTask
+
+    kind = getattr(model, "task", "classification")
+    if kind == "language_model":
+        if not hasattr(train, "tokens"):
+            raise ValueError(f"model {cfg.model!r} is a language model; dataset "
+                             f"{cfg.dataset!r} is not a token stream (use ptb)")
+        return LanguageModelTask(cfg, train, ev, world_size, device)
+    if not hasattr(train, "batch"):
+        raise ValueError(f"model {cfg.model!r} is a classifier; dataset {cfg.dataset!r} "
+                         f"holds no images")
+    if hasattr(train, "to"):
+        train.to(device)
+        ev.to(device)
+    return ClassificationTask(cfg, train, ev, world_size, device, augment=cfg.augment)
+
+
+def build_trainer(cfg: ExperimentConfig, transport: Transport, device: torch.device | str = "cpu",
+                  data_root: str | None = None) -> tuple[Trainer, str | None]:
+    """Data, model (seeded: the same in every process), task and Trainer for cfg.
+    Returns (trainer, name of the dataset standing in for cfg.dataset or None)."""
+    device = torch.device(device)
+    train, ev, substitute = load_data(cfg, data_root)
+    model = build_model(cfg, train).to(device)
+    task = build_task(cfg, model, train, ev, transport.world_size, device)
+    return Trainer(cfg, model, task, transport, device), substitute
+
+
+def make_recorder(cfg: ExperimentConfig, run_dir: Path, rank: int, manifest, model):
+    """hooks.Recorder from the config's recorder: block (None without one)."""
+    if cfg.recorder is None:
+        return None
+    from topkscope.hooks import Recorder
+
+    kwargs = dict(cfg.recorder)
+    attach = kwargs.pop("attach", False)
+    rec = Recorder(run_dir, rank=rank, manifest=manifest, **kwargs)
+    if attach:
+        rec.attach(model)
+    return rec
+
+
+def check_recorder(cfg: ExperimentConfig) -> None:
+    """Build the recorder once in a scratch folder, so a bad recorder: value fails before
+    anything is written to the run folder."""
+    if cfg.recorder is None:
+        return
+    from topkscope.hooks import Recorder
+
+    kwargs = {k: v for k, v in cfg.recorder.items() if k != "attach"}
+    with tempfile.TemporaryDirectory() as scratch:
+        Recorder(scratch, **kwargs)
+
+
+def find_run(out_root: Path, experiment: str, run_id: str | None) -> Path:
+    """The folder to resume: the named one, else the one with the newest complete checkpoint."""
+    base = Path(out_root) / experiment
+    if run_id is not None:
+        run_dir = base / run_id
+        if not (run_dir / "manifest.json").is_file():
+            raise ValueError(f"cannot resume: {str(run_dir)!r} is not a result folder")
+        return run_dir
+    markers = list(base.glob("*/checkpoints/*/COMPLETE"))
+    if not markers:
+        raise ValueError(f"cannot resume: no run of {experiment!r} under {str(base)!r} has a "
+                         f"complete checkpoint")
+    newest = max(markers, key=lambda m: m.stat().st_mtime)
+    return newest.parent.parent.parent
+
+
+def check_resumable(saved: dict[str, Any], cfg: ExperimentConfig, run_dir: Path) -> None:
+    mine = cfg.to_dict()
+    differ = sorted(k for k in set(saved) | set(mine)
+                    if k not in RESUMABLE_CHANGES and saved.get(k) != mine.get(k))
+    if differ:
+        k = differ[0]
+        raise ValueError(f"cannot resume {str(run_dir)!r}: config differs in {', '.join(differ)} "
+                         f"(e.g. {k} = {saved.get(k)!r} there, {mine.get(k)!r} now)")
+
+
+@dataclass
+class RunOptions:
+    out_root: Path = Path("results")
+    run_id: str | None = None
+    resume: bool = False
+    profile: str | None = None
+    data_root: str | None = None
+    progress: bool = True
+
+
+def _due(every: int | None, step_done: int, spe: int, last: int) -> bool:
+    """After `step_done` steps: every N steps, or at each epoch end when N is None; always last."""
+    if step_done == last:
+        return True
+    return step_done % (every if every is not None else spe) == 0
+
+
+def _share_run_id(transport: Transport, run_id: str | None) -> str | None:
+    """Under torchrun rank 0's choice wins, so every process writes to the same folder."""
+    if transport.world_size == len(transport.local_ranks):
+        return run_id
+    import torch.distributed as dist
+
+    box = [run_id]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+@dataclass
+class Prepared:
+    """A run checked and loaded (checkpoint included) but not yet written to disk."""
+
+    cfg: ExperimentConfig
+    opts: RunOptions
+    trainer: Trainer
+    run_dir: Path
+    substitute: str | None
+
+
+def prepare(cfg: ExperimentConfig, opts: RunOptions, transport: Transport,
+            device: torch.device) -> Prepared:
+    """Every check that can reject the input; reads files, writes none."""
+    trainer, substitute = build_trainer(cfg, transport, device, opts.data_root)
+    check_recorder(cfg)
+    if opts.resume:
+        run_dir = find_run(opts.out_root, cfg.experiment, _share_run_id(transport, opts.run_id))
+        check_resumable(Manifest.load(run_dir)["config"], cfg, run_dir)
+        ckpt = checkpoint.latest(run_dir)
+        if ckpt is None:
+            raise ValueError(f"cannot resume {str(run_dir)!r}: it has no complete checkpoint")
+        checkpoint.load(ckpt, trainer)
+    else:
+        run_id = _share_run_id(transport, opts.run_id or default_run_id(cfg))
+        run_dir = Path(opts.out_root) / cfg.experiment / run_id
+        if run_dir.exists():
+            raise ValueError(f"run folder {str(run_dir)!r} already exists; pick another --run-id "
+                             f"or add --resume")
+    return Prepared(cfg, opts, trainer, run_dir, substitute)
+
+
+def preflight(cfg: ExperimentConfig, opts: RunOptions) -> Path:
+    """prepare() with simulated workers on the CPU: the checks a torchrun launch would make,
+    done once in the launching process. Returns the run folder the workers will use."""
+    pick_device(cfg)
+    return prepare(cfg, opts, SimulatedTransport(cfg.workers), torch.device("cpu")).run_dir
+
+
+def run(cfg: ExperimentConfig, opts: RunOptions) -> Path:
+    """Train cfg to the end (or from its last checkpoint with opts.resume); return the run folder."""
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
+    device = pick_device(cfg)
+    transport, started = make_transport(cfg, device)
+    try:
+        return execute(prepare(cfg, opts, transport, device))
+    finally:
+        if started:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+def _manifest(p: Prepared) -> Manifest:
+    cfg, trainer = p.cfg, p.trainer
+    if p.opts.resume:
+        manifest = Manifest.resume(p.run_dir)
+        manifest.data.update(config=cfg.to_dict(), total_steps=trainer.total_steps)
+        return manifest
+    return Manifest(p.run_dir, experiment=cfg.experiment, run_id=p.run_dir.name,
+                    config=cfg.to_dict(), profile=p.opts.profile, seed=cfg.seed,
+                    world_size=trainer.transport.world_size,
+                    launcher="torchrun" if under_torchrun() else "sim",
+                    model=cfg.model, dataset=cfg.dataset, dataset_substitute=p.substitute,
+                    sparsifier=cfg.sparsifier, density=cfg.density, selection=cfg.selection,
+                    lr_in_residual=cfg.lr_in_residual, error=None,
+                    num_parameters=trainer.layout.d, steps_per_epoch=trainer.steps_per_epoch,
+                    total_steps=trainer.total_steps, device=str(trainer.device),
+                    threads=torch.get_num_threads())
+
+
+def execute(p: Prepared) -> Path:
+    """Write the manifest, train, log, checkpoint; the manifest ends complete or failed."""
+    transport, trainer = p.trainer.transport, p.trainer
+    transport.barrier()  # every process has checked the run folder before anyone creates it
+    manifest = None
+    if transport.is_main:
+        manifest = _manifest(p)
+        manifest.write()
+    transport.barrier()
+    rank = transport.local_ranks[0] if len(transport.local_ranks) == 1 else 0
+    try:
+        trainer.recorder = make_recorder(p.cfg, p.run_dir, rank, manifest, trainer.model)
+    except BaseException:
+        if manifest is not None and not p.opts.resume:
+            shutil.rmtree(p.run_dir, ignore_errors=True)  # bad recorder block: leave nothing
+        raise
+    try:
+        _loop(p.cfg, trainer, p.run_dir, manifest, not p.opts.resume, p.opts.progress)
+    except BaseException as exc:
+        if manifest is not None:
+            manifest.fail(exc)
+        raise
+    return p.run_dir
+
+
+def _loop(cfg: ExperimentConfig, trainer: Trainer, run_dir: Path, manifest: Manifest | None,
+          fresh: bool, progress: bool) -> None:
+    from tqdm import tqdm
+
+    main = trainer.transport.is_main
+    train_log = Table(run_dir / "train.parquet", TRAIN_COLUMNS)
+    eval_log = Table(run_dir / "eval.parquet", EVAL_COLUMNS)
+    if not fresh and main:
+        train_log.reload_before(trainer.step)
+        eval_log.reload_before(trainer.step)
+    bar = tqdm(total=trainer.total_steps, initial=trainer.step, desc=cfg.experiment,
+               unit="step", disable=not (main and progress), dynamic_ncols=True)
+    rec = trainer.recorder
+
+    def flush() -> None:
+        if main:
+            train_log.flush()
+            eval_log.flush()
+
+    try:
+        _steps(cfg, trainer, run_dir, train_log, eval_log, bar, flush)
+    except BaseException:
+        bar.close()
+        if rec is not None:  # keep what was measured up to the failure, if that still works
+            try:
+                rec.close()
+            except Exception:  # noqa: BLE001 - the original error is the one to report
+                pass
+        flush()
+        raise
+    bar.close()
+    if rec is not None:
+        rec.close()
+    flush()
+    trainer.transport.barrier()
+    if main:
+        manifest.complete(steps_done=trainer.step)
+
+
+def _steps(cfg: ExperimentConfig, trainer: Trainer, run_dir: Path, train_log: Table,
+           eval_log: Table, bar, flush) -> None:
+    main, rec = trainer.transport.is_main, trainer.recorder
+    last, spe = trainer.total_steps, trainer.steps_per_epoch
+    while trainer.step < last:
+        row = trainer.train_step()
+        done = trainer.step
+        if main:
+            train_log.append(row)
+            bar.update(1)
+            if done % 10 == 0 or done == last:
+                bar.set_postfix(loss=f"{row['loss']:.4f}", lr=f"{row['lr']:.3g}")
+        if _due(cfg.eval_every_steps, done, spe, last) and main:
+            eval_log.append(trainer.evaluate())
+            flush()
+        if _due(cfg.checkpoint_every_steps, done, spe, last):
+            if rec is not None:
+                rec.flush()
+            flush()
+            checkpoint.save(run_dir, trainer, cfg.keep_checkpoints)
+        elif done % cfg.flush_every_steps == 0:
+            flush()
