@@ -1,0 +1,197 @@
+"""Load result folders (results/<experiment>/<run_id>/) into pandas DataFrames.
+
+    run = load("results/fnn3-mnist/2024-01-01T00-00-00")
+    run.manifest["status"]; run.train; run.eval; run.stats; run.hist; run.snapshots
+    u = run.snapshot(step=800, rank=0)                     # float32 whole-model u
+    find("results", experiment="fnn3-mnist")               # run folders, oldest name first
+
+stats and hist concatenate every part of every rank. A part is complete by construction
+(written under a temporary name, then renamed), so a run killed mid-way loads up to its
+last flush. If a step was recorded twice (a resumed run redoing steps after its
+checkpoint), the row from the later part wins. Absent tables load as empty frames with the
+documented columns.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+# the columns area "train" writes (topkscope.train.tables); a test keeps the two equal
+TRAIN_COLUMNS = {
+    "step": "int64", "epoch": "int64", "loss": "float64", "lr": "float64", "metric": "float64",
+    "metric_name": "object", "density": "float64", "selected": "float64",
+    "time_compute": "float64", "time_select": "float64", "time_communicate": "float64",
+    "bytes_sent": "int64",
+}
+EVAL_COLUMNS = {
+    "step": "int64", "epoch": "int64", "split": "object", "loss": "float64", "metric": "float64",
+    "metric_name": "object",
+}
+STATS_KEYS = ["step", "rank", "layer", "kind", "density"]
+HIST_KEYS = ["step", "rank", "layer", "kind", "bin"]
+_PART_RE = re.compile(r"^part-r(\d+)-(\d+)\.parquet$")
+_SNAPSHOT_RE = re.compile(r"^step(\d+)-rank(\d+)(?:-([gue]))?\.npy$")
+
+
+@dataclass
+class Run:
+    """One result folder, loaded."""
+
+    path: Path
+    manifest: dict[str, Any]
+    train: pd.DataFrame
+    eval: pd.DataFrame
+    stats: pd.DataFrame
+    hist: pd.DataFrame
+    snapshots: pd.DataFrame  # step, rank, kind, path
+
+    @property
+    def status(self) -> str | None:
+        return self.manifest.get("status")
+
+    def snapshot(self, step: int, rank: int = 0, kind: str = "u") -> np.ndarray:
+        """The saved float32 whole-model vector of `kind` at (step, rank)."""
+        hit = self.snapshots[(self.snapshots["step"] == step) & (self.snapshots["rank"] == rank)
+                             & (self.snapshots["kind"] == kind)]
+        if hit.empty:
+            have = sorted({(int(s), int(r)) for s, r, k in
+                           self.snapshots[["step", "rank", "kind"]].itertuples(index=False)
+                           if k == kind})
+            raise ValueError(f"no {kind} snapshot at step {step}, rank {rank} in "
+                             f"{str(self.path)!r}; available (step, rank): {have[:20]}")
+        return np.load(hit["path"].iloc[0], allow_pickle=False)
+
+
+def _typed_empty(columns: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in columns.items()})
+
+
+def _read_single(path: Path, columns: dict[str, str]) -> pd.DataFrame:
+    if not path.is_file():
+        return _typed_empty(columns)
+    return pd.read_parquet(path)
+
+
+def _stats_empty(manifest: dict[str, Any]) -> pd.DataFrame:
+    from topkscope.hooks.schema import sparsifier_columns, stats_schema
+
+    names = (manifest.get("recorder") or {}).get("sparsifiers") or []
+    prefixes = [n.replace("-", "_") for n in names]
+    schema = stats_schema(prefixes)
+    frame = schema.empty_table().to_pandas()
+    for col in sparsifier_columns(prefixes):
+        if col.endswith("_count"):
+            frame[col] = frame[col].astype("Int64")
+    return frame
+
+
+def _hist_empty() -> pd.DataFrame:
+    from topkscope.hooks.schema import hist_schema
+
+    return hist_schema().empty_table().to_pandas()
+
+
+def _part_order(path: Path) -> tuple[int, int]:
+    m = _PART_RE.match(path.name)
+    return (int(m.group(1)), int(m.group(2))) if m else (1 << 30, 0)
+
+
+def read_parts(folder: Path, keys: list[str], filters: list | None = None,
+               dedupe: bool = True) -> pd.DataFrame | None:
+    """Concatenate folder/part-*.parquet (ranks, then sequence); later duplicates of keys win.
+
+    None when the folder holds no parts. filters: pyarrow row filters, e.g.
+    [("layer", "==", "__global__")]. Sparsifier counts (S_count) and integer columns with
+    gaps load as pandas' nullable Int64.
+    """
+    if not folder.is_dir():
+        return None
+    parts = sorted((p for p in folder.glob("part-*.parquet") if _PART_RE.match(p.name)),
+                   key=_part_order)
+    if not parts:
+        return None
+    tables = [pq.read_table(p, filters=filters) for p in parts]
+    table = pa.concat_tables(tables, promote_options="default")
+    frame = table.to_pandas()
+    for field in table.schema:  # nullable counts stay integers (pandas' Int64)
+        if pa.types.is_integer(field.type) and (
+            frame[field.name].dtype.kind == "f" or field.name.endswith("_count")
+        ):
+            frame[field.name] = frame[field.name].astype("Int64")
+    if dedupe and len(parts) > 1 and all(k in frame.columns for k in keys):
+        dup = frame.duplicated(keys, keep="last")
+        if dup.any():
+            frame = frame[~dup]
+    sort = [k for k in keys if k in frame.columns]
+    return frame.sort_values(sort[:2], kind="stable").reset_index(drop=True)
+
+
+def list_snapshots(folder: Path) -> pd.DataFrame:
+    rows = []
+    if folder.is_dir():
+        for p in folder.iterdir():
+            m = _SNAPSHOT_RE.match(p.name)
+            if m:
+                rows.append((int(m.group(1)), int(m.group(2)), m.group(3) or "u", str(p)))
+    frame = pd.DataFrame(rows, columns=["step", "rank", "kind", "path"])
+    frame = frame.astype({"step": "int64", "rank": "int64", "kind": "object", "path": "object"})
+    return frame.sort_values(["step", "rank", "kind"]).reset_index(drop=True)
+
+
+def _filters(layers, kinds, ranks) -> list | None:
+    out = []
+    for column, values in (("layer", layers), ("kind", kinds), ("rank", ranks)):
+        if values is not None:
+            values = [values] if isinstance(values, (str, int)) else list(values)
+            out.append((column, "in", values))
+    return out or None
+
+
+def load(run_dir: str | Path, *, layers=None, kinds=None, ranks=None) -> Run:
+    """Read a result folder; ValueError if it has no manifest.json (not a result folder).
+
+    layers / kinds / ranks (a value or a list) keep only those rows of stats and hist, read
+    that way from disk (long runs hold many layers x kinds x ranks rows per step).
+    Duplicate rows are resolved only for resumed runs (manifest `resumed_at`).
+    """
+    path = Path(run_dir)
+    manifest_path = path / "manifest.json"
+    if not manifest_path.is_file():
+        raise ValueError(f"{str(path)!r} is not a result folder (no manifest.json)")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{str(manifest_path)!r} is not valid JSON: {exc}") from None
+    filters = _filters(layers, kinds, ranks)
+    resumed = bool(manifest.get("resumed_at"))
+    stats = read_parts(path / "stats", STATS_KEYS, filters, dedupe=resumed)
+    hist = read_parts(path / "hist", HIST_KEYS, filters, dedupe=resumed)
+    return Run(
+        path=path,
+        manifest=manifest,
+        train=_read_single(path / "train.parquet", TRAIN_COLUMNS),
+        eval=_read_single(path / "eval.parquet", EVAL_COLUMNS),
+        stats=_stats_empty(manifest) if stats is None else stats,
+        hist=_hist_empty() if hist is None else hist,
+        snapshots=list_snapshots(path / "snapshots"),
+    )
+
+
+def find(results_root: str | Path, experiment: str | None = None) -> list[Path]:
+    """Run folders (those holding manifest.json) under results_root/<experiment>/<run_id>/."""
+    root = Path(results_root)
+    if not root.is_dir():
+        raise ValueError(f"results root {str(root)!r} is not a folder")
+    pattern = f"{experiment}/*/manifest.json" if experiment else "*/*/manifest.json"
+    if experiment is not None and not (root / experiment).is_dir():
+        return []
+    return sorted(p.parent for p in root.glob(pattern))

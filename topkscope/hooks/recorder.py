@@ -1,0 +1,533 @@
+"""The gradient recorder: statistics of g, u = g + e_prev and e at scheduled steps, per rank.
+
+    rec = Recorder(run_dir, schedule=1, hist_schedule={"every": 100}, snapshot_schedule=[800],
+                   densities=[0.001, 0.01], sparsifiers=["gaussiank"], rank=0)
+    rec.attach(model)                      # optional: names layers, captures raw g per parameter
+    ...
+    if rec.wants(step):
+        rec.record(step, rank, u=u, e=e, g=g, layout=[(name, offset, numel), ...], selected=idx)
+    rec.close()
+
+Everything is computed on the vectors' own device (float64 where it matters) and written as
+rank-local parquet parts under run_dir/stats and run_dir/hist, plus snapshots/*.npy. Rows are
+buffered for `flush_every` recorded steps, then written (atomically) and dropped, so memory
+does not grow with the number of steps. The recorder copies what it is given and never writes
+into it; its own sparsifiers run under a forked random state, so training selects the same.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from topkscope.hooks.histogram import histogram_rows
+from topkscope.hooks.moments import PowerSums, power_sums, residual_sums, row_moments
+from topkscope.hooks.schedules import Schedule, parse_schedule
+from topkscope.hooks.schema import KINDS, hist_schema, sparsifier_columns, stats_schema
+from topkscope.hooks.segments import RowPlan, plan_rows, segments_of
+from topkscope.hooks.selection import column_prefix, selection_rows
+from topkscope.hooks.snapshot import write_snapshot
+from topkscope.hooks.topk_sums import RowTops, topk_ratio_rows
+from topkscope.hooks.writer import PartWriter
+from topkscope.io import check_writable
+from topkscope.manifest import Manifest
+from topkscope.sparsify import available, check_density, get_sparsifier
+
+_BLOCK_BYTES = 1 << 29  # float64 work space above which kinds are processed one at a time
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _int_at_least(value: Any, low: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{what} = {value!r} must be an integer >= {low}")
+    if value < low:
+        raise ValueError(f"{what} = {value} is outside the allowed range [{low}, inf)")
+    return int(value)
+
+
+def _vector(x: Any, what: str, d: int | None = None) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 1:
+        raise ValueError(f"{what} must be a flat 1-D vector, got shape {tuple(x.shape)}")
+    if x.dtype not in _FLOATS:
+        raise ValueError(f"{what} must be a float tensor, got {x.dtype}")
+    if d is not None and x.numel() != d:
+        raise ValueError(f"{what} has {x.numel()} elements but u has {d}")
+    if x.numel() == 0:
+        raise ValueError(f"{what} is empty")
+    return x.detach()
+
+
+def _check_output_dir(out_dir: str | Path, rank: int, need_bytes: int) -> Path:
+    """check_writable on a probe folder of this process's own, so ranks starting together
+    in one run folder do not race on a shared probe file."""
+    out = Path(out_dir)
+    probe = out / f".recorder-probe-r{rank}-{os.getpid()}"
+    try:
+        check_writable(probe, need_bytes=need_bytes)
+    except OSError as exc:
+        raise OSError(str(exc).replace(str(probe), str(out))) from None
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    return out
+
+
+class Recorder:
+    """Records per-(step, rank, layer, kind, density) statistics; see the module docstring.
+
+    schedule: when to record the cheap statistics (moments, top-k contraction, bounds).
+    hist_schedule / snapshot_schedule: histograms / raw float32 snapshots of snapshot_kinds.
+    sparsifier_schedule: when to run the approximate sparsifiers on u (default: schedule).
+    Schedules take any form `parse_schedule` accepts (int n = every n steps, list = at
+    those steps, {"every": n}, {"steps": [...]}, "log:5", a callable, None = never).
+    densities: the rho values in (0, 1] at which k = max(1, round(rho * n)) is evaluated.
+    sparsifiers: registry names of approximate sparsifiers to evaluate (S_count/ratio/recall).
+    rank: this process's rank (names the part files). manifest: the run's Manifest (the
+    training loop owns its status); with None, rank 0 creates one and completes it on close.
+    kinds: which of g, u, e to record. topk_kinds: which of them get the exact top-k
+    contraction (a selection per row; the others' topk_ratio is NaN). per_layer: also one
+    row per layer.
+    min_free_bytes: the output folder must have this much free space at construction.
+    """
+
+    def __init__(
+        self,
+        out_dir: str | Path,
+        schedule: Any = 1,
+        hist_schedule: Any = None,
+        snapshot_schedule: Any = None,
+        densities: Sequence[float] = (0.001,),
+        sparsifiers: Sequence[str] = (),
+        rank: int = 0,
+        manifest: Manifest | None = None,
+        flush_every: int = 50,
+        *,
+        sparsifier_schedule: Any = None,
+        kinds: Sequence[str] = KINDS,
+        topk_kinds: Sequence[str] = ("u",),
+        per_layer: bool = True,
+        hist_bins: int = 64,
+        hist_range: float = 6.0,
+        snapshot_kinds: Sequence[str] = ("u",),
+        min_free_bytes: int = 1 << 26,
+    ) -> None:
+        self.schedule: Schedule = parse_schedule(schedule)
+        self.hist_schedule: Schedule = parse_schedule(hist_schedule)
+        self.snapshot_schedule: Schedule = parse_schedule(snapshot_schedule)
+        self.sparsifier_schedule: Schedule = (
+            self.schedule if sparsifier_schedule is None else parse_schedule(sparsifier_schedule)
+        )
+        if isinstance(densities, (int, float)):
+            densities = [densities]
+        if not densities:
+            raise ValueError("densities is empty; give at least one rho in (0, 1]")
+        self.densities = tuple(sorted({check_density(x) for x in densities}))
+        if isinstance(sparsifiers, str):
+            sparsifiers = [sparsifiers]
+        names = list(dict.fromkeys(sparsifiers or ()))
+        for name in names:
+            if name not in available():
+                raise ValueError(f"unknown sparsifier {name!r}; available: {', '.join(available())}")
+        self._sparsifiers = {name: get_sparsifier(name) for name in names}
+        self.rank = _int_at_least(rank, 0, "rank")
+        self.flush_every = _int_at_least(flush_every, 1, "flush_every")
+        self.kinds = self._check_kinds(kinds, "kinds")
+        self.snapshot_kinds = self._check_kinds(snapshot_kinds, "snapshot_kinds")
+        self.topk_kinds = self._check_kinds(topk_kinds, "topk_kinds", empty_ok=True)
+        self.per_layer = bool(per_layer)
+        self.hist_bins = _int_at_least(hist_bins, 1, "hist_bins")
+        if not (isinstance(hist_range, (int, float)) and 0 < float(hist_range) < float("inf")):
+            raise ValueError(f"hist_range = {hist_range!r} is outside the allowed range (0, inf)")
+        self.hist_range = float(hist_range)
+
+        self.out_dir = _check_output_dir(out_dir, self.rank, min_free_bytes)
+        prefixes = [column_prefix(n) for n in names]
+        self._stats = PartWriter(self.out_dir / "stats", self.rank, stats_schema(prefixes))
+        self._sel_columns = list(sparsifier_columns(prefixes))
+        self._hist = PartWriter(self.out_dir / "hist", self.rank, hist_schema())
+        self._snapshots = self.out_dir / "snapshots"
+        self._snapshots.mkdir(exist_ok=True)
+
+        self._plans: dict[tuple, RowPlan] = {}
+        self._buffered_steps: set[int] = set()
+        self._flushed_through: int | None = None
+        self._raw_grads: dict[str, torch.Tensor] = {}
+        self._attached_layout: list[tuple[str, int, int]] | None = None
+        self._handles: list[Any] = []
+        self._closed = False
+
+        self._owns_manifest = manifest is None and self.rank == 0
+        self.manifest = Manifest(self.out_dir, launcher="user") if self._owns_manifest else manifest
+        if self.manifest is not None:
+            self.manifest.update(recorder=self.describe())
+
+    # ------------------------------------------------------------------ configuration
+    @staticmethod
+    def _check_kinds(kinds: Sequence[str], what: str, empty_ok: bool = False) -> tuple[str, ...]:
+        if isinstance(kinds, str):
+            kinds = [kinds]
+        bad = [k for k in kinds if k not in KINDS]
+        if bad or not (kinds or empty_ok):
+            raise ValueError(f"{what} = {list(kinds)!r}; allowed: a non-empty subset of {KINDS}")
+        return tuple(k for k in KINDS if k in kinds)
+
+    def describe(self) -> dict[str, Any]:
+        """The recorder's settings and progress, as stored in manifest.json under `recorder`."""
+        return {
+            "schedule": repr(self.schedule),
+            "hist_schedule": repr(self.hist_schedule),
+            "snapshot_schedule": repr(self.snapshot_schedule),
+            "sparsifier_schedule": repr(self.sparsifier_schedule),
+            "densities": list(self.densities),
+            "sparsifiers": list(self._sparsifiers),
+            "kinds": list(self.kinds),
+            "topk_kinds": list(self.topk_kinds),
+            "per_layer": self.per_layer,
+            "hist_bins": self.hist_bins,
+            "hist_range": self.hist_range,
+            "snapshot_kinds": list(self.snapshot_kinds),
+            "flush_every": self.flush_every,
+            "flushed_through_step": self._flushed_through,
+            "stats_parts": self._stats.parts_written,
+            "hist_parts": self._hist.parts_written,
+        }
+
+    # ------------------------------------------------------------------ hooks
+    def attach(self, model: nn.Module) -> Recorder:
+        """Name layers after model's trainable parameters and capture each raw gradient g.
+
+        A forward pre-hook on model marks the start of an iteration (forgetting the last g);
+        a post-accumulate-grad hook per parameter keeps a copy of its gradient, so that
+        record() without g= uses the raw g of the latest backward, and without layout= uses
+        the parameters in order. Returns self; `detach()` removes the hooks.
+        """
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"attach needs a torch.nn.Module, got {type(model).__name__}")
+        self.detach()
+        layout, offset = [], 0
+        for name, p in model.named_parameters():
+            if not p.requires_grad:
+                continue
+            layout.append((name, offset, p.numel()))
+            offset += p.numel()
+            if "g" in self.kinds or "g" in self.snapshot_kinds:
+                self._handles.append(
+                    p.register_post_accumulate_grad_hook(functools.partial(self._on_grad, name))
+                )
+        if not layout:
+            raise ValueError("the model has no trainable parameters to record")
+        self._attached_layout = layout
+        self._handles.append(model.register_forward_pre_hook(self._on_forward))
+        return self
+
+    def detach(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self._raw_grads = {}
+
+    def _on_forward(self, module: nn.Module, args: Any) -> None:
+        if module.training and torch.is_grad_enabled():
+            self._raw_grads.clear()
+
+    def _on_grad(self, name: str, param: torch.Tensor) -> None:
+        if param.grad is not None:
+            self._raw_grads[name] = param.grad.detach().clone()
+
+    def _captured_g(self, layout: Sequence, d: int) -> torch.Tensor | None:
+        grads = self._raw_grads
+        if not grads or any(name not in grads or grads[name].numel() != n
+                            for name, _, n in layout):
+            return None
+        if sum(n for _, _, n in layout) != d:
+            return None
+        ordered = sorted(layout, key=lambda item: item[1])
+        return torch.cat([grads[name].reshape(-1) for name, _, _ in ordered])
+
+    # ------------------------------------------------------------------ recording
+    def wants(self, step: int) -> bool:
+        """Is anything scheduled at this step? (cheap: a few predicate calls)"""
+        return bool(
+            self.schedule(step)
+            or self.hist_schedule(step)
+            or self.snapshot_schedule(step)
+            or (self._sparsifiers and self.sparsifier_schedule(step))
+        )
+
+    def record(self, step: int, rank: int, *, u: torch.Tensor, e: torch.Tensor | None = None,
+               g: torch.Tensor | None = None, layout: Sequence | None = None,
+               selected: torch.Tensor | None = None) -> None:
+        """Record what is scheduled at `step` for worker `rank`.
+
+        u, e, g: flat whole-model vectors in layout order (u = g + e_prev, e = u - s).
+        With e=None and selected given, e is u with u[selected] = 0. With g=None the raw
+        gradient captured by attach() is used when it matches the layout.
+        """
+        if self._closed:
+            raise ValueError("the recorder is closed; create a new one to record more")
+        step = _int_at_least(step, 0, "step")
+        rank = _int_at_least(rank, 0, "rank")
+        do_stats = self.schedule(step)
+        do_sel = bool(self._sparsifiers) and self.sparsifier_schedule(step)
+        do_hist = self.hist_schedule(step)
+        do_snap = self.snapshot_schedule(step)
+        if not (do_stats or do_sel or do_hist or do_snap):
+            return
+        if step not in self._buffered_steps and len(self._buffered_steps) >= self.flush_every:
+            self.flush()
+        self._buffered_steps.add(step)
+
+        with torch.no_grad():
+            u = _vector(u, "u")
+            d = u.numel()
+            if layout is None:
+                if self._attached_layout is None:
+                    raise ValueError("record needs layout=[(name, offset, numel), ...] "
+                                     "(or attach(model) first)")
+                layout = self._attached_layout
+            plan = self._plan(layout, d)
+            if selected is not None:
+                if not isinstance(selected, torch.Tensor) or selected.dim() != 1 or (
+                    selected.is_floating_point() or selected.is_complex()
+                ):
+                    raise ValueError("selected must be a 1-D integer tensor of indices into u")
+                selected = selected.detach().to(u.device, torch.int64)
+                if selected.numel() and (int(selected.min()) < 0 or int(selected.max()) >= d):
+                    raise ValueError(f"selected has indices outside the allowed range "
+                                     f"[0, d = {d}): min {int(selected.min())}, "
+                                     f"max {int(selected.max())}")
+            vectors = self._vectors(u, e, g, selected, layout)
+            if do_stats or do_sel or do_hist:
+                self._record_stats(step, rank, vectors, plan, selected, e is not None,
+                                   do_stats or do_sel, do_sel, do_hist)
+            if do_snap:
+                for kind in self.snapshot_kinds:
+                    if kind in vectors:
+                        write_snapshot(self._snapshots, step, rank, vectors[kind], kind)
+
+    def _plan(self, layout: Sequence, d: int) -> RowPlan:
+        try:
+            key = (d, tuple(layout))
+            hash(key)
+        except TypeError:  # entries given as lists
+            key = (d, tuple(tuple(item) if isinstance(item, list) else item for item in layout))
+            try:
+                hash(key)
+            except TypeError:
+                key = None
+        plan = self._plans.get(key) if key is not None else None
+        if plan is None:
+            plan = plan_rows(segments_of(layout, d), self.densities, self.per_layer)
+            if len(self._plans) > 8:  # a few layouts at most (e.g. per-bucket callers)
+                self._plans.clear()
+            if key is not None:
+                self._plans[key] = plan
+        return plan
+
+    def _vectors(self, u: torch.Tensor, e: torch.Tensor | None, g: torch.Tensor | None,
+                 selected: torch.Tensor | None, layout: Sequence) -> dict[str, torch.Tensor]:
+        d = u.numel()
+        out = {"u": u}
+        if "e" in self.kinds or "e" in self.snapshot_kinds:
+            if e is not None:
+                out["e"] = _vector(e, "e", d).to(u.device)
+            elif selected is not None:
+                out["e"] = u.index_fill(0, selected, 0)
+        if "g" in self.kinds or "g" in self.snapshot_kinds:
+            if g is None:
+                g = self._captured_g(layout, d)
+            if g is not None:
+                out["g"] = _vector(g, "g", d).to(u.device)
+        return out
+
+    @staticmethod
+    def _residual_of_u(vec: dict[str, torch.Tensor], selected: torch.Tensor | None,
+                       e_given: bool) -> torch.Tensor | None:
+        """The unique selected indices when e is exactly u with u[selected] = 0, else None."""
+        if selected is None or "e" not in vec or "u" not in vec:
+            return None
+        d = vec["u"].numel()
+        if selected.numel() > d // 8:  # dense-ish selections: a direct pass is as cheap
+            return None
+        sel = selected
+        if torch.unique(sel).numel() != sel.numel():
+            return None
+        if e_given and not torch.equal(vec["e"], vec["u"].index_fill(0, sel, 0)):
+            return None  # e.g. no error feedback: e is not the residual of u
+        return sel
+
+    def _record_stats(self, step: int, rank: int, vectors: dict[str, torch.Tensor],
+                      plan: RowPlan, selected: torch.Tensor | None, e_given: bool,
+                      do_stats: bool, do_sel: bool, do_hist: bool) -> None:
+        kinds = [k for k in self.kinds if k in vectors]
+        if not kinds:
+            return
+        dtype = torch.float64 if any(v.dtype == torch.float64 for v in vectors.values()) \
+            else torch.float32
+        vec = {k: vectors[k].to(dtype) for k in kinds}
+        sums, absx = self._power_sums(vec, kinds, plan, selected, e_given)
+        mom = row_moments(PowerSums.cat([sums[k] for k in kinds]), plan,
+                          [vec[k] for k in kinds])
+        if do_stats:
+            ratio, sel_cols = self._contraction(vec, absx, kinds, plan, mom, do_sel)
+            self._stats.add(self._stats_columns(step, rank, kinds, plan, mom, ratio, sel_cols))
+        if do_hist:
+            found = histogram_rows([vec[k] for k in kinds], mom, plan, self.hist_bins,
+                                   self.hist_range)
+            if found:
+                self._hist.add(self._hist_columns(step, rank, kinds, plan, found))
+
+    def _power_sums(self, vec: dict[str, torch.Tensor], kinds: list[str], plan: RowPlan,
+                    selected: torch.Tensor | None, e_given: bool,
+                    ) -> tuple[dict[str, PowerSums], dict[str, torch.Tensor]]:
+        """Per-kind power sums and |x|: one float64 pass over the kinds that need one; e is
+        derived from u when it is u's residual (no pass of its own)."""
+        lengths, d = plan.segments.lengths, plan.segments.d
+        residual_sel = self._residual_of_u(vec, selected, e_given)
+        direct = [k for k in kinds if not (k == "e" and residual_sel is not None)]
+        per_block = max(1, _BLOCK_BYTES // (32 * d))  # powers take 4 float64 rows per kind
+        sums: dict[str, PowerSums] = {}
+        absx: dict[str, torch.Tensor] = {}
+        for b in range(0, len(direct), per_block):
+            block = direct[b : b + per_block]
+            x = torch.stack([vec[k] for k in block])
+            ax = x.abs()
+            ps = power_sums(x, ax, lengths)
+            for i, k in enumerate(block):
+                sums[k], absx[k] = ps.pick(i), ax[i]
+        if residual_sel is not None:
+            absx["e"] = vec["e"].abs()
+            if bool(sums["u"].nonfinite.any()):  # NaN/Inf in u: measure e on its own
+                sums["e"] = power_sums(vec["e"][None], absx["e"][None], lengths)
+            else:
+                sums["e"] = residual_sums(sums["u"], vec["u"], residual_sel, absx["e"][None],
+                                          self._starts(plan, vec["u"].device), lengths)
+        return sums, absx
+
+    def _contraction(self, vec: dict[str, torch.Tensor], absx: dict[str, torch.Tensor],
+                     kinds: list[str], plan: RowPlan, mom, do_sel: bool,
+                     ) -> tuple[torch.Tensor, dict[str, np.ndarray] | None]:
+        """(K, R, D) exact top-k ratios (NaN for kinds not ranked) and the sparsifier columns."""
+        ratio = torch.full((len(kinds), plan.rows, len(plan.densities)), float("nan"),
+                           dtype=torch.float64, device=mom.sumsq.device)
+        ranked = [k for k in kinds if k in self.topk_kinds or (do_sel and k == "u")]
+        if not ranked:
+            return ratio, None
+        at = [kinds.index(k) for k in ranked]
+        tops = RowTops(torch.stack([absx[k] for k in ranked]), mom.max_abs[at], plan)
+        ratio[at] = topk_ratio_rows(tops.top_sums(), mom.sumsq[at], plan)
+        if not (do_sel and "u" in ranked):
+            return ratio, None
+        iu = ranked.index("u")
+        kth = tops.kth()
+        cols = selection_rows(vec["u"], plan, mom.sumsq[kinds.index("u")], kth[iu],
+                              tops.count_above(kth)[iu], self._sparsifiers)
+        return ratio, cols
+
+    @staticmethod
+    def _starts(plan: RowPlan, device: torch.device) -> torch.Tensor:
+        key = ("segment_starts", str(device))
+        if key not in plan._device_cache:
+            plan._device_cache[key] = torch.tensor(plan.segments.starts, dtype=torch.int64,
+                                                   device=device)
+        return plan._device_cache[key]
+
+    def _stats_columns(self, step: int, rank: int, kinds: list[str], plan: RowPlan, mom,
+                       ratio: torch.Tensor, sel: dict[str, np.ndarray] | None) -> dict:
+        nk, (nr, nd) = len(kinds), plan.k.shape
+        n = nk * nr * nd
+        packed = torch.stack([mom.norm, mom.mean, mom.std, mom.skew, mom.excess_kurtosis,
+                              mom.max_abs, mom.zero_frac, mom.nonfinite])  # (8, K, R)
+        per_row = packed.cpu().numpy().reshape(8, nk * nr).repeat(nd, axis=1)
+        cols: dict[str, np.ndarray] = {
+            "step": np.full(n, step, dtype=np.int64),
+            "rank": np.full(n, rank, dtype=np.int32),
+            "layer": np.tile(np.repeat(np.array(plan.layers, dtype=object), nd), nk),
+            "kind": np.repeat(np.array(kinds, dtype=object), nr * nd),
+            "density": np.tile(np.array(plan.densities), nk * nr),
+            "numel": np.tile(np.repeat(plan.numel, nd), nk),
+            "k": np.tile(plan.k.ravel(), nk),
+            "topk_ratio": ratio.cpu().numpy().reshape(n),
+            "classic_bound": np.tile(plan.classic_bound.ravel(), nk),
+            "paper_bound": np.tile(plan.paper_bound.ravel(), nk),
+            "gaussian_ratio": np.tile(plan.gaussian_ratio.ravel(), nk),
+        }
+        for i, name in enumerate(("norm", "mean", "std", "skew", "excess_kurtosis", "max_abs",
+                                  "zero_frac")):
+            cols[name] = per_row[i]
+        cols["nonfinite"] = per_row[7].astype(np.int64)
+        for name in self._sel_columns:
+            values = np.full(n, np.nan)
+            if sel is not None:
+                ku = kinds.index("u")
+                values[ku * nr * nd : (ku + 1) * nr * nd] = sel[name].ravel()
+            cols[name] = values
+        return cols
+
+    def _hist_columns(self, step: int, rank: int, kinds: list[str], plan: RowPlan,
+                      found: list) -> dict:
+        nb = self.hist_bins + 2
+        n = nb * len(found)
+        layer = np.empty(n, dtype=object)
+        kind = np.empty(n, dtype=object)
+        for i, (kv, r, _, _, _) in enumerate(found):
+            layer[i * nb : (i + 1) * nb] = plan.layers[r]
+            kind[i * nb : (i + 1) * nb] = kinds[kv]
+        return {
+            "step": np.full(n, step, dtype=np.int64),
+            "rank": np.full(n, rank, dtype=np.int32),
+            "layer": layer,
+            "kind": kind,
+            "bin": np.tile(np.arange(nb, dtype=np.int32), len(found)),
+            "left": np.concatenate([f[2] for f in found]),
+            "right": np.concatenate([f[3] for f in found]),
+            "count": np.concatenate([f[4] for f in found]).astype(np.int64),
+        }
+
+    # ------------------------------------------------------------------ output
+    def flush(self) -> None:
+        """Write the buffered rows as new parts and note progress in the manifest."""
+        wrote = self._stats.flush() is not None
+        wrote = (self._hist.flush() is not None) or wrote
+        if self._buffered_steps:
+            self._flushed_through = max(self._buffered_steps)
+        self._buffered_steps = set()
+        if self.manifest is not None and wrote:
+            self.manifest.update(recorder=self.describe())
+
+    def close(self) -> None:
+        """Flush, remove hooks; a manifest this recorder created is marked complete."""
+        if self._closed:
+            return
+        self.flush()
+        self.detach()
+        self._closed = True
+        if self._owns_manifest and self.manifest.data.get("status") == "running":
+            self.manifest.complete(recorder=self.describe())
+
+    def fail(self, error: BaseException | str) -> None:
+        """Flush what is buffered; a manifest this recorder created is marked failed."""
+        if not self._closed:
+            self.flush()
+            self.detach()
+            self._closed = True
+        if self._owns_manifest:
+            self.manifest.fail(error)
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is None:
+            self.close()
+        else:
+            self.fail(exc)
