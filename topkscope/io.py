@@ -59,12 +59,14 @@ def check_writable(folder: str | os.PathLike, need_bytes: int = 1 << 20) -> Path
     folder = Path(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".write-probe"
-        with open(probe, "wb") as fh:
-            fh.write(b"\0" * min(need_bytes, 1 << 16))
-            fh.flush()
-            os.fsync(fh.fileno())
-        probe.unlink()
+        # a unique probe name, so several ranks can check one folder at once
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=folder)
+        try:
+            os.write(fd, b"\0" * min(need_bytes, 1 << 16))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
     except OSError as exc:
         raise OSError(f"output directory {str(folder)!r} is not writable: {exc.strerror or exc}") from None
     free = os_free_bytes(folder)
