@@ -1,6 +1,6 @@
 """The statistics on one whole-model vector: normality battery + fits + contraction, timed.
 
-    .venv/bin/python benchmarks/statistics.py [--quick] [--d D] [--repeats R] [--threads N]
+    .venv/bin/python benchmarks/stats_battery.py [--quick] [--d D] [--repeats R] [--threads N]
                                               [--no-baseline]
 
 One float32 vector of d = 2.5e7 values (Student-t, 4 degrees of freedom: gradient-like tails;
@@ -12,7 +12,7 @@ One float32 vector of d = 2.5e7 values (Student-t, 4 degrees of freedom: gradien
   total                the three back to back (goal: under 3 s at d = 2.5e7 on 2 CPU cores)
 and, side by side, the obvious baseline on every value: scipy normaltest, kstest, anderson,
 one float64 partition per density, a full sort for the curve. Times are the best of
---repeats runs. Writes results/bench/statistics.csv: component, seconds, median_seconds,
+--repeats runs. Writes results/bench/stats_battery.csv: component, seconds, median_seconds,
 values, share_of_total, ratio_to_total, d, repeats, threads, device, numpy, scipy.
 """
 
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-OUT = Path("results/bench/statistics.csv")
+OUT = Path("results/bench/stats_battery.csv")
 DENSITIES = (0.001, 0.01, 0.1)
 GOAL_SECONDS = 3.0
 

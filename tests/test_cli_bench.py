@@ -19,7 +19,7 @@ WRITES_CSV = """
     out.write_text("argv,executable\\n" + " ".join(sys.argv[1:]) + "," + sys.executable + "\\n")
 """
 SCRIPTS = {
-    "statistics": WRITES_CSV,
+    "stats_battery": WRITES_CSV,
     "selection": WRITES_CSV,
     "extra_one": WRITES_CSV,
     "crashes": "import sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n",
@@ -43,19 +43,19 @@ def bench(repo: Path, *argv: str) -> int:
 
 
 def test_discovery_order_known_first_then_others_and_no_private_modules(repo: Path) -> None:
-    assert discover(repo / "benchmarks") == ["selection", "statistics", "crashes", "extra_one",
+    assert discover(repo / "benchmarks") == ["selection", "stats_battery", "crashes", "extra_one",
                                              "no_csv"]
-    assert KNOWN_ORDER.index("selection") < KNOWN_ORDER.index("statistics")
+    assert KNOWN_ORDER.index("selection") < KNOWN_ORDER.index("stats_battery")
 
 
 def test_only_runs_the_named_benchmark_forwarding_quick(repo: Path, capfd) -> None:
-    assert bench(repo, "--only", "statistics", "--quick") == 0
-    csv = repo / "results" / "bench" / "statistics.csv"
+    assert bench(repo, "--only", "stats_battery", "--quick") == 0
+    csv = repo / "results" / "bench" / "stats_battery.csv"
     argv, executable = csv.read_text().splitlines()[1].split(",")
     assert argv == "--quick" and executable == sys.executable  # the same interpreter
     assert not (repo / "results" / "bench" / "selection.csv").exists()
     out = capfd.readouterr().out
-    assert "statistics: ok in" in out and str(csv) in out
+    assert "stats_battery: ok in" in out and str(csv) in out
     assert "1 of 1 benchmarks passed" in out
 
 
@@ -100,7 +100,7 @@ def test_env_var_names_the_folder_and_list_shows_names(repo: Path, monkeypatch,
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["--only", "nope"], "unknown benchmark 'nope'; available: selection, statistics"),
+    (["--only", "nope"], "unknown benchmark 'nope'; available: selection, stats_battery"),
     (["--only", ","], "names no benchmark"),
     (["--timeout", "-1"], "--timeout: -1 is outside the allowed range"),
 ])

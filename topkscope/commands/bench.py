@@ -20,7 +20,7 @@ from pathlib import Path
 
 HELP = "run the benchmark scripts of the repository's benchmarks/ folder"
 # the suite's benchmarks, in the order they run; other scripts in the folder run after them
-KNOWN_ORDER = ("selection", "comm", "recorder_overhead", "statistics", "sim_throughput",
+KNOWN_ORDER = ("selection", "comm", "recorder_overhead", "stats_battery", "sim_throughput",
                "data_batch")  # fmt: skip
 ENV_VAR = "TOPKSCOPE_BENCHMARKS"
 REPO_BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
