@@ -18,40 +18,9 @@ import torch
 from topkscope.comm.layout import Layout
 from topkscope.comm.sparse import SparseUpdate, index_dtype
 from topkscope.feedback import ErrorFeedback
-from topkscope.sparsify import Sparsifier, get_sparsifier, k_from_density
+from topkscope.sparsify import Sparsifier, k_from_density
 
 RESIDUAL_KEY = "__global__"  # one flat residual per worker, in layout order
-
-
-def step_seed(seed: int, rank: int, step: int) -> int:
-    """A seed that depends only on (seed, rank, step): worker rank's randomness at step."""
-    return (seed * 1_000_003 + rank * 7_919 + step * 104_729 + 1) % (2**63)
-
-
-class SparsifierSource:
-    """The sparsifier worker `rank` uses at each step.
-
-    Deterministic methods: one instance, reused. Randomised ones (those taking a `seed`, e.g.
-    randk, dgc): a fresh instance per step seeded with step_seed(seed, rank, step), so each
-    worker draws independently, draws the same whether it is simulated or its own process,
-    and a resumed run draws what the uninterrupted run drew.
-    """
-
-    def __init__(self, name: str, params: dict | None, seed: int, rank: int) -> None:
-        self.name, self.params = name, dict(params or {})
-        self.seed, self.rank = seed, rank
-        self._fixed = get_sparsifier(name, **self.params)
-        try:
-            get_sparsifier(name, **{**self.params, "seed": 0})
-            self.randomised = "seed" not in self.params
-        except ValueError:
-            self.randomised = False
-
-    def at(self, step: int) -> Sparsifier:
-        if not self.randomised:
-            return self._fixed
-        return get_sparsifier(self.name, **self.params,
-                              seed=step_seed(self.seed, self.rank, step))
 
 
 @dataclass

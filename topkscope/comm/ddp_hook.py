@@ -23,11 +23,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from topkscope.comm.compressor import SparsifierSource, WorkerCompressor
+from topkscope.comm.compressor import WorkerCompressor
 from topkscope.comm.distributed import DistributedTransport
 from topkscope.comm.exchange import ExchangeResult, exchange
 from topkscope.comm.layout import Layout
 from topkscope.sparsify import check_density
+from topkscope.sparsify.source import SparsifierSource
 
 
 class TopKHookState:

@@ -39,7 +39,8 @@ from topkscope.hooks.topk_sums import RowTops, topk_ratio_rows
 from topkscope.hooks.writer import PartWriter
 from topkscope.io import check_writable
 from topkscope.manifest import Manifest
-from topkscope.sparsify import available, check_density, get_sparsifier
+from topkscope.sparsify import available, check_density
+from topkscope.sparsify.source import SparsifierSource
 
 _BLOCK_BYTES = 1 << 29  # float64 work space above which kinds are processed one at a time
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -97,6 +98,7 @@ class Recorder:
     contraction (a selection per row; the others' topk_ratio is NaN). per_layer: also one
     row per layer.
     min_free_bytes: the output folder must have this much free space at construction.
+    seed: randomised sparsifiers (randk, dgc) evaluated here draw from (seed, rank, step).
     """
 
     def __init__(
@@ -119,6 +121,7 @@ class Recorder:
         hist_range: float = 6.0,
         snapshot_kinds: Sequence[str] = ("u",),
         min_free_bytes: int = 1 << 26,
+        seed: int = 0,
     ) -> None:
         self.schedule: Schedule = parse_schedule(schedule)
         self.hist_schedule: Schedule = parse_schedule(hist_schedule)
@@ -137,8 +140,11 @@ class Recorder:
         for name in names:
             if name not in available():
                 raise ValueError(f"unknown sparsifier {name!r}; available: {', '.join(available())}")
-        self._sparsifiers = {name: get_sparsifier(name) for name in names}
         self.rank = _int_at_least(rank, 0, "rank")
+        self.seed = _int_at_least(seed, 0, "seed")
+        # randomised estimators draw from (seed, rank, step) alone, like training does, so a
+        # simulated and a torchrun run record the same numbers
+        self._sources = {name: SparsifierSource(name, {}, self.seed, self.rank) for name in names}
         self.flush_every = _int_at_least(flush_every, 1, "flush_every")
         self.kinds = self._check_kinds(kinds, "kinds")
         self.snapshot_kinds = self._check_kinds(snapshot_kinds, "snapshot_kinds")
@@ -188,7 +194,7 @@ class Recorder:
             "snapshot_schedule": repr(self.snapshot_schedule),
             "sparsifier_schedule": repr(self.sparsifier_schedule),
             "densities": list(self.densities),
-            "sparsifiers": list(self._sparsifiers),
+            "sparsifiers": list(self._sources),
             "kinds": list(self.kinds),
             "topk_kinds": list(self.topk_kinds),
             "per_layer": self.per_layer,
@@ -260,7 +266,7 @@ class Recorder:
             self.schedule(step)
             or self.hist_schedule(step)
             or self.snapshot_schedule(step)
-            or (self._sparsifiers and self.sparsifier_schedule(step))
+            or (self._sources and self.sparsifier_schedule(step))
         )
 
     def record(self, step: int, rank: int, *, u: torch.Tensor, e: torch.Tensor | None = None,
@@ -277,7 +283,7 @@ class Recorder:
         step = _int_at_least(step, 0, "step")
         rank = _int_at_least(rank, 0, "rank")
         do_stats = self.schedule(step)
-        do_sel = bool(self._sparsifiers) and self.sparsifier_schedule(step)
+        do_sel = bool(self._sources) and self.sparsifier_schedule(step)
         do_hist = self.hist_schedule(step)
         do_snap = self.snapshot_schedule(step)
         if not (do_stats or do_sel or do_hist or do_snap):
@@ -378,7 +384,7 @@ class Recorder:
         mom = row_moments(PowerSums.cat([sums[k] for k in kinds]), plan,
                           [vec[k] for k in kinds])
         if do_stats:
-            ratio, sel_cols = self._contraction(vec, absx, kinds, plan, mom, do_sel)
+            ratio, sel_cols = self._contraction(vec, absx, kinds, plan, mom, do_sel, step, rank)
             self._stats.add(self._stats_columns(step, rank, kinds, plan, mom, ratio, sel_cols))
         if do_hist:
             found = histogram_rows([vec[k] for k in kinds], mom, plan, self.hist_bins,
@@ -414,7 +420,7 @@ class Recorder:
         return sums, absx
 
     def _contraction(self, vec: dict[str, torch.Tensor], absx: dict[str, torch.Tensor],
-                     kinds: list[str], plan: RowPlan, mom, do_sel: bool,
+                     kinds: list[str], plan: RowPlan, mom, do_sel: bool, step: int, rank: int,
                      ) -> tuple[torch.Tensor, dict[str, np.ndarray] | None]:
         """(K, R, D) exact top-k ratios (NaN for kinds not ranked) and the sparsifier columns."""
         ratio = torch.full((len(kinds), plan.rows, len(plan.densities)), float("nan"),
@@ -429,8 +435,9 @@ class Recorder:
             return ratio, None
         iu = ranked.index("u")
         kth = tops.kth()
+        sparsifiers = {name: src.at(step, rank) for name, src in self._sources.items()}
         cols = selection_rows(vec["u"], plan, mom.sumsq[kinds.index("u")], kth[iu],
-                              tops.count_above(kth)[iu], self._sparsifiers)
+                              tops.count_above(kth)[iu], sparsifiers)
         return ratio, cols
 
     @staticmethod

@@ -133,6 +133,7 @@ def make_recorder(cfg: ExperimentConfig, run_dir: Path, rank: int, manifest, mod
 
     kwargs = dict(cfg.recorder)
     attach = kwargs.pop("attach", False)
+    kwargs.setdefault("seed", cfg.seed)
     rec = Recorder(run_dir, rank=rank, manifest=manifest, **kwargs)
     if attach:
         rec.attach(model)

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from topkscope.comm.compressor import step_seed
+from topkscope.sparsify.source import step_seed
 from topkscope.train.config import ExperimentConfig
 
 

@@ -25,10 +25,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from topkscope.comm.compressor import SparsifierSource, WorkerCompressor, step_seed
+from topkscope.comm.compressor import WorkerCompressor
 from topkscope.comm.exchange import combine, contribute
 from topkscope.comm.layout import Layout
 from topkscope.comm.transport import Transport
+from topkscope.sparsify.source import SparsifierSource, step_seed
 from topkscope.train.config import ExperimentConfig
 from topkscope.train.optimizer import MomentumSGD
 from topkscope.train.schedules import density_at, lr_at, total_steps
