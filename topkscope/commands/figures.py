@@ -1,0 +1,53 @@
+"""`topkscope figures`: run the profile's experiments, draw every figure, write the claims table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "run the experiments of a profile (skipping complete ones) and draw every figure"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default="quick", choices=("quick", "full"),
+                   help="quick: sized for a 2-core CPU; full: the paper's settings (default quick)")
+    p.add_argument("--results", type=Path, default=Path("results"),
+                   help="results root (runs, bench/, figures/, claims.csv); default: results")
+    p.add_argument("--experiments", type=Path, default=Path("experiments"),
+                   help="folder of experiment YAMLs (default: experiments)")
+    p.add_argument("--benchmarks", type=Path, default=Path("benchmarks"),
+                   help="folder of benchmark scripts (default: benchmarks)")
+    p.add_argument("--data", type=Path, help="dataset root (default: $TOPKSCOPE_DATA or ./data)")
+    p.add_argument("--only", nargs="+", metavar="EXPERIMENT",
+                   help="restrict to these experiments of the plan")
+    p.add_argument("--no-run", action="store_true",
+                   help="train nothing: draw from complete runs that already exist")
+    p.add_argument("--no-bench", action="store_true", help="never start a benchmark")
+    p.add_argument("--launcher", choices=("sim", "torchrun"),
+                   help="how `topkscope run` starts the workers (default: as each config says)")
+    p.add_argument("--parallel", type=int, metavar="N",
+                   help="training runs at a time (default: 2 in the quick profile on a "
+                        "2+-core CPU, each run using one thread; 1 in the full profile)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print every run folder, its state and its `topkscope run` command; "
+                        "run nothing (e.g. to submit the full profile to a cluster)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from topkscope.reproduce.driver import Options, reproduce
+
+    opts = Options(profile=args.profile, results_root=args.results,
+                   experiments_dir=args.experiments, benchmarks_dir=args.benchmarks,
+                   data_root=args.data, only=args.only, run=not args.no_run,
+                   bench=not args.no_bench, launcher=args.launcher, dry_run=args.dry_run,
+                   parallel=args.parallel)
+    try:
+        outcome = reproduce(opts, log=lambda m: print(m, flush=True))
+    except ValueError as exc:
+        print(f"topkscope figures: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("topkscope figures: interrupted", file=sys.stderr)
+        return 130
+    return 1 if outcome.failures else 0

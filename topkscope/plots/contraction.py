@@ -1,0 +1,64 @@
+"""Figure: measured Top-k contraction over training against the three reference curves.
+
+    delta_emp(t) = ||u_t - TopK(u_t)||^2 / ||u_t||^2     (stats column topk_ratio)
+    1 - k/d          classic bound        (classic_bound)
+    (1 - k/d)^2      the paper's bound    (paper_bound)
+    1 - rho - 2 t phi(t), t = Phi^-1(1 - rho/2)   Gaussian value (gaussian_ratio)
+
+One panel per density; the line is the median over workers, the band spans min..max over workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from topkscope.plots.frames import GLOBAL_LAYER, require_columns, require_rows, select_tensor
+from topkscope.plots.style import REFERENCE_COLORS, figure_style, new_figure
+from topkscope.plots.titles import figure_title, format_density
+
+COLUMNS = ["step", "rank", "layer", "kind", "density", "k", "topk_ratio",
+           "classic_bound", "paper_bound", "gaussian_ratio"]
+REFERENCE_LABELS = {
+    "classic_bound": "1 − k/d (classic bound)",
+    "paper_bound": "(1 − k/d)² (paper's bound)",
+    "gaussian_ratio": "Gaussian value 1 − ρ − 2tφ(t)",
+}
+
+
+def contraction_over_iterations(
+    stats: pd.DataFrame, *, manifest: Mapping[str, Any] | None = None,
+    layer: str = GLOBAL_LAYER, kind: str = "u",
+) -> Figure:
+    """delta_emp per iteration (median over workers, min-max band) against the reference curves."""
+    require_columns(stats, COLUMNS, "stats")
+    df = select_tensor(stats, layer=layer, kind=kind, what="stats")
+    df = df[df["topk_ratio"].notna()]
+    require_rows(df, "stats", f"with a finite topk_ratio for layer={layer!r}, kind={kind!r}")
+    densities = sorted(df["density"].unique())
+    with figure_style():
+        fig, axes = new_figure(len(densities))
+        for ax, rho in zip(axes[0], densities):
+            part = df[df["density"] == rho]
+            by_step = part.groupby("step")
+            emp = by_step["topk_ratio"].agg(["median", "min", "max"])
+            ax.plot(emp.index, emp["median"], color="#1f77b4", lw=1.6,
+                    label="measured δ = ‖u − TopK(u)‖² / ‖u‖²")
+            if part["rank"].nunique() > 1:
+                ax.fill_between(emp.index, emp["min"], emp["max"], color="#1f77b4", alpha=0.2,
+                                lw=0, label="min–max over workers")
+            refs = by_step[list(REFERENCE_LABELS)].median()
+            for col, label in REFERENCE_LABELS.items():
+                ax.plot(refs.index, refs[col], color=REFERENCE_COLORS[col], lw=1.2,
+                        ls="--" if col != "gaussian_ratio" else ":", label=label)
+            k = int(part["k"].median())
+            ax.set_title(f"{format_density(rho)} (k = {k:,})")
+            ax.set_xlabel("iteration (step)")
+            ax.set_ylabel("δ (ratio of squared norms)")
+        axes[0][0].legend(loc="lower left")
+        where = f" — {kind}, {'whole model' if layer == GLOBAL_LAYER else layer}"
+        fig.suptitle(figure_title(f"Top-k contraction vs bounds{where}", manifest))
+    return fig

@@ -1,0 +1,82 @@
+"""Figure: how many elements approximate selectors pick, and how much of the true top-k they find.
+
+Top row: S_count / k over iterations per density (1 = exact; shaded: the published Gaussian-k
+band [2k/3, 4k/3]). Bottom row (when recorded): recall |S ∩ TopK| / k. Computed by the recorder on
+the same u as training (stats columns S_count, S_recall for each approximate sparsifier S);
+median over workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from topkscope.plots.frames import (
+    GLOBAL_LAYER,
+    approximate_selectors,
+    require_columns,
+    require_rows,
+    select_tensor,
+)
+from topkscope.plots.style import figure_style, linestyles, new_figure, palette
+from topkscope.plots.titles import figure_title, format_density, sparsifier_name
+
+BAND = (2.0 / 3.0, 4.0 / 3.0)
+
+
+def selected_over_k(
+    stats: pd.DataFrame, *, manifest: Mapping[str, Any] | None = None,
+    selectors: Sequence[str] | None = None, layer: str = GLOBAL_LAYER, kind: str = "u",
+) -> Figure:
+    """S_count / k (and S_recall when present) over iterations, one column of panels per density."""
+    require_columns(stats, ["step", "rank", "layer", "kind", "density", "k"], "stats")
+    found = approximate_selectors(stats.columns)
+    if selectors is None:
+        selectors = found
+    unknown = [s for s in selectors if s not in found]
+    if unknown or not selectors:
+        raise ValueError(f"stats has no count columns for selector(s) {unknown or '(none given)'}; "
+                         f"selectors with S_count columns: {found}")
+    df = select_tensor(stats, layer=layer, kind=kind, what="stats")
+    df = df[df["k"] > 0]
+    require_rows(df, "stats", "with k > 0")
+    with_recall = [s for s in selectors
+                   if f"{s}_recall" in df.columns and df[f"{s}_recall"].notna().any()]
+    densities = sorted(df["density"].unique())
+    colors = palette(list(selectors))
+    styles = linestyles(list(selectors))
+    with figure_style():
+        fig, axes = new_figure(len(densities), nrows=2 if with_recall else 1, sharex=True)
+        for col, rho in enumerate(densities):
+            part = df[df["density"] == rho]
+            ax = axes[0][col]
+            ax.axhspan(*BAND, color="#bbbbbb", alpha=0.3, lw=0, label="band [2k/3, 4k/3]")
+            ax.axhline(1.0, color="k", lw=0.8, ls="--", label="exactly k")
+            for s in selectors:
+                ratio = (part[f"{s}_count"] / part["k"]).groupby(part["step"]).median()
+                ax.plot(ratio.index, ratio.values, color=colors[s], ls=styles[s], lw=1.4,
+                        label=sparsifier_name(s))
+            ax.set_yscale("log")
+            ax.set_title(f"{format_density(rho)} (k = {int(part['k'].median()):,})")
+            ax.set_ylabel("selected / k (ratio, log)")
+            ax.set_xlabel("iteration (step)")
+            if with_recall:
+                rax = axes[1][col]
+                for s in with_recall:
+                    rec = part.groupby("step")[f"{s}_recall"].median()
+                    rax.plot(rec.index, rec.values, color=colors[s], ls=styles[s], lw=1.4,
+                             label=sparsifier_name(s))
+                rax.set_ylim(-0.02, 1.02)
+                rax.set_ylabel("recall of exact top-k (fraction)")
+                rax.set_xlabel("iteration (step)")
+        axes[0][0].legend(loc="best")
+        if with_recall:
+            axes[1][0].legend(loc="best")
+        fig.suptitle(figure_title("Approximate selectors: count and recall vs exact top-k",
+                                  manifest, with_sparsifier=True))
+    return fig
+
+

@@ -1,0 +1,1 @@
+"""The driver behind `topkscope figures` / `make reproduce-figures` (see driver.py)."""

@@ -1,0 +1,277 @@
+"""`topkscope figures`: from nothing to every figure, the claims table and the index.
+
+    1. bench  benchmarks/selection.py unless results/bench/selection.csv exists (alone)
+    2. run    every experiment of the plan under the profile, skipping complete results,
+              `parallel` runs at a time (two on a 2-core CPU in the quick profile)
+    3. draw   analyse each run's snapshots and draw its figures into <results>/figures/
+    4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims)
+    5. index  <results>/figures/index.md with every figure and caption; timing.csv
+
+Each phase prints what it does and how long it took; a failing experiment is reported and the
+others still run, and the command exits non-zero at the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from topkscope.io import write_bytes_atomic
+from topkscope.reproduce import plan
+from topkscope.reproduce.index import FigureEntry, write_index
+from topkscope.reproduce.pool import run_all
+from topkscope.reproduce.runner import RunSpec, status_of
+
+
+@dataclasses.dataclass
+class Options:
+    profile: str = "quick"
+    results_root: Path = Path("results")
+    experiments_dir: Path = Path("experiments")
+    benchmarks_dir: Path = Path("benchmarks")
+    data_root: Path | None = None
+    only: Sequence[str] | None = None
+    run: bool = True            # False: draw from existing complete runs only
+    isolate: bool = True        # True: each run in a child process; False: in this process
+    launcher: str | None = None  # passed to `topkscope run --launcher` (None: the config's)
+    dry_run: bool = False       # print each run's folder and command, run and draw nothing
+    parallel: int | None = None  # training runs at a time (None: default_parallel(profile))
+    bench: bool = True          # False: never start the benchmark
+    jobs: Sequence[plan.TrainingJob | plan.BenchmarkJob] | None = None  # None: plan.JOBS
+
+    @property
+    def figures_dir(self) -> Path:
+        return Path(self.results_root) / "figures"
+
+
+@dataclasses.dataclass
+class Outcome:
+    entries: list[FigureEntry]
+    failures: list[str]
+    timings: pd.DataFrame
+    claims: pd.DataFrame | None
+    index: Path | None
+
+
+class Clock:
+    """Wall time per (experiment, phase), printed as it goes."""
+
+    def __init__(self, log: Callable[[str], None]) -> None:
+        self.log = log
+        self.rows: list[dict] = []
+        self.start = time.perf_counter()
+
+    def record(self, experiment: str, phase: str, seconds: float, action: str = "") -> None:
+        self.rows.append({"experiment": experiment, "phase": phase, "seconds": round(seconds, 2),
+                          "action": action})
+        total = time.perf_counter() - self.start
+        self.log(f"  {phase} {experiment}: {action + ' ' if action else ''}{seconds:.1f} s "
+                 f"(total {total / 60:.1f} min)")
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows, columns=["experiment", "phase", "seconds", "action"])
+
+
+def run_specs(job: plan.TrainingJob, opts: Options) -> list[RunSpec]:
+    return [RunSpec(job.experiment, job.config_path(opts.experiments_dir), opts.profile, s,
+                    Path(opts.results_root), opts.data_root, opts.launcher)
+            for s in job.sparsifiers]
+
+
+def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> None:
+    """Each run's folder, state and `topkscope run` command (e.g. to submit to a cluster)."""
+    from topkscope.reproduce.bench_config import load_benchmark_config
+    from topkscope.reproduce.runner import command
+
+    for job in jobs:
+        if isinstance(job, plan.BenchmarkJob):
+            cfg = load_benchmark_config(job.config_path(opts.experiments_dir), opts.profile)
+            argv = cfg.command("python", opts.benchmarks_dir, opts.results_root)
+            log(f"{job.experiment}: {' '.join(argv)}")
+            continue
+        for spec in run_specs(job, opts):
+            run_dir = spec.run_dir()
+            log(f"{run_dir} [{status_of(run_dir) or 'missing'}]")
+            log("  topkscope " + " ".join(command(spec, resume=False)[3:]))
+
+
+def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock) -> Path:
+    """The benchmark's CSV: kept when it exists, else written by running the benchmark."""
+    from topkscope.reproduce.bench_config import load_benchmark_config
+
+    cfg = load_benchmark_config(job.config_path(opts.experiments_dir), opts.profile)
+    out = Path(opts.results_root) / "bench" / cfg.output
+    t = time.perf_counter()
+    if out.exists():
+        clock.record(job.experiment, "run", time.perf_counter() - t, "skipped")
+        return out
+    if not opts.bench:
+        raise RuntimeError(f"{out} is missing and benchmarks are disabled (--no-bench)")
+    argv = cfg.command(sys.executable, opts.benchmarks_dir, opts.results_root)
+    clock.log("  $ python " + " ".join(argv[1:]))
+    done = subprocess.run(argv)
+    if done.returncode != 0 or not out.exists():
+        raise RuntimeError(f"benchmark failed (exit {done.returncode}) or wrote no {out}")
+    clock.record(job.experiment, "run", time.perf_counter() - t, "ran")
+    return out
+
+
+def recorder_densities(manifest: dict) -> list[float]:
+    rec = (manifest.get("config") or {}).get("recorder") or {}
+    dens = rec.get("densities") or [manifest.get("density")]
+    return [float(d) for d in dens if d is not None]
+
+
+def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
+                  clock: Clock) -> tuple[list[FigureEntry], list]:
+    from topkscope.analysis.runs import load
+    from topkscope.reproduce.draw import DISTRIBUTION_DRAWERS, convergence_figure
+    from topkscope.reproduce.prepare import analyse_snapshots
+
+    runs = [load(d) for d in run_dirs]
+    entries: list[FigureEntry] = []
+    t = time.perf_counter()
+    wanted = [f for f in job.figures if f in DISTRIBUTION_DRAWERS]
+    if wanted:
+        run = runs[0]
+        densities = recorder_densities(run.manifest)
+        analysis = analyse_snapshots(run, densities)
+        clock.record(job.experiment, "analyse", time.perf_counter() - t)
+        t = time.perf_counter()
+        for name in wanted:
+            entries.append(DISTRIBUTION_DRAWERS[name](run, analysis, densities,
+                                                      opts.figures_dir, job.experiment))
+    if "convergence" in job.figures:
+        entries.append(convergence_figure(runs, opts.figures_dir, job.experiment))
+    clock.record(job.experiment, "draw", time.perf_counter() - t, f"{len(entries)} figures")
+    return entries, runs
+
+
+def draw_benchmark(job: plan.BenchmarkJob, csv: Path, opts: Options,
+                   clock: Clock) -> list[FigureEntry]:
+    from topkscope.reproduce.draw import selection_speed_figure
+
+    t = time.perf_counter()
+    entries = selection_speed_figure(pd.read_csv(csv), opts.figures_dir, job.experiment)
+    clock.record(job.experiment, "draw", time.perf_counter() - t, f"{len(entries)} figures")
+    return entries
+
+
+def write_claims(runs: list, opts: Options, clock: Clock) -> tuple[pd.DataFrame, str]:
+    from topkscope.reproduce.claims_table import claims_markdown, claims_table
+
+    t = time.perf_counter()
+    table = claims_table(runs)
+    root = Path(opts.results_root)
+    write_bytes_atomic(root / "claims.csv", table.to_csv(index=False).encode())
+    md = claims_markdown(table)
+    write_bytes_atomic(root / "claims.md", (md + "\n").encode())
+    clock.record("all", "claims", time.perf_counter() - t, f"{len(table)} rows")
+    return table, md
+
+
+def default_parallel(profile: str) -> int:
+    """Runs at a time: two on a CPU with 2+ cores in the quick profile (each run uses one
+    thread), one in the full profile (each run owns the accelerator)."""
+    return max(1, min(2, os.cpu_count() or 1)) if profile == "quick" else 1
+
+
+def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options,
+                    clock: Clock) -> dict[str, list[Path] | Exception]:
+    """Every run of every training job (skipping complete ones); job -> folders or the error."""
+    labelled = [(job, f"{job.experiment}" + (f" [{spec.sparsifier}]" if spec.sparsifier else ""),
+                 spec) for job in jobs for spec in run_specs(job, opts)]
+    if opts.run:
+        parallel = opts.parallel or default_parallel(opts.profile)
+        clock.log(f"training: {len(labelled)} runs, {parallel} at a time")
+        done = run_all([(label, spec) for _, label, spec in labelled], parallel=parallel,
+                       isolate=opts.isolate, log=clock.log,
+                       record=lambda label, sec, action: clock.record(label, "run", sec, action))
+    else:
+        done = {}
+        for _, label, spec in labelled:
+            run_dir = spec.run_dir()
+            ok = status_of(run_dir) == "complete"
+            done[label] = run_dir if ok else RuntimeError(
+                f"no complete run at {run_dir} (drop --no-run to train it)")
+            clock.record(label, "run", 0.0, "found" if ok else "missing")
+    out: dict[str, list[Path] | Exception] = {}
+    for job, label, _ in labelled:
+        got = done[label]
+        prev = out.setdefault(job.experiment, [])
+        if isinstance(got, Exception):
+            out[job.experiment] = got
+        elif isinstance(prev, list):
+            prev.append(got)
+    return out
+
+
+def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
+    """Run the plan, draw every figure, write claims and the index (see module docstring)."""
+    plan.check_profile(opts.profile)
+    if opts.parallel is not None and opts.parallel < 1:
+        raise ValueError(f"parallel = {opts.parallel} must be at least 1")
+    jobs = plan.jobs(list(opts.only) if opts.only else None, opts.jobs)
+    if opts.dry_run:
+        print_plan(jobs, opts, log)
+        return Outcome([], [], pd.DataFrame(), None, None)
+    clock = Clock(log)
+    failures: list[str] = []
+    entries: list[FigureEntry] = []
+    all_runs: list = []
+    opts.figures_dir.mkdir(parents=True, exist_ok=True)
+    benches = [j for j in jobs if isinstance(j, plan.BenchmarkJob)]
+    trainings = [j for j in jobs if isinstance(j, plan.TrainingJob)]
+    # benchmarks first and alone: their timings must not compete with training
+    csvs: dict[str, Path | Exception] = {}
+    for job in benches:
+        log(f"benchmark {job.experiment} ({opts.profile} profile)")
+        try:
+            csvs[job.experiment] = ensure_benchmark(job, opts, clock)
+        except (RuntimeError, ValueError, OSError) as exc:
+            csvs[job.experiment] = exc
+    folders = ensure_training(trainings, opts, clock) if trainings else {}
+    for i, job in enumerate(jobs, 1):
+        log(f"[{i}/{len(jobs)}] drawing {job.experiment}")
+        try:
+            if isinstance(job, plan.TrainingJob):
+                got = folders[job.experiment]
+                if isinstance(got, Exception):
+                    raise got
+                new, runs = draw_training(job, got, opts, clock)
+                all_runs += runs
+            else:
+                got = csvs[job.experiment]
+                if isinstance(got, Exception):
+                    raise got
+                new = draw_benchmark(job, got, opts, clock)
+            entries += new
+        except (RuntimeError, ValueError, OSError) as exc:
+            msg = f"{job.experiment}: {exc}"
+            failures.append(msg)
+            log(f"  FAILED {msg}")
+    claims, md = None, ""
+    if all_runs:
+        try:
+            claims, md = write_claims(all_runs, opts, clock)
+        except (RuntimeError, ValueError) as exc:
+            failures.append(f"claims: {exc}")
+            log(f"  FAILED claims: {exc}")
+    timings = clock.frame()
+    total = time.perf_counter() - clock.start
+    notes = [f"profile `{opts.profile}`, wall time {total / 60:.1f} min "
+             f"(per-experiment breakdown: timing.csv)"]
+    notes += [f"not drawn — {f}" for f in failures]
+    write_bytes_atomic(opts.figures_dir / "timing.csv", timings.to_csv(index=False).encode())
+    index = write_index(entries, opts.figures_dir, profile=opts.profile, claims_markdown=md,
+                        notes=notes)
+    log(f"done in {total / 60:.1f} min: {len(entries)} figures, index {index}"
+        + (f"; {len(failures)} failure(s)" if failures else ""))
+    return Outcome(entries, failures, timings, claims, index)

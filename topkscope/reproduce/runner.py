@@ -1,0 +1,124 @@
+"""Make sure one training run exists: skip it when complete results exist, resume it when a
+checkpoint was left behind, otherwise start it — always through `topkscope run` in a child
+process (its progress bar shows; a crash in one run does not take the driver down).
+
+A run's folder name is derived from what it computes, so the same config finds the same folder:
+
+    <profile>-<sparsifier>-<sha1(resolved config)[:10]>
+
+where the resolved config excludes keys that do not change the numbers (threads, device,
+launcher, checkpoint and flush cadence).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from topkscope.manifest import Manifest
+
+# keys of the resolved config that do not change what a run computes
+NOT_HASHED = ("threads", "device", "launcher", "checkpoint_every_steps", "keep_checkpoints",
+              "flush_every_steps", "description")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One run to ensure: the config file, profile, sparsifier override, and where it goes."""
+
+    experiment: str
+    config_path: Path
+    profile: str
+    sparsifier: str | None
+    results_root: Path
+    data_root: Path | None = None
+    launcher: str | None = None  # sim | torchrun; None: as the config says
+
+    def overrides(self) -> dict:
+        return {} if self.sparsifier is None else {"sparsifier": self.sparsifier}
+
+    def resolved(self):
+        from topkscope.train.config import load_config
+
+        cfg, _ = load_config(self.config_path, self.profile, self.overrides())
+        return cfg
+
+    def run_id(self) -> str:
+        cfg = self.resolved()
+        keep = {k: v for k, v in cfg.to_dict().items() if k not in NOT_HASHED}
+        digest = hashlib.sha1(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()
+        return f"{self.profile}-{cfg.sparsifier}-{digest[:10]}"
+
+    def run_dir(self) -> Path:
+        return Path(self.results_root) / self.resolved().experiment / self.run_id()
+
+
+def status_of(run_dir: Path) -> str | None:
+    """'complete' | 'running' | 'failed' from the manifest, None when there is no run folder."""
+    try:
+        return Manifest.load(run_dir).get("status")
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    return any(Path(run_dir).glob("checkpoints/*/COMPLETE"))
+
+
+def command(spec: RunSpec, resume: bool, progress: bool = True) -> list[str]:
+    """The `topkscope run` command line that produces spec's run folder."""
+    argv = [sys.executable, "-m", "topkscope.cli", "run", str(spec.config_path),
+            "--profile", spec.profile, "--out", str(spec.results_root), "--run-id", spec.run_id()]
+    if spec.sparsifier is not None:
+        argv += ["--sparsifier", spec.sparsifier]
+    if spec.data_root is not None:
+        argv += ["--data", str(spec.data_root)]
+    if spec.launcher is not None:
+        argv += ["--launcher", spec.launcher]
+    if resume:
+        argv.append("--resume")
+    if not progress:
+        argv.append("--no-progress")
+    return argv
+
+
+def set_aside(run_dir: Path) -> Path:
+    """Rename an unusable earlier attempt (no checkpoint to resume) out of the way; never delete."""
+    n = 1
+    while (target := run_dir.with_name(f"{run_dir.name}.attempt{n}")).exists():
+        n += 1
+    run_dir.rename(target)
+    return target
+
+
+def ensure_run(spec: RunSpec, log=print, isolate: bool = True,
+               progress: bool = True) -> tuple[Path, str]:
+    """Run spec unless complete results exist. Returns (run folder, action taken).
+
+    action: 'skipped' (complete results found), 'resumed', 'ran'. isolate=False calls the same
+    `topkscope run` entry point in this process (no interpreter start-up; for tests). Raises
+    RuntimeError with the command when the run fails.
+    """
+    run_dir = spec.run_dir()
+    state = status_of(run_dir)
+    if state == "complete":
+        return run_dir, "skipped"
+    resume = run_dir.exists() and has_checkpoint(run_dir)
+    if run_dir.exists() and not resume:
+        old = set_aside(run_dir)
+        log(f"  earlier attempt without a checkpoint moved to {old}")
+    argv = command(spec, resume, progress)
+    log("  $ topkscope " + " ".join(argv[3:]))
+    if isolate:
+        code = subprocess.run(argv).returncode
+    else:
+        from topkscope.cli import main as cli_main
+
+        code = cli_main(argv[3:])
+    if code != 0 or status_of(run_dir) != "complete":
+        raise RuntimeError(f"run failed (exit {code}): topkscope {' '.join(argv[3:])}")
+    return run_dir, "resumed" if resume else "ran"
