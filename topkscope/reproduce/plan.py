@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 PROFILES = ("quick", "full")
-CONVERGENCE_SPARSIFIERS = ("dense", "topk", "gaussiank", "randk")
+# gaussiank-2019 is the paper's Gaussian-k; the robust gaussiank selects the exact top-k set
+CONVERGENCE_SPARSIFIERS = ("dense", "topk", "gaussiank-2019", "gaussiank", "randk")
 
 
 @dataclasses.dataclass(frozen=True)
