@@ -2,12 +2,14 @@
 
 Setting (issue: gradient recorder): simulated workers on the CPU, cheap statistics every step
 at two densities (moments of g, u and e, exact top-k contraction of u and the three bounds,
-for the whole model and every layer), no histograms/snapshots/approximate sparsifiers. On and off blocks alternate
-step by step in the same process so both see the same machine load: `overhead_pct` is the
-median over neighbouring (on, off) step pairs of on/off - 1; `record_pct_of_step` is the time
-spent inside Recorder.record itself over the median step without it. Peak RSS comes from two fresh processes per
-model (one on, one off); `rss_growth_mb` is the resident-memory change from just after the
-recorder's second flush to the end of the run (flushes keep it flat: nothing is kept per step).
+for the whole model and every layer), no histograms/snapshots/approximate sparsifiers. On and
+off blocks alternate step by step in the same process so both see the same machine load:
+`overhead_pct` is the median over neighbouring (on, off) step pairs of on/off - 1;
+`record_pct_of_step` is the time spent inside Recorder.record itself over the median step
+without it, and `record_ms_per_call` the mean time of one record() call (one worker's g, u,
+e). Peak RSS comes from two fresh processes per model (one on, one off); `rss_growth_mb` is
+the resident-memory change from just after the recorder's second flush to the end of the run
+(flushes keep it flat: nothing is kept per step).
 
     .venv/bin/python benchmarks/recorder_overhead.py [--quick] [--models fnn3,resnet20]
     -> results/bench/recorder_overhead.csv
@@ -43,7 +45,7 @@ class TimedRecorder:
     """Passes every call to the real Recorder and adds up the seconds spent in record()."""
 
     def __init__(self, recorder) -> None:
-        self.recorder, self.seconds = recorder, 0.0
+        self.recorder, self.seconds, self.calls = recorder, 0.0, 0
 
     def wants(self, step: int) -> bool:
         return self.recorder.wants(step)
@@ -52,6 +54,7 @@ class TimedRecorder:
         t0 = time.perf_counter()
         self.recorder.record(*args, **kwargs)
         self.seconds += time.perf_counter() - t0
+        self.calls += 1
 
 
 def make_trainer(name: str, workers: int, data_root: str | None, steps: int):
@@ -105,7 +108,7 @@ def measure_in_process(name: str, args: argparse.Namespace) -> dict:
         for _ in range(2):  # warm-up: allocator, first-touch, plan caches
             trainer.recorder = timed
             trainer.train_step()
-        timed.seconds = 0.0
+        timed.seconds, timed.calls = 0.0, 0
         off, on = [], []
         for _ in range(args.reps):
             for mode, times in (("off", off), ("on", on)):
@@ -128,6 +131,7 @@ def measure_in_process(name: str, args: argparse.Namespace) -> dict:
         "overhead_of_medians_pct": round(100 * (med_on / med_off - 1), 2),
         "record_ms_per_step": round(1e3 * record_per_step, 2),
         "record_pct_of_step": round(100 * record_per_step / med_off, 2),
+        "record_ms_per_call": round(1e3 * timed.seconds / max(1, timed.calls), 3),
     }
 
 
@@ -176,9 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--workers and --threads must be at least 1")
     args.reps = args.reps or (4 if args.quick else 30)
     args.block = args.block or 1
-    args.rss_steps = args.rss_steps or (12 if args.quick else 60)
-    if args.rss_steps < 12:
-        p.error("--rss-steps must be at least 12 (growth is measured after two flushes)")
+    args.rss_steps = args.rss_steps or (8 if args.quick else 60)
+    if args.rss_steps < 8:
+        p.error("--rss-steps must be at least 8 (growth is measured after two flushes)")
     torch.set_num_threads(args.threads)
     rows = []
     for name in names:

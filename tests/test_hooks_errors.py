@@ -107,3 +107,9 @@ def test_nonfinite_u_is_recorded_not_raised(tmp_path):
     assert glob.nonfinite == 1 and glob.isna()["mean"] and glob.isna()["gaussiank_ratio"]
     b = s[(s.layer == "b")].iloc[0]
     assert b.nonfinite == 0 and b["std"] > 0
+
+
+def test_exact_topk_is_refused_as_an_extra_sparsifier(tmp_path):
+    # its S_ratio column would be named topk_ratio and overwrite the exact reference
+    with pytest.raises(ValueError, match="may not include 'topk'"):
+        Recorder(tmp_path, sparsifiers=["gaussiank", "topk"])

@@ -23,7 +23,8 @@ from topkscope.hooks.segments import RowPlan
 _F64 = torch.float64
 
 
-def bin_edges(mean: float, std: float, bins: int, half_range: float) -> tuple[np.ndarray, np.ndarray]:
+def bin_edges(mean: float, std: float, bins: int,
+              half_range: float) -> tuple[np.ndarray, np.ndarray]:
     """(left, right) of the B + 2 bins, underflow and overflow included."""
     inner = mean + std * (-half_range + np.arange(bins + 1) * (2.0 * half_range / bins))
     left = np.concatenate([[-np.inf], inner])
@@ -31,7 +32,8 @@ def bin_edges(mean: float, std: float, bins: int, half_range: float) -> tuple[np
     return left, right
 
 
-def bin_counts(x: torch.Tensor, mean: float, std: float, bins: int, half_range: float) -> torch.Tensor:
+def bin_counts(x: torch.Tensor, mean: float, std: float, bins: int,
+               half_range: float) -> torch.Tensor:
     """(B + 2,) int64 counts of the 1-D x by the formula in the module docstring."""
     scale = bins / (2.0 * half_range * std)
     t = (x.to(_F64) - mean) * scale + bins / 2

@@ -7,16 +7,18 @@ For a vector x of n elements (population moments, as numpy/scipy compute them by
     excess_kurtosis = (M_4 / n) / std^4 - 3        norm = sqrt(sum(x^2))
     max_abs = max |x|     zero_frac = #(x == 0) / n     nonfinite = #(x is NaN or +-Inf)
 
-How: one float64 pass writes y = x - c (c = the vector's mean, any shift works), y^2, y^3,
-y^4; per-segment sums of those four rows give shifted power sums s_p, and
+How: one float64 pass over y = x - c (c = an estimate of the vector's mean; any shift works)
+gives per-segment shifted power sums s_p = sum y^p, p = 1..4, and
 
     m = s_1/n,  M_2 = s_2 - n m^2,  M_3 = s_3 - 3 m s_2 + 2 n m^3,
     M_4 = s_4 - 4 m s_3 + 6 m^2 s_2 - 3 n m^4.
 
-The whole-model row adds the segment sums (same shift). A row whose own mean sits far from
-c (n m^2 > 100 M_2, where the expansion would lose digits) is recomputed exactly with a
-two-pass float64 computation. Rows with non-finite values get NaN moments. Everything stays
-on the vectors' device.
+The pass runs where the vector lives: CPU vectors in cache-sized chunks with reused buffers
+(`chunked_sums`), others with torch ops on their device (`device_sums`). Only the small
+per-segment tables then go to the host, where everything else is float64 numpy. The
+whole-model row adds the segment sums (same shift). A row whose own mean sits far from c
+(n m^2 > 100 M_2, where the expansion would lose digits) is recomputed exactly with a
+two-pass float64 computation. Rows with non-finite values get NaN moments.
 
 The residual e = u with u[I] = 0 needs no pass of its own: its shifted sums are u's minus
 the selected entries' terms, sum_{i in I} ((u_i - c)^p - (0 - c)^p) (`residual_sums`).
@@ -24,31 +26,38 @@ the selected entries' terms, sum_{i in I} ((u_i - c)^p - (0 - c)^p) (`residual_s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from topkscope.hooks.chunked_sums import ChunkedSums
+from topkscope.hooks.device_sums import device_power_sums, segment_max, segment_sum, starts_of
 from topkscope.hooks.segments import RowPlan
 
-_F64 = torch.float64
+__all__ = ["Moments", "PowerSums", "power_sums", "residual_sums", "row_moments", "segment_max",
+           "segment_sum"]
+
+_F64 = np.float64
 _REFINE_RATIO = 100.0  # recompute a row exactly when n m^2 > this * M_2
 _CANCEL_RATIO = 1e6    # ... or when a subtraction removed more than this share of its mass
-_EXACT_F32_COUNT = 1 << 24  # float32 sums of 0/1 values are exact below this many terms
+_SHIFT_SAMPLE = 4096   # elements of a strided sample that estimate the shift
 
 
 @dataclass
 class PowerSums:
-    """Per-segment sums of K vectors: shift c (K,), sums (4, K, S), and (K, S) counts/maxima."""
+    """Per-segment sums of K vectors, as host float64 arrays: shift c (K,), sums (4, K, S),
+    and (K, S) maxima of |x|, nonzero and non-finite counts."""
 
-    shift: torch.Tensor
-    sums: torch.Tensor
-    max_abs: torch.Tensor
-    nonzero: torch.Tensor
-    nonfinite: torch.Tensor
+    shift: np.ndarray
+    sums: np.ndarray
+    max_abs: np.ndarray
+    nonzero: np.ndarray
+    nonfinite: np.ndarray
     # (2, K, S) the even sums these were obtained from by subtraction (None: direct sums);
     # where almost all of that mass was removed, the row is recomputed exactly
-    subtracted_from: torch.Tensor | None = None
+    subtracted_from: np.ndarray | None = None
 
     def pick(self, i: int) -> PowerSums:
         """The sums of vector i alone (K = 1)."""
@@ -62,17 +71,17 @@ class PowerSums:
             return parts[0]
         subs = [p.sums[1::2] if p.subtracted_from is None else p.subtracted_from for p in parts]
         derived = any(p.subtracted_from is not None for p in parts)
-        return PowerSums(torch.cat([p.shift for p in parts]),
-                         torch.cat([p.sums for p in parts], dim=1),
-                         torch.cat([p.max_abs for p in parts]),
-                         torch.cat([p.nonzero for p in parts]),
-                         torch.cat([p.nonfinite for p in parts]),
-                         torch.cat(subs, dim=1) if derived else None)
+        return PowerSums(np.concatenate([p.shift for p in parts]),
+                         np.concatenate([p.sums for p in parts], axis=1),
+                         np.concatenate([p.max_abs for p in parts]),
+                         np.concatenate([p.nonzero for p in parts]),
+                         np.concatenate([p.nonfinite for p in parts]),
+                         np.concatenate(subs, axis=1) if derived else None)
 
 
 @dataclass
 class Moments:
-    """(K, R) float64 tensors: one row per vector, one column per plan row."""
+    """(K, R) float64 CPU tensors: one row per vector, one column per plan row."""
 
     mean: torch.Tensor
     std: torch.Tensor
@@ -88,91 +97,102 @@ class Moments:
         return self.sumsq.sqrt()
 
 
-def _starts_of(lengths: tuple[int, ...]) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(lengths[:-1], dtype=np.int64)])
+def host_array(x: torch.Tensor) -> np.ndarray:
+    """x as a numpy array of float32/float64 on the host (a view when it already is one)."""
+    if x.dtype not in (torch.float32, torch.float64):
+        x = x.to(torch.float32)
+    return x.detach().cpu().contiguous().numpy()
 
 
-def segment_sum(x: torch.Tensor, lengths: tuple[int, ...],
-                fused: bool | None = None) -> torch.Tensor:
-    """Sums over consecutive segments of the last dimension: (..., d) -> (..., S).
+def _segment_max_abs(a: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """max |a| per segment, from the signed extremes (no |a| temporary); NaN propagates."""
+    return np.maximum(np.maximum.reduceat(a, starts), -np.minimum.reduceat(a, starts)).astype(_F64)
 
-    On the CPU one numpy reduceat over a zero-copy view (fused=False: one torch sum per
-    segment); elsewhere torch.segment_reduce.
+
+def _segment_count(mask: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Number of True per segment, as float64 (exact)."""
+    total = np.count_nonzero(mask)
+    if total * 64 < mask.size:  # few (often none): locate them instead of summing every byte
+        found = np.searchsorted(np.flatnonzero(mask), starts)
+        return np.diff(found, append=total).astype(_F64)
+    acc = np.int32 if mask.size < 2**31 else np.int64  # a byte view sums faster than bool
+    return np.add.reduceat(mask.view(np.int8), starts, dtype=acc).astype(_F64)
+
+
+def _cpu_power_sums(a: np.ndarray, lengths: tuple[int, ...], workspace: ChunkedSums,
+                    ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    starts = starts_of(lengths)
+    with np.errstate(all="ignore"):  # non-finite values are counted, not warned about
+        sample = a[:: max(1, a.size // _SHIFT_SAMPLE)]
+        c = float(sample.mean(dtype=_F64))
+        if not np.isfinite(c):
+            c = 0.0
+        s = workspace.sums(a, c, lengths)  # (4, S)
+        bad = np.zeros(len(lengths))
+        if not np.isfinite(s).all():
+            bad = _segment_count(~np.isfinite(a), starts)
+    nonzero = np.asarray(lengths, dtype=_F64) - _segment_count(a == 0, starts)
+    return c, s, _segment_max_abs(a, starts), nonzero, bad
+
+
+def power_sums(x: torch.Tensor | Sequence[torch.Tensor], absx: torch.Tensor | None,
+               lengths: tuple[int, ...], *, workspace: ChunkedSums | None = None,
+               on_device: bool | None = None) -> PowerSums:
+    """Shifted power sums per segment of each of the K vectors x (K, d) or [x_k (d,)].
+
+    absx = |x| (only the device path uses it; None: computed when needed). CPU vectors take
+    the chunked numpy path unless on_device=True; `workspace` keeps its buffers across calls.
     """
-    if len(lengths) == 1:
-        return x.sum(-1, keepdim=True)
-    if fused if fused is not None else x.device.type != "cpu":
-        lens = torch.tensor(lengths, device=x.device).expand(*x.shape[:-1], len(lengths))
-        return torch.segment_reduce(x, "sum", lengths=lens.contiguous(), axis=x.dim() - 1)
-    if fused is None and x.is_contiguous():
-        out = np.add.reduceat(x.numpy(), _starts_of(lengths), axis=-1)
-        return torch.from_numpy(out)
-    return torch.stack([part.sum(-1) for part in x.split(lengths, -1)], -1)
-
-
-def segment_max(x: torch.Tensor, lengths: tuple[int, ...],
-                fused: bool | None = None) -> torch.Tensor:
-    """Maxima over consecutive segments of the last dimension (NaN propagates)."""
-    if len(lengths) == 1:
-        return x.amax(-1, keepdim=True)
-    if fused if fused is not None else x.device.type != "cpu":
-        lens = torch.tensor(lengths, device=x.device).expand(*x.shape[:-1], len(lengths))
-        return torch.segment_reduce(x, "max", lengths=lens.contiguous(), axis=x.dim() - 1)
-    if fused is None and x.is_contiguous():
-        out = np.maximum.reduceat(x.numpy(), _starts_of(lengths), axis=-1)
-        return torch.from_numpy(out)
-    return torch.stack([part.amax(-1) for part in x.split(lengths, -1)], -1)
-
-
-def power_sums(x: torch.Tensor, absx: torch.Tensor, lengths: tuple[int, ...]) -> PowerSums:
-    """Shifted power sums per segment of each of the K vectors in x (K, d); absx = x.abs()."""
-    k_vecs, d = x.shape
-    dev = x.device
-    c = x.sum(1).to(_F64) / d  # an approximate mean is enough: it is only a shift
-    finite = bool(torch.isfinite(c).all())
-    if not finite:
-        c = torch.where(torch.isfinite(c), c, torch.zeros_like(c))
-    powers = torch.empty((4, k_vecs, d), dtype=_F64, device=dev)
-    y = powers[0]
-    torch.sub(x, c[:, None], out=y)
-    torch.mul(y, y, out=powers[1])
-    torch.mul(powers[1], y, out=powers[2])
-    torch.mul(powers[1], powers[1], out=powers[3])
-    sums = segment_sum(powers, lengths)  # (4, K, S)
-    del powers, y
-    seg_max = segment_max(absx, lengths).to(_F64)
-    if not finite:
-        bad = segment_sum((~torch.isfinite(x)).to(_F64), lengths)
-        nonzero = segment_sum((x != 0).to(_F64), lengths)
-    else:
-        bad = torch.zeros((k_vecs, len(lengths)), dtype=_F64, device=dev)
-        if absx.dtype == torch.float32 and max(lengths) < _EXACT_F32_COUNT:
-            nonzero = segment_sum(absx.sign(), lengths).to(_F64)
-        else:
-            nonzero = segment_sum(absx.sign().to(_F64), lengths)
-    return PowerSums(c, sums, seg_max, nonzero, bad)
+    vectors = list(x)
+    if on_device is None:
+        on_device = vectors[0].device.type != "cpu"
+    if on_device:
+        stacked = torch.stack(vectors) if not isinstance(x, torch.Tensor) else x
+        absx = stacked.abs() if absx is None else absx
+        c, sums, mx, nz, bad = device_power_sums(stacked, absx, lengths)
+        flat = torch.cat([t.reshape(-1).to(torch.float64) for t in (c, sums, mx, nz, bad)])
+        host = flat.cpu().numpy()  # one transfer for all the small tables
+        k, s = len(vectors), len(lengths)
+        cuts = np.cumsum([k, 4 * k * s, k * s, k * s])
+        c, sums, mx, nz, bad = np.split(host, cuts)
+        return PowerSums(c, sums.reshape(4, k, s), mx.reshape(k, s), nz.reshape(k, s),
+                         bad.reshape(k, s))
+    workspace = workspace or ChunkedSums()
+    parts = [_cpu_power_sums(host_array(v), lengths, workspace) for v in vectors]
+    return PowerSums(np.array([p[0] for p in parts]), np.stack([p[1] for p in parts], axis=1),
+                     np.stack([p[2] for p in parts]), np.stack([p[3] for p in parts]),
+                     np.stack([p[4] for p in parts]))
 
 
 def residual_sums(u_sums: PowerSums, u: torch.Tensor, selected: torch.Tensor,
-                  e_abs: torch.Tensor, starts: torch.Tensor,
+                  e_abs: torch.Tensor, starts: torch.Tensor | np.ndarray,
                   lengths: tuple[int, ...]) -> PowerSums:
     """Power sums of e = u with u[selected] = 0, from u's (one vector) and the selected terms.
 
-    selected must hold unique indices; e_abs (1, d) = |e| gives the per-segment maxima.
+    selected must hold unique indices; e_abs (1, d) = |e| (or e itself: only the per-segment
+    maxima of its magnitude are taken) gives the max_abs column.
     """
     c = u_sums.shift  # (1,)
-    seg = torch.bucketize(selected, starts, right=True) - 1
-    y = u[selected].to(_F64) - c
-    y0 = -c
-    terms = torch.stack([y - y0, y * y - y0 * y0, y**3 - y0**3, y**4 - y0**4])  # (4, m)
-    delta = torch.zeros((4, len(lengths)), dtype=_F64, device=u.device).index_add_(1, seg, terms)
-    lost = torch.zeros(len(lengths), dtype=_F64, device=u.device).index_add_(
-        0, seg, (u[selected] != 0).to(_F64))
-    return PowerSums(c, u_sums.sums - delta[:, None, :], segment_max(e_abs, lengths).to(_F64),
+    seg_starts = np.asarray(starts.cpu() if isinstance(starts, torch.Tensor) else starts)
+    sel = selected.detach().cpu().numpy()
+    seg = np.searchsorted(seg_starts, sel, side="right") - 1
+    picked = host_array(u)[sel] if u.device.type == "cpu" else u[selected].cpu().numpy()
+    vals = picked.astype(_F64)
+    y, y0 = vals - c[0], -c[0]
+    y2, y02 = y * y, y0 * y0
+    terms = (y - y0, y2 - y02, y2 * y - y02 * y0, y2 * y2 - y02 * y02)
+    S = len(lengths)
+    delta = np.stack([np.bincount(seg, weights=t, minlength=S) for t in terms])  # (4, S)
+    lost = np.bincount(seg, weights=(vals != 0).astype(_F64), minlength=S)
+    if e_abs.device.type == "cpu":
+        e_max = _segment_max_abs(host_array(e_abs.reshape(-1)), starts_of(lengths))[None]
+    else:
+        e_max = segment_max(e_abs.abs(), lengths).to(torch.float64).cpu().numpy()
+    return PowerSums(c, u_sums.sums - delta[:, None, :], e_max,
                      u_sums.nonzero - lost[None, :], u_sums.nonfinite, u_sums.sums[1::2])
 
 
-def _central(n: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def _central(n: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, ...]:
     """(m, M2, M3, M4) from shifted power sums s = (s1, s2, s3, s4) over n elements."""
     s1, s2, s3, s4 = s
     m = s1 / n
@@ -182,56 +202,55 @@ def _central(n: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return m, m2, m3, m4
 
 
-def _exact(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def _exact(x: torch.Tensor) -> tuple[float, ...]:
     """Two-pass float64 (mean, M2, M3, M4) of one 1-D slice."""
-    x = x.to(_F64)
+    x = x.to(torch.float64)
     mu = x.sum() / x.numel()
     y = x - mu
     y2 = y * y
-    return mu, y2.sum(), (y2 * y).sum(), (y2 * y2).sum()
+    out = torch.stack([mu, y2.sum(), (y2 * y).sum(), (y2 * y2).sum()])
+    return tuple(out.tolist())
 
 
 def row_moments(ps: PowerSums, plan: RowPlan, vectors: list[torch.Tensor]) -> Moments:
     """Moments of every plan row from power sums; vectors[k] is vector k (for exact reruns)."""
-    lengths = plan.segments.lengths
-    dev = ps.sums.device
     cols = list(plan.segments.named) if plan.per_layer else []
-    seg_n = torch.tensor(lengths, dtype=_F64, device=dev)
-    n = torch.cat([seg_n.sum().reshape(1), seg_n[cols]])  # (R,)
+    seg_n = np.asarray(plan.segments.lengths, dtype=_F64)
+    n = np.concatenate([[seg_n.sum()], seg_n[cols]])  # (R,)
 
-    def rows(t: torch.Tensor, reduce) -> torch.Tensor:  # whole model, then named segments
-        return torch.cat([reduce(t), t[..., cols]], -1)
+    def rows(t: np.ndarray, reduce) -> np.ndarray:  # whole model, then named segments
+        return np.concatenate([reduce(t, axis=-1, keepdims=True), t[..., cols]], axis=-1)
 
-    s = rows(ps.sums, lambda t: t.sum(-1, keepdim=True))  # (4, K, R)
-    m, m2, m3, m4 = _central(n, s)
-    mean = ps.shift[:, None] + m
-    max_abs = rows(ps.max_abs, lambda t: t.amax(-1, keepdim=True))
-    zeros = n - rows(ps.nonzero, lambda t: t.sum(-1, keepdim=True))
-    nonfinite = rows(ps.nonfinite, lambda t: t.sum(-1, keepdim=True))
+    with np.errstate(all="ignore"):
+        s = rows(ps.sums, np.sum)  # (4, K, R)
+        m, m2, m3, m4 = _central(n, s)
+        mean = ps.shift[:, None] + m
+        max_abs = rows(ps.max_abs, np.max)
+        zeros = n - rows(ps.nonzero, np.sum)
+        nonfinite = rows(ps.nonfinite, np.sum)
 
-    # rows where the shifted expansion or a subtraction would cancel digits: recompute exactly
-    risky = (n * m * m > _REFINE_RATIO * m2) | (m2 <= 0)
-    if ps.subtracted_from is not None:
-        before = rows(ps.subtracted_from, lambda t: t.sum(-1, keepdim=True))  # (2, K, R)
-        risky |= (before > _CANCEL_RATIO * s[1::2]).any(0)
-    risky &= nonfinite == 0
-    if bool(risky.any()):
-        for kv, r in risky.nonzero().tolist():
+        # rows where the shifted expansion or a subtraction would cancel digits: redo exactly
+        risky = (n * m * m > _REFINE_RATIO * m2) | (m2 <= 0)
+        if ps.subtracted_from is not None:
+            before = rows(ps.subtracted_from, np.sum)  # (2, K, R)
+            risky |= (before > _CANCEL_RATIO * s[1::2]).any(0)
+        risky &= nonfinite == 0
+        for kv, r in zip(*np.nonzero(risky)):
             a = int(plan.starts[r])
-            mu, e2, e3, e4 = _exact(vectors[kv][a : a + int(plan.numel[r])])
-            mean[kv, r], m2[kv, r], m3[kv, r], m4[kv, r] = mu, e2, e3, e4
+            exact = _exact(vectors[kv][a : a + int(plan.numel[r])])
+            mean[kv, r], m2[kv, r], m3[kv, r], m4[kv, r] = exact
 
-    var = m2 / n
-    flat = var <= 0
-    safe = torch.where(flat, torch.ones_like(var), var)
-    nan = torch.full_like(var, float("nan"))
-    skew = torch.where(flat, nan, (m3 / n) / safe**1.5)
-    kurt = torch.where(flat, nan, (m4 / n) / (safe * safe) - 3.0)
-    sumsq = m2 + n * mean * mean
-    std = var.clamp_min(0).sqrt()
-    broken = nonfinite > 0
-    if bool(broken.any()):
-        mean, std, skew, kurt, sumsq = (
-            torch.where(broken, nan, t) for t in (mean, std, skew, kurt, sumsq)
-        )
-    return Moments(mean, std, skew, kurt, sumsq, max_abs, zeros / n, nonfinite)
+        var = m2 / n
+        flat = var <= 0
+        safe = np.where(flat, 1.0, var)
+        skew = np.where(flat, np.nan, (m3 / n) / safe**1.5)
+        kurt = np.where(flat, np.nan, (m4 / n) / (safe * safe) - 3.0)
+        sumsq = m2 + n * mean * mean
+        std = np.sqrt(np.maximum(var, 0.0))
+        broken = nonfinite > 0
+        if broken.any():
+            mean, std, skew, kurt, sumsq = (np.where(broken, np.nan, t)
+                                            for t in (mean, std, skew, kurt, sumsq))
+    t = torch.from_numpy
+    return Moments(t(mean), t(std), t(skew), t(kurt), t(sumsq), t(max_abs), t(zeros / n),
+                   t(nonfinite))

@@ -8,11 +8,13 @@
         rec.record(step, rank, u=u, e=e, g=g, layout=[(name, offset, numel), ...], selected=idx)
     rec.close()
 
-Everything is computed on the vectors' own device (float64 where it matters) and written as
-rank-local parquet parts under run_dir/stats and run_dir/hist, plus snapshots/*.npy. Rows are
-buffered for `flush_every` recorded steps, then written (atomically) and dropped, so memory
-does not grow with the number of steps. The recorder copies what it is given and never writes
-into it; its own sparsifiers run under a forked random state, so training selects the same.
+The passes over the vectors run on their own device (float64 where it matters: CPU vectors in
+cache-sized chunks with buffers reused across records); only per-layer tables come to the host.
+Results are written as rank-local parquet parts under run_dir/stats and run_dir/hist, plus
+snapshots/*.npy. Rows are buffered as numpy columns for `flush_every` recorded steps, then
+written (atomically) and dropped, so memory does not grow with the number of steps. The
+recorder never writes into what it is given; its own sparsifiers run under a forked random
+state, so training selects the same.
 """
 
 from __future__ import annotations
@@ -28,8 +30,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from topkscope.hooks.chunked_sums import ChunkedSums
+from topkscope.hooks.columns import hist_columns, stats_columns
 from topkscope.hooks.histogram import histogram_rows
 from topkscope.hooks.moments import PowerSums, power_sums, residual_sums, row_moments
+from topkscope.hooks.residual import residual_selection
 from topkscope.hooks.schedules import Schedule, parse_schedule
 from topkscope.hooks.schema import KINDS, hist_schema, sparsifier_columns, stats_schema
 from topkscope.hooks.segments import RowPlan, plan_rows, segments_of
@@ -42,7 +47,7 @@ from topkscope.manifest import Manifest
 from topkscope.sparsify import available, check_density
 from topkscope.sparsify.source import SparsifierSource
 
-_BLOCK_BYTES = 1 << 29  # float64 work space above which kinds are processed one at a time
+_BLOCK_BYTES = 1 << 29  # device float64 work space above which kinds go one at a time
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -139,7 +144,11 @@ class Recorder:
         names = list(dict.fromkeys(sparsifiers or ()))
         for name in names:
             if name not in available():
-                raise ValueError(f"unknown sparsifier {name!r}; available: {', '.join(available())}")
+                raise ValueError(f"unknown sparsifier {name!r}; "
+                                 f"available: {', '.join(available())}")
+            if name == "topk":  # its columns would overwrite the exact reference's topk_ratio
+                raise ValueError("sparsifiers may not include 'topk': exact Top-k is always "
+                                 "recorded (topk_ratio); list approximate methods only")
         self.rank = _int_at_least(rank, 0, "rank")
         self.seed = _int_at_least(seed, 0, "seed")
         # randomised estimators draw from (seed, rank, step) alone, like training does, so a
@@ -164,6 +173,7 @@ class Recorder:
         self._snapshots.mkdir(exist_ok=True)
 
         self._plans: dict[tuple, RowPlan] = {}
+        self._workspace = ChunkedSums()  # float64 buffers reused by every record
         self._buffered_steps: set[int] = set()
         self._flushed_through: int | None = None
         self._raw_grads: dict[str, torch.Tensor] = {}
@@ -307,10 +317,11 @@ class Recorder:
                 ):
                     raise ValueError("selected must be a 1-D integer tensor of indices into u")
                 selected = selected.detach().to(u.device, torch.int64)
-                if selected.numel() and (int(selected.min()) < 0 or int(selected.max()) >= d):
-                    raise ValueError(f"selected has indices outside the allowed range "
-                                     f"[0, d = {d}): min {int(selected.min())}, "
-                                     f"max {int(selected.max())}")
+                if selected.numel():
+                    lo, hi = torch.stack(torch.aminmax(selected)).tolist()  # one sync
+                    if lo < 0 or hi >= d:
+                        raise ValueError(f"selected has indices outside the allowed range "
+                                         f"[0, d = {d}): min {lo}, max {hi}")
             vectors = self._vectors(u, e, g, selected, layout)
             if do_stats or do_sel or do_hist:
                 self._record_stats(step, rank, vectors, plan, selected, e is not None,
@@ -355,22 +366,6 @@ class Recorder:
                 out["g"] = _vector(g, "g", d).to(u.device)
         return out
 
-    @staticmethod
-    def _residual_of_u(vec: dict[str, torch.Tensor], selected: torch.Tensor | None,
-                       e_given: bool) -> torch.Tensor | None:
-        """The unique selected indices when e is exactly u with u[selected] = 0, else None."""
-        if selected is None or "e" not in vec or "u" not in vec:
-            return None
-        d = vec["u"].numel()
-        if selected.numel() > d // 8:  # dense-ish selections: a direct pass is as cheap
-            return None
-        sel = selected
-        if torch.unique(sel).numel() != sel.numel():
-            return None
-        if e_given and not torch.equal(vec["e"], vec["u"].index_fill(0, sel, 0)):
-            return None  # e.g. no error feedback: e is not the residual of u
-        return sel
-
     def _record_stats(self, step: int, rank: int, vectors: dict[str, torch.Tensor],
                       plan: RowPlan, selected: torch.Tensor | None, e_given: bool,
                       do_stats: bool, do_sel: bool, do_hist: bool) -> None:
@@ -380,57 +375,57 @@ class Recorder:
         dtype = torch.float64 if any(v.dtype == torch.float64 for v in vectors.values()) \
             else torch.float32
         vec = {k: vectors[k].to(dtype) for k in kinds}
-        sums, absx = self._power_sums(vec, kinds, plan, selected, e_given)
+        sums = self._power_sums(vec, kinds, plan, selected, e_given)
         mom = row_moments(PowerSums.cat([sums[k] for k in kinds]), plan,
                           [vec[k] for k in kinds])
         if do_stats:
-            ratio, sel_cols = self._contraction(vec, absx, kinds, plan, mom, do_sel, step, rank)
-            self._stats.add(self._stats_columns(step, rank, kinds, plan, mom, ratio, sel_cols))
+            ratio, sel_cols = self._contraction(vec, kinds, plan, mom, do_sel, step, rank)
+            self._stats.add(stats_columns(step, rank, kinds, plan, mom, ratio, sel_cols,
+                                          self._sel_columns))
         if do_hist:
             found = histogram_rows([vec[k] for k in kinds], mom, plan, self.hist_bins,
                                    self.hist_range)
             if found:
-                self._hist.add(self._hist_columns(step, rank, kinds, plan, found))
+                self._hist.add(hist_columns(step, rank, kinds, plan, self.hist_bins, found))
 
     def _power_sums(self, vec: dict[str, torch.Tensor], kinds: list[str], plan: RowPlan,
-                    selected: torch.Tensor | None, e_given: bool,
-                    ) -> tuple[dict[str, PowerSums], dict[str, torch.Tensor]]:
-        """Per-kind power sums and |x|: one float64 pass over the kinds that need one; e is
-        derived from u when it is u's residual (no pass of its own)."""
-        lengths, d = plan.segments.lengths, plan.segments.d
-        residual_sel = self._residual_of_u(vec, selected, e_given)
+                    selected: torch.Tensor | None, e_given: bool) -> dict[str, PowerSums]:
+        """Per-kind power sums: one float64 pass per kind that needs one; e is derived from
+        u when it is u's residual (no pass of its own)."""
+        lengths = plan.segments.lengths
+        residual_sel = None
+        if "u" in vec:
+            residual_sel = residual_selection(vec["u"], vec.get("e"), selected, e_given)
         direct = [k for k in kinds if not (k == "e" and residual_sel is not None)]
-        per_block = max(1, _BLOCK_BYTES // (32 * d))  # powers take 4 float64 rows per kind
         sums: dict[str, PowerSums] = {}
-        absx: dict[str, torch.Tensor] = {}
+        per_block = max(1, _BLOCK_BYTES // (32 * plan.segments.d))  # device path: 4 f64 rows
         for b in range(0, len(direct), per_block):
             block = direct[b : b + per_block]
-            x = torch.stack([vec[k] for k in block])
-            ax = x.abs()
-            ps = power_sums(x, ax, lengths)
+            ps = power_sums([vec[k] for k in block], None, lengths, workspace=self._workspace)
             for i, k in enumerate(block):
-                sums[k], absx[k] = ps.pick(i), ax[i]
+                sums[k] = ps.pick(i)
         if residual_sel is not None:
-            absx["e"] = vec["e"].abs()
-            if bool(sums["u"].nonfinite.any()):  # NaN/Inf in u: measure e on its own
-                sums["e"] = power_sums(vec["e"][None], absx["e"][None], lengths)
+            if sums["u"].nonfinite.any():  # NaN/Inf in u: measure e on its own
+                sums["e"] = power_sums([vec["e"]], None, lengths, workspace=self._workspace)
             else:
-                sums["e"] = residual_sums(sums["u"], vec["u"], residual_sel, absx["e"][None],
-                                          self._starts(plan, vec["u"].device), lengths)
-        return sums, absx
+                sums["e"] = residual_sums(sums["u"], vec["u"], residual_sel, vec["e"],
+                                          plan.segments.starts, lengths)
+        return sums
 
-    def _contraction(self, vec: dict[str, torch.Tensor], absx: dict[str, torch.Tensor],
-                     kinds: list[str], plan: RowPlan, mom, do_sel: bool, step: int, rank: int,
-                     ) -> tuple[torch.Tensor, dict[str, np.ndarray] | None]:
+    def _contraction(self, vec: dict[str, torch.Tensor], kinds: list[str], plan: RowPlan,
+                     mom, do_sel: bool, step: int, rank: int,
+                     ) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
         """(K, R, D) exact top-k ratios (NaN for kinds not ranked) and the sparsifier columns."""
-        ratio = torch.full((len(kinds), plan.rows, len(plan.densities)), float("nan"),
-                           dtype=torch.float64, device=mom.sumsq.device)
+        ratio = np.full((len(kinds), plan.rows, len(plan.densities)), np.nan)
         ranked = [k for k in kinds if k in self.topk_kinds or (do_sel and k == "u")]
         if not ranked:
             return ratio, None
         at = [kinds.index(k) for k in ranked]
-        tops = RowTops(torch.stack([absx[k] for k in ranked]), mom.max_abs[at], plan)
-        ratio[at] = topk_ratio_rows(tops.top_sums(), mom.sumsq[at], plan)
+        absx = torch.stack([vec[k].abs() for k in ranked]) if len(ranked) > 1 \
+            else vec[ranked[0]].abs()[None]
+        sumsq = mom.sumsq[at]
+        tops = RowTops(absx, mom.max_abs[at], plan, sumsq=sumsq)
+        ratio[at] = topk_ratio_rows(tops.top_sums(), sumsq, plan).numpy()
         if not (do_sel and "u" in ranked):
             return ratio, None
         iu = ranked.index("u")
@@ -439,66 +434,6 @@ class Recorder:
         cols = selection_rows(vec["u"], plan, mom.sumsq[kinds.index("u")], kth[iu],
                               tops.count_above(kth)[iu], sparsifiers)
         return ratio, cols
-
-    @staticmethod
-    def _starts(plan: RowPlan, device: torch.device) -> torch.Tensor:
-        key = ("segment_starts", str(device))
-        if key not in plan._device_cache:
-            plan._device_cache[key] = torch.tensor(plan.segments.starts, dtype=torch.int64,
-                                                   device=device)
-        return plan._device_cache[key]
-
-    def _stats_columns(self, step: int, rank: int, kinds: list[str], plan: RowPlan, mom,
-                       ratio: torch.Tensor, sel: dict[str, np.ndarray] | None) -> dict:
-        nk, (nr, nd) = len(kinds), plan.k.shape
-        n = nk * nr * nd
-        packed = torch.stack([mom.norm, mom.mean, mom.std, mom.skew, mom.excess_kurtosis,
-                              mom.max_abs, mom.zero_frac, mom.nonfinite])  # (8, K, R)
-        per_row = packed.cpu().numpy().reshape(8, nk * nr).repeat(nd, axis=1)
-        cols: dict[str, np.ndarray] = {
-            "step": np.full(n, step, dtype=np.int64),
-            "rank": np.full(n, rank, dtype=np.int32),
-            "layer": np.tile(np.repeat(np.array(plan.layers, dtype=object), nd), nk),
-            "kind": np.repeat(np.array(kinds, dtype=object), nr * nd),
-            "density": np.tile(np.array(plan.densities), nk * nr),
-            "numel": np.tile(np.repeat(plan.numel, nd), nk),
-            "k": np.tile(plan.k.ravel(), nk),
-            "topk_ratio": ratio.cpu().numpy().reshape(n),
-            "classic_bound": np.tile(plan.classic_bound.ravel(), nk),
-            "paper_bound": np.tile(plan.paper_bound.ravel(), nk),
-            "gaussian_ratio": np.tile(plan.gaussian_ratio.ravel(), nk),
-        }
-        for i, name in enumerate(("norm", "mean", "std", "skew", "excess_kurtosis", "max_abs",
-                                  "zero_frac")):
-            cols[name] = per_row[i]
-        cols["nonfinite"] = per_row[7].astype(np.int64)
-        for name in self._sel_columns:
-            values = np.full(n, np.nan)
-            if sel is not None:
-                ku = kinds.index("u")
-                values[ku * nr * nd : (ku + 1) * nr * nd] = sel[name].ravel()
-            cols[name] = values
-        return cols
-
-    def _hist_columns(self, step: int, rank: int, kinds: list[str], plan: RowPlan,
-                      found: list) -> dict:
-        nb = self.hist_bins + 2
-        n = nb * len(found)
-        layer = np.empty(n, dtype=object)
-        kind = np.empty(n, dtype=object)
-        for i, (kv, r, _, _, _) in enumerate(found):
-            layer[i * nb : (i + 1) * nb] = plan.layers[r]
-            kind[i * nb : (i + 1) * nb] = kinds[kv]
-        return {
-            "step": np.full(n, step, dtype=np.int64),
-            "rank": np.full(n, rank, dtype=np.int32),
-            "layer": layer,
-            "kind": kind,
-            "bin": np.tile(np.arange(nb, dtype=np.int32), len(found)),
-            "left": np.concatenate([f[2] for f in found]),
-            "right": np.concatenate([f[3] for f in found]),
-            "count": np.concatenate([f[4] for f in found]).astype(np.int64),
-        }
 
     # ------------------------------------------------------------------ output
     def flush(self) -> None:

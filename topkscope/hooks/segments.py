@@ -89,9 +89,11 @@ def segments_of(layout: Sequence, d: int) -> Segments:
         try:
             name, offset, numel = item
         except (TypeError, ValueError):
-            raise ValueError(f"layout[{i}] = {item!r} must be (layer_name, offset, numel)") from None
+            raise ValueError(
+                f"layout[{i}] = {item!r} must be (layer_name, offset, numel)") from None
         if not isinstance(name, str) or not name or name == GLOBAL:
-            raise ValueError(f"layout[{i}] has layer name {name!r}; need a non-empty str, not {GLOBAL!r}")
+            raise ValueError(f"layout[{i}] has layer name {name!r}; "
+                             f"need a non-empty str, not {GLOBAL!r}")
         if name in seen:
             raise ValueError(f"layout has layer {name!r} twice; layer names must be unique")
         seen.add(name)
@@ -107,7 +109,8 @@ def segments_of(layout: Sequence, d: int) -> Segments:
     pos = 0
     for offset, numel, name in entries:
         if offset < pos:
-            raise ValueError(f"layout layer {name!r} at offset {offset} overlaps the layer before it")
+            raise ValueError(
+                f"layout layer {name!r} at offset {offset} overlaps the layer before it")
         if offset > pos:
             starts.append(pos), lengths.append(offset - pos), names.append(None)
         starts.append(offset), lengths.append(numel), names.append(name)
