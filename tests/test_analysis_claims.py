@@ -303,3 +303,16 @@ def test_claims_from_result_folders_read_by_the_loader(tmp_path):
     assert v[("convexity_condition", "topk")] == "holds"  # a ones-vector g would fail it
     assert v[("gaussiank_count", "gaussiank-2019")] == "holds"
     assert v[("gaussiank_accuracy", "gaussiank-2019")] == "holds"
+
+
+def test_gaussiank_accuracy_evidence_states_the_communication_volume():
+    # an approximate selector that sends more than k elements buys accuracy with bandwidth
+    def with_sent(run: RunLike, selected: float) -> RunLike:
+        run.train = pd.DataFrame({"step": [0, 1, 2], "selected": [selected] * 3})
+        return run
+
+    runs = [with_sent(eval_run("acc", "topk", 0.90), 100.0),
+            with_sent(eval_run("acc", "gaussiank-2019", 0.95), 350.0)]  # fmt: skip
+    row = claims.build(runs).query("claim == 'gaussiank_accuracy'").iloc[0]
+    assert row["verdict"] == "holds"
+    assert "sending 3.5x Top-k's elements" in row["evidence"]

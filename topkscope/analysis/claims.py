@@ -22,8 +22,9 @@ observation; a fraction rule counts the units that satisfy the claim's criterion
 4. gaussiank_count    unit: (step, rank, density); criterion 2/3 <= count/k <= 4/3 (the band
                       Gaussian-k's threshold correction aims for), per Gaussian-k variant.
 5. gaussiank_accuracy unit: (experiment, density) with complete runs of both Top-k and the
-                      Gaussian-k variant; final eval metric averaged over seeds. accuracy: holds
-                      if GK >= TopK - 0.01, fails if GK < TopK - 0.03; perplexity: holds if
+                      Gaussian-k variant; final eval metric averaged over seeds (the evidence
+                      also states the elements sent relative to Top-k). accuracy: holds if
+                      GK >= TopK - 0.01, fails if GK < TopK - 0.03; perplexity: holds if
                       GK <= 1.03 TopK, fails if GK > 1.10 TopK; mixed in between. Overall: all
                       units hold -> holds, all fail -> fails, else mixed; no unit -> insufficient-data.
 """
@@ -348,9 +349,24 @@ def final_metric(run) -> tuple[float, str] | None:
     return None
 
 
+def _finite_mean(values) -> float:
+    vals = np.asarray(values, dtype=np.float64)
+    vals = vals[np.isfinite(vals)]
+    return float(vals.mean()) if vals.size else math.nan
+
+
+def _mean_selected(run) -> float:
+    """Mean elements sent per worker and step (train table's `selected`), NaN if unknown."""
+    tr = getattr(run, "train", None)
+    if tr is None or tr.empty or "selected" not in tr:
+        return math.nan
+    return _finite_mean(_floats(tr["selected"]))
+
+
 def _gaussiank_accuracy(runs: list, variant: str) -> dict | None:
     complete = [r for r in runs if r.manifest.get("status") == "complete"]
     cells: dict[tuple, dict[str, list]] = {}
+    sent: dict[tuple, dict[str, list]] = {}  # mean elements sent per worker and step
     for run in complete:
         sp = run.manifest.get("sparsifier")
         if sp not in ("topk", variant):
@@ -360,6 +376,7 @@ def _gaussiank_accuracy(runs: list, variant: str) -> dict | None:
             continue
         key = (run.manifest.get("experiment"), run.manifest.get("density"))
         cells.setdefault(key, {}).setdefault(sp, []).append(final)
+        sent.setdefault(key, {}).setdefault(sp, []).append(_mean_selected(run))
     if not any(variant in c for c in cells.values()):
         return None  # no run of this variant for the model: no row
     units, parts = [], []
@@ -373,9 +390,14 @@ def _gaussiank_accuracy(runs: list, variant: str) -> dict | None:
         n_runs += len(by_sp["topk"]) + len(by_sp[variant])
         state = metric_verdict(name, topk, gk)
         units.append(state)
+        # an approximate selector that sends more than k buys its accuracy with bandwidth: say so
+        volume = _finite_mean(sent[(experiment, density)][variant]) / _finite_mean(
+            sent[(experiment, density)]["topk"])
         parts.append(f"{experiment} density {density}: {name} Top-k {topk:.4g} "
                      f"({len(by_sp['topk'])} runs) vs {variant} {gk:.4g} "
-                     f"({len(by_sp[variant])} runs) -> {state}")  # fmt: skip
+                     f"({len(by_sp[variant])} runs) -> {state}"
+                     + (f", sending {volume:.3g}x Top-k's elements" if math.isfinite(volume)
+                        else ""))  # fmt: skip
     if not units:
         verdict = "insufficient-data"
         parts.append(f"no experiment has complete runs of both topk and {variant}")
