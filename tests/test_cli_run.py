@@ -16,7 +16,7 @@ import torch
 import yaml
 
 from topkscope.cli import main
-from topkscope.train.tables import EVAL_COLUMNS, TRAIN_COLUMNS
+from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = dict(model="fnn3", dataset="mnist", workers=2, batch_size=16, train_subset=320,

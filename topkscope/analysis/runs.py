@@ -25,17 +25,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-# the columns area "train" writes (topkscope.train.tables); a test keeps the two equal
-TRAIN_COLUMNS = {
-    "step": "int64", "epoch": "int64", "loss": "float64", "lr": "float64", "metric": "float64",
-    "metric_name": "object", "density": "float64", "selected": "float64",
-    "time_compute": "float64", "time_select": "float64", "time_communicate": "float64",
-    "bytes_sent": "int64",
-}
-EVAL_COLUMNS = {
-    "step": "int64", "epoch": "int64", "split": "object", "loss": "float64", "metric": "float64",
-    "metric_name": "object",
-}
+from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
+
 STATS_KEYS = ["step", "rank", "layer", "kind", "density"]
 HIST_KEYS = ["step", "rank", "layer", "kind", "bin"]
 _PART_RE = re.compile(r"^part-r(\d+)-(\d+)\.parquet$")

@@ -25,7 +25,8 @@ from topkscope.comm.transport import Transport
 from topkscope.manifest import Manifest
 from topkscope.train import checkpoint
 from topkscope.train.config import ExperimentConfig
-from topkscope.train.tables import EVAL_COLUMNS, TRAIN_COLUMNS, Table
+from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
+from topkscope.train.tables import Table
 from topkscope.train.trainer import Trainer
 
 # keys that may differ between a run and its resumption

@@ -19,17 +19,6 @@ import pandas as pd
 
 from topkscope.io import write_parquet_atomic
 
-TRAIN_COLUMNS = {
-    "step": "int64", "epoch": "int64", "loss": "float64", "lr": "float64", "metric": "float64",
-    "metric_name": "object", "density": "float64", "selected": "float64",
-    "time_compute": "float64", "time_select": "float64", "time_communicate": "float64",
-    "bytes_sent": "int64",
-}
-EVAL_COLUMNS = {
-    "step": "int64", "epoch": "int64", "split": "object", "loss": "float64", "metric": "float64",
-    "metric_name": "object",
-}
-
 
 class Table:
     """An append-only table with a fixed schema, flushed to one parquet file."""
