@@ -23,9 +23,9 @@ import torch
 from topkscope.comm.simulated import SimulatedTransport
 from topkscope.comm.transport import Transport
 from topkscope.manifest import Manifest
+from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
 from topkscope.train import checkpoint
 from topkscope.train.config import ExperimentConfig
-from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
 from topkscope.train.tables import Table
 from topkscope.train.trainer import Trainer
 
