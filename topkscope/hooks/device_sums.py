@@ -20,36 +20,41 @@ def starts_of(lengths: tuple[int, ...]) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(lengths[:-1], dtype=np.int64)])
 
 
-def segment_sum(x: torch.Tensor, lengths: tuple[int, ...],
-                fused: bool | None = None) -> torch.Tensor:
-    """Sums over consecutive segments of the last dimension: (..., d) -> (..., S).
+# how to reduce a segment: torch.segment_reduce name, numpy ufunc, per-part torch reduction
+_REDUCTIONS = {
+    "sum": ("sum", np.add, lambda part: part.sum(-1)),
+    "max": ("max", np.maximum, lambda part: part.amax(-1)),
+}
 
-    On the CPU one numpy reduceat over a zero-copy view (fused=False: one torch sum per
+
+def _segment_reduce(x: torch.Tensor, lengths: tuple[int, ...], how: str,
+                    fused: bool | None) -> torch.Tensor:
+    """Reduce consecutive segments of the last dimension: (..., d) -> (..., S).
+
+    On the CPU one numpy reduceat over a zero-copy view (fused=False: one torch reduction per
     segment); elsewhere torch.segment_reduce.
     """
+    name, ufunc, per_part = _REDUCTIONS[how]
     if len(lengths) == 1:
-        return x.sum(-1, keepdim=True)
+        return per_part(x)[..., None]
     if fused if fused is not None else x.device.type != "cpu":
         lens = torch.tensor(lengths, device=x.device).expand(*x.shape[:-1], len(lengths))
-        return torch.segment_reduce(x, "sum", lengths=lens.contiguous(), axis=x.dim() - 1)
+        return torch.segment_reduce(x, name, lengths=lens.contiguous(), axis=x.dim() - 1)
     if fused is None and x.is_contiguous():
-        out = np.add.reduceat(x.numpy(), starts_of(lengths), axis=-1)
-        return torch.from_numpy(out)
-    return torch.stack([part.sum(-1) for part in x.split(lengths, -1)], -1)
+        return torch.from_numpy(ufunc.reduceat(x.numpy(), starts_of(lengths), axis=-1))
+    return torch.stack([per_part(part) for part in x.split(lengths, -1)], -1)
+
+
+def segment_sum(x: torch.Tensor, lengths: tuple[int, ...],
+                fused: bool | None = None) -> torch.Tensor:
+    """Sums over consecutive segments of the last dimension: (..., d) -> (..., S)."""
+    return _segment_reduce(x, lengths, "sum", fused)
 
 
 def segment_max(x: torch.Tensor, lengths: tuple[int, ...],
                 fused: bool | None = None) -> torch.Tensor:
     """Maxima over consecutive segments of the last dimension (NaN propagates)."""
-    if len(lengths) == 1:
-        return x.amax(-1, keepdim=True)
-    if fused if fused is not None else x.device.type != "cpu":
-        lens = torch.tensor(lengths, device=x.device).expand(*x.shape[:-1], len(lengths))
-        return torch.segment_reduce(x, "max", lengths=lens.contiguous(), axis=x.dim() - 1)
-    if fused is None and x.is_contiguous():
-        out = np.maximum.reduceat(x.numpy(), starts_of(lengths), axis=-1)
-        return torch.from_numpy(out)
-    return torch.stack([part.amax(-1) for part in x.split(lengths, -1)], -1)
+    return _segment_reduce(x, lengths, "max", fused)
 
 
 def device_power_sums(x: torch.Tensor, absx: torch.Tensor, lengths: tuple[int, ...]
