@@ -1,5 +1,6 @@
 """Loading result folders: every table as a DataFrame, empty ones with the right columns."""
 
+import json
 
 import numpy as np
 import pandas as pd
@@ -101,3 +102,18 @@ def test_find_lists_run_folders(tmp_path):
     assert find(tmp_path, "missing") == []
     with pytest.raises(ValueError, match="is not a folder"):
         find(tmp_path / "nowhere")
+
+
+def test_manifest_records_the_recorder_settings(tmp_path):
+    make_run(tmp_path, densities=[0.01, 0.2], flush_every=7)
+    rec = json.loads((tmp_path / "manifest.json").read_text())["recorder"]
+    assert rec["densities"] == [0.01, 0.2] and rec["flush_every"] == 7
+    assert rec["hist_schedule"] == "At([1])" and rec["kinds"] == ["g", "u", "e"]
+
+
+def test_sparsifier_counts_are_nullable_integers_even_without_gaps(tmp_path):
+    with Recorder(tmp_path, densities=[0.1], kinds=["u"], sparsifiers=["gaussiank"]) as rec:
+        rec.record(0, 0, u=torch.randn(50), layout=LAYOUT)
+    s = load(tmp_path).stats
+    assert s.gaussiank_count.dtype == "Int64" and s.gaussiank_count.notna().all()
+    assert s.numel.dtype == np.int64 and s.nonfinite.dtype == np.int64
