@@ -1,8 +1,10 @@
 """Shared test set-up: deterministic threads, the data root, small helpers."""
 
 import os
+import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -16,3 +18,12 @@ REPO = Path(__file__).resolve().parents[1]
 def data_root() -> Path:
     """Where `make data` put the datasets (TOPKSCOPE_DATA, else ./data)."""
     return Path(os.environ.get("TOPKSCOPE_DATA", REPO / "data"))
+
+
+@pytest.fixture(autouse=True)
+def _seeded_global_rng():
+    """Every test starts from the same global random state, whatever ran before it in this
+    process (xdist distributes tests differently from run to run)."""
+    torch.manual_seed(0)
+    np.random.seed(0)
+    random.seed(0)
