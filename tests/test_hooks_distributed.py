@@ -63,20 +63,25 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
-
-def test_two_gloo_ranks_record_the_same_steps(tmp_path):
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
+def run_two_gloo_ranks(script: str, run_dir) -> None:
+    """Run `python -c script run_dir` as ranks 0 and 1 of a gloo group on this machine."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
             "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1",
             "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(run_dir)], cwd=repo,
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(run_dir)], cwd=repo,
                               env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in range(2)]
     outs = [p.communicate(timeout=240) for p in procs]
     assert all(p.returncode == 0 for p in procs), "\n".join(err for _, err in outs)
+
+
+
+def test_two_gloo_ranks_record_the_same_steps(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    run_two_gloo_ranks(WORKER, run_dir)
 
     run = load(run_dir)
     assert run.manifest["status"] == "complete"  # rank 0 owns it, rank 1 never touches it
@@ -134,16 +139,7 @@ DDP_SCRIPT = textwrap.dedent("""
 @pytest.mark.slow
 def test_a_users_ddp_script_records_through_the_comm_hook(tmp_path):
     run_dir = tmp_path / "run"
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-            "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    procs = [subprocess.Popen([sys.executable, "-c", DDP_SCRIPT, str(run_dir)], cwd=repo,
-                              env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for r in range(2)]
-    outs = [p.communicate(timeout=240) for p in procs]
-    assert all(p.returncode == 0 for p in procs), "\n".join(err for _, err in outs)
+    run_two_gloo_ranks(DDP_SCRIPT, run_dir)
     run = load(run_dir)
     assert run.status == "complete"
     s = run.stats
