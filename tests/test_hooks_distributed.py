@@ -63,8 +63,9 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
-def run_two_gloo_ranks(script: str, run_dir) -> None:
-    """Run `python -c script run_dir` as ranks 0 and 1 of a gloo group on this machine."""
+def run_two_gloo_ranks(script: str, run_dir) -> list[tuple[str, str]]:
+    """Run `python -c script run_dir` as ranks 0 and 1 of a gloo group on this machine;
+    returns their (stdout, stderr)."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     base = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
             "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1",
@@ -75,6 +76,7 @@ def run_two_gloo_ranks(script: str, run_dir) -> None:
              for r in range(2)]
     outs = [p.communicate(timeout=240) for p in procs]
     assert all(p.returncode == 0 for p in procs), "\n".join(err for _, err in outs)
+    return outs
 
 
 
@@ -153,3 +155,45 @@ def test_a_users_ddp_script_records_through_the_comm_hook(tmp_path):
                 glob.loc[(step, r, "u"), "norm"] ** 2 * glob.loc[(step, r, "u"), "topk_ratio"],
                 rel=1e-6)
     assert sorted(run.snapshots["rank"]) == [0, 1]
+
+
+FORGETFUL_DDP_SCRIPT = textwrap.dedent("""
+    # the README's hook recipe, ending without rec.close() or destroy_process_group()
+    import sys
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from tests._hooks_loop import tiny_model
+    from topkscope.comm import TopKHookState, topk_hook
+    from topkscope.hooks import Recorder
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    model = tiny_model(0)
+    ddp = DDP(model)
+    rec = Recorder(sys.argv[1], schedule={"every": 2}, densities=[0.01, 0.1],
+                   rank=dist.get_rank(), flush_every=1000)
+    state = TopKHookState(model, sparsifier="topk", density=0.1, recorder=rec)
+    ddp.register_comm_hook(state, topk_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    for _ in range(6):
+        opt.zero_grad()
+        x, y = torch.randn(16, 12), torch.randint(0, 3, (16,))
+        torch.nn.functional.cross_entropy(ddp(x), y).backward()
+        opt.step()
+""")
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_that_never_close_exit_cleanly_ten_times(tmp_path):
+    for attempt in range(10):
+        run_dir = tmp_path / f"run{attempt}"
+        outs = run_two_gloo_ranks(FORGETFUL_DDP_SCRIPT, run_dir)
+        for _, err in outs:
+            assert "terminate called" not in err and "Traceback" not in err, err
+        run = load(run_dir)
+        assert run.status == "complete"
+        assert run.manifest["closed_by"] == "exit without close()"
+        # dense steps 0 and 1, then steps 2 and 4 recorded on both ranks, flushed at exit
+        assert {r: sorted(run.stats[run.stats["rank"] == r].step.unique()) for r in (0, 1)} \
+            == {0: [2, 4], 1: [2, 4]}

@@ -79,7 +79,7 @@ def test_a_resumed_run_keeps_the_redone_rows(tmp_path):
     before = load(tmp_path).stats
     m = Manifest.resume(tmp_path)
     m.write()
-    with Recorder(tmp_path, densities=[0.1], manifest=m) as rec:  # redo step 2, then step 3
+    with Recorder(tmp_path, densities=[0.1], manifest=m, mode="append") as rec:  # redo 2, do 3
         for step in (2, 3):
             rec.record(step, 0, u=torch.full((50,), 7.0) + torch.arange(50.0), layout=LAYOUT)
     after = load(tmp_path).stats

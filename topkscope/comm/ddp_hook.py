@@ -14,9 +14,20 @@ bucket's future with its slice of the mean. Consequences:
 * error feedback is one flat residual in parameter order, so DDP's bucket rebuild after the
   first iteration (which reorders and regroups parameters) cannot mix residuals up;
 * like PyTorch's PowerSGD hook, the first `dense_steps` iterations run a plain all-reduce.
+
+`with TopKHookState(...) as state:` closes its recorder on leaving (marked failed on an
+exception). A script that ends without closing still exits cleanly: at interpreter exit the
+state closes its recorder and, when the process ends normally with its default process group
+still up, destroys that group while Python is fully alive. Left to interpreter finalization,
+gloo's worker threads can still hold work objects with Python references (the async dense
+all-reduce of the first steps, its callback), and tearing those down after the interpreter
+has gone aborts the process (`terminate called without an active exception`).
 """
 
 # No `from __future__ import annotations`: DDP checks the hook's annotations at runtime.
+import atexit
+import sys
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -63,6 +74,25 @@ class TopKHookState:
         self.last: ExchangeResult | None = None  # the latest step's counts, bytes and times
         self._mean: torch.Tensor | None = None     # receive buffer, reused every step
         self._pending: list[tuple[dist.GradBucket, torch.futures.Future]] = []
+        self.closed = False
+        atexit.register(_release_at_exit, weakref.ref(self))
+
+    def close(self, error: BaseException | None = None, closed_by: str | None = None) -> None:
+        """Close the recorder (marked failed when error is given); the hook stays usable."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.recorder is not None:
+            if error is None:
+                self.recorder.close(closed_by=closed_by)
+            else:
+                self.recorder.fail(error, closed_by=closed_by)
+
+    def __enter__(self) -> "TopKHookState":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close(exc)
 
     def density_at(self, step: int) -> float:
         return check_density(self.density(step) if callable(self.density) else self.density)
@@ -75,6 +105,24 @@ class TopKHookState:
         """Restore what state_dict() returned (the residual goes to the model's device)."""
         self.step = int(state["step"])
         self.compressor.load_state_dict(state["residual"], self.device)
+
+
+def _release_at_exit(ref: "weakref.ref[TopKHookState]") -> None:
+    """atexit: close a state the script left open, then (on a normal exit) destroy the
+    default process group the hook used, before interpreter finalization (see the module
+    docstring). After an uncaught exception the group is left alone: other ranks may be
+    inside a collective, and destroying it could hang."""
+    state = ref()
+    if state is None:
+        return
+    error = getattr(sys, "last_value", None)  # set by the interpreter for an uncaught error
+    try:
+        state.close(error, closed_by="exit without close()")
+    finally:
+        state._mean, state._pending, state.last = None, [], None
+        if (error is None and state.transport.group is None and dist.is_available()
+                and dist.is_initialized()):
+            dist.destroy_process_group()
 
 
 def _dense_allreduce(state: TopKHookState, bucket: dist.GradBucket
