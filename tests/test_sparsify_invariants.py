@@ -166,3 +166,10 @@ def test_k_from_density_rounds_and_never_gives_zero():
     assert k_from_density(1e-9, 10) == 1
     assert k_from_density(1.0, 10) == 10
     assert k_from_density(0.26, 10) == 3
+
+
+def test_k_rule_floor_is_the_authors_int_and_round_is_ours():
+    assert k_from_density(0.0019, 1000, "floor") == 1 and k_from_density(0.0019, 1000) == 2
+    assert k_from_density(1e-9, 10, "floor") == 1  # never 0
+    with pytest.raises(ValueError, match="round, floor"):
+        k_from_density(0.1, 10, "ceil")
