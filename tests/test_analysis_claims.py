@@ -31,7 +31,7 @@ class RunLike:
     train: pd.DataFrame = field(default_factory=pd.DataFrame)
     hist: pd.DataFrame = field(default_factory=pd.DataFrame)
     vectors: dict = field(default_factory=dict)
-    path: Path = Path("results/test/run")
+    path: Path = Path("results", "test", "run")  # a stand-in: nothing is read from it
 
     @property
     def snapshots(self) -> pd.DataFrame:

@@ -35,7 +35,7 @@ def laplace(seed: int) -> np.ndarray:
 
 
 def write_run(root: Path, name: str, snapshots: dict[tuple[int, int], np.ndarray]) -> Path:
-    """A result folder in the DESIGN section 3 layout: manifest.json + snapshots/*.npy."""
+    """A result folder in the docs/results.md layout: manifest.json + snapshots/*.npy."""
     run = root / "fnn3-mnist" / name
     (run / "snapshots").mkdir(parents=True)
     manifest = {"experiment": "fnn3-mnist", "run_id": name, "model": "fnn3", "dataset": "mnist",

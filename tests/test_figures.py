@@ -207,7 +207,7 @@ def test_gallery_small_pngs_and_readme(small, tmp_path):
 
 # --- the experiment configs of the plan --------------------------------------------------------
 
-PAPER = {  # DESIGN.md section 6: lr, batch per worker
+PAPER = {  # the paper's settings (docs/figures.md, profiles): lr, batch per worker
     "fnn3": (0.01, 128), "resnet20": (0.1, 32), "vgg16": (0.1, 128), "lstm-ptb": (22.0, 20),
 }
 
