@@ -11,7 +11,7 @@ from scipy import stats
 
 from tests.test_sparsify_cases import laplace, mixture, normal, reference_top_k
 from topkscope.sparsify import get_sparsifier
-from topkscope.sparsify.moments import mean_std, two_sided_normal_quantile
+from topkscope.sparsify._helpers import mean_std, two_sided_normal_quantile
 from topkscope.sparsify.sidco import tail_threshold
 
 

@@ -63,7 +63,7 @@ def fail(message: str) -> int:
 
 def parse_densities(text: str) -> list[float]:
     """'0.001,0.01' -> [0.001, 0.01] (duplicates dropped); ValueError outside (0, 1]."""
-    from topkscope.analysis.contraction import k_for_density
+    from topkscope.bounds import k_from_density
 
     out: list[float] = []
     for item in str(text).split(","):
@@ -73,7 +73,7 @@ def parse_densities(text: str) -> list[float]:
             raise ValueError(f"--densities: {item.strip()!r} is not a number; give "
                              "comma-separated densities in (0, 1]") from None
         try:
-            k_for_density(rho, 1)
+            k_from_density(rho, 1)
         except ValueError as exc:
             raise ValueError(f"--densities: {exc}") from None
         if rho not in out:
@@ -130,8 +130,9 @@ def read_tables(run_dir: Path) -> dict:
 
 def plan_run(run_dir: Path, densities: list[float], force: bool) -> RunPlan:
     from topkscope.analysis.runs import load
+    from topkscope.schema import GLOBAL
 
-    run = load(run_dir, layers="__global__")
+    run = load(run_dir, layers=GLOBAL)
     tables = read_tables(run_dir)
     snaps = run.snapshots[run.snapshots["kind"] == "u"]
     done_dist, done_rho = set(), set()

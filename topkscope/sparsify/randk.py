@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from topkscope.sparsify._helpers import seeded_generator
 from topkscope.sparsify.base import Sparsifier
-from topkscope.sparsify.rng import seeded_generator
 
 
 class RandK(Sparsifier):
