@@ -32,11 +32,6 @@ SUBSTITUTES = {"cifar10": "mnist"}
 _log = logging.getLogger(__name__)
 
 
-def available() -> list[str]:
-    """Dataset names accepted by load."""
-    return list(DATASETS)
-
-
 def load(
     name: str,
     split: str,
@@ -75,7 +70,6 @@ __all__ = [
     "ImageDataset",
     "MissingDataError",
     "TokenStream",
-    "available",
     "batchify",
     "bptt_batch",
     "data_root",

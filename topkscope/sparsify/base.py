@@ -101,6 +101,8 @@ class Sparsifier(ABC):
     exact: bool = False  # True when it returns the exact Top-k set (so exactly k indices)
     fixed_count: bool = False  # True when it always returns exactly k indices
     may_return_empty: bool = False  # only `threshold` may legitimately select nothing
+    randomised: bool = False  # draws at random; accepts `seed` (SparsifierSource reseeds it per step)
+    sends_everything: bool = False  # selects all d elements (`dense`): workers exchange g itself
     checks_finite: bool = False  # True when _select itself raises on NaN/Inf (saves a pass)
 
     def select(self, u: torch.Tensor, k: int) -> torch.Tensor:

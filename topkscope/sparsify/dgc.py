@@ -30,6 +30,7 @@ class DGC(Sparsifier):
     """Threshold from the exact top-k of a random sample of u."""
 
     name = "dgc"
+    randomised = True
     checks_finite = True
 
     def __init__(

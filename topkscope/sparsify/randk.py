@@ -22,6 +22,7 @@ class RandK(Sparsifier):
     """Uniform random k-subset; `seed` makes the sequence of subsets reproducible."""
 
     name = "randk"
+    randomised = True
     fixed_count = True
 
     def __init__(self, seed: int | None = None) -> None:
