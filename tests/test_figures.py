@@ -56,7 +56,7 @@ def test_every_figure_drawn_with_png_pdf_and_caption(small):
 
 def test_timing_table_covers_every_phase(small):
     timing = pd.read_csv(small.root / "figures" / "timing.csv")
-    assert set(timing["phase"]) == {"run", "analyse", "draw", "claims"}
+    assert set(timing["phase"]) == {"run", "analyze", "draw", "claims"}
     runs = timing[timing["phase"] == "run"]
     assert len(runs) == 1 + 4 + 1  # tiny-fnn3, four convergence runs, the benchmark
     assert (timing["seconds"] >= 0).all()

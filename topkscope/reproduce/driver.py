@@ -3,7 +3,7 @@
     1. bench  benchmarks/selection.py unless results/bench/selection.csv exists (alone)
     2. run    every experiment of the plan under the profile, skipping complete results,
               `parallel` runs at a time (two on a 2-core CPU in the quick profile)
-    3. draw   analyse each run's snapshots and draw its figures into <results>/figures/
+    3. draw   analyze each run's snapshots and draw its figures into <results>/figures/
     4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims)
     5. index  <results>/figures/index.md with every figure and caption; timing.csv
 
@@ -142,7 +142,7 @@ def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
                   clock: Clock) -> tuple[list[FigureEntry], list]:
     from topkscope.analysis.runs import load
     from topkscope.reproduce.draw import DISTRIBUTION_DRAWERS, convergence_figure
-    from topkscope.reproduce.prepare import analyse_snapshots
+    from topkscope.reproduce.prepare import analyze_snapshots
 
     runs = [load(d) for d in run_dirs]
     entries: list[FigureEntry] = []
@@ -151,8 +151,8 @@ def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
     if wanted:
         run = runs[0]
         densities = recorder_densities(run.manifest)
-        analysis = analyse_snapshots(run, densities)
-        clock.record(job.experiment, "analyse", time.perf_counter() - t)
+        analysis = analyze_snapshots(run, densities)
+        clock.record(job.experiment, "analyze", time.perf_counter() - t)
         t = time.perf_counter()
         for name in wanted:
             entries.append(DISTRIBUTION_DRAWERS[name](run, analysis, densities,
