@@ -40,6 +40,7 @@ import pandas as pd
 
 from topkscope.analysis import contraction, fits, normality
 from topkscope.io import atomic_write
+from topkscope.schema import GLOBAL
 
 COLUMNS = [
     "model", "dataset", "dataset_substitute", "claim", "sparsifier", "statement", "n_runs",
@@ -58,7 +59,6 @@ ACCURACY_FAILS_DROP = 0.03
 PERPLEXITY_HOLDS_RATIO = 1.03
 PERPLEXITY_FAILS_RATIO = 1.10
 GAUSSIANK_VARIANTS = ("gaussiank-2019", "gaussiank")
-GLOBAL = "__global__"
 
 _FRACTION_RULE = (
     f"holds if >= {HOLDS_FRACTION:.0%} of units satisfy the criterion, fails if <= "

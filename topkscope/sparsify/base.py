@@ -17,6 +17,8 @@ from abc import ABC, abstractmethod
 
 import torch
 
+from topkscope.bounds import check_density, k_from_density  # noqa: F401  (part of this API)
+
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -68,23 +70,6 @@ def check_k(k: int, d: int) -> int:
     return k
 
 
-def check_density(density: float) -> float:
-    """Validate a density rho = k/d: a number in (0, 1]."""
-    try:
-        rho = float(density)
-    except (TypeError, ValueError):
-        raise ValueError(f"density must be a number in (0, 1], got {density!r}") from None
-    if not (0.0 < rho <= 1.0) or math.isnan(rho):
-        raise ValueError(f"density = {density!r} is outside the allowed range (0, 1]")
-    return rho
-
-
-def k_from_density(density: float, d: int) -> int:
-    """k = max(1, round(rho * d)): at least one element is always sent."""
-    rho = check_density(density)
-    return max(1, min(d, int(round(rho * d))))
-
-
 def check_param(
     name: str,
     value: float,
@@ -116,6 +101,8 @@ class Sparsifier(ABC):
     exact: bool = False  # True when it returns the exact Top-k set (so exactly k indices)
     fixed_count: bool = False  # True when it always returns exactly k indices
     may_return_empty: bool = False  # only `threshold` may legitimately select nothing
+    randomised: bool = False  # draws at random; accepts `seed` (SparsifierSource reseeds it per step)
+    sends_everything: bool = False  # selects all d elements (`dense`): workers exchange g itself
     checks_finite: bool = False  # True when _select itself raises on NaN/Inf (saves a pass)
 
     def select(self, u: torch.Tensor, k: int) -> torch.Tensor:
