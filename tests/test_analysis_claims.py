@@ -31,7 +31,7 @@ class RunLike:
     train: pd.DataFrame = field(default_factory=pd.DataFrame)
     hist: pd.DataFrame = field(default_factory=pd.DataFrame)
     vectors: dict = field(default_factory=dict)
-    path: Path = Path("results/test/run")
+    path: Path = Path("results", "test", "run")  # a stand-in: nothing is read from it
 
     @property
     def snapshots(self) -> pd.DataFrame:
@@ -66,7 +66,7 @@ def stats_rows(u: np.ndarray, step: int, rank: int, approximate=gaussiank_2019) 
     skew, kurt = shape_from_moments(m["m2"], m["m3"], m["m4"])
     rows = []
     for rho in DENSITIES:
-        k = contraction.k_for_density(rho, u.size)
+        k = contraction.k_from_density(rho, u.size)
         q = selection.quality(u, approximate(u, k), k)
         rows.append({
             "step": step, "rank": rank, "layer": "__global__", "kind": "u", "density": rho,

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from topkscope.reproduce import gallery
-from topkscope.reproduce.claims_table import (
+from topkscope.reproduce.findings import (
     README_END,
     README_START,
     findings_markdown,

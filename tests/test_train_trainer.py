@@ -134,7 +134,7 @@ def test_language_model_hidden_state_matters():
                 momentum=0.0, weight_decay=0.0,
                 lr=1e-9, steps=2)
     trainer = trainer_for(**args)
-    model, source = trainer.model, trainer.task.sources[0]
+    model, source = trainer.model, trainer.task.streams[0]
     with torch.no_grad():
         _, hidden = model(source[0:3])
         logits, _ = model(source[3:6], hidden)

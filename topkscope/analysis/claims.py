@@ -53,6 +53,7 @@ import pandas as pd
 
 from topkscope.analysis import contraction, fits, normality
 from topkscope.io import atomic_write
+from topkscope.schema import GLOBAL
 
 COLUMNS = [
     "model", "dataset", "dataset_substitute", "claim", "sparsifier", "statement", "n_runs",
@@ -72,7 +73,6 @@ ACCURACY_LIMIT_POINTS = 1.0   # accuracy: the interval of (method - Top-k) again
 PERPLEXITY_LIMIT_PCT = 3.0    # perplexity: against +3% of Top-k's
 TRAFFIC_LIMIT = 4.0 / 3.0     # the band Gaussian-k's threshold correction aims for
 GAUSSIANK_VARIANTS = ("gaussiank-2019", "gaussiank")
-GLOBAL = "__global__"
 
 _FRACTION_RULE = (
     f"holds if >= {HOLDS_FRACTION:.0%} of units satisfy the criterion, fails if <= "

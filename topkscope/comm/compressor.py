@@ -49,7 +49,7 @@ class WorkerCompressor:
 
     @property
     def is_dense(self) -> bool:
-        return self.sparsifier.name == "dense"
+        return self.sparsifier.sends_everything
 
     def target_k(self, density: float) -> int:
         """Total target count over the model at this density."""

@@ -4,7 +4,7 @@ Reads <results>/figures/*.png and <results>/claims.md, writes <out>/*.png (at mo
 pixels wide, 256-colour PNG) and <out>/README.md: every figure with its caption from index entries, then the
 claims table as measured. Committed under docs/gallery/ so the README shows real results.
 With --readme, the findings table between the README's claims-table markers is regenerated
-from <results>/claims.csv (claims_table.findings_markdown): no hand-written verdicts.
+from <results>/claims.csv (findings.findings_markdown): no hand-written verdicts.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def update_readme(readme: Path, claims_csv: Path) -> None:
     """Rewrite readme's findings table (between the claims-table markers) from claims_csv."""
     import pandas as pd
 
-    from topkscope.reproduce.claims_table import replace_findings
+    from topkscope.reproduce.findings import replace_findings
 
     if not Path(claims_csv).is_file():
         raise ValueError(f"no claims table at {claims_csv}: run `make reproduce-figures` first")

@@ -23,6 +23,8 @@ from abc import ABC, abstractmethod
 
 import torch
 
+from topkscope.bounds import K_RULES, check_density, k_from_density  # noqa: F401  (part of this API)
+
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -74,36 +76,6 @@ def check_k(k: int, d: int) -> int:
     return k
 
 
-def check_density(density: float) -> float:
-    """Validate a density rho = k/d: a number in (0, 1]."""
-    try:
-        rho = float(density)
-    except (TypeError, ValueError):
-        raise ValueError(f"density must be a number in (0, 1], got {density!r}") from None
-    if not (0.0 < rho <= 1.0) or math.isnan(rho):
-        raise ValueError(f"density = {density!r} is outside the allowed range (0, 1]")
-    return rho
-
-
-K_RULES = ("round", "floor")
-
-
-def k_from_density(density: float, d: int, rule: str = "round") -> int:
-    """The target count for density rho over d elements, never below 1.
-
-    rule="round" (ours, the default): k = max(1, round(rho * d)).
-    rule="floor" (the Gaussian-k authors' code): k = max(int(rho * d), 1).
-    """
-    rho = check_density(density)
-    if rule == "round":
-        k = int(round(rho * d))
-    elif rule == "floor":
-        k = int(rho * d)
-    else:
-        raise ValueError(f"k rule {rule!r} is not allowed; choose one of: {', '.join(K_RULES)}")
-    return max(1, min(d, k))
-
-
 EMPTY_FALLBACKS = ("none", "topk")
 
 
@@ -151,6 +123,8 @@ class Sparsifier(ABC):
     exact: bool = False  # True when it returns the exact Top-k set (so exactly k indices)
     fixed_count: bool = False  # True when it always returns exactly k indices
     may_return_empty: bool = False  # True when the method's rule can select nothing
+    randomised: bool = False  # draws at random; accepts `seed` (SparsifierSource reseeds it per step)
+    sends_everything: bool = False  # selects all d elements (`dense`): workers exchange g itself
     checks_finite: bool = False  # True when _select itself raises on NaN/Inf (saves a pass)
     empty_fallback: str = "none"  # "topk": the named deviation (module doc); set by the registry
 

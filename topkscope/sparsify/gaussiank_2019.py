@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import torch
 
+from topkscope.sparsify._helpers import Workspace, mean_std, two_sided_normal_quantile
 from topkscope.sparsify.base import Sparsifier
 from topkscope.sparsify.blockmax import BlockMaxima
-from topkscope.sparsify.moments import mean_std, two_sided_normal_quantile
-from topkscope.sparsify.workspace import Workspace
 
 EVALUATIONS = 3  # the published loop: `while loops < 3`
 

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import torch
 
+from topkscope.sparsify._helpers import Workspace
 from topkscope.sparsify.base import Sparsifier, check_param
 from topkscope.sparsify.blockmax import BlockMaxima
-from topkscope.sparsify.workspace import Workspace
 
 EPS_2019 = 0.2  # the authors' tolerance on h - l: three evaluations
 

@@ -35,11 +35,9 @@ import math
 import torch
 from scipy import special
 
+from topkscope.sparsify._helpers import Workspace, select_where, strided_sample
 from topkscope.sparsify.base import Sparsifier, check_param
 from topkscope.sparsify.blockmax import BlockMaxima
-from topkscope.sparsify.masks import select_where
-from topkscope.sparsify.moments import strided_sample
-from topkscope.sparsify.workspace import Workspace
 
 DISTRIBUTIONS = ("exponential", "gamma", "gpareto")
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
+from topkscope.sparsify._helpers import Workspace
 from topkscope.sparsify.base import Sparsifier, check_param
 from topkscope.sparsify.blockmax import BlockMaxima
-from topkscope.sparsify.workspace import Workspace
 
 
 class Threshold(Sparsifier):

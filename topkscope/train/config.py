@@ -163,7 +163,7 @@ def _range(lo, hi, left: str, right: str) -> str:
 # ---------------------------------------------------------------- the schema
 @dataclasses.dataclass(frozen=True)
 class ExperimentConfig:
-    """One resolved experiment. Field docs: docs/readme/training.md (config reference)."""
+    """One resolved experiment. Field docs: docs/training.md (experiment configs)."""
 
     experiment: str
     model: str

@@ -1,6 +1,6 @@
 """The TopK-SGD loop over the workers a transport hosts (all P simulated, or one per process).
 
-Step t, every worker p (Shi et al., arXiv 1911.08772, Alg. 1; DESIGN.md section 1):
+Step t, every worker p (Shi et al., arXiv 1911.08772, Alg. 1; docs/training.md):
 
     g_p   = grad of the loss on worker p's batch t          (clipped if grad_clip, local scope)
     g_p  <- lr_t * g_p                                      only if lr_in_residual
