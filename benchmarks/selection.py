@@ -140,15 +140,7 @@ def parse_list(text: str, kind: Callable) -> list:
         raise SystemExit(f"error: cannot read {text!r} as comma-separated numbers") from None
 
 
-def _unshadow_stdlib() -> None:
-    """Run as a script, benchmarks/ is first on sys.path, so a sibling benchmark named like a
-    standard-library module (statistics.py) would shadow it for seaborn; drop that entry."""
-    here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if not p or Path(p).resolve() != here]
-
-
 def main(argv: list[str] | None = None) -> int:
-    _unshadow_stdlib()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="d in {1e5, 1e6}, 3 rounds")
     ap.add_argument("--sizes", help="comma-separated d values (e.g. 1e5,1e6)")

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.no_baseline:
         u64 = u.astype(np.float64)
-        ks = [contraction.k_for_density(r, d) for r in DENSITIES]
+        ks = [contraction.k_from_density(r, d) for r in DENSITIES]
         add("baseline.normaltest_all_values", lambda: stats.normaltest(u64), d, 1)
         add("baseline.kstest_all_values",
             lambda: stats.kstest(u64, "norm", args=(u64.mean(), u64.std(ddof=1))), d, 1)

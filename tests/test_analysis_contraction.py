@@ -55,7 +55,7 @@ def test_analyze_matches_reference_for_many_densities(d):
     sq = np.sort(u.astype(np.float64) ** 2)[::-1]
     tail = np.append(np.cumsum(sq[::-1])[::-1], 0.0)
     for _, row in ratios.iterrows():
-        k = C.k_for_density(row["density"], d)
+        k = C.k_from_density(row["density"], d)
         assert row["k"] == k and row["d"] == d
         assert row["topk_ratio"] == pytest.approx(tail[k] / tail[0], rel=1e-9, abs=1e-15)
         assert row["classic_bound"] == C.classic_bound(k, d)

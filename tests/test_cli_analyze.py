@@ -35,7 +35,7 @@ def laplace(seed: int) -> np.ndarray:
 
 
 def write_run(root: Path, name: str, snapshots: dict[tuple[int, int], np.ndarray]) -> Path:
-    """A result folder in the DESIGN section 3 layout: manifest.json + snapshots/*.npy."""
+    """A result folder in the docs/results.md layout: manifest.json + snapshots/*.npy."""
     run = root / "fnn3-mnist" / name
     (run / "snapshots").mkdir(parents=True)
     manifest = {"experiment": "fnn3-mnist", "run_id": name, "model": "fnn3", "dataset": "mnist",
@@ -110,7 +110,7 @@ def test_written_tables_equal_direct_calls(run_dir: Path, capsys) -> None:
             assert r.gaussian_ratio == pytest.approx(contraction.gaussian_ratio(r.k, D))
         assert (written["seed"] == SEED).all() and (written["max_n"] == MAX_N).all()
     text = capsys.readouterr().out
-    assert "3 snapshot(s) of u, 3 analysed now, 0 already done, 0 failed" in text
+    assert "3 snapshot(s) of u, 3 analyzed now, 0 already done, 0 failed" in text
 
 
 def test_laplace_fails_gaussian_checks_and_gaussian_passes(run_dir: Path) -> None:
@@ -137,13 +137,13 @@ def test_rerun_skips_adds_new_work_and_force_recomputes(run_dir: Path, capsys) -
     first = tables(run_dir)
     capsys.readouterr()
     assert analyze(*args) == 0
-    assert "0 analysed now, 3 already done" in capsys.readouterr().out
+    assert "0 analyzed now, 3 already done" in capsys.readouterr().out
     for name, frame in tables(run_dir).items():
         pd.testing.assert_frame_equal(frame, first[name])
     # a new snapshot and a new density: only those are computed
     np.save(run_dir / "snapshots" / "step300-rank0.npy", laplace(9))
     assert analyze(*args[:-1], "0.01,0.1") == 0
-    assert "4 snapshot(s) of u, 4 analysed now, 0 already done" in capsys.readouterr().out
+    assert "4 snapshot(s) of u, 4 analyzed now, 0 already done" in capsys.readouterr().out
     second = tables(run_dir)
     assert len(second["normality"]) == 4
     assert sorted(second["contraction"]["density"].unique()) == [0.01, 0.1]

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from topkscope.data.augment import random_crop_flip
+from topkscope.data.images import random_crop_flip
 
 
 def reference(x, pad_value, padding, seed):

@@ -9,7 +9,7 @@ import torch
 from tests.test_data_helpers import MNIST_NAMES, require
 from topkscope import data
 from topkscope.data import cifar10, mnist
-from topkscope.data.errors import CorruptDataError, MissingDataError
+from topkscope.data.files import CorruptDataError, MissingDataError
 
 RECORDS_PER_FILE = 3
 

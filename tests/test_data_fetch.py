@@ -17,8 +17,7 @@ import pytest
 
 from tests.test_data_helpers import MNIST_NAMES, PTB_NAMES, require
 from topkscope.data import fetch, obtain
-from topkscope.data.checksums import MNIST_RAW, PTB
-from topkscope.data.errors import CorruptDataError, MissingDataError
+from topkscope.data.files import MNIST_RAW, PTB, CorruptDataError, MissingDataError
 
 
 def _no_temporaries(folder):

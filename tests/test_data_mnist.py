@@ -13,8 +13,7 @@ import torch
 from tests.test_data_helpers import MNIST_NAMES, require
 from topkscope import data
 from topkscope.data import mnist
-from topkscope.data.checksums import MNIST_RAW
-from topkscope.data.errors import CorruptDataError, MissingDataError
+from topkscope.data.files import MNIST_RAW, CorruptDataError, MissingDataError
 
 # Published per-digit counts of the MNIST training and test sets.
 TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]

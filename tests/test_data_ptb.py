@@ -9,9 +9,8 @@ import torch
 
 from tests.test_data_helpers import PTB_NAMES, require
 from topkscope import data
-from topkscope.data import ptb
-from topkscope.data.checksums import PTB
-from topkscope.data.errors import CorruptDataError
+from topkscope.data import text as ptb
+from topkscope.data.files import PTB, CorruptDataError
 
 TOKENS = {"train": 929_589, "valid": 73_760, "test": 82_430}
 

@@ -16,12 +16,9 @@ from scipy import stats
 from topkscope.analysis import contraction
 from topkscope.analysis.runs import load
 from topkscope.hooks import GLOBAL, Recorder
-from topkscope.hooks.chunked_sums import ChunkedSums
-from topkscope.hooks.moments import power_sums, row_moments
-from topkscope.hooks.residual import residual_selection
-from topkscope.hooks.segments import plan_rows, segments_of
-from topkscope.hooks.threshold_tops import eligible_rows, threshold_tops
-from topkscope.hooks.topk_sums import RowTops, topk_ratio_rows
+from topkscope.hooks.power_sums import ChunkedSums, power_sums, residual_selection, row_moments
+from topkscope.hooks.rows import plan_rows, segments_of
+from topkscope.hooks.topk_sums import RowTops, eligible_rows, threshold_tops, topk_ratio_rows
 from topkscope.sparsify import get_sparsifier, k_from_density
 
 # a conv-net-like layout: big and small layers, tiny bias/BN rows, and a gap before the last

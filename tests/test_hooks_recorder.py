@@ -154,9 +154,8 @@ def test_approximate_sparsifier_columns_match_a_rerun_on_u(tmp_path):
 
 
 def test_recall_counts_ties_at_the_kth_value_generously():
-    from topkscope.hooks.segments import plan_rows, whole
-    from topkscope.hooks.selection import selection_rows
-    from topkscope.hooks.topk_sums import RowTops
+    from topkscope.hooks.rows import plan_rows, whole
+    from topkscope.hooks.topk_sums import RowTops, selection_rows
 
     u = torch.tensor([4.0, 1.0, 1.0, 1.0, 0.5, 0.0])
     plan = plan_rows(whole(6), [0.5], per_layer=False)  # k = 3: {0} plus two of the three 1s
@@ -295,9 +294,8 @@ def test_wants_follows_the_schedules(tmp_path):
 def test_recorder_sparsifiers_leave_every_global_random_state_alone():
     import random
 
-    from topkscope.hooks.segments import plan_rows, whole
-    from topkscope.hooks.selection import selection_rows
-    from topkscope.hooks.topk_sums import RowTops
+    from topkscope.hooks.rows import plan_rows, whole
+    from topkscope.hooks.topk_sums import RowTops, selection_rows
 
     class GreedyRandom:  # draws from all three global generators, as a careless method might
         def select(self, x, k):

@@ -9,14 +9,14 @@ from scipy import stats
 
 from topkscope.analysis import contraction
 from topkscope.hooks.histogram import bin_counts, bin_edges, histogram_rows
-from topkscope.hooks.moments import (
+from topkscope.hooks.power_sums import (
     power_sums,
     residual_sums,
     row_moments,
     segment_max,
     segment_sum,
 )
-from topkscope.hooks.segments import GLOBAL, plan_rows, segments_of, whole
+from topkscope.hooks.rows import GLOBAL, plan_rows, segments_of, whole
 from topkscope.hooks.topk_sums import RowTops, top_magnitudes, topk_ratio_rows
 from topkscope.sparsify import k_from_density
 

@@ -9,8 +9,8 @@ import torch
 
 from topkscope.analysis.runs import EVAL_COLUMNS, TRAIN_COLUMNS, find, load
 from topkscope.hooks import GLOBAL, Recorder
-from topkscope.hooks.schema import HIST_COLUMNS, STATS_KEYS, STATS_VALUES
 from topkscope.manifest import Manifest
+from topkscope.schema import HIST_COLUMNS, STATS_KEYS, STATS_VALUES
 
 LAYOUT = [("w", 0, 40), ("b", 40, 10)]
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from topkscope.sparsify._helpers import Workspace
 from topkscope.sparsify.blockmax import BlockMaxima, block_size_for
-from topkscope.sparsify.workspace import Workspace
 
 
 def _reference(u: torch.Tensor, t: float, strict: bool) -> np.ndarray:

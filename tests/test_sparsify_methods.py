@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -10,9 +11,10 @@ import torch
 from scipy import stats
 
 from tests.test_sparsify_cases import laplace, mixture, normal, reference_top_k
-from topkscope.sparsify import get_sparsifier
-from topkscope.sparsify.moments import mean_std, two_sided_normal_quantile
+from topkscope.sparsify import available, get_sparsifier
+from topkscope.sparsify._helpers import mean_std, two_sided_normal_quantile
 from topkscope.sparsify.sidco import tail_threshold
+from topkscope.sparsify.source import SparsifierSource
 
 
 # ---- moments ---------------------------------------------------------------------------
@@ -207,3 +209,20 @@ def test_randk_expected_contraction_is_the_classic_bound():
         rest[s.select(u, k)] = 0
         ratios.append(float(rest.pow(2).sum() / u.pow(2).sum()))
     assert np.mean(ratios) == pytest.approx(1 - k / u.numel(), abs=0.01)
+
+
+@pytest.mark.parametrize("name", available())
+def test_declared_behaviour_matches_what_the_method_does(name):
+    """`randomised` is declared by exactly the methods that take a seed and draw differently
+    with different seeds; `sends_everything` by exactly the methods that select all of u."""
+    sparsifier = get_sparsifier(name, **({"threshold": 0.5} if name == "threshold" else {}))
+    takes_seed = "seed" in inspect.signature(type(sparsifier).__init__).parameters
+    assert type(sparsifier).randomised == takes_seed
+    u = torch.from_numpy(np.random.default_rng(3).standard_normal(4096).astype(np.float32))
+    if takes_seed:
+        picks = {tuple(sorted(get_sparsifier(name, seed=s).select(u, 64).tolist())) for s in (1, 2)}
+        assert len(picks) == 2
+    idx = sparsifier.select(u, 64)
+    assert type(sparsifier).sends_everything == (idx.numel() == u.numel())
+    assert SparsifierSource(name, {"threshold": 0.5} if name == "threshold" else {}, 0,
+                            0).randomised == takes_seed

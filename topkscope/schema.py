@@ -1,11 +1,51 @@
-"""Columns and dtypes of a result folder's per-step tables (train.parquet, eval.parquet).
+"""The result folder's layout: file names, table columns and types, the whole-model layer name.
 
-One definition, shared by the training loop that writes them and the loader that reads them.
+One definition, shared by the code that writes a result folder (the training loop, the
+recorder in topkscope.hooks) and the code that reads it (topkscope.analysis.runs):
+
+    train.parquet, eval.parquet   one row per step / evaluation (TRAIN_COLUMNS, EVAL_COLUMNS)
+    stats/part-r{rank:05d}-{seq:06d}.parquet   one row per (step, rank, layer, kind, density)
+    hist/part-r{rank:05d}-{seq:06d}.parquet    one row per (step, rank, layer, kind, bin)
+    snapshots/step{t}-rank{r}.npy  (u; other kinds step{t}-rank{r}-{kind}.npy), float32
+
+Layer "__global__" (GLOBAL) is the whole model. A sparsifier S recorded by the recorder adds
+the stats columns S_count, S_ratio, S_recall, with S's registry name '-' turned into '_'.
+The README section "Results schema" documents every column; keep the two in step.
 """
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+GLOBAL = "__global__"
+KINDS = ("g", "u", "e")
+
+PART_GLOB = "part-*.parquet"
+PART_RE = re.compile(r"^part-r(\d+)-(\d+)\.parquet$")
+SNAPSHOT_RE = re.compile(r"^step(\d+)-rank(\d+)(?:-([gue]))?\.npy$")
+
+
+def part_name(rank: int, seq: int) -> str:
+    return f"part-r{rank:05d}-{seq:06d}.parquet"
+
+
+def snapshot_name(step: int, rank: int, kind: str = "u") -> str:
+    suffix = "" if kind == "u" else f"-{kind}"
+    return f"step{int(step)}-rank{int(rank)}{suffix}.npy"
+
+
+def column_prefix(name: str) -> str:
+    """Column prefix of a sparsifier: its registry name with '-' turned into '_'."""
+    return name.replace("-", "_")
+
 
 TRAIN_COLUMNS = {
     "step": "int64", "epoch": "int64", "loss": "float64", "lr": "float64", "metric": "float64",
-    "metric_name": "object", "density": "float64", "selected": "float64",
+    "metric_name": "object", "density": "float64", "k": "int64", "selected": "float64",
+    "selected_min": "int64", "selected_median": "float64", "selected_max": "int64",
     "time_compute": "float64", "time_select": "float64", "time_communicate": "float64",
     "bytes_sent": "int64",
 }  # fmt: skip
@@ -13,3 +53,58 @@ EVAL_COLUMNS = {
     "step": "int64", "epoch": "int64", "split": "object", "loss": "float64", "metric": "float64",
     "metric_name": "object",
 }  # fmt: skip
+
+
+STATS_KEYS: dict[str, pa.DataType] = {
+    "step": pa.int64(),
+    "rank": pa.int32(),
+    "layer": pa.string(),
+    "kind": pa.string(),
+    "density": pa.float64(),
+}
+STATS_VALUES: dict[str, pa.DataType] = {
+    "numel": pa.int64(),
+    "k": pa.int64(),
+    "norm": pa.float64(),
+    "mean": pa.float64(),
+    "std": pa.float64(),
+    "skew": pa.float64(),
+    "excess_kurtosis": pa.float64(),
+    "max_abs": pa.float64(),
+    "zero_frac": pa.float64(),
+    "nonfinite": pa.int64(),
+    "topk_ratio": pa.float64(),
+    "classic_bound": pa.float64(),
+    "paper_bound": pa.float64(),
+    "gaussian_ratio": pa.float64(),
+}
+SPARSIFIER_SUFFIXES: dict[str, pa.DataType] = {
+    "count": pa.int64(),
+    "ratio": pa.float64(),
+    "recall": pa.float64(),
+}
+HIST_KEYS = ("step", "rank", "layer", "kind", "bin")
+HIST_COLUMNS: dict[str, pa.DataType] = {
+    "step": pa.int64(),
+    "rank": pa.int32(),
+    "layer": pa.string(),
+    "kind": pa.string(),
+    "bin": pa.int32(),
+    "left": pa.float64(),
+    "right": pa.float64(),
+    "count": pa.int64(),
+}
+
+
+def sparsifier_columns(prefixes: Sequence[str]) -> dict[str, pa.DataType]:
+    """S_count, S_ratio, S_recall for each sparsifier column prefix S."""
+    return {f"{p}_{suffix}": t for p in prefixes for suffix, t in SPARSIFIER_SUFFIXES.items()}
+
+
+def stats_schema(prefixes: Sequence[str] = ()) -> pa.Schema:
+    columns = {**STATS_KEYS, **STATS_VALUES, **sparsifier_columns(prefixes)}
+    return pa.schema(list(columns.items()))
+
+
+def hist_schema() -> pa.Schema:
+    return pa.schema(list(HIST_COLUMNS.items()))

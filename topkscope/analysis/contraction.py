@@ -17,17 +17,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from topkscope.analysis.vectors import CHUNK, as_numpy, check_max_n, finite_values, subsample
-
-
-def _check_kd(k: int, d: int) -> tuple[int, int]:
-    if int(d) < 1:
-        raise ValueError(f"d = {d} must be at least 1")
-    if not 0 <= int(k) <= int(d):
-        raise ValueError(f"k = {k} is outside the allowed range [0, d = {d}]")
-    return int(k), int(d)
+from topkscope.bounds import (  # noqa: F401  (public here too)
+    _check_kd,
+    classic_bound,
+    gaussian_ratio,
+    k_from_density,
+    paper_bound,
+)
 
 
 def _as_float64(u) -> np.ndarray:
@@ -53,29 +51,6 @@ def topk_ratio(u, k: int) -> float:
     # the d-k smallest squares are what Top-k leaves behind
     rest = np.partition(sq, d - k - 1)[: d - k]
     return float(rest.sum() / total)
-
-
-def classic_bound(k: int, d: int) -> float:
-    """1 - k/d: the classic contraction bound, equal to the expectation for Rand-k."""
-    k, d = _check_kd(k, d)
-    return 1.0 - k / d
-
-
-def paper_bound(k: int, d: int) -> float:
-    """(1 - k/d)^2: the paper's tighter bound (assumes convex decreasing sorted magnitudes)."""
-    return classic_bound(k, d) ** 2
-
-
-def gaussian_ratio(k: int, d: int) -> float:
-    """Expected delta for u ~ N(0, s^2), d -> infinity: 1 - rho - 2 t phi(t), t = Phi^-1(1 - rho/2)."""
-    k, d = _check_kd(k, d)
-    rho = k / d
-    if rho == 0.0:
-        return 1.0
-    if rho == 1.0:
-        return 0.0
-    t = stats.norm.ppf(1.0 - rho / 2.0)
-    return float(1.0 - rho - 2.0 * t * stats.norm.pdf(t))
 
 
 # --- many densities at once, the sorted-magnitude curve and the convexity condition ---------
@@ -107,17 +82,6 @@ class ContractionReport:
     convexity: dict
 
 
-def k_for_density(density: float, d: int) -> int:
-    """k = max(1, round(rho d)), capped at d (the same rule as topkscope.sparsify)."""
-    try:
-        rho = float(density)
-    except (TypeError, ValueError):
-        raise ValueError(f"density must be a number in (0, 1], got {density!r}") from None
-    if not 0.0 < rho <= 1.0:
-        raise ValueError(f"density = {density!r} is outside the allowed range (0, 1]")
-    return max(1, min(int(d), int(round(rho * d))))
-
-
 def analyze(
     u,
     densities,
@@ -139,7 +103,7 @@ def analyze(
     if not raw:
         raise ValueError("densities is empty; give at least one density in (0, 1]")
     for r in raw:
-        k_for_density(r, 1)  # validates
+        k_from_density(r, 1)  # validates
     rhos = [float(r) for r in raw]
     points = _check_points(points)
     check_max_n(max_n)
@@ -150,7 +114,7 @@ def analyze(
     if d == 0:
         rows = [_ratio_row(r, 0, 0, nonfinite, math.nan, "no finite values") for r in rhos]
         return ContractionReport(_frame(rows), _curve_frame([], [], [], 0), convexity(None, tol))
-    ks = [k_for_density(r, d) for r in rhos]
+    ks = [k_from_density(r, d) for r in rhos]
     mags = _Magnitudes(values, max(ks), max_n, seed)
     curve = mags.curve(points)
     conv = convexity(curve, tol)

@@ -16,7 +16,6 @@ documented columns.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,12 +25,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
+from topkscope import schema
+from topkscope.schema import EVAL_COLUMNS, PART_GLOB, TRAIN_COLUMNS, column_prefix
+from topkscope.schema import PART_RE as _PART_RE
+from topkscope.schema import SNAPSHOT_RE as _SNAPSHOT_RE
 
-STATS_KEYS = ["step", "rank", "layer", "kind", "density"]
-HIST_KEYS = ["step", "rank", "layer", "kind", "bin"]
-_PART_RE = re.compile(r"^part-r(\d+)-(\d+)\.parquet$")
-_SNAPSHOT_RE = re.compile(r"^step(\d+)-rank(\d+)(?:-([gue]))?\.npy$")
+STATS_KEYS = list(schema.STATS_KEYS)
+HIST_KEYS = list(schema.HIST_KEYS)
 
 
 @dataclass
@@ -74,22 +74,17 @@ def _read_single(path: Path, columns: dict[str, str]) -> pd.DataFrame:
 
 
 def _stats_empty(manifest: dict[str, Any]) -> pd.DataFrame:
-    from topkscope.hooks.schema import sparsifier_columns, stats_schema
-
     names = (manifest.get("recorder") or {}).get("sparsifiers") or []
-    prefixes = [n.replace("-", "_") for n in names]
-    schema = stats_schema(prefixes)
-    frame = schema.empty_table().to_pandas()
-    for col in sparsifier_columns(prefixes):
+    prefixes = [column_prefix(n) for n in names]
+    frame = schema.stats_schema(prefixes).empty_table().to_pandas()
+    for col in schema.sparsifier_columns(prefixes):
         if col.endswith("_count"):
             frame[col] = frame[col].astype("Int64")
     return frame
 
 
 def _hist_empty() -> pd.DataFrame:
-    from topkscope.hooks.schema import hist_schema
-
-    return hist_schema().empty_table().to_pandas()
+    return schema.hist_schema().empty_table().to_pandas()
 
 
 def _part_order(path: Path) -> tuple[int, int]:
@@ -107,7 +102,7 @@ def read_parts(folder: Path, keys: list[str], filters: list | None = None,
     """
     if not folder.is_dir():
         return None
-    parts = sorted((p for p in folder.glob("part-*.parquet") if _PART_RE.match(p.name)),
+    parts = sorted((p for p in folder.glob(PART_GLOB) if _PART_RE.match(p.name)),
                    key=_part_order)
     if not parts:
         return None

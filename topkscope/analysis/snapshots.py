@@ -13,7 +13,7 @@ For a whole-model vector u saved at (step, rank):
 
 Every row starts with step, rank and ends with the seed and the max_n the statistic used
 (each module's own default when max_n is None), so a table says how it was computed.
-`merge` replaces the rows of re-analysed snapshots in an existing table.
+`merge` replaces the rows of re-analyzed snapshots in an existing table.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def analyze_snapshot(
     """Normality battery, family fits and contraction at `densities` of the vector u.
 
     distribution=False skips the battery and the fits (only contraction rows are computed,
-    e.g. for densities added after a snapshot was analysed); an empty `densities` skips
+    e.g. for densities added after a snapshot was analyzed); an empty `densities` skips
     contraction. ValueError for a bad density or max_n (the analysis modules' messages).
     """
     keys = {"step": int(step), "rank": int(rank)}
@@ -112,7 +112,7 @@ def merge(old: pd.DataFrame | None, new: pd.DataFrame, replace: pd.DataFrame) ->
     """old without the rows matching a row of `replace`, then new; sorted by step, rank
     (and density, in the contraction table).
 
-    replace holds key rows: columns step, rank (every row of a re-analysed snapshot goes, even
+    replace holds key rows: columns step, rank (every row of a re-analyzed snapshot goes, even
     if its new analysis has fewer rows) or step, rank, density (only recomputed densities go).
     """
     if old is None or old.empty:

@@ -38,6 +38,7 @@ from topkscope.comm.compressor import WorkerCompressor
 from topkscope.comm.distributed import DistributedTransport
 from topkscope.comm.exchange import ExchangeResult, exchange
 from topkscope.comm.layout import Layout
+from topkscope.hooks.recorder import CLOSED_AT_EXIT
 from topkscope.sparsify import check_density
 from topkscope.sparsify.source import SparsifierSource
 
@@ -48,13 +49,17 @@ class TopKHookState:
     density: a number in (0, 1] or a function step -> density (a density warm-up).
     recorder: an optional hooks.Recorder; it sees (u, e, g, selected) of this rank.
     seed: randomised sparsifiers (randk, dgc) draw from (seed, rank, step).
+    k_rule: "round" (default) or "floor" (the Gaussian-k authors' k = max(int(rho d), 1)).
+    A rank whose sparsifier selects nothing sends nothing (the all-gather takes a count of 0);
+    `last.counts` holds every rank's count.
     """
 
     def __init__(self, model: nn.Module, sparsifier: str = "topk", density: float |
                  Callable[[int], float] = 0.001, selection: str = "global",
                  error_feedback: bool = True, dense_steps: int = 2, recorder=None,
                  process_group: dist.ProcessGroup | None = None,
-                 sparsifier_args: dict | None = None, seed: int = 0) -> None:
+                 sparsifier_args: dict | None = None, seed: int = 0,
+                 k_rule: str = "round") -> None:
         if isinstance(dense_steps, bool) or not isinstance(dense_steps, int) or dense_steps < 0:
             raise ValueError(f"dense_steps = {dense_steps!r} must be an integer >= 0")
         if not callable(density):
@@ -66,7 +71,7 @@ class TopKHookState:
         self.transport = DistributedTransport(process_group)
         self.source = SparsifierSource(sparsifier, sparsifier_args, seed, self.transport.rank)
         self.compressor = WorkerCompressor(self.source.at(0), self.layout, selection,
-                                           error_feedback)
+                                           error_feedback, k_rule)
         self.density = density
         self.dense_steps = dense_steps
         self.recorder = recorder
@@ -117,7 +122,7 @@ def _release_at_exit(ref: "weakref.ref[TopKHookState]") -> None:
         return
     error = getattr(sys, "last_value", None)  # set by the interpreter for an uncaught error
     try:
-        state.close(error, closed_by="exit without close()")
+        state.close(error, closed_by=CLOSED_AT_EXIT)
     finally:
         state._mean, state._pending, state.last = None, [], None
         if (error is None and state.transport.group is None and dist.is_available()

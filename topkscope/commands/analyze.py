@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HELP = "analyse the snapshots of u in run folders: normality, family fits, contraction"
+HELP = "analyze the snapshots of u in run folders: normality, family fits, contraction"
 DEFAULT_DENSITIES = "0.001,0.01,0.1"
 TABLES = ("normality", "fits", "contraction")
 
@@ -32,13 +32,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="subsample size (>= 8) for the sort-based tests, the fits and the "
                         "magnitude curve (default: each statistic's own)")
     p.add_argument("--seed", default="0", metavar="S", help="subsampling seed, >= 0 (default 0)")
-    p.add_argument("--force", action="store_true", help="re-analyse snapshots already analysed")
+    p.add_argument("--force", action="store_true", help="re-analyze snapshots already analyzed")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 @dataclass
 class Work:
-    """One snapshot to analyse: what is missing from the tables."""
+    """One snapshot to analyze: what is missing from the tables."""
 
     step: int
     rank: int
@@ -63,7 +63,7 @@ def fail(message: str) -> int:
 
 def parse_densities(text: str) -> list[float]:
     """'0.001,0.01' -> [0.001, 0.01] (duplicates dropped); ValueError outside (0, 1]."""
-    from topkscope.analysis.contraction import k_for_density
+    from topkscope.bounds import k_from_density
 
     out: list[float] = []
     for item in str(text).split(","):
@@ -73,7 +73,7 @@ def parse_densities(text: str) -> list[float]:
             raise ValueError(f"--densities: {item.strip()!r} is not a number; give "
                              "comma-separated densities in (0, 1]") from None
         try:
-            k_for_density(rho, 1)
+            k_from_density(rho, 1)
         except ValueError as exc:
             raise ValueError(f"--densities: {exc}") from None
         if rho not in out:
@@ -124,14 +124,15 @@ def read_tables(run_dir: Path) -> dict:
             out[name] = pd.read_parquet(path) if path.is_file() else None
         except Exception as exc:  # pyarrow raises several types for a damaged file
             raise ValueError(f"{str(path)!r} is not a readable parquet table ({exc}); "
-                             "delete it to analyse again") from None
+                             "delete it to analyze again") from None
     return out
 
 
 def plan_run(run_dir: Path, densities: list[float], force: bool) -> RunPlan:
     from topkscope.analysis.runs import load
+    from topkscope.schema import GLOBAL
 
-    run = load(run_dir, layers="__global__")
+    run = load(run_dir, layers=GLOBAL)
     tables = read_tables(run_dir)
     snaps = run.snapshots[run.snapshots["kind"] == "u"]
     done_dist, done_rho = set(), set()
@@ -149,8 +150,8 @@ def plan_run(run_dir: Path, densities: list[float], force: bool) -> RunPlan:
     return RunPlan(run, tables, todo, len(snaps))
 
 
-def analyse(plan: RunPlan, max_n: int | None, seed: int, bar) -> None:
-    """Analyse plan.todo one snapshot at a time, rewriting the tables after each."""
+def analyze_plan(plan: RunPlan, max_n: int | None, seed: int, bar) -> None:
+    """Analyze plan.todo one snapshot at a time, rewriting the tables after each."""
     import pandas as pd
 
     from topkscope.analysis.snapshots import analyze_snapshot, merge
@@ -170,7 +171,7 @@ def analyse(plan: RunPlan, max_n: int | None, seed: int, bar) -> None:
         key = pd.DataFrame({"step": [work.step], "rank": [work.rank]})
         rho = key.merge(pd.DataFrame({"density": work.densities}), how="cross")
         updates = [("contraction", result.contraction, rho)] if work.densities else []
-        if work.distribution:  # normality last: its row marks the snapshot as analysed
+        if work.distribution:  # normality last: its row marks the snapshot as analyzed
             updates = [("fits", result.fits, key), *updates, ("normality", result.normality, key)]
         for name, rows, replace in updates:
             plan.tables[name] = merge(plan.tables[name], rows, replace)
@@ -185,7 +186,7 @@ def summary(plan: RunPlan, densities: list[float]) -> str:
     run = plan.run
     status = run.manifest.get("status") or "unknown"
     lines = [f"{run.path} ({status}): {plan.snapshots} snapshot(s) of u, "
-             f"{len(plan.todo) - len(plan.failed)} analysed now, "
+             f"{len(plan.todo) - len(plan.failed)} analyzed now, "
              f"{plan.snapshots - len(plan.todo)} already done, {len(plan.failed)} failed"]
     lines += [f"  failed: {message}" for message in plan.failed]
     norm, fit, con = (plan.tables[n] for n in TABLES)
@@ -230,11 +231,11 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:  # nothing has been written yet
         return fail(str(exc))
     total = sum(len(p.todo) for p in plans)
-    with tqdm(total=total, desc="analyse", unit="snapshot", file=sys.stderr,
+    with tqdm(total=total, desc="analyze", unit="snapshot", file=sys.stderr,
               disable=True if args.no_progress else None) as bar:
         try:
             for plan in plans:
-                analyse(plan, max_n, seed, bar)
+                analyze_plan(plan, max_n, seed, bar)
         except OSError as exc:
             bar.close()
             print(f"topkscope analyze: error: cannot write the tables: {exc}", file=sys.stderr)

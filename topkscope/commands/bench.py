@@ -39,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class BenchResult:
     """How one benchmark run ended."""
 
     name: str
@@ -116,7 +116,7 @@ def parse_timeout(text: str | None) -> float | None:
     return value
 
 
-def run_one(folder: Path, name: str, quick: bool, timeout: float | None) -> Outcome:
+def run_one(folder: Path, name: str, quick: bool, timeout: float | None) -> BenchResult:
     """python benchmarks/<name>.py [--quick], from folder's parent; did it write its CSV?"""
     cwd = folder.resolve().parent
     csv = cwd / "results" / "bench" / f"{name}.csv"
@@ -136,7 +136,7 @@ def run_one(folder: Path, name: str, quick: bool, timeout: float | None) -> Outc
         raise
     seconds = time.perf_counter() - start
     written = csv.is_file() and csv.stat().st_mtime_ns != before
-    return Outcome(name, returncode, seconds, csv, written)
+    return BenchResult(name, returncode, seconds, csv, written)
 
 
 def _stop(proc: subprocess.Popen, sig: int) -> None:
@@ -156,7 +156,7 @@ def shown(path: Path) -> str:
 
 
 def run_all(folder: Path, names: list[str], quick: bool, timeout: float | None,
-            outcomes: list[Outcome]) -> None:
+            outcomes: list[BenchResult]) -> None:
     """Run each benchmark in turn, announcing it and its outcome; appends to outcomes."""
     for i, name in enumerate(names, 1):
         flag = " --quick" if quick else ""
@@ -168,7 +168,7 @@ def run_all(folder: Path, names: list[str], quick: bool, timeout: float | None,
               + (f" -> {shown(outcome.csv)}" if outcome.csv_written else ""), flush=True)
 
 
-def report(outcomes: list[Outcome]) -> int:
+def report(outcomes: list[BenchResult]) -> int:
     """The summary table; 1 if any benchmark failed."""
     print("\nbenchmark            status                              seconds  csv")
     for o in outcomes:
@@ -193,7 +193,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     if not names:
         return fail(f"no benchmark scripts (*.py) in {str(folder)!r}")
-    outcomes: list[Outcome] = []
+    outcomes: list[BenchResult] = []
     try:
         run_all(folder, names, args.quick, timeout, outcomes)
     except KeyboardInterrupt:

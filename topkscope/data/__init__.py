@@ -14,14 +14,11 @@ import logging
 import os
 
 from topkscope.data.cifar10 import load_cifar10
-from topkscope.data.errors import CorruptDataError, DataError, MissingDataError
-from topkscope.data.image_dataset import ImageDataset
+from topkscope.data.files import CorruptDataError, DataError, MissingDataError, data_root
+from topkscope.data.images import ImageDataset, mnist_as_cifar10
 from topkscope.data.mnist import load_mnist
-from topkscope.data.paths import data_root
-from topkscope.data.ptb import TokenStream, load_ptb
 from topkscope.data.sharding import epoch_permutation, shard_indices
-from topkscope.data.substitute import mnist_as_cifar10
-from topkscope.data.text import batchify, bptt_batch, num_windows
+from topkscope.data.text import TokenStream, batchify, bptt_batch, load_ptb, num_windows
 
 DATASETS = ("mnist", "cifar10", "ptb")
 SPLITS = {
@@ -33,11 +30,6 @@ SPLITS = {
 SUBSTITUTES = {"cifar10": "mnist"}
 
 _log = logging.getLogger(__name__)
-
-
-def available() -> list[str]:
-    """Dataset names accepted by load."""
-    return list(DATASETS)
 
 
 def load(
@@ -78,7 +70,6 @@ __all__ = [
     "ImageDataset",
     "MissingDataError",
     "TokenStream",
-    "available",
     "batchify",
     "bptt_batch",
     "data_root",

@@ -14,11 +14,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from topkscope.data.checksums import CIFAR10_BATCHES
-from topkscope.data.errors import CorruptDataError, MissingDataError
-from topkscope.data.image_dataset import ImageDataset
-from topkscope.data.paths import fetch_command
-from topkscope.data.verify import check_bytes
+from topkscope.data.files import (
+    CIFAR10_BATCHES,
+    CorruptDataError,
+    MissingDataError,
+    check_bytes,
+    fetch_command,
+)
+from topkscope.data.images import ImageDataset
 
 SPLITS = ("train", "test")
 FILES = {

@@ -15,10 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from topkscope.data.download import DEFAULT_TIMEOUT_S
-from topkscope.data.errors import DataError
-from topkscope.data.obtain import obtain_cifar10, obtain_mnist, obtain_ptb
-from topkscope.data.paths import data_root
+from topkscope.data.files import DataError, data_root
+from topkscope.data.obtain import DEFAULT_TIMEOUT_S, obtain_cifar10, obtain_mnist, obtain_ptb
 
 DATASETS = ("mnist", "ptb", "cifar10")
 DEFAULT_DATASETS = ("mnist", "ptb")

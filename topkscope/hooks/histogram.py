@@ -17,8 +17,8 @@ import math
 import numpy as np
 import torch
 
-from topkscope.hooks.moments import Moments
-from topkscope.hooks.segments import RowPlan
+from topkscope.hooks.power_sums import Moments
+from topkscope.hooks.rows import RowPlan
 
 _F64 = torch.float64
 

@@ -48,20 +48,30 @@ import numpy as np
 import torch
 from torch import nn
 
-from topkscope.hooks.chunked_sums import ChunkedSums
-from topkscope.hooks.columns import hist_columns, stats_columns
 from topkscope.hooks.histogram import histogram_rows
-from topkscope.hooks.moments import PowerSums, power_sums, residual_sums, row_moments
-from topkscope.hooks.residual import residual_selection
+from topkscope.hooks.parts import PartWriter, hist_columns, stats_columns, write_snapshot
+from topkscope.hooks.power_sums import (
+    ChunkedSums,
+    PowerSums,
+    power_sums,
+    residual_selection,
+    residual_sums,
+    row_moments,
+)
+from topkscope.hooks.rows import RowPlan, plan_rows, segments_of
 from topkscope.hooks.schedules import Schedule, parse_schedule
-from topkscope.hooks.schema import KINDS, hist_schema, sparsifier_columns, stats_schema
-from topkscope.hooks.segments import RowPlan, plan_rows, segments_of
-from topkscope.hooks.selection import column_prefix, selection_rows
-from topkscope.hooks.snapshot import SNAPSHOT_RE, write_snapshot
-from topkscope.hooks.topk_sums import RowTops, topk_ratio_rows
-from topkscope.hooks.writer import PartWriter, part_name
+from topkscope.hooks.topk_sums import RowTops, selection_rows, topk_ratio_rows
 from topkscope.io import check_writable
 from topkscope.manifest import Manifest, now_iso
+from topkscope.schema import (
+    KINDS,
+    SNAPSHOT_RE,
+    column_prefix,
+    hist_schema,
+    part_name,
+    sparsifier_columns,
+    stats_schema,
+)
 from topkscope.sparsify import available, check_density
 from topkscope.sparsify.source import SparsifierSource
 

@@ -1,26 +1,61 @@
-"""The largest magnitudes of every row, once per vector, for all densities at once.
+"""Top-k of every row, once per vector: the exact contraction and the sparsifiers' recall.
+
+The largest magnitudes of every row, for all densities at once (`topk_ratio_rows`):
 
     delta(x, k) = ||x - TopK(x)||^2 / ||x||^2 = 1 - (sum of the k largest x_i^2) / sum x_i^2
 
 One selection per (vector, row) at k_max = the largest k over the configured densities gives
 every smaller k by prefix sums of the same sorted values. On the CPU all rows are selected
-together from one thresholded pass (`threshold_tops`); a row it cannot answer exactly, and
+together from one thresholded pass (`threshold_tops`, below); a row it cannot answer exactly, and
 every row of a vector on another device, gets a selection of its own (`top_magnitudes`), which
 for long rows first narrows to candidates above a threshold estimated from a strided
 subsample (exact: the candidates are checked to number at least k_max, else a full top-k
 runs). The small per-row tables are then host numpy arrays.
+
+The k_max largest magnitudes of many rows at once, from one pass over the whole vector
+(`threshold_tops`). For each row r (the whole model or a layer: n_r elements, root-mean-square q_r, target k_r)
+a Gaussian guess of its k_r-th largest magnitude,
+
+    tau_r = q_r * Phi^{-1}(1 - k_r / (2 n_r))        (|x| > tau_r has mass k_r/n_r if x ~ N(0, q^2))
+
+marks candidates |x_i| >= tau_r in one comparison over the vector (each element against its
+own layer's tau, or the whole model's if lower), and one sort of the few candidates by
+(layer, magnitude descending) gives every layer's top block. The result is exact: a row is
+answered only when its candidates number at least k_r (all elements at or above tau_r are
+candidates, so its top k_r are among them); rows with too few are returned as misses and
+selected directly by the caller. Real gradients have heavier tails than the Gaussian, so
+misses are rare and the candidates number a few times k_r.
+
+How approximate sparsifiers would do on the recorded u, without touching training
+(`selection_rows`). For an approximate sparsifier S selecting the index set I from a row x at target count k:
+
+    S_count  = |I|
+    S_ratio  = ||x - x_I||^2 / ||x||^2        (x_I keeps x on I, zero elsewhere)
+    S_recall = |I intersect T_k| / k          T_k = the exact top-k set
+
+When magnitudes tie at the k-th largest value tau, T_k is not unique; recall then counts
+every selected element above tau plus selected elements equal to tau up to the number of
+places left in T_k: (#{i in I: |x_i| > tau} + min(#{i in I: |x_i| = tau}, k - #{|x| > tau})) / k.
+
+The recorder's own sparsifier instances run under a forked random state (torch, numpy, and
+Python's `random` are restored afterwards), so recording never changes what training draws.
 """
 
 from __future__ import annotations
 
 import math
+import random
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from statistics import NormalDist
 
 import numpy as np
 import torch
 
-from topkscope.hooks.device_sums import starts_of
-from topkscope.hooks.segments import RowPlan
-from topkscope.hooks.threshold_tops import eligible_rows, threshold_tops
+from topkscope.hooks.power_sums import starts_of
+from topkscope.hooks.rows import RowPlan
+from topkscope.schema import column_prefix
+from topkscope.sparsify import Sparsifier
 
 _F64 = torch.float64
 _CANDIDATE_MIN_N = 1 << 14    # below this a plain torch.topk is as fast
@@ -176,3 +211,158 @@ def topk_ratio_rows(sums: torch.Tensor, sumsq: torch.Tensor, plan: RowPlan) -> t
         ratio = np.maximum((total - _as_numpy(sums)) / total, 0.0)
     ratio = np.where(_index_tables(plan)["full"], 0.0, ratio)
     return torch.from_numpy(np.where(total == 0, np.nan, ratio))
+
+
+_DENSE_SHARE = 8  # rows with k_max > n / 8 are selected directly (most would be candidates)
+
+
+def _z(plan: RowPlan) -> np.ndarray:
+    """(R,) Phi^{-1}(1 - kmax / (2 n)) per row (cached on the plan)."""
+    cached = plan._device_cache.get("tops_z")
+    if cached is None:
+        inv = NormalDist().inv_cdf
+        cached = np.array([inv(1.0 - min(0.5, k / (2.0 * n))) if n else 0.0
+                           for k, n in zip(plan.kmax, plan.numel)])
+        plan._device_cache["tops_z"] = cached
+    return cached
+
+
+def _segment_table(plan: RowPlan) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, lengths) of the plan's segments as arrays (cached on the plan)."""
+    cached = plan._device_cache.get("segment_arrays")
+    if cached is None:
+        lengths = np.asarray(plan.segments.lengths, dtype=np.int64)
+        cached = plan._device_cache["segment_arrays"] = (starts_of(plan.segments.lengths),
+                                                         lengths)
+    return cached
+
+
+def eligible_rows(plan: RowPlan, sumsq: np.ndarray) -> np.ndarray:
+    """Rows this method should try: k_max > 1, not dense, finite non-zero spread."""
+    kmax, n = plan.kmax, plan.numel
+    ok = (kmax > 1) & (kmax * _DENSE_SHARE <= n) & np.isfinite(sumsq) & (sumsq > 0)
+    return np.flatnonzero(ok)
+
+
+def _sorted_by_segment(mag: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    """mag ordered by segment ascending, then magnitude descending (exact, ties kept)."""
+    if mag.dtype == np.float32:  # one int64 sort: segment in the high bits, ~bits in the low
+        key = (seg.astype(np.int64) << 32) | (0x7FFFFFFF - mag.view(np.int32)).astype(np.int64)
+        key.sort(kind="stable")  # already grouped by segment: timsort uses the runs
+        return (0x7FFFFFFF - (key & 0xFFFFFFFF)).astype(np.int32).view(np.float32)
+    return mag[np.lexsort((-mag, seg))]
+
+
+def threshold_tops(ab: np.ndarray, plan: RowPlan, sumsq: np.ndarray,
+                   rows: np.ndarray) -> dict[int, np.ndarray]:
+    """{row: its k_max largest values of ab (d,), descending} for the rows answered exactly.
+
+    sumsq (R,) are the rows' sums of squares; rows lists the rows to try (see eligible_rows).
+    Rows missing from the answer had too few candidates.
+    """
+    out: dict[int, np.ndarray] = {}
+    if not len(rows):
+        return out
+    seg = plan.segments
+    seg_starts, seg_lengths = _segment_table(plan)
+    kmax, n = plan.kmax, plan.numel
+    tau = (np.sqrt(sumsq / n) * _z(plan)).astype(ab.dtype)  # (R,), in ab's precision
+    layer_rows = [int(r) for r in rows if r > 0]
+    named = seg.named
+    seg_of_row = {r: named[r - 1] for r in layer_rows}
+    whole = 0 in rows
+    inf = np.array(np.inf, dtype=ab.dtype)
+    global_tau = tau[0] if whole else inf
+
+    if layer_rows:
+        seg_tau = np.full(len(seg.lengths), inf, dtype=ab.dtype)
+        for r in layer_rows:
+            seg_tau[seg_of_row[r]] = tau[r]
+        elem_tau = np.repeat(np.minimum(seg_tau, global_tau), seg_lengths)
+        cand = np.flatnonzero(ab >= elem_tau)
+    else:
+        cand = np.flatnonzero(ab >= global_tau)
+    mag = ab[cand]
+
+    if whole:
+        k0 = int(kmax[0])
+        top = mag[mag >= global_tau]
+        if top.size >= k0:
+            top = np.partition(top, top.size - k0)[top.size - k0 :]
+            out[0] = np.sort(top)[::-1].copy()
+    if layer_rows:
+        bounds = np.searchsorted(cand, seg_starts)
+        seg_c = np.repeat(np.arange(len(seg.lengths)), np.diff(bounds, append=cand.size))
+        keep = mag >= seg_tau[seg_c]
+        lseg = seg_c[keep]
+        counts = np.bincount(lseg, minlength=len(seg.lengths))
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        ordered = _sorted_by_segment(mag[keep], lseg)
+        for r in layer_rows:
+            s, k = seg_of_row[r], int(kmax[r])
+            if counts[s] >= k:
+                out[r] = ordered[first[s] : first[s] + k]
+    return out
+
+
+
+
+@contextmanager
+def isolated_rng(device: torch.device) -> Iterator[None]:
+    """Run a block without consuming any global random state (torch, numpy, random)."""
+    py_state = random.getstate()
+    np_state = np.random.get_state()
+    devices = [device] if device.type == "cuda" else []
+    try:
+        with torch.random.fork_rng(devices=devices):
+            yield
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+
+
+def selection_rows(
+    u: torch.Tensor,
+    plan: RowPlan,
+    sumsq: torch.Tensor,
+    kth: torch.Tensor,
+    n_above: torch.Tensor,
+    sparsifiers: Mapping[str, Sparsifier],
+) -> dict[str, np.ndarray]:
+    """Columns {S_count, S_ratio, S_recall} of shape (R, D) for the vector u (d,).
+
+    sumsq (R,), kth (R, D) and n_above (R, D) are u's row sums of squares, k-th largest
+    magnitudes and counts strictly above them. A sparsifier that refuses a row (ValueError,
+    e.g. an all-zero row) leaves NaN there.
+    """
+    rows, dens = plan.k.shape
+    out: dict[str, np.ndarray] = {}
+    for name in sparsifiers:
+        p = column_prefix(name)
+        out[f"{p}_count"] = np.full((rows, dens), np.nan)
+        out[f"{p}_ratio"] = np.full((rows, dens), np.nan)
+        out[f"{p}_recall"] = np.full((rows, dens), np.nan)
+    total = sumsq.tolist()
+    kth_l, above_l = kth.tolist(), n_above.tolist()
+    with torch.no_grad(), isolated_rng(u.device):
+        for r in range(rows):
+            a, n = int(plan.starts[r]), int(plan.numel[r])
+            x = u[a : a + n]
+            for j in range(dens):
+                k = int(plan.k[r, j])
+                for name, sparsifier in sparsifiers.items():
+                    try:
+                        idx = sparsifier.select(x, k)
+                    except ValueError:
+                        continue
+                    vals = x[idx]
+                    mag = vals.abs()
+                    kept = float(vals.to(_F64).square().sum())
+                    strictly = int((mag > kth_l[r][j]).sum())
+                    tied = int((mag == kth_l[r][j]).sum())
+                    p = column_prefix(name)
+                    out[f"{p}_count"][r, j] = idx.numel()
+                    if total[r] > 0:
+                        out[f"{p}_ratio"][r, j] = max(0.0, (total[r] - kept) / total[r])
+                    out[f"{p}_recall"][r, j] = (strictly + min(tied, k - above_l[r][j])) / k
+    return out

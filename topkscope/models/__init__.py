@@ -30,13 +30,6 @@ _FACTORIES: dict[str, Callable[..., nn.Module]] = {
     "alexnet": alexnet,
 }
 
-# The dataset each model is built for (its input shape and classes/vocabulary).
-DATASET = {
-    "fnn3": "mnist", "resnet20": "cifar10", "resnet56": "cifar10", "vgg16": "cifar10",
-    "lstm-ptb": "ptb", "lstm-ptb-small": "ptb", "resnet50": "imagenet", "alexnet": "imagenet",
-}
-
-
 def available() -> list[str]:
     """Model names accepted by create, sorted."""
     return sorted(_FACTORIES)
@@ -75,4 +68,4 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-__all__ = ["DATASET", "available", "count_parameters", "create", "detach_hidden", "overrides_of"]
+__all__ = ["available", "count_parameters", "create", "detach_hidden", "overrides_of"]

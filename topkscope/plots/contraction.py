@@ -16,9 +16,10 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from topkscope.plots.frames import GLOBAL_LAYER, require_columns, require_rows, select_tensor
+from topkscope.plots.frames import require_columns, require_rows, select_tensor
 from topkscope.plots.style import REFERENCE_COLORS, figure_style, new_figure
 from topkscope.plots.titles import figure_title, format_density
+from topkscope.schema import GLOBAL
 
 COLUMNS = ["step", "rank", "layer", "kind", "density", "k", "topk_ratio",
            "classic_bound", "paper_bound", "gaussian_ratio"]
@@ -31,7 +32,7 @@ REFERENCE_LABELS = {
 
 def contraction_over_iterations(
     stats: pd.DataFrame, *, manifest: Mapping[str, Any] | None = None,
-    layer: str = GLOBAL_LAYER, kind: str = "u",
+    layer: str = GLOBAL, kind: str = "u",
 ) -> Figure:
     """delta_emp per iteration (median over workers, min-max band) against the reference curves."""
     require_columns(stats, COLUMNS, "stats")
@@ -59,6 +60,6 @@ def contraction_over_iterations(
             ax.set_xlabel("iteration (step)")
             ax.set_ylabel("δ (ratio of squared norms)")
         axes[0][0].legend(loc="lower left")
-        where = f" — {kind}, {'whole model' if layer == GLOBAL_LAYER else layer}"
+        where = f" — {kind}, {'whole model' if layer == GLOBAL else layer}"
         fig.suptitle(figure_title(f"Top-k contraction vs bounds{where}", manifest))
     return fig

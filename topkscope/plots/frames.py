@@ -7,8 +7,6 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-GLOBAL_LAYER = "__global__"
-
 
 def require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
     """ValueError naming the missing columns (and the ones present) if df lacks any of columns."""

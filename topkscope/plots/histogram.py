@@ -22,9 +22,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from topkscope.plots.frames import GLOBAL_LAYER, pick_evenly, require_columns, select_tensor
+from topkscope.plots.frames import pick_evenly, require_columns, select_tensor
 from topkscope.plots.style import figure_style, new_figure
 from topkscope.plots.titles import figure_title
+from topkscope.schema import GLOBAL
 
 COLUMNS = ["step", "rank", "layer", "kind", "bin", "left", "right", "count"]
 
@@ -42,7 +43,7 @@ def laplace_pdf(z: np.ndarray) -> np.ndarray:
 
 def gradient_histogram(
     hist: pd.DataFrame, stats: pd.DataFrame, *, manifest: Mapping[str, Any] | None = None,
-    kind: str = "u", layer: str = GLOBAL_LAYER, rank: int = 0, steps: Sequence[int] | None = None,
+    kind: str = "u", layer: str = GLOBAL, rank: int = 0, steps: Sequence[int] | None = None,
     max_panels: int = 4,
 ) -> Figure:
     """Standardised histogram of one tensor at a few steps, with normal and Laplace overlays."""
@@ -89,7 +90,7 @@ def gradient_histogram(
                 else:
                     ax.set_title(f"step {step}  ({outside:.2%} beyond the range)")
         axes[0][0].legend(loc="upper left")
-        where = "whole model" if layer == GLOBAL_LAYER else layer
+        where = "whole model" if layer == GLOBAL else layer
         fig.suptitle(figure_title(f"Distribution of {kind} ({where}, worker {rank})", manifest))
     return fig
 

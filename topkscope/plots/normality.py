@@ -14,9 +14,10 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from topkscope.plots.frames import GLOBAL_LAYER, require_columns, require_rows
+from topkscope.plots.frames import require_columns, require_rows
 from topkscope.plots.style import figure_style, new_figure, palette
 from topkscope.plots.titles import figure_title
+from topkscope.schema import GLOBAL
 
 MOMENT_PANELS = {
     "skew": ("skewness (unitless)", 0.0),
@@ -27,7 +28,7 @@ KIND_LABELS = {"g": "g (raw gradient)", "u": "u = g + e (error-compensated)", "e
 
 def normality_over_training(
     stats: pd.DataFrame, battery: pd.DataFrame | None = None, *,
-    manifest: Mapping[str, Any] | None = None, layer: str = GLOBAL_LAYER,
+    manifest: Mapping[str, Any] | None = None, layer: str = GLOBAL,
     kinds: Sequence[str] = ("g", "u"), battery_statistics: Sequence[str] | None = None,
 ) -> Figure:
     """Skewness and excess kurtosis over iterations (+ battery statistics over snapshot steps)."""

@@ -16,16 +16,9 @@ from topkscope.plots.frames import require_columns, require_rows
 from topkscope.plots.style import figure_style, linestyles, new_figure, palette
 from topkscope.plots.titles import format_density, sparsifier_name
 
-TIME_COLUMNS = ("ms", "median_ms", "time_ms")
-RATIO_COLUMNS = ("ratio_to_topk", "ratio_vs_topk", "time_ratio_to_topk", "ratio")
-
-
-def _first_present(df: pd.DataFrame, names: tuple[str, ...], what: str) -> str:
-    for n in names:
-        if n in df.columns:
-            return n
-    raise ValueError(f"selection benchmark table lacks a {what} column (one of {list(names)}); "
-                     f"it has {sorted(df.columns)}")
+# the columns benchmarks/selection.py writes
+TIME_COLUMN = "median_ms"
+RATIO_COLUMN = "ratio_to_topk"
 
 
 def selection_time(
@@ -33,10 +26,9 @@ def selection_time(
     context: Mapping[str, Any] | None = None,
 ) -> Figure:
     """Median selection time vs d per method, and the ratio to torch.topk in the same run."""
-    require_columns(bench, ["method", "d", "density", "distribution"], "bench")
+    require_columns(bench, ["method", "d", "density", "distribution", TIME_COLUMN, RATIO_COLUMN],
+                    "bench")
     require_rows(bench, "bench")
-    tcol = _first_present(bench, TIME_COLUMNS, "time (ms)")
-    rcol = next((n for n in RATIO_COLUMNS if n in bench.columns), None)
     if distribution is None:
         dists = list(bench["distribution"].unique())
         distribution = next((d for d in dists if str(d).lower() in ("normal", "gaussian", "n(0,1)")),
@@ -45,15 +37,15 @@ def selection_time(
         density = float(bench["density"].min())
     df = bench[(bench["distribution"] == distribution) & (bench["density"] == density)]
     require_rows(df, "bench", f"for distribution={distribution!r}, density={density}")
-    methods = list(dict.fromkeys(df.sort_values(tcol, ascending=False)["method"]))
+    methods = list(dict.fromkeys(df.sort_values(TIME_COLUMN, ascending=False)["method"]))
     colors = palette(methods)
     styles = linestyles(methods)
     with figure_style():
-        fig, axes = new_figure(2 if rcol else 1)
+        fig, axes = new_figure(2)
         tax = axes[0][0]
         for m in methods:
             part = df[df["method"] == m].sort_values("d")
-            tax.plot(part["d"], part[tcol], marker="o", ms=3, lw=1.4, color=colors[m], ls=styles[m],
+            tax.plot(part["d"], part[TIME_COLUMN], marker="o", ms=3, lw=1.4, color=colors[m], ls=styles[m],
                      label=sparsifier_name(m))
         tax.set_xscale("log")
         tax.set_yscale("log")
@@ -61,19 +53,17 @@ def selection_time(
         tax.set_ylabel("median time per selection (ms)")
         tax.set_title("time per call")
         tax.legend(loc="upper left")
-        if rcol:
-            rax = axes[0][1]
-            for m in methods:
-                part = df[df["method"] == m].sort_values("d")
-                rax.plot(part["d"], part[rcol], marker="o", ms=3, lw=1.4, color=colors[m],
-                         ls=styles[m],
-                         label=sparsifier_name(m))
-            rax.axhline(1.0, color="k", lw=0.8, ls="--")
-            rax.set_xscale("log")
-            rax.set_yscale("log")
-            rax.set_xlabel("vector size d (elements)")
-            rax.set_ylabel("time / torch.topk time (ratio, log)")
-            rax.set_title("relative to exact top-k (same run)")
+        rax = axes[0][1]
+        for m in methods:
+            part = df[df["method"] == m].sort_values("d")
+            rax.plot(part["d"], part[RATIO_COLUMN], marker="o", ms=3, lw=1.4, color=colors[m],
+                     ls=styles[m], label=sparsifier_name(m))
+        rax.axhline(1.0, color="k", lw=0.8, ls="--")
+        rax.set_xscale("log")
+        rax.set_yscale("log")
+        rax.set_xlabel("vector size d (elements)")
+        rax.set_ylabel("time / torch.topk time (ratio, log)")
+        rax.set_title("relative to exact top-k (same run)")
         where = ", ".join(f"{k}: {v}" for k, v in (context or {}).items())
         fig.suptitle(f"Selection speed — {distribution} vectors, {format_density(density)}"
                      + (f"\n{where}" if where else ""))

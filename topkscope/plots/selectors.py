@@ -15,7 +15,6 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from topkscope.plots.frames import (
-    GLOBAL_LAYER,
     approximate_selectors,
     require_columns,
     require_rows,
@@ -23,13 +22,14 @@ from topkscope.plots.frames import (
 )
 from topkscope.plots.style import figure_style, linestyles, new_figure, palette
 from topkscope.plots.titles import figure_title, format_density, sparsifier_name
+from topkscope.schema import GLOBAL
 
 BAND = (2.0 / 3.0, 4.0 / 3.0)
 
 
 def selected_over_k(
     stats: pd.DataFrame, *, manifest: Mapping[str, Any] | None = None,
-    selectors: Sequence[str] | None = None, layer: str = GLOBAL_LAYER, kind: str = "u",
+    selectors: Sequence[str] | None = None, layer: str = GLOBAL, kind: str = "u",
 ) -> Figure:
     """S_count / k (and S_recall when present) over iterations, one column of panels per density."""
     require_columns(stats, ["step", "rank", "layer", "kind", "density", "k"], "stats")

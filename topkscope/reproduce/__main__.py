@@ -1,15 +1,12 @@
 """`python -m topkscope.reproduce [--profile quick|full] ...`: the same as `topkscope figures`."""
 
-import argparse
 import sys
 
-from topkscope.commands import figures
+from topkscope.cli import main as cli_main
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m topkscope.reproduce", description=figures.HELP)
-    figures.add_arguments(parser)
-    return figures.main(parser.parse_args(argv))
+    return cli_main(["figures", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -2,21 +2,31 @@
 
 Figure files are named <experiment>-<figure>.{png,pdf}. Captions state what the figure shows
 and the headline numbers measured on the run, so index.md reads without opening the data.
+
+results/figures/index.md: every figure with its caption, grouped by experiment, plus the claims.
+
+results/claims.csv and claims.md: the paper's claims per model with verdicts.
+
+The table and its verdict rules come from topkscope.analysis.claims (one rule per claim, in code
+and in the README); this module only adds the readable names and renders markdown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+import os
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from topkscope import plots
-from topkscope.plots.frames import GLOBAL_LAYER, approximate_selectors
-from topkscope.plots.titles import describe_run, sparsifier_name
-from topkscope.reproduce.index import FigureEntry
+from topkscope.io import write_bytes_atomic
+from topkscope.plots.frames import approximate_selectors
+from topkscope.plots.titles import dataset_name, describe_run, model_name, sparsifier_name
 from topkscope.reproduce.prepare import BATTERY_EFFECT_SIZES, SnapshotAnalysis
+from topkscope.schema import GLOBAL
 
 
 def _save(fig, out_dir: Path, experiment: str, figure: str, caption: str) -> FigureEntry:
@@ -29,7 +39,7 @@ def _save(fig, out_dir: Path, experiment: str, figure: str, caption: str) -> Fig
 
 
 def _global_u(stats: pd.DataFrame) -> pd.DataFrame:
-    return stats[(stats["layer"] == GLOBAL_LAYER) & (stats["kind"] == "u")]
+    return stats[(stats["layer"] == GLOBAL) & (stats["kind"] == "u")]
 
 
 def _pct(x: float) -> str:
@@ -173,3 +183,114 @@ DISTRIBUTION_DRAWERS: dict[str, Callable] = {
     "qq": lambda run, a, dens, out, exp: qq_figure(run, a, out, exp),
     "selectors": lambda run, a, dens, out, exp: selectors_figure(run, out, exp),
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class FigureEntry:
+    """One drawn figure: file stem, the experiment it comes from, its caption and files."""
+
+    name: str
+    experiment: str
+    caption: str
+    files: tuple[Path, ...]
+
+    @property
+    def png(self) -> Path | None:
+        return next((f for f in self.files if f.suffix == ".png"), None)
+
+
+def render_index(
+    entries: Sequence[FigureEntry], out_dir: Path, *, profile: str, claims_markdown: str = "",
+    notes: Sequence[str] = (),
+) -> str:
+    """Markdown: per experiment, each figure (PNG inline, PDF linked) with its caption."""
+    lines = [f"# topkscope figures — `{profile}` profile", ""]
+    lines += [f"- {n}" for n in notes]
+    if notes:
+        lines.append("")
+    by_exp: dict[str, list[FigureEntry]] = {}
+    for e in entries:
+        by_exp.setdefault(e.experiment, []).append(e)
+    lines.append("Contents: " + ", ".join(f"[{x}](#{_anchor(x)})" for x in by_exp)
+                 + (", [claims](#claims)" if claims_markdown else ""))
+    lines.append("")
+    for exp, group in by_exp.items():
+        lines += [f"## {exp}", ""]
+        for e in group:
+            png = e.png
+            links = " · ".join(f"[{f.suffix[1:]}]({_rel(f, out_dir)})" for f in e.files)
+            lines.append(f"### {e.name}")
+            lines.append("")
+            if png is not None:
+                lines.append(f"![{e.name}]({_rel(png, out_dir)})")
+                lines.append("")
+            lines.append(f"{e.caption} ({links})")
+            lines.append("")
+    if claims_markdown:
+        lines += ["## claims", "", claims_markdown.strip(), ""]
+    return "\n".join(lines)
+
+
+def write_index(entries: Sequence[FigureEntry], out_dir: str | Path, **kwargs) -> Path:
+    out_dir = Path(out_dir)
+    text = render_index(entries, out_dir, **kwargs)
+    return write_bytes_atomic(out_dir / "index.md", text.encode())
+
+
+def _rel(path: Path, base: Path) -> str:
+    return Path(os.path.relpath(Path(path).resolve(), Path(base).resolve())).as_posix()
+
+
+def _anchor(title: str) -> str:
+    return "".join(c for c in title.lower().replace(" ", "-") if c.isalnum() or c in "-_")
+
+
+VERDICT_MARKS = {"holds": "holds ✅", "fails": "fails ❌", "mixed": "mixed ⚠️",
+                 "inconclusive": "inconclusive ❔", "insufficient-data": "insufficient data"}
+
+
+def claims_table(runs: Iterable) -> pd.DataFrame:
+    """topkscope.analysis.claims.build over the loaded runs, plus what was run: the profile and
+    the model arguments (e.g. a narrower width) of the runs behind each row."""
+    from topkscope.analysis import claims
+
+    runs = list(runs)
+    table = claims.build(runs)
+    setting: dict[tuple, tuple[str, str]] = {}
+    for run in runs:
+        key = claims.model_key(run.manifest)
+        args = (run.manifest.get("config") or {}).get("model_args") or {}
+        setting.setdefault(key, (str(run.manifest.get("profile") or ""),
+                                 ", ".join(f"{k}={v}" for k, v in sorted(args.items()))))
+    keys = [claims.model_key(dict(zip(("model", "dataset", "dataset_substitute"), row)))
+            for row in table[["model", "dataset", "dataset_substitute"]].itertuples(index=False)]
+    keys = [tuple(None if isinstance(v, float) and v != v else v for v in k) for k in keys]
+    table["profile"] = [setting.get(k, ("", ""))[0] for k in keys]
+    table["model_args"] = [setting.get(k, ("", ""))[1] for k in keys]
+    return table
+
+
+def claims_markdown(table: pd.DataFrame) -> str:
+    """A markdown table: model, dataset (+ substitution), claim, sparsifier, verdict, evidence."""
+    if len(table) == 0:
+        return "_no claims could be evaluated (no runs)_"
+    from topkscope.reproduce.findings import verdict_sentence
+
+    lines = ["| model | dataset | claim | sparsifier | condition | units | fraction | verdict | "
+             "in one sentence | evidence |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in table.itertuples(index=False):
+        sub = row.dataset_substitute if isinstance(row.dataset_substitute, str) else None
+        frac = "" if pd.isna(row.fraction) else f"{row.fraction:.2f}"
+        sparsifiers = ", ".join(sparsifier_name(s) for s in str(row.sparsifier).split(","))
+        args = getattr(row, "model_args", "")
+        model = model_name(row.model) + (f" ({args})" if isinstance(args, str) and args else "")
+        cells = [model, dataset_name(row.dataset, sub),
+                 row.statement or row.claim,
+                 sparsifiers, str(getattr(row, "condition", "") or "").replace("nan", ""),
+                 str(row.n_units), frac, VERDICT_MARKS.get(row.verdict, row.verdict),
+                 verdict_sentence(row), str(row.evidence)]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    rules = table.drop_duplicates("claim")[["claim", "rule"]]
+    lines += ["", "Verdict rules:", ""]
+    lines += [f"- **{r.claim}**: {r.rule}" for r in rules.itertuples(index=False)]
+    return "\n".join(lines)

@@ -3,12 +3,20 @@
     1. bench  benchmarks/selection.py unless results/bench/selection.csv exists (alone)
     2. run    every experiment of the plan under the profile, skipping complete results,
               `parallel` runs at a time (two on a 2-core CPU in the quick profile)
-    3. draw   analyse each run's snapshots and draw its figures into <results>/figures/
+    3. draw   analyze each run's snapshots and draw its figures into <results>/figures/
     4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims)
     5. index  <results>/figures/index.md with every figure and caption; timing.csv
 
 Each phase prints what it does and how long it took; a failing experiment is reported and the
 others still run, and the command exits non-zero at the end.
+
+Benchmark experiment configs (e.g. experiments/selection-speed.yaml), validated.
+
+    experiment: <name>            benchmark: <script in benchmarks/, without .py>
+    output: <file under results/bench/>    args: [<arguments for every profile>]
+    description: <text>           profiles: {quick: {args: [...]}, full: {args: [...]}}
+
+The command is `python benchmarks/<benchmark>.py <args> <profile args> --out <results>/bench/<output>`.
 """
 
 from __future__ import annotations
@@ -18,16 +26,19 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
+import yaml
 
 from topkscope.io import write_bytes_atomic
 from topkscope.reproduce import plan
-from topkscope.reproduce.index import FigureEntry, write_index
-from topkscope.reproduce.pool import run_all
-from topkscope.reproduce.runner import RunSpec, status_of
+from topkscope.reproduce.runner import RunSpec, run_all, status_of
+
+if TYPE_CHECKING:
+    from topkscope.reproduce.draw import FigureEntry
 
 
 @dataclasses.dataclass
@@ -87,7 +98,6 @@ def run_specs(job: plan.TrainingJob, opts: Options) -> list[RunSpec]:
 
 def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> None:
     """Each run's folder, state and `topkscope run` command (e.g. to submit to a cluster)."""
-    from topkscope.reproduce.bench_config import load_benchmark_config
     from topkscope.reproduce.runner import command
 
     for job in jobs:
@@ -104,7 +114,6 @@ def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> Non
 
 def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock) -> Path:
     """The benchmark's CSV: kept when it exists, else written by running the benchmark."""
-    from topkscope.reproduce.bench_config import load_benchmark_config
 
     cfg = load_benchmark_config(job.config_path(opts.experiments_dir), opts.profile)
     out = Path(opts.results_root) / "bench" / cfg.output
@@ -133,7 +142,7 @@ def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
                   clock: Clock) -> tuple[list[FigureEntry], list]:
     from topkscope.analysis.runs import load
     from topkscope.reproduce.draw import DISTRIBUTION_DRAWERS, convergence_figure
-    from topkscope.reproduce.prepare import analyse_snapshots
+    from topkscope.reproduce.prepare import analyze_snapshots
 
     runs = [load(d) for d in run_dirs]
     entries: list[FigureEntry] = []
@@ -142,8 +151,8 @@ def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
     if wanted:
         run = runs[0]
         densities = recorder_densities(run.manifest)
-        analysis = analyse_snapshots(run, densities)
-        clock.record(job.experiment, "analyse", time.perf_counter() - t)
+        analysis = analyze_snapshots(run, densities)
+        clock.record(job.experiment, "analyze", time.perf_counter() - t)
         t = time.perf_counter()
         for name in wanted:
             entries.append(DISTRIBUTION_DRAWERS[name](run, analysis, densities,
@@ -165,7 +174,7 @@ def draw_benchmark(job: plan.BenchmarkJob, csv: Path, opts: Options,
 
 
 def write_claims(runs: list, opts: Options, clock: Clock) -> tuple[pd.DataFrame, str]:
-    from topkscope.reproduce.claims_table import claims_markdown, claims_table
+    from topkscope.reproduce.draw import claims_markdown, claims_table
 
     t = time.perf_counter()
     table = claims_table(runs)
@@ -270,8 +279,66 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
              f"(per-experiment breakdown: timing.csv)"]
     notes += [f"not drawn — {f}" for f in failures]
     write_bytes_atomic(opts.figures_dir / "timing.csv", timings.to_csv(index=False).encode())
+    from topkscope.reproduce.draw import write_index
+
     index = write_index(entries, opts.figures_dir, profile=opts.profile, claims_markdown=md,
                         notes=notes)
     log(f"done in {total / 60:.1f} min: {len(entries)} figures, index {index}"
         + (f"; {len(failures)} failure(s)" if failures else ""))
     return Outcome(entries, failures, timings, claims, index)
+
+
+KEYS = ("experiment", "description", "benchmark", "output", "args", "profiles")
+PROFILE_KEYS = ("args",)
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkConfig:
+    experiment: str
+    benchmark: str
+    output: str
+    args: tuple[str, ...]
+    description: str = ""
+
+    def command(self, python: str, benchmarks_dir: Path, results_root: Path) -> list[str]:
+        out = Path(results_root) / "bench" / self.output
+        return [python, str(Path(benchmarks_dir) / f"{self.benchmark}.py"), *self.args,
+                "--out", str(out)]
+
+
+def _strings(value, where: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
+        raise ValueError(f"{where} = {value!r} must be a list of command-line arguments")
+    return [str(v) for v in value]
+
+
+def load_benchmark_config(path: str | Path, profile: str) -> BenchmarkConfig:
+    """Read and validate a benchmark config; the profile's args follow the common ones."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"benchmark config {str(path)!r} does not exist") from None
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"benchmark config {str(path)!r} must be a mapping of keys to values")
+    unknown = [k for k in raw if k not in KEYS]
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown} in {path.name}; allowed: {', '.join(KEYS)}")
+    for key in ("experiment", "benchmark", "output"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise ValueError(f"{path.name}: {key} = {raw.get(key)!r} must be a non-empty string")
+    if "/" in raw["benchmark"] or "/" in raw["output"]:
+        raise ValueError(f"{path.name}: benchmark and output must be plain names, not paths")
+    profiles = raw.get("profiles") or {}
+    if profile not in profiles:
+        raise ValueError(f"profile {profile!r} is not defined in {path.name}; "
+                         f"profiles: {', '.join(profiles) or 'none'}")
+    block = profiles[profile] or {}
+    bad = [k for k in block if k not in PROFILE_KEYS]
+    if bad:
+        raise ValueError(f"unknown key(s) {bad} in {path.name} profiles.{profile}; allowed: args")
+    args = _strings(raw.get("args"), "args") + _strings(block.get("args"), f"profiles.{profile}.args")
+    return BenchmarkConfig(raw["experiment"], raw["benchmark"], raw["output"], tuple(args),
+                           raw.get("description") or "")

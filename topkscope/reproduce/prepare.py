@@ -38,7 +38,7 @@ def snapshot_steps(run, rank: int = 0) -> list[int]:
     return sorted(int(s) for s in snaps.loc[mine, "step"].unique())
 
 
-def analyse_snapshots(run, densities: Sequence[float], rank: int = 0, seed: int = 0,
+def analyze_snapshots(run, densities: Sequence[float], rank: int = 0, seed: int = 0,
                       with_fits: bool = True) -> SnapshotAnalysis:
     """Run the analysis functions on every snapshot of `rank` in the run."""
     from topkscope.analysis import contraction, fits, normality

@@ -3,10 +3,16 @@
 A sparsifier maps an error-compensated gradient u (1-D float tensor of d elements)
 and a target count k to the indices it would send. Exact methods return exactly k
 unique indices; approximate ones return whatever their rule selects and report it
-honestly (never padded). An empty selection is allowed only for `threshold`
-(`may_return_empty = True`); for every other method an empty rule result, possible
-only on degenerate input such as a constant |u|, is replaced by the exact Top-k so
-that a worker never sends nothing and hangs a collective.
+honestly (never padded, never replaced). When a rule selects nothing, nothing is sent:
+the variable-count exchange handles a worker with an empty update, and the unsent u
+stays in that worker's residual. Methods whose rule can select nothing say so with
+`may_return_empty = True` (gaussiank-2019 on ordinary gradients, threshold, and
+redsync, redsync-2019 and sidco on a constant |u|).
+
+The one named deviation: `empty_fallback="topk"` (a `sparsifier_args` entry, off by
+default, accepted only by methods that can select nothing) sends the exact Top-k when
+the rule selects nothing. It is not part of any published rule; runs that use it say so
+in their folder name and manifest (`deviations`).
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import numbers
 from abc import ABC, abstractmethod
 
 import torch
+
+from topkscope.bounds import K_RULES, check_density, k_from_density  # noqa: F401  (part of this API)
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -68,21 +76,20 @@ def check_k(k: int, d: int) -> int:
     return k
 
 
-def check_density(density: float) -> float:
-    """Validate a density rho = k/d: a number in (0, 1]."""
-    try:
-        rho = float(density)
-    except (TypeError, ValueError):
-        raise ValueError(f"density must be a number in (0, 1], got {density!r}") from None
-    if not (0.0 < rho <= 1.0) or math.isnan(rho):
-        raise ValueError(f"density = {density!r} is outside the allowed range (0, 1]")
-    return rho
+EMPTY_FALLBACKS = ("none", "topk")
 
 
-def k_from_density(density: float, d: int) -> int:
-    """k = max(1, round(rho * d)): at least one element is always sent."""
-    rho = check_density(density)
-    return max(1, min(d, int(round(rho * d))))
+def check_empty_fallback(name: str, value: object, may_return_empty: bool) -> str:
+    """Validate the `empty_fallback` option of sparsifier `name`; returns "none" or "topk"."""
+    if value is None:
+        return "none"
+    if value not in EMPTY_FALLBACKS:
+        raise ValueError(f"empty_fallback = {value!r} is not allowed; choose one of: "
+                         f"{', '.join(EMPTY_FALLBACKS)}")
+    if value != "none" and not may_return_empty:
+        raise ValueError(f"empty_fallback = {value!r} does not apply to {name!r}: its rule "
+                         "always selects at least one element")
+    return str(value)
 
 
 def check_param(
@@ -110,24 +117,35 @@ def check_param(
 
 
 class Sparsifier(ABC):
-    """Base class: `select(u, k)` validates, delegates to `_select`, and guards emptiness."""
+    """Base class: `select(u, k)` validates and delegates to `_select` (see the module doc)."""
 
     name: str = "?"
     exact: bool = False  # True when it returns the exact Top-k set (so exactly k indices)
     fixed_count: bool = False  # True when it always returns exactly k indices
-    may_return_empty: bool = False  # only `threshold` may legitimately select nothing
+    may_return_empty: bool = False  # True when the method's rule can select nothing
+    randomised: bool = False  # draws at random; accepts `seed` (SparsifierSource reseeds it per step)
+    sends_everything: bool = False  # selects all d elements (`dense`): workers exchange g itself
     checks_finite: bool = False  # True when _select itself raises on NaN/Inf (saves a pass)
+    empty_fallback: str = "none"  # "topk": the named deviation (module doc); set by the registry
 
     def select(self, u: torch.Tensor, k: int) -> torch.Tensor:
-        """Indices (1-D int64, unique, order unspecified) of the elements of u to send."""
+        """Indices (1-D int64, unique, order unspecified) of the elements of u to send.
+
+        Empty when the method's rule selects nothing, unless empty_fallback = "topk".
+        """
         d = check_vector(u, scan_finite=not self.checks_finite)
         k = check_k(k, d)
         idx = self._select(u, k)
-        if idx.numel() == 0 and not self.may_return_empty:
+        if idx.numel() == 0 and self.empty_fallback == "topk":
             from topkscope.sparsify.topk import top_k_indices
 
-            idx = top_k_indices(u.abs(), k)  # degenerate input: never send nothing
+            idx = top_k_indices(u.abs(), k)  # the named deviation, never the default
         return idx.to(torch.int64)
+
+    @property
+    def deviations(self) -> tuple[str, ...]:
+        """The named departures from the method's published rule this instance runs with."""
+        return ("empty_fallback=topk",) if self.empty_fallback == "topk" else ()
 
     @abstractmethod
     def _select(self, u: torch.Tensor, k: int) -> torch.Tensor:

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import torch
 
+from topkscope.sparsify._helpers import Workspace, flat_nonzero
 from topkscope.sparsify.base import raise_if_nonfinite
-from topkscope.sparsify.masks import flat_nonzero
-from topkscope.sparsify.workspace import Workspace
 
 _MIN_BLOCKED_D = 1 << 15  # below this a plain pass is as cheap as anything else
 _MAX_BLOCK = 64

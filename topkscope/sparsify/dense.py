@@ -9,6 +9,7 @@ class Dense(Sparsifier):
     """All indices 0..d-1, whatever k is. With error feedback the residual stays zero."""
 
     name = "dense"
+    sends_everything = True
     # ignores k: exact only when k = d
 
     def _select(self, u: torch.Tensor, k: int) -> torch.Tensor:

@@ -20,17 +20,17 @@ import math
 
 import torch
 
+from topkscope.sparsify._helpers import Workspace, seeded_generator
 from topkscope.sparsify.base import Sparsifier, check_param
 from topkscope.sparsify.blockmax import BlockMaxima
-from topkscope.sparsify.rng import seeded_generator
 from topkscope.sparsify.topk import top_k_indices
-from topkscope.sparsify.workspace import Workspace
 
 
 class DGC(Sparsifier):
     """Threshold from the exact top-k of a random sample of u."""
 
     name = "dgc"
+    randomised = True
     checks_finite = True
 
     def __init__(

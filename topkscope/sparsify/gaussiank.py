@@ -30,11 +30,15 @@ import math
 
 import torch
 
+from topkscope.sparsify._helpers import (
+    Workspace,
+    mean_std,
+    strided_sample,
+    two_sided_normal_quantile,
+)
 from topkscope.sparsify.base import Sparsifier, check_param
 from topkscope.sparsify.blockmax import BlockMaxima
-from topkscope.sparsify.moments import mean_std, strided_sample, two_sided_normal_quantile
 from topkscope.sparsify.topk import top_k_indices
-from topkscope.sparsify.workspace import Workspace
 
 
 class GaussianK(Sparsifier):

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import torch
 
+from topkscope.sparsify._helpers import seeded_generator
 from topkscope.sparsify.base import Sparsifier
-from topkscope.sparsify.rng import seeded_generator
 
 
 class RandK(Sparsifier):
     """Uniform random k-subset; `seed` makes the sequence of subsets reproducible."""
 
     name = "randk"
+    randomised = True
     fixed_count = True
 
     def __init__(self, seed: int | None = None) -> None:

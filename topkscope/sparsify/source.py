@@ -1,7 +1,7 @@
 """Which sparsifier instance a worker uses at a step, with randomness fixed by (seed, rank, step).
 
-Deterministic methods: one instance, reused. Randomised ones (those accepting `seed`, e.g.
-randk, dgc): a fresh instance per step seeded with step_seed(seed, rank, step), so each worker
+Deterministic methods: one instance, reused. Randomised ones (class attribute
+`randomised`, e.g. randk, dgc): a fresh instance per step seeded with step_seed(seed, rank, step), so each worker
 draws independently, draws the same whether it is simulated or its own process, and a resumed
 run draws what the uninterrupted run drew. Training and the Recorder both use this.
 """
@@ -26,11 +26,7 @@ class SparsifierSource:
         self.seed, self.rank = seed, rank
         self._get = get_sparsifier
         self._fixed = get_sparsifier(name, **self.params)
-        try:
-            get_sparsifier(name, **{**self.params, "seed": 0})
-            self.randomised = "seed" not in self.params
-        except ValueError:
-            self.randomised = False
+        self.randomised = self._fixed.randomised and "seed" not in self.params
 
     def at(self, step: int, rank: int | None = None) -> Sparsifier:
         """The instance for `step` (and `rank`, default the source's own)."""

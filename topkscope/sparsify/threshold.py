@@ -2,17 +2,17 @@
 
 Rule: S = {i : |u_i| > lambda}; k is ignored (it only sizes the scan's blocks).
 Cost: O(d) — one block-maxima pass, then only the blocks that can hold |u_i| > lambda.
-Count guarantee: none; the count is whatever lambda gives and may be 0 (the only
-method allowed to select nothing) or d. Reported as is.
+Count guarantee: none; the count is whatever lambda gives and may be 0 or d. Reported
+as is.
 """
 
 from __future__ import annotations
 
 import torch
 
+from topkscope.sparsify._helpers import Workspace
 from topkscope.sparsify.base import Sparsifier, check_param
 from topkscope.sparsify.blockmax import BlockMaxima
-from topkscope.sparsify.workspace import Workspace
 
 
 class Threshold(Sparsifier):

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from topkscope.sparsify._helpers import Workspace, flat_nonzero, select_where
 from topkscope.sparsify.base import Sparsifier
-from topkscope.sparsify.masks import flat_nonzero, select_where
-from topkscope.sparsify.workspace import Workspace
 
 
 def top_k_indices(

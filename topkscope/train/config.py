@@ -26,6 +26,16 @@ CLIP_SCOPES = ("local", "aggregate")
 RECORDER_OWN_KEYS = ("attach",)  # recorder: keys the run itself handles (attach: rec.attach(model))
 RECORDER_SET_BY_RUN = ("self", "out_dir", "rank", "manifest")
 MERGED_KEYS = ("model_args", "sparsifier_args", "recorder")  # profiles merge these key by key
+K_RULES = ("round", "floor")  # round: ours; floor: the Gaussian-k authors' max(int(rho d), 1)
+# Named density warm-ups (one density per epoch, then `density`):
+#   paper: the Gaussian-k authors' code for every run of their paper (1/64, then 0.004)
+#   dgc:   Deep Gradient Compression's exponential warm-up (kept in their code as a comment)
+#   none:  no warm-up
+DENSITY_SCHEDULES = {
+    "paper": (0.015625, 0.004),
+    "dgc": (0.25, 0.0625, 0.015625, 0.004),
+    "none": (),
+}
 
 
 # ---------------------------------------------------------------- value checks
@@ -110,6 +120,16 @@ def list_of(inner: Check, increasing: bool = False) -> Check:
     return check
 
 
+def density_schedule(key: str, v: Any) -> str | list:
+    """A schedule name (DENSITY_SCHEDULES) or an explicit list of per-epoch densities."""
+    if isinstance(v, str):
+        if v not in DENSITY_SCHEDULES:
+            raise ValueError(f"{key} = {v!r} is not a named schedule; choose one of: "
+                             f"{', '.join(DENSITY_SCHEDULES)}, or give a list of densities")
+        return v
+    return list_of(number(0, 1, lo_open=True))(key, v)
+
+
 def recorder_keys() -> tuple[str, ...]:
     """Keys a `recorder:` block may hold: hooks.Recorder's keyword arguments, plus attach."""
     import inspect
@@ -143,7 +163,7 @@ def _range(lo, hi, left: str, right: str) -> str:
 # ---------------------------------------------------------------- the schema
 @dataclasses.dataclass(frozen=True)
 class ExperimentConfig:
-    """One resolved experiment. Field docs: docs/readme/training.md (config reference)."""
+    """One resolved experiment. Field docs: docs/training.md (experiment configs)."""
 
     experiment: str
     model: str
@@ -176,7 +196,9 @@ class ExperimentConfig:
     grad_clip_scope: str = "local"       # local: each worker's g; aggregate: the averaged update
     sparsifier: str = "topk"
     sparsifier_args: dict = dataclasses.field(default_factory=dict)
-    density_schedule: list = dataclasses.field(default_factory=list)  # one density per epoch
+    # one density per epoch before `density`: a list, or a name in DENSITY_SCHEDULES
+    density_schedule: list | str = dataclasses.field(default_factory=list)
+    k_rule: str = "round"                # k from rho: round (ours) or floor (the authors')
     selection: str = "global"
     error_feedback: bool = True          # keep the residual e (false: drop what was not sent)
     lr_in_residual: bool = False         # u = e + lr*g instead of u = e + g
@@ -228,7 +250,8 @@ SCHEMA: dict[str, Check] = {
     "sparsifier": text,
     "sparsifier_args": mapping,
     "density": number(0, 1, lo_open=True),
-    "density_schedule": list_of(number(0, 1, lo_open=True)),
+    "density_schedule": density_schedule,
+    "k_rule": choice(*K_RULES),
     "selection": choice(*SELECTIONS),
     "error_feedback": boolean,
     "lr_in_residual": boolean,
@@ -270,11 +293,46 @@ def validate(raw: Mapping[str, Any]) -> ExperimentConfig:
         raise ValueError(
             f"sparsifier = {cfg.sparsifier!r} is unknown; available: {', '.join(available())}"
         )
+    from topkscope.sparsify import get_sparsifier
+
+    try:
+        get_sparsifier(cfg.sparsifier, **cfg.sparsifier_args)
+    except ValueError as exc:
+        raise ValueError(f"sparsifier_args: {exc}") from None
     for name in (cfg.recorder or {}).get("sparsifiers") or []:
         if name not in available():
             raise ValueError(f"recorder.sparsifiers has unknown sparsifier {name!r}; "
                              f"available: {', '.join(available())}")
     return cfg
+
+
+def density_schedule_values(cfg: ExperimentConfig) -> list[float]:
+    """The per-epoch densities cfg.density_schedule stands for (a name resolved)."""
+    if isinstance(cfg.density_schedule, str):
+        return list(DENSITY_SCHEDULES[cfg.density_schedule])
+    return list(cfg.density_schedule)
+
+
+def deviations(cfg: ExperimentConfig) -> list[str]:
+    """Named departures from the published rule of cfg's sparsifier (sparsifier_args)."""
+    from topkscope.sparsify import deviations_of
+
+    return list(deviations_of(cfg.sparsifier, cfg.sparsifier_args))
+
+
+def run_tags(cfg: ExperimentConfig) -> list[str]:
+    """Short labels for the run folder name: the density warm-up, a non-default k rule and
+    every deviation, so runs that differ in them never share a name pattern."""
+    tags = []
+    if isinstance(cfg.density_schedule, str):
+        if cfg.density_schedule != "none":
+            tags.append(f"ds-{cfg.density_schedule}")
+    elif cfg.density_schedule:
+        tags.append("ds-custom")
+    if cfg.k_rule != "round":
+        tags.append(f"k{cfg.k_rule}")
+    tags += [dev.replace("=", "-").replace("_", "") for dev in deviations(cfg)]
+    return tags
 
 
 def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,12 @@ from topkscope.comm.transport import Transport
 from topkscope.manifest import Manifest
 from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
 from topkscope.train import checkpoint
-from topkscope.train.config import ExperimentConfig
+from topkscope.train.config import (
+    ExperimentConfig,
+    density_schedule_values,
+    deviations,
+    run_tags,
+)
 from topkscope.train.tables import Table
 from topkscope.train.trainer import Trainer
 
@@ -41,8 +46,11 @@ def under_torchrun() -> bool:
 
 
 def default_run_id(cfg: ExperimentConfig) -> str:
+    """<time>-<sparsifier>-rho<density>-p<workers>-s<seed>[-<tag>...] (config.run_tags: the
+    density warm-up, a non-default k rule and every named deviation)."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{cfg.sparsifier}-rho{cfg.density:g}-p{cfg.workers}-s{cfg.seed}"
+    tags = "".join(f"-{t}" for t in run_tags(cfg))
+    return f"{stamp}-{cfg.sparsifier}-rho{cfg.density:g}-p{cfg.workers}-s{cfg.seed}{tags}"
 
 
 def pick_device(cfg: ExperimentConfig) -> torch.device:
@@ -279,6 +287,9 @@ def _manifest(p: Prepared) -> Manifest:
                     launcher="torchrun" if under_torchrun() else "sim",
                     model=cfg.model, dataset=cfg.dataset, dataset_substitute=p.substitute,
                     sparsifier=cfg.sparsifier, density=cfg.density, selection=cfg.selection,
+                    density_schedule=cfg.density_schedule,
+                    density_schedule_values=density_schedule_values(cfg), k_rule=cfg.k_rule,
+                    deviations=deviations(cfg),
                     lr_in_residual=cfg.lr_in_residual, error=None,
                     num_parameters=trainer.layout.d, steps_per_epoch=trainer.steps_per_epoch,
                     total_steps=trainer.total_steps, device=str(trainer.device),

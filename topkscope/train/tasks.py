@@ -149,9 +149,9 @@ class LanguageModelTask:
         self.world_size = world_size
         tokens = train.tokens[: cfg.train_subset] if cfg.train_subset else train.tokens
         piece = tokens.numel() // world_size
-        self.sources = [batchify(tokens[r * piece : (r + 1) * piece], cfg.batch_size).to(device)
+        self.streams = [batchify(tokens[r * piece : (r + 1) * piece], cfg.batch_size).to(device)
                         for r in range(world_size)]
-        self.steps_per_epoch = num_windows(self.sources[0], cfg.bptt)
+        self.steps_per_epoch = num_windows(self.streams[0], cfg.bptt)
         ev = evaluation.tokens[: cfg.eval_subset] if cfg.eval_subset else evaluation.tokens
         self.eval_source = batchify(ev, cfg.eval_batch_size).to(device)
 
@@ -164,7 +164,7 @@ class LanguageModelTask:
         window = step % self.steps_per_epoch
         if window == 0 or worker.hidden is None:
             worker.hidden = _to(model.init_hidden(self.cfg.batch_size), self.device)
-        x, y = bptt_batch(self.sources[worker.rank], window * self.cfg.bptt, self.cfg.bptt)
+        x, y = bptt_batch(self.streams[worker.rank], window * self.cfg.bptt, self.cfg.bptt)
         logits, hidden = model(x, _detach(worker.hidden))
         worker.hidden = _detach(hidden)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))

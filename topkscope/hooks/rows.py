@@ -17,10 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from topkscope.analysis import contraction
-from topkscope.sparsify import k_from_density
-
-GLOBAL = "__global__"
+from topkscope.bounds import classic_bound, gaussian_ratio, k_from_density
+from topkscope.schema import GLOBAL
 
 
 @dataclass(frozen=True)
@@ -133,9 +131,9 @@ def plan_rows(segments: Segments, densities: Sequence[float], per_layer: bool) -
     numel = np.array([segments.d, *(segments.lengths[i] for i in named)], dtype=np.int64)
     dens = tuple(float(x) for x in densities)
     k = np.array([[k_from_density(rho, int(n)) for rho in dens] for n in numel], dtype=np.int64)
-    classic = np.array([[contraction.classic_bound(kk, int(n)) for kk in row]
+    classic = np.array([[classic_bound(kk, int(n)) for kk in row]
                         for row, n in zip(k, numel)])
     paper = classic ** 2
-    gauss = np.array([[contraction.gaussian_ratio(kk, int(n)) for kk in row]
+    gauss = np.array([[gaussian_ratio(kk, int(n)) for kk in row]
                       for row, n in zip(k, numel)])
     return RowPlan(segments, per_layer, dens, layers, starts, numel, k, classic, paper, gauss)

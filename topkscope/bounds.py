@@ -1,0 +1,75 @@
+"""Closed-form facts about Top-k, shared by the sparsifiers, the recorder and the statistics.
+
+    k               = max(1, round(rho d)), capped at d        the count a density rho selects
+                      (rule="floor": the Gaussian-k authors' max(int(rho d), 1))
+    classic_bound   = 1 - k/d                                  (= E over Rand-k)
+    paper_bound     = (1 - k/d)^2                              holds if sorted u^2 is convex, decreasing to 0
+    gaussian_ratio  = 1 - rho - 2 t phi(t),  t = Phi^{-1}(1 - rho/2)   exact for u ~ N(0, s^2)
+"""
+
+from __future__ import annotations
+
+import math
+
+from scipy import stats
+
+
+def check_density(density: float) -> float:
+    """Validate a density rho = k/d: a number in (0, 1]."""
+    try:
+        rho = float(density)
+    except (TypeError, ValueError):
+        raise ValueError(f"density must be a number in (0, 1], got {density!r}") from None
+    if not (0.0 < rho <= 1.0) or math.isnan(rho):
+        raise ValueError(f"density = {density!r} is outside the allowed range (0, 1]")
+    return rho
+
+
+K_RULES = ("round", "floor")
+
+
+def k_from_density(density: float, d: int, rule: str = "round") -> int:
+    """The target count for density rho over d elements, never below 1, capped at d.
+
+    rule="round" (ours, the default): k = max(1, round(rho * d)).
+    rule="floor" (the Gaussian-k authors' code): k = max(int(rho * d), 1).
+    """
+    rho = check_density(density)
+    if rule == "round":
+        k = int(round(rho * d))
+    elif rule == "floor":
+        k = int(rho * d)
+    else:
+        raise ValueError(f"k rule {rule!r} is not allowed; choose one of: {', '.join(K_RULES)}")
+    return max(1, min(d, k))
+
+
+def _check_kd(k: int, d: int) -> tuple[int, int]:
+    if int(d) < 1:
+        raise ValueError(f"d = {d} must be at least 1")
+    if not 0 <= int(k) <= int(d):
+        raise ValueError(f"k = {k} is outside the allowed range [0, d = {d}]")
+    return int(k), int(d)
+
+
+def classic_bound(k: int, d: int) -> float:
+    """1 - k/d: the classic contraction bound, equal to the expectation for Rand-k."""
+    k, d = _check_kd(k, d)
+    return 1.0 - k / d
+
+
+def paper_bound(k: int, d: int) -> float:
+    """(1 - k/d)^2: the paper's tighter bound (assumes convex decreasing sorted magnitudes)."""
+    return classic_bound(k, d) ** 2
+
+
+def gaussian_ratio(k: int, d: int) -> float:
+    """Expected delta for u ~ N(0, s^2), d -> infinity: 1 - rho - 2 t phi(t), t = Phi^-1(1 - rho/2)."""
+    k, d = _check_kd(k, d)
+    rho = k / d
+    if rho == 0.0:
+        return 1.0
+    if rho == 1.0:
+        return 0.0
+    t = stats.norm.ppf(1.0 - rho / 2.0)
+    return float(1.0 - rho - 2.0 * t * stats.norm.pdf(t))
