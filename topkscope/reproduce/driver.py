@@ -133,7 +133,9 @@ def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock) -> Pat
 
 
 def recorder_densities(manifest: dict) -> list[float]:
-    rec = (manifest.get("config") or {}).get("recorder") or {}
+    """The densities the run's recorder measured: its config's recorder block (`topkscope
+    run`), else what the recorder itself noted (a user's own script), else the run's density."""
+    rec = (manifest.get("config") or {}).get("recorder") or manifest.get("recorder") or {}
     dens = rec.get("densities") or [manifest.get("density")]
     return [float(d) for d in dens if d is not None]
 
