@@ -63,13 +63,13 @@ def test_sim_run_writes_a_complete_result_folder(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--workers", "0"], ["workers = 0", "[1, inf]"]),
+    (["--workers", "0"], ["workers = 0", "[1, inf)"]),
     (["--density", "1.5"], ["density = 1.5", "(0, 1]"]),
     (["--density", "0"], ["density = 0.0", "(0, 1]"]),
-    (["--set", "lerning_rate=0.1"], ["unknown config key 'lerning_rate'", "allowed keys"]),
-    (["--sparsifier", "top-k"], ["sparsifier = 'top-k' is unknown", "available:"]),
+    (["--set", "lerning_rate=0.1"], ["unknown config key 'lerning_rate'", "allowed: "]),
+    (["--sparsifier", "top-k"], ["sparsifier = 'top-k' is not allowed", "choose one of: dense"]),
     (["--profile", "huge"], ["profile 'huge' is not defined"]),
-    (["--set", "recorder={schedul: 3}"], ["recorder.'schedul'"]),
+    (["--set", "recorder={schedul: 3}"], ["unknown key 'schedul' in recorder"]),
     (["--launcher", "torchrun", "--density", "2"], ["density = 2.0"]),
 ])
 def test_bad_input_is_one_line_nonzero_and_leaves_no_files(tmp_path, capsys, args, words):
@@ -148,7 +148,7 @@ def test_console_script_reports_bad_input_in_one_line(tmp_path):
                            str(tmp_path / "r")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip() == ("topkscope run: error: workers = -3 is outside the allowed "
-                                   "range [1, inf]")
+                                   "range [1, inf)")
     assert not (tmp_path / "r").exists()
 
 

@@ -15,8 +15,10 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
+from topkscope import validate
 from topkscope.sparsify.base import (
     Sparsifier,
     check_density,
@@ -53,10 +55,18 @@ def available() -> list[str]:
     return sorted(_FACTORIES)
 
 
+def parameters(name: str) -> list[str]:
+    """The keyword parameters get_sparsifier(name, ...) accepts (its constructor's)."""
+    signature = inspect.signature(_FACTORIES[name])
+    return [p.name for p in signature.parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
 def get_sparsifier(name: str, **params) -> Sparsifier:
     """A new sparsifier instance by registry name, with its own parameters.
 
-    Raises ValueError for an unknown name or a bad parameter (naming the allowed values).
+    Raises ValueError for an unknown name, an unknown parameter (listing the allowed ones)
+    or a bad parameter value (naming the allowed values).
     """
     try:
         factory = _FACTORIES[name]
@@ -64,6 +74,7 @@ def get_sparsifier(name: str, **params) -> Sparsifier:
         raise ValueError(
             f"unknown sparsifier {name!r}; available: {', '.join(available())}"
         ) from None
+    validate.known_keys("parameter", params, parameters(name), where=f" for sparsifier {name!r}")
     try:
         return factory(**params)
     except TypeError as exc:
@@ -87,5 +98,6 @@ __all__ = [
     "check_vector",
     "get_sparsifier",
     "k_from_density",
+    "parameters",
     "top_k_indices",
 ]

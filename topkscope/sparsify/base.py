@@ -12,10 +12,11 @@ that a worker never sends nothing and hangs a collective.
 from __future__ import annotations
 
 import math
-import numbers
 from abc import ABC, abstractmethod
 
 import torch
+
+from topkscope import validate
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -47,6 +48,9 @@ def check_vector(u: torch.Tensor, scan_finite: bool = True) -> int:
         raise ValueError(
             f"u must be a float tensor (float16/bfloat16/float32/float64), got {u.dtype}"
         )
+    if u.requires_grad:
+        raise ValueError("u requires grad; allowed: a tensor without autograd history "
+                         "(pass u.detach())")
     d = u.numel()
     if d == 0:
         raise ValueError("u is empty (d = 0); nothing to select from")
@@ -60,23 +64,12 @@ def check_k(k: int, d: int) -> int:
     """Validate a target count: an integer in [1, d]."""
     if isinstance(k, torch.Tensor) and k.numel() == 1 and not k.is_floating_point():
         k = int(k)
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        raise ValueError(f"k must be an integer in [1, d = {d}], got {k!r}")
-    k = int(k)
-    if not 1 <= k <= d:
-        raise ValueError(f"k = {k} is outside the allowed range [1, d = {d}]")
-    return k
+    return validate.integer("k", k, 1, d, hi_name="d")
 
 
 def check_density(density: float) -> float:
     """Validate a density rho = k/d: a number in (0, 1]."""
-    try:
-        rho = float(density)
-    except (TypeError, ValueError):
-        raise ValueError(f"density must be a number in (0, 1], got {density!r}") from None
-    if not (0.0 < rho <= 1.0) or math.isnan(rho):
-        raise ValueError(f"density = {density!r} is outside the allowed range (0, 1]")
-    return rho
+    return validate.number("density", density, 0, 1, lo_open=True)
 
 
 def k_from_density(density: float, d: int) -> int:
@@ -96,17 +89,9 @@ def check_param(
     integer: bool = False,
 ) -> float:
     """Validate a finite numeric constructor parameter against [low, high] (ends open as asked)."""
-    allowed = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-    wanted = numbers.Integral if integer else numbers.Real
-    if isinstance(value, bool) or not isinstance(value, wanted):
-        kind = "an integer" if integer else "a number"
-        raise ValueError(f"{name} must be {kind} in {allowed}, got {value!r}")
-    v = float(value)
-    above = v > low if low_open else v >= low
-    below = v < high if high_open else v <= high
-    if not (math.isfinite(v) and above and below):
-        raise ValueError(f"{name} = {value!r} is outside the allowed range {allowed}")
-    return int(value) if integer else v
+    if integer:
+        return validate.integer(name, value, low, high)
+    return validate.number(name, value, low, high, lo_open=low_open, hi_open=high_open)
 
 
 class Sparsifier(ABC):

@@ -10,134 +10,47 @@ a problem raises ValueError naming the key, the bad value and what is allowed.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-Check = Callable[[str, Any], Any]
+from topkscope import validate as checks
+from topkscope.hooks.recorder import SETTINGS as RECORDER_SETTINGS
+from topkscope.hooks.recorder import check_settings as check_recorder_settings
+from topkscope.sparsify import available
+from topkscope.validate import Check
 
 LAUNCHERS = ("sim", "torchrun")
 SELECTIONS = ("global", "layerwise")
 DEVICES = ("auto", "cpu", "cuda")
 CLIP_SCOPES = ("local", "aggregate")
 RECORDER_OWN_KEYS = ("attach",)  # recorder: keys the run itself handles (attach: rec.attach(model))
-RECORDER_SET_BY_RUN = ("self", "out_dir", "rank", "manifest")
 MERGED_KEYS = ("model_args", "sparsifier_args", "recorder")  # profiles merge these key by key
 
 
 # ---------------------------------------------------------------- value checks
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def integer(lo: int | None = None, hi: int | None = None) -> Check:
-    def check(key: str, v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{key} = {v!r} must be an integer{_range(lo, hi, '[', ']')}")
-        if (lo is not None and v < lo) or (hi is not None and v > hi):
-            raise ValueError(f"{key} = {v!r} is outside the allowed range{_range(lo, hi, '[', ']')}")
-        return v
-
-    return check
-
-
-def number(lo: float | None = None, hi: float | None = None, lo_open: bool = False,
-           hi_open: bool = False) -> Check:
-    left, right = "(" if lo_open else "[", ")" if hi_open else "]"
-
-    def check(key: str, v: Any) -> float:
-        if not _is_number(v):
-            raise ValueError(f"{key} = {v!r} must be a finite number{_range(lo, hi, left, right)}")
-        bad_lo = lo is not None and (v <= lo if lo_open else v < lo)
-        bad_hi = hi is not None and (v >= hi if hi_open else v > hi)
-        if bad_lo or bad_hi:
-            raise ValueError(f"{key} = {v!r} is outside the allowed range{_range(lo, hi, left, right)}")
-        return float(v)
-
-    return check
-
-
-def choice(*allowed: str) -> Check:
-    def check(key: str, v: Any) -> str:
-        if v not in allowed:
-            raise ValueError(f"{key} = {v!r} is not allowed; choose one of: {', '.join(allowed)}")
-        return v
-
-    return check
-
-
-def boolean(key: str, v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise ValueError(f"{key} = {v!r} must be true or false")
-    return v
-
-
-def text(key: str, v: Any) -> str:
-    if not isinstance(v, str) or not v:
-        raise ValueError(f"{key} = {v!r} must be a non-empty string")
-    return v
-
-
-def mapping(key: str, v: Any) -> dict:
-    if v is None:
-        return {}
-    if not isinstance(v, Mapping) or not all(isinstance(k, str) for k in v):
-        raise ValueError(f"{key} = {v!r} must be a mapping with string keys")
-    return dict(v)
+def rule(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Check:
+    """A schema entry: check(key, value, *args, **kwargs), check from topkscope.validate."""
+    return lambda key, v: check(key, v, *args, **kwargs)
 
 
 def optional(inner: Check) -> Check:
-    def check(key: str, v: Any) -> Any:
-        return None if v is None else inner(key, v)
-
-    return check
-
-
-def list_of(inner: Check, increasing: bool = False) -> Check:
-    def check(key: str, v: Any) -> list:
-        if v is None:
-            return []
-        if not isinstance(v, (list, tuple)):
-            raise ValueError(f"{key} = {v!r} must be a list")
-        out = [inner(f"{key}[{i}]", x) for i, x in enumerate(v)]
-        if increasing and any(b <= a for a, b in zip(out, out[1:])):
-            raise ValueError(f"{key} = {v!r} must be strictly increasing")
-        return out
-
-    return check
-
-
-def recorder_keys() -> tuple[str, ...]:
-    """Keys a `recorder:` block may hold: hooks.Recorder's keyword arguments, plus attach."""
-    import inspect
-
-    from topkscope.hooks import Recorder
-
-    params = inspect.signature(Recorder.__init__).parameters
-    return tuple(k for k in params if k not in RECORDER_SET_BY_RUN) + RECORDER_OWN_KEYS
+    return lambda key, v: None if v is None else inner(key, v)
 
 
 def recorder_block(key: str, v: Any) -> dict | None:
-    """The `recorder:` block is passed to hooks.Recorder, which checks the values."""
+    """The `recorder:` block: hooks.Recorder's settings (checked here, without building a
+    Recorder) plus attach. Returned as written; the run passes it to the Recorder."""
     if v is None:
         return None
-    block = mapping(key, v)
-    allowed = recorder_keys()
-    for name in block:
-        if name not in allowed:
-            raise ValueError(f"unknown key {key}.{name!r}; allowed: {', '.join(allowed)}")
-    if not isinstance(block.get("attach", False), bool):
-        raise ValueError(f"{key}.attach = {block['attach']!r} must be true or false")
+    block = checks.mapping(key, v)
+    checks.known_keys("key", block, RECORDER_SETTINGS + RECORDER_OWN_KEYS, where=f" in {key}")
+    checks.boolean(f"{key}.attach", block.get("attach", False))
+    check_recorder_settings({k: x for k, x in block.items() if k not in RECORDER_OWN_KEYS},
+                            prefix=f"{key}.")
     return block
-
-
-def _range(lo, hi, left: str, right: str) -> str:
-    if lo is None and hi is None:
-        return ""
-    return f" {left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
 
 
 # ---------------------------------------------------------------- the schema
@@ -197,48 +110,49 @@ class ExperimentConfig:
 
 
 SCHEMA: dict[str, Check] = {
-    "experiment": text,
-    "description": lambda k, v: "" if v in (None, "") else text(k, v),
-    "model": text,
-    "model_args": mapping,
-    "dataset": text,
-    "allow_substitute": boolean,
-    "train_subset": optional(integer(1)),
-    "eval_subset": optional(integer(1)),
-    "augment": boolean,
-    "workers": integer(1),
-    "launcher": choice(*LAUNCHERS),
-    "device": choice(*DEVICES),
-    "threads": optional(integer(1)),
-    "batch_size": integer(1),
-    "eval_batch_size": integer(1),
-    "epochs": optional(number(0, None, lo_open=True)),
-    "steps": optional(integer(1)),
-    "lr": number(0, None, lo_open=True),
-    "momentum": number(0, 1, hi_open=True),
-    "nesterov": boolean,
-    "weight_decay": number(0),
-    "no_decay_1d": boolean,
-    "lr_warmup_epochs": number(0),
-    "lr_warmup_start": number(0, 1),
-    "lr_milestones": list_of(number(0, None, lo_open=True), increasing=True),
-    "lr_gamma": number(0, 1, lo_open=True),
-    "grad_clip": optional(number(0, None, lo_open=True)),
-    "grad_clip_scope": choice(*CLIP_SCOPES),
-    "sparsifier": text,
-    "sparsifier_args": mapping,
-    "density": number(0, 1, lo_open=True),
-    "density_schedule": list_of(number(0, 1, lo_open=True)),
-    "selection": choice(*SELECTIONS),
-    "error_feedback": boolean,
-    "lr_in_residual": boolean,
-    "seed": integer(0, 2**32 - 1),
-    "bptt": optional(integer(1)),
-    "eval_every_steps": optional(integer(1)),
-    "eval_max_batches": optional(integer(1)),
-    "checkpoint_every_steps": optional(integer(1)),
-    "keep_checkpoints": integer(1),
-    "flush_every_steps": integer(1),
+    "experiment": checks.text,
+    "description": lambda k, v: "" if v in (None, "") else checks.text(k, v),
+    "model": checks.text,
+    "model_args": checks.mapping,
+    "dataset": checks.text,
+    "allow_substitute": checks.boolean,
+    "train_subset": optional(rule(checks.integer, 1)),
+    "eval_subset": optional(rule(checks.integer, 1)),
+    "augment": checks.boolean,
+    "workers": rule(checks.integer, 1),
+    "launcher": rule(checks.choice, LAUNCHERS),
+    "device": rule(checks.choice, DEVICES),
+    "threads": optional(rule(checks.integer, 1)),
+    "batch_size": rule(checks.integer, 1),
+    "eval_batch_size": rule(checks.integer, 1),
+    "epochs": optional(rule(checks.number, 0, lo_open=True)),
+    "steps": optional(rule(checks.integer, 1)),
+    "lr": rule(checks.number, 0, lo_open=True),
+    "momentum": rule(checks.number, 0, 1, hi_open=True),
+    "nesterov": checks.boolean,
+    "weight_decay": rule(checks.number, 0),
+    "no_decay_1d": checks.boolean,
+    "lr_warmup_epochs": rule(checks.number, 0),
+    "lr_warmup_start": rule(checks.number, 0, 1),
+    "lr_milestones": rule(checks.list_of, rule(checks.number, 0, lo_open=True),
+                          increasing=True),
+    "lr_gamma": rule(checks.number, 0, 1, lo_open=True),
+    "grad_clip": optional(rule(checks.number, 0, lo_open=True)),
+    "grad_clip_scope": rule(checks.choice, CLIP_SCOPES),
+    "sparsifier": rule(checks.choice, available()),
+    "sparsifier_args": checks.mapping,
+    "density": rule(checks.number, 0, 1, lo_open=True),
+    "density_schedule": rule(checks.list_of, rule(checks.number, 0, 1, lo_open=True)),
+    "selection": rule(checks.choice, SELECTIONS),
+    "error_feedback": checks.boolean,
+    "lr_in_residual": checks.boolean,
+    "seed": rule(checks.integer, 0, 2**32 - 1),
+    "bptt": optional(rule(checks.integer, 1)),
+    "eval_every_steps": optional(rule(checks.integer, 1)),
+    "eval_max_batches": optional(rule(checks.integer, 1)),
+    "checkpoint_every_steps": optional(rule(checks.integer, 1)),
+    "keep_checkpoints": rule(checks.integer, 1),
+    "flush_every_steps": rule(checks.integer, 1),
     "recorder": recorder_block,
 }
 REQUIRED = ("experiment", "model", "dataset", "batch_size", "lr", "density")
@@ -246,10 +160,7 @@ TOP_ONLY = ("profiles",)
 
 
 def _check_keys(raw: Mapping, where: str) -> None:
-    for key in raw:
-        if key not in SCHEMA:
-            allowed = ", ".join(sorted(SCHEMA))
-            raise ValueError(f"unknown config key {key!r}{where}; allowed keys: {allowed}")
+    checks.known_keys("config key", raw, sorted(SCHEMA), where=where)
 
 
 def validate(raw: Mapping[str, Any]) -> ExperimentConfig:
@@ -264,16 +175,6 @@ def validate(raw: Mapping[str, Any]) -> ExperimentConfig:
     cfg = ExperimentConfig(**values)
     if cfg.nesterov and cfg.momentum == 0:
         raise ValueError("nesterov = true needs momentum in (0, 1), got momentum = 0")
-    from topkscope.sparsify import available
-
-    if cfg.sparsifier not in available():
-        raise ValueError(
-            f"sparsifier = {cfg.sparsifier!r} is unknown; available: {', '.join(available())}"
-        )
-    for name in (cfg.recorder or {}).get("sparsifiers") or []:
-        if name not in available():
-            raise ValueError(f"recorder.sparsifiers has unknown sparsifier {name!r}; "
-                             f"available: {', '.join(available())}")
     return cfg
 
 
