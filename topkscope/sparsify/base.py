@@ -21,12 +21,16 @@ from topkscope import validate
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
+class NonFiniteError(ValueError):
+    """u holds NaN or Inf (raised by the sparsifiers' input check)."""
+
+
 def raise_if_nonfinite(u: torch.Tensor) -> None:
-    """Full scan: raise ValueError saying how many NaN/Inf values u has and where."""
+    """Full scan: raise NonFiniteError saying how many NaN/Inf values u has and where."""
     bad = (~torch.isfinite(u)).nonzero().flatten()
     if bad.numel():
         n_nan = int(torch.isnan(u[bad]).sum())
-        raise ValueError(
+        raise NonFiniteError(
             f"u has {bad.numel()} non-finite values of {u.numel()} ({n_nan} NaN, "
             f"{bad.numel() - n_nan} Inf), first at indices {bad[:5].tolist()}; "
             "all values must be finite"

@@ -10,6 +10,7 @@ a problem raises ValueError naming the key, the bad value and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,34 @@ DEVICES = ("auto", "cpu", "cuda")
 CLIP_SCOPES = ("local", "aggregate")
 RECORDER_OWN_KEYS = ("attach",)  # recorder: keys the run itself handles (attach: rec.attach(model))
 MERGED_KEYS = ("model_args", "sparsifier_args", "recorder")  # profiles merge these key by key
+LIST_KEYS = {"density": "density_schedule"}  # a single-number key -> its list-valued sibling
+
+
+# ---------------------------------------------------------------- reading YAML
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, plus numbers in exponent notation without a '.' or an exponent
+    sign (1e-2, 1e8, 2.5e3), which YAML 1.1 reads as strings. An integer mantissa with a
+    non-negative exponent is an int (steps: 1e5 is 100000); everything else is a float."""
+
+
+_EXPONENT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+
+
+def _exponent_number(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | float:
+    text_ = loader.construct_scalar(node).replace("_", "")
+    mantissa, _, exponent = text_.lower().partition("e")
+    if mantissa.lstrip("+-").isdigit() and int(exponent) >= 0:
+        return int(mantissa) * 10 ** int(exponent)
+    return float(text_)
+
+
+_Loader.add_implicit_resolver("tag:topkscope:exponent", _EXPONENT, list("-+0123456789."))
+_Loader.add_constructor("tag:topkscope:exponent", _exponent_number)
+
+
+def read_yaml(text_: str) -> Any:
+    """YAML text -> Python values, reading 1e-2 and 1e8 as numbers (see _Loader)."""
+    return yaml.load(text_, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
 
 # ---------------------------------------------------------------- value checks
@@ -38,6 +67,17 @@ def rule(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Check:
 
 def optional(inner: Check) -> Check:
     return lambda key, v: None if v is None else inner(key, v)
+
+
+def single(inner: Check) -> Check:
+    """inner, but a list given for a key in LIST_KEYS names the list-valued key to use."""
+    def check(key: str, v: Any) -> Any:
+        if isinstance(v, (list, tuple)) and key in LIST_KEYS:
+            raise ValueError(f"{key} = {v!r} must be a single number; for one value per epoch "
+                             f"set {LIST_KEYS[key]}: {list(v)!r} ({key} applies once that list runs out)")
+        return inner(key, v)
+
+    return check
 
 
 def recorder_block(key: str, v: Any) -> dict | None:
@@ -141,7 +181,7 @@ SCHEMA: dict[str, Check] = {
     "grad_clip_scope": rule(checks.choice, CLIP_SCOPES),
     "sparsifier": rule(checks.choice, available()),
     "sparsifier_args": checks.mapping,
-    "density": rule(checks.number, 0, 1, lo_open=True),
+    "density": single(rule(checks.number, 0, 1, lo_open=True)),
     "density_schedule": rule(checks.list_of, rule(checks.number, 0, 1, lo_open=True)),
     "selection": rule(checks.choice, SELECTIONS),
     "error_feedback": checks.boolean,
@@ -231,7 +271,7 @@ def load_config(path: str | Path, profile: str | None = None,
     """Read and resolve a YAML experiment file. Returns (config, profile actually used)."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = read_yaml(path.read_text())
     except FileNotFoundError:
         raise ValueError(f"config file {str(path)!r} does not exist") from None
     except yaml.YAMLError as exc:
@@ -248,7 +288,7 @@ def parse_assignment(text_: str) -> tuple[str, Any]:
     if not sep or not key:
         raise ValueError(f"--set {text_!r} must look like KEY=VALUE")
     try:
-        parsed = yaml.safe_load(value) if value else None
+        parsed = read_yaml(value) if value else None
     except yaml.YAMLError:
         parsed = value
     return key.strip(), parsed
