@@ -76,7 +76,7 @@ def test_k_outside_range_is_refused(name, k):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("k", [2.5, True, "3", None])
 def test_non_integer_k_is_refused(name, k):
-    with pytest.raises(ValueError, match=r"k must be an integer in \[1, d = 100\]"):
+    with pytest.raises(ValueError, match=rf"k = {k!r} must be an integer in \[1, d = 100\]"):
         get_sparsifier(name).select(torch.randn(100), k)
 
 
@@ -130,15 +130,16 @@ def test_unknown_name_lists_the_available_ones():
 @pytest.mark.parametrize(
     ("name", "params", "message"),
     [
-        ("topk", {"ratio": 0.1}, "bad parameters for sparsifier 'topk'"),
+        ("topk", {"ratio": 0.1}, "unknown parameter 'ratio' for sparsifier 'topk'; allowed: none"),
+        ("dgc", {"ratio": 0.1}, "'ratio' for sparsifier 'dgc'; allowed: sample_ratio, min_sample, "),
         ("gaussiank", {"band": 1.0}, r"band = 1.0 is outside the allowed range \(1.0, 64.0\]"),
         ("gaussiank", {"max_iter": -1}, r"max_iter = -1 is outside the allowed range \[0, 100\]"),
-        ("gaussiank", {"sample_size": 2.5}, "sample_size must be an integer"),
+        ("gaussiank", {"sample_size": 2.5}, r"sample_size = 2.5 must be an integer in \[16, "),
         ("dgc", {"sample_ratio": 0.0}, r"sample_ratio = 0.0 is outside the allowed range \(0.0, 1"),
         ("dgc", {"sample_ratio": float("nan")}, "sample_ratio = nan is outside"),
         ("dgc", {"trim": "yes"}, "trim must be True or False"),
         ("dgc", {"seed": -1}, r"seed = -1 is outside the allowed range \[0, "),
-        ("randk", {"seed": 1.5}, "seed must be an integer"),
+        ("randk", {"seed": 1.5}, "seed = 1.5 must be an integer"),
         ("redsync", {"band": 0.5}, r"band = 0.5 is outside the allowed range \[1.0, 64.0\]"),
         ("redsync", {"max_iter": 0}, r"max_iter = 0 is outside the allowed range \[1, 100\]"),
         ("sidco", {"dist": "normal"}, "dist = 'normal' is not one of exponential, gamma, gpareto"),

@@ -191,3 +191,35 @@ def test_robust_gaussiank_trains_exactly_like_topk():
         ra, rb = a.train_step(), b.train_step()
         assert ra["loss"] == rb["loss"] and ra["selected"] == rb["selected"]
     assert all(torch.equal(p, q) for p, q in zip(a.params, b.params))
+
+
+def test_divergence_stops_with_the_step_and_the_loss():
+    from topkscope.train.trainer import DivergedError
+
+    trainer = trainer_for(lr=1e30, steps=40)
+    with pytest.raises(DivergedError) as err:
+        for _ in range(40):
+            trainer.train_step()
+    step = err.value.step
+    assert 0 < step < 40 and trainer.step == step  # the failing step was not counted
+    assert not math.isfinite(err.value.loss)
+    assert str(err.value) == (f"training diverged at step {step}: loss = {err.value.loss:g} "
+                              f"on worker {err.value.rank}; lower lr or set grad_clip")
+
+
+def test_a_non_finite_gradient_under_a_finite_loss_is_divergence_too(monkeypatch):
+    from topkscope.train.trainer import DivergedError
+
+    trainer = trainer_for(steps=3)
+    trainer.train_step()
+    real = trainer._worker_gradient
+
+    def poisoned(worker, lr):
+        g, row = real(worker, lr)
+        g[7] = float("inf")
+        return g, row
+
+    monkeypatch.setattr(trainer, "_worker_gradient", poisoned)
+    with pytest.raises(DivergedError, match=r"^training diverged at step 1: loss = [0-9.]+ on "
+                                            r"worker 0 \(its gradient holds NaN/Inf\)"):
+        trainer.train_step()

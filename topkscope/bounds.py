@@ -9,20 +9,14 @@
 
 from __future__ import annotations
 
-import math
-
 from scipy import stats
+
+from topkscope import validate
 
 
 def check_density(density: float) -> float:
     """Validate a density rho = k/d: a number in (0, 1]."""
-    try:
-        rho = float(density)
-    except (TypeError, ValueError):
-        raise ValueError(f"density must be a number in (0, 1], got {density!r}") from None
-    if not (0.0 < rho <= 1.0) or math.isnan(rho):
-        raise ValueError(f"density = {density!r} is outside the allowed range (0, 1]")
-    return rho
+    return validate.number("density", density, 0, 1, lo_open=True)
 
 
 K_RULES = ("round", "floor")
@@ -40,7 +34,7 @@ def k_from_density(density: float, d: int, rule: str = "round") -> int:
     elif rule == "floor":
         k = int(rho * d)
     else:
-        raise ValueError(f"k rule {rule!r} is not allowed; choose one of: {', '.join(K_RULES)}")
+        validate.choice("k rule", rule, K_RULES)
     return max(1, min(d, k))
 
 

@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from topkscope import validate
 from topkscope.analysis import contraction, fits, normality
 from topkscope.io import atomic_write
 from topkscope.schema import GLOBAL
@@ -128,8 +129,7 @@ def build(
     """
     runs = list(runs)
     sparsifiers = (sparsifiers,) if isinstance(sparsifiers, str) else tuple(sparsifiers)
-    if isinstance(max_snapshots, bool) or int(max_snapshots) != max_snapshots or max_snapshots < 0:
-        raise ValueError(f"max_snapshots = {max_snapshots!r} must be an integer >= 0")
+    validate.integer("max_snapshots", max_snapshots, 0, whole_floats=True)
     groups: dict[tuple, list] = {}
     for run in runs:
         groups.setdefault(model_key(run.manifest), []).append(run)

@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from topkscope import validate
 from topkscope.comm.compressor import WorkerCompressor
 from topkscope.comm.distributed import DistributedTransport
 from topkscope.comm.exchange import ExchangeResult, exchange
@@ -60,8 +61,7 @@ class TopKHookState:
                  process_group: dist.ProcessGroup | None = None,
                  sparsifier_args: dict | None = None, seed: int = 0,
                  k_rule: str = "round") -> None:
-        if isinstance(dense_steps, bool) or not isinstance(dense_steps, int) or dense_steps < 0:
-            raise ValueError(f"dense_steps = {dense_steps!r} must be an integer >= 0")
+        validate.integer("dense_steps", dense_steps, 0)
         if not callable(density):
             check_density(density)
         trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]

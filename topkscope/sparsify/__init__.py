@@ -20,8 +20,10 @@ by the exact Top-k; see base.py and docs/methods.md.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
+from topkscope import validate
 from topkscope.sparsify.base import (
     K_RULES,
     Sparsifier,
@@ -61,12 +63,25 @@ def available() -> list[str]:
     return sorted(_FACTORIES)
 
 
+def parameters(name: str) -> list[str]:
+    """The keyword parameters get_sparsifier(name, ...) accepts: its constructor's, plus
+    `empty_fallback` for a method whose rule can select nothing."""
+    factory = _FACTORIES[name]
+    signature = inspect.signature(factory)
+    names = [p.name for p in signature.parameters.values()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if getattr(factory, "may_return_empty", False):
+        names.append("empty_fallback")
+    return names
+
+
 def get_sparsifier(name: str, **params) -> Sparsifier:
     """A new sparsifier instance by registry name, with its own parameters.
 
     `empty_fallback` ("none" or "topk") is accepted by every method whose rule can select
-    nothing (see base.py); the others refuse it. Raises ValueError for an unknown name or a
-    bad parameter (naming the allowed values).
+    nothing (see base.py); the others refuse it. Raises ValueError for an unknown name, an
+    unknown parameter (listing the allowed ones) or a bad parameter value (naming the allowed
+    values).
     """
     try:
         factory = _FACTORIES[name]
@@ -77,6 +92,7 @@ def get_sparsifier(name: str, **params) -> Sparsifier:
     params = dict(params)
     fallback = check_empty_fallback(name, params.pop("empty_fallback", None),
                                     getattr(factory, "may_return_empty", False))
+    validate.known_keys("parameter", params, parameters(name), where=f" for sparsifier {name!r}")
     try:
         sparsifier = factory(**params)
     except TypeError as exc:
@@ -111,5 +127,6 @@ __all__ = [
     "deviations_of",
     "get_sparsifier",
     "k_from_density",
+    "parameters",
     "top_k_indices",
 ]

@@ -18,22 +18,26 @@ in their folder name and manifest (`deviations`).
 from __future__ import annotations
 
 import math
-import numbers
 from abc import ABC, abstractmethod
 
 import torch
 
+from topkscope import validate
 from topkscope.bounds import K_RULES, check_density, k_from_density  # noqa: F401  (part of this API)
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
+class NonFiniteError(ValueError):
+    """u holds NaN or Inf (raised by the sparsifiers' input check)."""
+
+
 def raise_if_nonfinite(u: torch.Tensor) -> None:
-    """Full scan: raise ValueError saying how many NaN/Inf values u has and where."""
+    """Full scan: raise NonFiniteError saying how many NaN/Inf values u has and where."""
     bad = (~torch.isfinite(u)).nonzero().flatten()
     if bad.numel():
         n_nan = int(torch.isnan(u[bad]).sum())
-        raise ValueError(
+        raise NonFiniteError(
             f"u has {bad.numel()} non-finite values of {u.numel()} ({n_nan} NaN, "
             f"{bad.numel() - n_nan} Inf), first at indices {bad[:5].tolist()}; "
             "all values must be finite"
@@ -55,6 +59,9 @@ def check_vector(u: torch.Tensor, scan_finite: bool = True) -> int:
         raise ValueError(
             f"u must be a float tensor (float16/bfloat16/float32/float64), got {u.dtype}"
         )
+    if u.requires_grad:
+        raise ValueError("u requires grad; allowed: a tensor without autograd history "
+                         "(pass u.detach())")
     d = u.numel()
     if d == 0:
         raise ValueError("u is empty (d = 0); nothing to select from")
@@ -68,12 +75,7 @@ def check_k(k: int, d: int) -> int:
     """Validate a target count: an integer in [1, d]."""
     if isinstance(k, torch.Tensor) and k.numel() == 1 and not k.is_floating_point():
         k = int(k)
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        raise ValueError(f"k must be an integer in [1, d = {d}], got {k!r}")
-    k = int(k)
-    if not 1 <= k <= d:
-        raise ValueError(f"k = {k} is outside the allowed range [1, d = {d}]")
-    return k
+    return validate.integer("k", k, 1, d, hi_name="d")
 
 
 EMPTY_FALLBACKS = ("none", "topk")
@@ -83,9 +85,7 @@ def check_empty_fallback(name: str, value: object, may_return_empty: bool) -> st
     """Validate the `empty_fallback` option of sparsifier `name`; returns "none" or "topk"."""
     if value is None:
         return "none"
-    if value not in EMPTY_FALLBACKS:
-        raise ValueError(f"empty_fallback = {value!r} is not allowed; choose one of: "
-                         f"{', '.join(EMPTY_FALLBACKS)}")
+    validate.choice("empty_fallback", value, EMPTY_FALLBACKS)
     if value != "none" and not may_return_empty:
         raise ValueError(f"empty_fallback = {value!r} does not apply to {name!r}: its rule "
                          "always selects at least one element")
@@ -103,17 +103,9 @@ def check_param(
     integer: bool = False,
 ) -> float:
     """Validate a finite numeric constructor parameter against [low, high] (ends open as asked)."""
-    allowed = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-    wanted = numbers.Integral if integer else numbers.Real
-    if isinstance(value, bool) or not isinstance(value, wanted):
-        kind = "an integer" if integer else "a number"
-        raise ValueError(f"{name} must be {kind} in {allowed}, got {value!r}")
-    v = float(value)
-    above = v > low if low_open else v >= low
-    below = v < high if high_open else v <= high
-    if not (math.isfinite(v) and above and below):
-        raise ValueError(f"{name} = {value!r} is outside the allowed range {allowed}")
-    return int(value) if integer else v
+    if integer:
+        return validate.integer(name, value, low, high)
+    return validate.number(name, value, low, high, lo_open=low_open, hi_open=high_open)
 
 
 class Sparsifier(ABC):

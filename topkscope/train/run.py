@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
-import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -154,19 +152,6 @@ def make_recorder(cfg: ExperimentConfig, run_dir: Path, rank: int, manifest, mod
     return rec
 
 
-def check_recorder(cfg: ExperimentConfig) -> None:
-    """Build the recorder once in a scratch folder, so a bad recorder: value fails before
-    anything is written to the run folder."""
-    if cfg.recorder is None:
-        return
-    from topkscope.hooks import Recorder
-
-    kwargs = {k: v for k, v in cfg.recorder.items() if k != "attach"}
-    with tempfile.TemporaryDirectory() as scratch, warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # it records nothing, and says so on close
-        Recorder(scratch, **kwargs).close()
-
-
 def find_run(out_root: Path, experiment: str, run_id: str | None) -> Path:
     """The folder to resume: the named one, else the one with the newest complete checkpoint."""
     base = Path(out_root) / experiment
@@ -236,7 +221,6 @@ def prepare(cfg: ExperimentConfig, opts: RunOptions, transport: Transport,
             device: torch.device) -> Prepared:
     """Every check that can reject the input; reads files, writes none."""
     trainer, substitute = build_trainer(cfg, transport, device, opts.data_root)
-    check_recorder(cfg)
     if opts.resume:
         run_dir = find_run(opts.out_root, cfg.experiment, _share_run_id(transport, opts.run_id))
         check_resumable(Manifest.load(run_dir)["config"], cfg, run_dir)
