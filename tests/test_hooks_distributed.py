@@ -197,3 +197,89 @@ def test_two_gloo_ranks_that_never_close_exit_cleanly_ten_times(tmp_path):
         # dense steps 0 and 1, then steps 2 and 4 recorded on both ranks, flushed at exit
         assert {r: sorted(run.stats[run.stats["rank"] == r].step.unique()) for r in (0, 1)} \
             == {0: [2, 4], 1: [2, 4]}
+
+
+USERS_RUN_SCRIPT = textwrap.dedent("""
+    # the README's hook recipe on a user's own model, with the recorder and the loss noted
+    import sys
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from tests._hooks_loop import tiny_model
+    from topkscope.comm import TopKHookState, topk_hook
+    from topkscope.hooks import Recorder
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    model = tiny_model(0)
+    ddp = DDP(model)
+    with Recorder(sys.argv[1], schedule=1, hist_schedule={"every": 4},
+                  snapshot_schedule=[4, 8], densities=[0.05, 0.2], sparsifiers=["gaussiank"],
+                  rank=rank, total_steps=10) as rec, \\
+         TopKHookState(model, sparsifier="topk", density=0.05, recorder=rec,
+                       run_fields={"dataset": "random"}) as state:
+        ddp.register_comm_hook(state, topk_hook)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        torch.manual_seed(10 + rank)
+        for step in range(10):
+            opt.zero_grad()
+            x, y = torch.randn(16, 12), torch.randint(0, 3, (16,))
+            loss = torch.nn.functional.cross_entropy(ddp(x), y)
+            loss.backward()
+            opt.step()
+            state.note(loss=loss.item(), lr=0.1, epoch=0)
+    dist.destroy_process_group()
+""")
+
+
+@pytest.mark.slow
+def test_a_users_two_rank_run_goes_through_analyze_claims_and_notebooks(tmp_path):
+    import papermill
+
+    from topkscope.analysis import claims
+    from topkscope.cli import main as cli
+
+    run_dir = tmp_path / "results" / "my-exp" / "run1"
+    run_two_gloo_ranks(USERS_RUN_SCRIPT, run_dir)
+    run = load(run_dir)
+    m = run.manifest
+    assert m["status"] == "complete" and m["launcher"] == "ddp-hook"
+    d = sum(n for _, _, n in layout_of(tiny_model()))
+    assert (m["world_size"], m["sparsifier"], m["density"], m["num_parameters"]) == \
+        (2, "topk", 0.05, d)
+    assert [n for _, n in m["layers"]] == [n for _, _, n in layout_of(tiny_model())]
+    assert m["model"] == "Sequential" and m["dataset"] == "random" and m["experiment"] == "my-exp"
+    train = run.train
+    assert list(train.step) == list(range(10)) and str(train.epoch.dtype) == "Int64"
+    assert list(train.density[:2]) == [1.0, 1.0] and (train.k[:2] == d).all()  # dense steps
+    k = max(1, round(0.05 * d))
+    assert (train.k[2:] == k).all() and (train.selected_min[2:] == k).all()
+    assert train.loss.notna().all() and (train.bytes_sent > 0).all()
+
+    assert cli(["analyze", str(run_dir), "--densities", "0.05", "--no-progress"]) == 0
+    assert (run_dir / "analysis" / "normality.parquet").is_file()
+
+    table = claims.build([run])
+    assert set(table.claim) >= {"gaussian_like", "below_classic", "below_paper"}
+    assert set(table.model) == {"Sequential"}
+
+    for name in ("distributions", "contraction", "selectors", "convergence"):
+        params = {"results_root": str(tmp_path / "results")}
+        if name != "convergence":
+            params["run_dir"] = str(run_dir)
+        out = tmp_path / f"{name}.ipynb"
+        papermill.execute_notebook(f"notebooks/{name}.ipynb", str(out), parameters=params,
+                                   kernel_name="python3", progress_bar=False,
+                                   cwd=str(tmp_path))
+        import nbformat
+
+        book = nbformat.read(out, as_version=4)
+        outputs = [o for c in book.cells if c.cell_type == "code" for o in c.outputs]
+        assert not [o for o in outputs if o.output_type == "error"], name
+        images = [o for o in outputs if "image/png" in o.get("data", {})]
+        text = "".join(o.get("text", "") for o in outputs)
+        if name == "convergence":  # no evaluation in a hook run: said, not raised
+            assert not images and "skipped: " in text and "no evaluation rows" in text
+        else:
+            assert images, name

@@ -38,8 +38,10 @@ HINTS = {
                   "recorder: sparsifiers)"),
     "layers": ("no per-layer rows", "record them with Recorder(per_layer=True)"),
     "train": ("no train.parquet",
-              "it is written by `topkscope run` and by a TopKHookState given run_dir=..."),
-    "eval": ("no evaluation rows", "they are written by `topkscope run` (eval_every_steps)"),
+              "it is written by `topkscope run` and by a TopKHookState with a recorder or "
+              "run_dir=..."),
+    "eval": ("no evaluation rows (eval.parquet)",
+             "they are written by `topkscope run` (eval_every_steps); a DDP-hook run has none"),
 }
 
 
