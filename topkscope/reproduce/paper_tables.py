@@ -209,3 +209,50 @@ def speed_table(bench: pd.DataFrame, distribution: str = "normal") -> pd.DataFra
         return pd.DataFrame(columns=cols)
     b = bench[bench["distribution"] == distribution] if "distribution" in bench else bench
     return b[cols].sort_values(["method", "d", "density"]).reset_index(drop=True)
+
+
+def _on(runs: Sequence) -> str:
+    """'<models> on <datasets>, <P> workers' for a caption."""
+    models = sorted({_model(r) for r in runs})
+    data = sorted({str(r.manifest.get("dataset_substitute") or r.manifest.get("dataset"))
+                   for r in runs})
+    workers = sorted({str(r.manifest.get("world_size")) for r in runs})
+    return f"{', '.join(models)} on {', '.join(data)}, {'/'.join(workers)} workers"
+
+
+def write_all(out_dir: str | Path, profile: str, distribution_runs: Sequence = (),
+              convergence_runs: Sequence = (), claims: pd.DataFrame | None = None,
+              battery: pd.DataFrame | None = None, bench: pd.DataFrame | None = None
+              ) -> list[Path]:
+    """Every table whose inputs are there, as CSV + .tex under out_dir; returns the files."""
+    written: list[Path] = []
+
+    def put(frame: pd.DataFrame, name: str, measured: str, on: str) -> None:
+        if not frame.empty:
+            written.extend(write_table(frame, out_dir, name, caption(measured, on, profile)))
+
+    if claims is not None:
+        put(claims, "claims", "Claims of Shi et al. (arXiv 1911.08772) and their verdicts",
+            "every run of the plan")
+    if distribution_runs:
+        on = _on(distribution_runs)
+        put(contraction_table(distribution_runs), "contraction",
+            "Top-k contraction delta_emp of whole-model u against 1 - k/d, (1 - k/d)^2 and the "
+            "Gaussian value (medians over recorded steps and workers)", on)
+        put(selectors_table(distribution_runs), "selectors",
+            "Approximate selectors on the recorded u: median selected/k, share inside "
+            "[2k/3, 4k/3], median recall of the exact top-k set", on)
+    if battery is not None:
+        put(normality_table(battery), "normality",
+            "Normality effect sizes of u snapshots (median, min, max over snapshots)",
+            _on(distribution_runs) if distribution_runs else "the recorded snapshots")
+    if convergence_runs:
+        put(convergence_table(convergence_runs), "convergence",
+            "Final held-out metric per sparsifier: mean over seeds with a 95% Student-t "
+            "interval", _on(convergence_runs))
+    if bench is not None:
+        put(speed_table(bench), "speed",
+            "Selection time per method relative to torch.topk in the same run (normal vectors)",
+            "device " + ", ".join(map(str, bench["device"].unique()))
+            if "device" in bench else "the selection benchmark")
+    return written
