@@ -250,3 +250,19 @@ def test_damaged_stats_part_is_one_line_naming_the_file(run_dir: Path, capsys) -
     assert f"{str(part)!r} is not a readable parquet file" in err
     assert "move it out of" in err and "to load the rest of the run" in err
     assert not (run_dir / "analysis").exists()
+
+
+def test_out_writes_the_tables_elsewhere_and_leaves_the_run_folder_alone(run_dir, tmp_path):
+    before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))
+    out = tmp_path / "mine"
+    assert analyze(str(run_dir), "--out", str(out), "--densities", "0.01") == 0
+    assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before
+    elsewhere = out / "fnn3-mnist" / "r1"
+    written = {n: pd.read_parquet(elsewhere / f"{n}.parquet")
+               for n in ("normality", "fits", "contraction")}
+    assert sorted(map(tuple, written["normality"][["step", "rank"]].values)) == \
+        [(100, 0), (100, 1), (200, 0)]
+    # a second call finds its own tables there: nothing left to do
+    assert analyze(str(run_dir), "--out", str(out), "--densities", "0.01") == 0
+    again = pd.read_parquet(elsewhere / "normality.parquet")
+    pd.testing.assert_frame_equal(again, written["normality"])
