@@ -36,7 +36,7 @@ def test_load_reads_every_table(tmp_path):
     assert list(run.stats.columns[:19]) == [*STATS_KEYS, *STATS_VALUES]
     assert {"gaussiank_count", "gaussiank_ratio", "gaussiank_recall"} <= set(run.stats.columns)
     assert len(run.stats) == 3 * 2 * 2 * 3  # steps x ranks x kinds(g, u) x rows
-    assert run.stats.step.dtype == np.int64 and run.stats["rank"].dtype == np.int32
+    assert run.stats.step.dtype == np.int64 and run.stats["rank"].dtype == np.int64
     assert list(run.hist.columns) == list(HIST_COLUMNS) and set(run.hist.step) == {1}
     assert list(run.snapshots.columns) == ["step", "rank", "kind", "path"]
     assert run.snapshot(2, 1).shape == (50,) and run.snapshot(2, 1).dtype == np.float32

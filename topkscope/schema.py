@@ -58,7 +58,7 @@ EVAL_COLUMNS = {
 
 STATS_KEYS: dict[str, pa.DataType] = {
     "step": pa.int64(),
-    "rank": pa.int32(),
+    "rank": pa.int64(),  # step and rank are int64 in every table
     "layer": pa.string(),
     "kind": pa.string(),
     "density": pa.float64(),
@@ -87,7 +87,7 @@ SPARSIFIER_SUFFIXES: dict[str, pa.DataType] = {
 HIST_KEYS = ("step", "rank", "layer", "kind", "bin")
 HIST_COLUMNS: dict[str, pa.DataType] = {
     "step": pa.int64(),
-    "rank": pa.int32(),
+    "rank": pa.int64(),
     "layer": pa.string(),
     "kind": pa.string(),
     "bin": pa.int32(),
