@@ -29,6 +29,8 @@ GENERATED = (
     "results/bench",         # make bench / topkscope bench: one CSV per benchmark
     "results/claims.csv",    # make reproduce-figures
     "results/claims.md",     # make reproduce-figures
+    "results/notebooks",     # make reproduce-figures: executed notebooks + HTML
+    "results/tables",        # make reproduce-figures: CSV + LaTeX tables
     "results/my-exp",        # the example run folder of the Recorder docs
     *(f"results/{p.stem}" for p in (REPO / "experiments").glob("*.yaml")),  # run folders
 )
