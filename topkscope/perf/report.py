@@ -132,7 +132,9 @@ def _claim_row(sub: pd.DataFrame, model: str, network: str) -> dict | None:
     condition = (f"prediction, not a measurement: network {network} ({g['comm_source']}); "
                  f"compute {g['compute_source']}; selection {g['select_source']}; "
                  f"Gaussian-k counts {g['count_source']}; {g['options']}")
-    return {"model": model, "dataset": None, "dataset_substitute": None, "claim": CLAIM,
+    from topkscope.models import DATASET
+
+    return {"model": model, "dataset": DATASET.get(model), "dataset_substitute": None, "claim": CLAIM,
             "sparsifier": "gaussiank", "statement": f"{STATEMENT} ({network})",
             "n_runs": np.nan, "n_units": 2, "fraction": faster / 2, "evidence": evidence,
             "verdict": verdict, "rule": RULE, "profile": None, "model_args": "",

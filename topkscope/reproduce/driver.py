@@ -4,7 +4,8 @@
     2. run    every experiment of the plan under the profile, skipping complete results,
               `parallel` runs at a time (two on a 2-core CPU in the quick profile)
     3. draw   analyse each run's snapshots and draw its figures into <results>/figures/
-    4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims)
+    4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims), with the predicted
+              scaling rows; <results>/scaling.csv and its figures (topkscope.perf.report)
     5. index  <results>/figures/index.md with every figure and caption; timing.csv
 
 Each phase prints what it does and how long it took; a failing experiment is reported and the
@@ -170,6 +171,12 @@ def write_claims(runs: list, opts: Options, clock: Clock) -> tuple[pd.DataFrame,
     t = time.perf_counter()
     table = claims_table(runs)
     root = Path(opts.results_root)
+    try:  # predicted scaling: results/scaling.csv, its figures, the P = 16 speed-up rows
+        from topkscope.perf.report import write_scaling
+
+        table = pd.concat([table, write_scaling(root, opts.profile)], ignore_index=True)
+    except (ValueError, OSError) as exc:
+        print(f"  scaling prediction skipped: {exc}")
     write_bytes_atomic(root / "claims.csv", table.to_csv(index=False).encode())
     md = claims_markdown(table)
     write_bytes_atomic(root / "claims.md", (md + "\n").encode())
