@@ -77,6 +77,30 @@ def test_counts_prefer_the_max_over_workers(tmp_path):
     assert got.value == pytest.approx(2.0) and "count_max" in got.source
 
 
+def test_counts_read_selected_max_first_over_its_own_k(tmp_path):
+    d, k = 199210, 199
+    steps = np.arange(6)
+    # the training loop's columns: k (target per worker), selected (mean), min/median/max
+    _run(tmp_path, "g", "gaussiank", {
+        "step": steps, "k": np.full(6, 2 * k, dtype=np.int64),
+        "selected": [1.1 * 2 * k] * 6, "selected_min": [0.5 * 2 * k] * 6,
+        "selected_median": [2 * k] * 6, "selected_max": [9e9, 9e9] + [3 * 2 * k] * 4,
+        "count_max": [5 * k] * 6})
+    got = inputs.count_ratio(tmp_path, "fnn3", "gaussiank", 0.001, d)
+    # selected_max wins over count_max and the mean; divided by the run's own k, not k(d)
+    assert got.value == pytest.approx(3.0) and "selected_max / k" in got.source
+    # without k: divided by the nominal k of (density, d)
+    _run(tmp_path / "b", "g", "gaussiank", {"step": steps, "selected": [1.0] * 6,
+                                             "selected_max": [4.0 * k] * 6})
+    got = inputs.count_ratio(tmp_path / "b", "fnn3", "gaussiank", 0.001, d)
+    assert got.value == pytest.approx(4.0) and "selected_max" in got.source
+    # an all-missing selected_max falls back to count_max
+    _run(tmp_path / "c", "g", "gaussiank", {"step": steps, "selected_max": [np.nan] * 6,
+                                             "count_max": [2.0 * k] * 6})
+    got = inputs.count_ratio(tmp_path / "c", "fnn3", "gaussiank", 0.001, d)
+    assert got.value == pytest.approx(2.0) and "count_max" in got.source
+
+
 def test_counts_from_per_worker_columns(tmp_path):
     k = 199
     steps = np.arange(4)

@@ -38,6 +38,13 @@ def test_claims_rows_have_the_claims_columns_and_a_verdict():
     assert row["verdict"] == expect
 
 
+def _compute_csv(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame([{"model": m, "threads": t, "batch_per_worker": b, "batch_measured": bm,
+                   "compute_s": s, "device": "cpu", "load_avg_1min": "1.0-1.0"}
+                  for m, t, b, bm, s in rows]).to_csv(path, index=False)
+
+
 def test_write_scaling_from_a_results_folder(tmp_path):
     run = tmp_path / "fnn3-mnist" / "r1"
     run.mkdir(parents=True)
@@ -46,13 +53,40 @@ def test_write_scaling_from_a_results_folder(tmp_path):
         "world_size": 2, "device": "cpu", "config": {"batch_size": 128}}))
     pd.DataFrame({"step": np.arange(5), "time_compute": [0.01] * 5,
                   "selected": [199.0] * 5}).to_parquet(run / "train.parquet")
-    claims = report.write_scaling(tmp_path, "quick", log=lambda s: None)
+    # the benchmark has fnn3 too: the run wins; resnet20 has no run: the benchmark's fastest row
+    _compute_csv(tmp_path / "bench" / "model_compute.csv",
+                 [("fnn3", 1, 128, 128, 9.0), ("resnet20", 1, 32, 32, 0.5),
+                  ("resnet20", 2, 32, 8, 0.25)])
+    claims, figures = report.write_scaling(tmp_path, "quick", log=lambda s: None)
     table = pd.read_csv(tmp_path / "scaling.csv")
-    assert set(table["model"]) == {"fnn3"} and table["workers"].max() == 64
-    assert (table["compute_source"].str.startswith("measured here")).all()
-    for name in report.FIGURES:
-        assert (tmp_path / "figures" / f"{name}.png").is_file()
-    assert len(claims) == table["network"].nunique()
+    assert set(table["model"]) == {"fnn3", "resnet20"} and table["workers"].max() == 64
+    by = table.drop_duplicates("model").set_index("model")
+    assert by.loc["fnn3", "t_compute"] == pytest.approx(0.01)
+    assert by.loc["fnn3", "compute_source"].startswith("measured here (median time_compute")
+    assert by.loc["resnet20", "t_compute"] == pytest.approx(0.25)
+    assert by.loc["resnet20", "batch_per_worker"] == 32
+    src = by.loc["resnet20", "compute_source"]
+    assert src.startswith("measured here, CPU, benchmark") and "2 threads" in src
+    assert "measured at batch 8 and scaled linearly" in src
+    assert [name for name, _, _ in figures] == list(report.FIGURES)
+    for name, caption, files in figures:
+        assert (tmp_path / "figures" / f"{name}.png") in files
+        assert "prediction" in caption and "resnet20: measured here, CPU, benchmark" in caption
+    assert len(claims) == 2 * table["network"].nunique()
+
+
+def test_compute_input_precedence_and_no_source():
+    bench = pd.DataFrame({"model": ["vgg16", "vgg16", "alexnet"], "threads": [1, 2, 1],
+                          "batch_per_worker": [128, 128, 128],
+                          "compute_s": [3.0, np.nan, np.nan]})  # nan: not measured
+    got, batch = report.compute_input("vgg16", None, None, bench)
+    assert got.value == 3.0 and batch == 128 and "benchmark" in got.source
+    got, _ = report.compute_input("vgg16", None, 0.2, bench)
+    assert got.value == 0.2 and got.source == "user"
+    assert report.compute_input("alexnet", None, None, bench) == (None, None)
+    table, notes = report.scaling_table(["alexnet"], ["10gbe"], [16], selection=_selection(),
+                                        compute=bench)
+    assert table.empty and notes and "no compute time" in notes[0]
 
 
 def test_validation_table_predicts_from_calibration(tmp_path):

@@ -1,6 +1,9 @@
 """`topkscope scale`: predicted TopK-SGD step time on a network, per method and worker count.
 
-    topkscope scale --model resnet50 --network 10gbe --workers 16 64 256 --compute-s 0.25
+    topkscope scale --model resnet50 --network 10gbe --workers 16 64 256
+
+Compute comes from --compute-s, else the model's complete runs under --results, else the
+model-compute benchmark CSV (this machine's CPU).
 
 Prints one row per (method, P): compute, selection and communication seconds, t_step, the
 speed-ups over dense and Top-k, the crossover bandwidth, and where each input came from
@@ -45,6 +48,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--selection-csv", type=Path,
                    help="selection benchmark CSV (default: RESULTS/bench/selection.csv, else "
                         "the committed CPU reference)")
+    p.add_argument("--compute-csv", type=Path,
+                   help="model-compute benchmark CSV, used when the model has no complete run "
+                        "(default: RESULTS/bench/model_compute.csv, else the committed CPU "
+                        "reference)")
     p.add_argument("--results", type=Path, default=Path("results"),
                    help="results root whose runs give compute times and counts")
     p.add_argument("--layout", choices=("two", "packed"), default="two",
@@ -93,10 +100,11 @@ def main(args: argparse.Namespace) -> int:
                           algorithm=args.algorithm, overlap=args.overlap)
         results = args.results if args.results.is_dir() else None
         selection = report.selection_table(results, args.selection_csv)
+        compute = report.compute_table(results, args.compute_csv)
         table, notes = report.scaling_table(
             [args.model], [net], sorted(set(args.workers)), methods, density=args.density,
             results_root=results, selection=selection, compute_s=args.compute_s,
-            select_s=dict(args.select_s), opts=opts)
+            select_s=dict(args.select_s), opts=opts, compute=compute)
     except ValueError as exc:
         return fail(str(exc))
     for note in notes:

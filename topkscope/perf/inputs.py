@@ -1,14 +1,17 @@
 """The measured inputs of the step-time model, each returned with where it came from.
 
 - compute: seconds of forward + backward per worker and step, the median `time_compute` of
-  train.parquet over a model's complete runs (warm-up steps dropped), or given by the user.
+  train.parquet over a model's complete runs (warm-up steps dropped); else the model-compute
+  benchmark (benchmarks/model_compute.py: this machine's CPU, the paper's per-worker batch,
+  the fastest thread count); or given by the user.
 - selection: seconds to select k of d elements, from a selection-benchmark CSV
   (benchmarks/selection.py: columns method, d, density, distribution, median_ms, device),
   interpolated linearly in log d - log t between the two nearest sizes, extrapolated from the
   last two sizes outside the measured range (and said so), or given by the user.
 - counts: elements a worker sends. For approximate selectors the per-step largest count over
-  workers, from that method's own run: train.parquet `count_max` or per-worker `count_<rank>`
-  columns when present; else the recorded stats' `<method>_count` (global layer, u, the
+  workers, from that method's own run: train.parquet `selected_max` (the training loop's
+  largest count over workers; divided by the run's own `k` column, the target count per
+  worker, when present), else `count_max`, else per-worker `count_<rank>` columns; else the recorded stats' `<method>_count` (global layer, u, the
   density) maxed over ranks per step; else train.parquet `selected` (a mean over workers:
   an underestimate of the largest); else the nominal k. The source says which.
 
@@ -28,6 +31,7 @@ import pandas as pd
 
 WARMUP_STEPS = 2
 SELECTION_COLUMNS = {"method", "d", "density", "median_ms"}
+COMPUTE_COLUMNS = {"model", "threads", "batch_per_worker", "compute_s"}
 # the sparsifier names of topkscope.sparsify whose selection costs nothing
 NO_SELECTION = ("dense",)
 
@@ -84,17 +88,43 @@ def compute_time(results_root: str | Path, model: str) -> Input | None:
                  f"device {'/'.join(sorted(devices))}, batch {'/'.join(sorted(batches))})")
 
 
-def read_selection_csv(path: str | Path) -> pd.DataFrame:
+def read_compute_csv(path: str | Path) -> pd.DataFrame:
+    """The model-compute benchmark CSV (benchmarks/model_compute.py), checked."""
+    return _read_bench_csv(path, COMPUTE_COLUMNS, "model-compute benchmark")
+
+
+def benchmark_compute_time(table: pd.DataFrame, model: str) -> tuple[Input, int] | None:
+    """(compute Input, per-worker batch) of `model` from the model-compute benchmark: its
+    fastest row over the thread counts measured (on a loaded machine more threads can be far
+    slower), None when the model has no measured row in it."""
+    rows = table[(table["model"] == model) & table["compute_s"].notna()]
+    if rows.empty:
+        return None
+    row = rows.loc[rows["compute_s"].astype(float).idxmin()]
+    batch = int(row["batch_per_worker"])
+    scaled = (f", measured at batch {int(row['batch_measured'])} and scaled linearly"
+              if "batch_measured" in row and int(row["batch_measured"]) != batch else "")
+    load = f", load average {row['load_avg_1min']}" if "load_avg_1min" in row else ""
+    name = table.attrs.get("name", "model-compute CSV")
+    return Input(float(row["compute_s"]),
+                 f"measured here, {str(row.get('device', '?')).upper()}, benchmark ({name}, "
+                 f"{int(row['threads'])} threads, batch {batch}{scaled}{load})"), batch
+
+
+def _read_bench_csv(path: str | Path, columns: set[str], what: str) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"selection CSV {str(path)!r} does not exist")
+        raise ValueError(f"{what} CSV {str(path)!r} does not exist")
     df = pd.read_csv(path)
-    missing = SELECTION_COLUMNS - set(df.columns)
+    missing = columns - set(df.columns)
     if missing:
-        raise ValueError(f"{str(path)!r} is not a selection benchmark CSV: it lacks "
-                         f"{sorted(missing)}")
+        raise ValueError(f"{str(path)!r} is not a {what} CSV: it lacks {sorted(missing)}")
     df.attrs["name"] = path.name
     return df
+
+
+def read_selection_csv(path: str | Path) -> pd.DataFrame:
+    return _read_bench_csv(path, SELECTION_COLUMNS, "selection benchmark")
 
 
 def selection_time(table: pd.DataFrame, method: str, d: int, density: float,
@@ -137,11 +167,14 @@ def selection_time(table: pd.DataFrame, method: str, d: int, density: float,
 
 # ------------------------------------------------------------------ counts
 _PER_WORKER = re.compile(r"^count_(?:rank)?(\d+)$")
+# train.parquet columns holding the per-step largest count over workers, preferred first
+MAX_COUNT_COLUMNS = ("selected_max", "count_max")
 
 
 def _max_over_workers_columns(train: pd.DataFrame) -> tuple[pd.Series, str] | None:
-    if "count_max" in train.columns:
-        return train["count_max"].astype(float), "count_max"
+    for col in MAX_COUNT_COLUMNS:
+        if col in train.columns and train[col].notna().any():
+            return train[col].astype(float), col
     cols = [c for c in train.columns if _PER_WORKER.match(c)]
     if cols:
         return train[cols].astype(float).max(axis=1), f"max of {len(cols)} per-worker columns"
@@ -192,6 +225,11 @@ def count_ratio(results_root: str | Path | None, model: str, method: str, densit
         found = _max_over_workers_columns(train)
         if found is not None and found[0].notna().any():
             series, how = found
+            if "k" in train.columns and train["k"].notna().all() and (train["k"] > 0).all():
+                # the run's own per-worker target: the ratio stays right if its d differs
+                return Input(float(np.nanmedian(series / train["k"].astype(float))),
+                             f"measured ({method} run {run_dir.name}, train.parquet {how} / k, "
+                             f"P={man.get('world_size')})")
             return Input(float(np.nanmedian(series)) / k,
                          f"measured ({method} run {run_dir.name}, train.parquet {how}, "
                          f"P={man.get('world_size')})")
