@@ -45,9 +45,27 @@ def test_scale_bad_input_is_one_line(argv, match, capsys, tmp_path):
 
 
 def test_scale_without_compute_time_says_how_to_give_it(tmp_path, capsys):
+    bench = tmp_path / "compute.csv"  # a model-compute benchmark without fnn3
+    pd.DataFrame({"model": ["vgg16"], "threads": [1], "batch_per_worker": [128],
+                  "compute_s": [2.0]}).to_csv(bench, index=False)
     assert main(["scale", "--model", "fnn3", "--network", "1gbe", "--workers", "2",
-                 "--results", str(tmp_path)]) == 2
+                 "--results", str(tmp_path), "--compute-csv", str(bench)]) == 2
     assert "--compute-s" in capsys.readouterr().err
+
+
+def test_scale_takes_compute_from_the_benchmark_when_no_run(tmp_path, capsys):
+    bench = tmp_path / "compute.csv"
+    pd.DataFrame({"model": ["fnn3", "fnn3"], "threads": [1, 2], "batch_per_worker": [128, 128],
+                  "batch_measured": [128, 32], "compute_s": [0.5, 0.25],
+                  "device": ["cpu", "cpu"]}).to_csv(bench, index=False)
+    out = tmp_path / "t.csv"
+    assert main(["scale", "--model", "fnn3", "--network", "1gbe", "--workers", "16",
+                 "--results", str(tmp_path), "--compute-csv", str(bench),
+                 "--csv", str(out)]) == 0
+    table = pd.read_csv(out)
+    assert (table["t_compute"] == 0.25).all() and (table["batch_per_worker"] == 128).all()
+    assert table["compute_source"].str.startswith("measured here, CPU, benchmark").all()
+    assert "measured here, CPU, benchmark" in capsys.readouterr().out
 
 
 def test_scale_bad_select_pair():

@@ -66,7 +66,7 @@ def test_write_scaling_from_a_results_folder(tmp_path):
     assert by.loc["resnet20", "t_compute"] == pytest.approx(0.25)
     assert by.loc["resnet20", "batch_per_worker"] == 32
     src = by.loc["resnet20", "compute_source"]
-    assert src.startswith("measured here, CPU, benchmark") and "2 threads" in src
+    assert src.startswith("measured here, CPU, benchmark") and "2 thread(s)" in src
     assert "measured at batch 8 and scaled linearly" in src
     assert [name for name, _, _ in figures] == list(report.FIGURES)
     for name, caption, files in figures:

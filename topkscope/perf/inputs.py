@@ -108,7 +108,7 @@ def benchmark_compute_time(table: pd.DataFrame, model: str) -> tuple[Input, int]
     name = table.attrs.get("name", "model-compute CSV")
     return Input(float(row["compute_s"]),
                  f"measured here, {str(row.get('device', '?')).upper()}, benchmark ({name}, "
-                 f"{int(row['threads'])} threads, batch {batch}{scaled}{load})"), batch
+                 f"{int(row['threads'])} thread(s), batch {batch}{scaled}{load})"), batch
 
 
 def _read_bench_csv(path: str | Path, columns: set[str], what: str) -> pd.DataFrame:
