@@ -90,10 +90,15 @@ class Clock:
         return pd.DataFrame(self.rows, columns=["experiment", "phase", "seconds", "action"])
 
 
-def run_specs(job: plan.TrainingJob, opts: Options) -> list[RunSpec]:
-    return [RunSpec(job.experiment, job.config_path(opts.experiments_dir), opts.profile, s,
-                    Path(opts.results_root), opts.data_root, opts.launcher)
-            for s in job.sparsifiers]
+def run_specs(job: plan.TrainingJob, opts: Options) -> list[tuple[str, RunSpec]]:
+    """(label, spec) of every variant the job runs under the profile."""
+    out = []
+    for variant in job.variants(opts.profile):
+        spec = RunSpec.of(job.experiment, job.config_path(opts.experiments_dir), opts.profile,
+                          variant, Path(opts.results_root), opts.data_root, opts.launcher)
+        label = variant.label()
+        out.append((job.experiment + (f" [{label}]" if label else ""), spec))
+    return out
 
 
 def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> None:
@@ -106,7 +111,7 @@ def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> Non
             argv = cfg.command("python", opts.benchmarks_dir, opts.results_root)
             log(f"{job.experiment}: {' '.join(argv)}")
             continue
-        for spec in run_specs(job, opts):
+        for _, spec in run_specs(job, opts):
             run_dir = spec.run_dir()
             log(f"{run_dir} [{status_of(run_dir) or 'missing'}]")
             log("  topkscope " + " ".join(command(spec, resume=False)[3:]))
@@ -195,8 +200,7 @@ def default_parallel(profile: str) -> int:
 def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options,
                     clock: Clock) -> dict[str, list[Path] | Exception]:
     """Every run of every training job (skipping complete ones); job -> folders or the error."""
-    labelled = [(job, f"{job.experiment}" + (f" [{spec.sparsifier}]" if spec.sparsifier else ""),
-                 spec) for job in jobs for spec in run_specs(job, opts)]
+    labelled = [(job, label, spec) for job in jobs for label, spec in run_specs(job, opts)]
     if opts.run:
         parallel = opts.parallel or default_parallel(opts.profile)
         clock.log(f"training: {len(labelled)} runs, {parallel} at a time")
@@ -227,7 +231,7 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     plan.check_profile(opts.profile)
     if opts.parallel is not None and opts.parallel < 1:
         raise ValueError(f"parallel = {opts.parallel} must be at least 1")
-    jobs = plan.jobs(list(opts.only) if opts.only else None, opts.jobs)
+    jobs = plan.jobs(list(opts.only) if opts.only else None, opts.jobs, opts.profile)
     if opts.dry_run:
         print_plan(jobs, opts, log)
         return Outcome([], [], pd.DataFrame(), None, None)
