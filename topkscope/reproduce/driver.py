@@ -146,7 +146,7 @@ def recorder_densities(manifest: dict) -> list[float]:
 def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
                   clock: Clock) -> tuple[list[FigureEntry], list]:
     from topkscope.analysis.runs import load
-    from topkscope.reproduce.draw import DISTRIBUTION_DRAWERS, convergence_figure
+    from topkscope.reproduce.draw import CONVERGENCE_DRAWERS, DISTRIBUTION_DRAWERS
     from topkscope.reproduce.prepare import analyze_snapshots
 
     runs = [load(d) for d in run_dirs]
@@ -162,8 +162,10 @@ def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
         for name in wanted:
             entries.append(DISTRIBUTION_DRAWERS[name](run, analysis, densities,
                                                       opts.figures_dir, job.experiment))
-    if "convergence" in job.figures:
-        entries.append(convergence_figure(runs, opts.figures_dir, job.experiment))
+    for name in [f for f in job.figures if f in CONVERGENCE_DRAWERS]:
+        entry = CONVERGENCE_DRAWERS[name](runs, opts.figures_dir, job.experiment)
+        if entry is not None:  # e.g. no density sensitivity runs in this plan
+            entries.append(entry)
     clock.record(job.experiment, "draw", time.perf_counter() - t, f"{len(entries)} figures")
     return entries, runs
 
