@@ -58,7 +58,7 @@ def test_timing_table_covers_every_phase(small):
     timing = pd.read_csv(small.root / "figures" / "timing.csv")
     assert set(timing["phase"]) == {"run", "analyze", "draw", "claims"}
     runs = timing[timing["phase"] == "run"]
-    assert len(runs) == 1 + 4 + 1  # tiny-fnn3, four convergence runs, the benchmark
+    assert len(runs) == 1 + 4 + 18 + 1  # tiny-fnn3, four + 18 convergence runs, the benchmark
     assert (timing["seconds"] >= 0).all()
 
 
