@@ -54,13 +54,15 @@ def draw_band(ax, agg: pd.DataFrame, x: str, *, color, ls: str, label: str) -> N
         ax.fill_between(agg[x], agg["lo"], agg["hi"], color=color, alpha=0.15, lw=0)
 
 
-def conditions_of(*frames: pd.DataFrame) -> list[str]:
-    """The conditions present (in order of appearance); [''] when no frame has the column."""
-    found: list[str] = []
+def conditions_of(*frames: pd.DataFrame, reference: Sequence[str] = REFERENCE) -> list[str]:
+    """The conditions of the non-reference rows (the paper's warm-up first, then by name);
+    those of the reference rows when there are no others; [''] without a condition column."""
+    found: set[str] = set()
     for df in frames:
         if "condition" in df.columns:
-            found += [c for c in df["condition"].astype(str).unique() if c not in found]
-    return found or [""]
+            own = df[~df["sparsifier"].isin(reference)]
+            found |= set((own if len(own) else df)["condition"].astype(str))
+    return sorted(found, key=lambda c: (not c.startswith("warmup=paper"), c)) or [""]
 
 
 def in_condition(df: pd.DataFrame, condition: str, reference: Sequence[str]) -> pd.DataFrame:
@@ -118,7 +120,7 @@ def convergence(
     smoothed = train.sort_values("step").assign(
         loss=lambda d: d.groupby(["sparsifier", *keys])["loss"].transform(
             lambda s: s.rolling(smooth, min_periods=1).mean()))
-    conditions = conditions_of(train, ev)
+    conditions = conditions_of(train, ev, reference=reference)
     with figure_style():
         fig, axes = new_figure(2, nrows=len(conditions))
         for row, cond in enumerate(conditions):
@@ -165,7 +167,7 @@ def accuracy_vs_elements(
     names = ordered(ev["sparsifier"])
     colors, styles = palette(names), linestyles(names)
     metric = str(ev["metric_name"].iloc[0])
-    conditions = conditions_of(ev)
+    conditions = conditions_of(ev, reference=reference)
     with figure_style():
         fig, axes = new_figure(len(conditions))
         for ax, cond in zip(axes[0], conditions):
@@ -207,7 +209,7 @@ def density_sensitivity(
     labels = [format_density(r) for r in densities]
     colors, styles = palette(labels), linestyles(labels)
     metric = str(ev["metric_name"].iloc[0])
-    conditions = conditions_of(ev)
+    conditions = conditions_of(ev, reference=reference)
     with figure_style():
         fig, axes = new_figure(len(methods), sharey=True)
         for ax, name in zip(axes[0], methods):

@@ -260,7 +260,7 @@ def density_sensitivity_figure(runs: Sequence, out_dir: Path, experiment: str) -
     dense = finals[finals["sparsifier"] == "dense"]
     if len(dense):
         parts.append(f"Dense {_mean_text(dense['metric'])}")
-    robust = (" The robust Gaussian-k is not drawn: it selects the exact top-k set by "
+    robust = (" The robust Gaussian-k is left out: it selects the exact top-k set by "
               "construction, so its curves are Top-k's." if "topk" in methods else "")
     rhos = sorted(finals.loc[finals["sparsifier"] != "dense", "density"].unique())
     caption = (f"Held-out {metric} per iteration at each density ρ = k/d "
