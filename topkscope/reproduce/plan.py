@@ -18,14 +18,17 @@ RedSync the paper compared against), sidco, randk. The robust `gaussiank` is not
 the exact top-k set by construction, and a test shows that it trains identically to topk.
 Pairing is per (seed, condition, density): every method's seed s is compared with topk's seed s.
 
-Quick-profile budget (2 cores, two runs at a time, after set-up): 20 minutes in all. Measured
-seconds per run on an idle 2-core CPU (RUN_SECONDS; a loaded machine is about 3x slower):
+Quick-profile budget (2 cores, two runs at a time, after set-up): 20 minutes in all. Seconds
+per run (RUN_SECONDS): the distribution runs as measured on an idle 2-core CPU; a convergence
+run's CPU time (user + sys, one thread: its wall time when two share 2 idle cores), measured
+16-18 s for topk and redsync; the benchmark an allowance (not measured separately):
 
     fnn3-mnist 23, resnet20-cifar10 289, vgg16-cifar10 104, lstm-ptb 164  (distributions)
-    convergence-fnn3-mnist 15 per run x 57 runs (3 seeds x 19)            (~430 s at two at a time)
+    convergence-fnn3-mnist 17 per run x 57 runs (3 seeds x 19)            (~485 s at two at a time)
     selection-speed benchmark ~60 s (alone, before training)
 
-expected_seconds("quick") ~ 13 min. The ResNet-20 convergence (5 runs x 100 s for 150 steps
+expected_seconds("quick") ~ 14 min; on a machine shared with other jobs every run takes
+several times as long (a convergence run took 70-130 s wall with a load average of 6-8). The ResNet-20 convergence (5 runs x 100 s for 150 steps
 today; curves with >= 8 evaluation points over 3 seeds x 15 runs would need over an hour) runs
 only in the `full` profile (3 seeds there; FNN-3 runs 5 seeds in `full`).
 """
@@ -155,10 +158,10 @@ JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
     BenchmarkJob("selection-speed", figures=("selection_speed",)),
 )
 
-# measured seconds per run, quick profile, idle 2-core CPU, one thread per run
+# seconds per run, quick profile, 2-core CPU, one thread per run (see the module docstring)
 RUN_SECONDS = {
     "fnn3-mnist": 23, "resnet20-cifar10": 289, "vgg16-cifar10": 104, "lstm-ptb": 164,
-    "convergence-fnn3-mnist": 15, "selection-speed": 60,
+    "convergence-fnn3-mnist": 17, "selection-speed": 60,
 }
 
 
