@@ -321,7 +321,7 @@ def test_claims_over_seeds_give_paired_intervals(small):
         diffs = np.array([100 * (mine[s][0] - topk[s][0]) for s in range(3)])
         half = stats.t.ppf(0.975, 2) * diffs.std(ddof=1) / np.sqrt(3)
         rows = table[(table["sparsifier"] == "gaussiank-2019")
-                     & (table["condition"] == f"warmup={warmup}")]
+                     & (table["condition"] == f"warmup={warmup}; rho=0.01")]
         acc = rows[rows["claim"] == "gaussiank_accuracy"].iloc[0]
         assert acc["n_seeds"] == 3
         assert acc["ci_low"] == pytest.approx(diffs.mean() - half)

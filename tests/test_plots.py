@@ -367,6 +367,7 @@ def test_density_sensitivity_one_line_per_density_and_dense(seeds_runs):
                                    seed_mean(chosen, "topk", "none", rho).to_numpy())
     np.testing.assert_allclose(line(ax, "Dense").get_ydata(),
                                seed_mean(chosen, "dense", None).to_numpy())
+    assert "ρ =" not in fig._suptitle.get_text().split("\n", 1)[1]  # no single density named
     with pytest.raises(ValueError, match=r"no rows for method\(s\) \['sidco'\]"):
         plots.density_sensitivity(ev, methods=["sidco"])
 

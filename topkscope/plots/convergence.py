@@ -228,5 +228,7 @@ def density_sensitivity(
             metric_axis(ax, split, metric)
             ax.set_title(f"{sparsifier_name(name)}: {split} {metric} by density")
             ax.legend(loc="best")
-        fig.suptitle(titled("Sensitivity to the density ρ = k/d", manifest, conditions, ev))
+        general = None if manifest is None else {k: v for k, v in manifest.items()
+                                                  if k != "density"}  # the panels vary it
+        fig.suptitle(titled("Sensitivity to the density ρ = k/d", general, conditions, ev))
     return fig
