@@ -9,6 +9,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -59,7 +60,7 @@ def test_timing_table_covers_every_phase(small):
     timing = pd.read_csv(small.root / "figures" / "timing.csv")
     assert set(timing["phase"]) == {"run", "analyze", "draw", "claims"}
     runs = timing[timing["phase"] == "run"]
-    assert len(runs) == 1 + 4 + 1  # tiny-fnn3, four convergence runs, the benchmark
+    assert len(runs) == 1 + 4 + 18 + 1  # tiny-fnn3, four + 18 convergence runs, the benchmark
     assert (timing["seconds"] >= 0).all()
 
 
@@ -301,3 +302,36 @@ def test_progress_of_a_run_is_read_from_its_folder(small):
     run_dir = next(p for p in (small.root / "tiny-fnn3").iterdir())
     assert steps_done(run_dir) == (40, 40)
     assert steps_done(small.root / "no-such-run") == (0, None)
+
+
+def test_claims_over_seeds_give_paired_intervals(small):
+    """tiny-seeds: gaussiank-2019 vs topk per condition over 3 seeds, recomputed from the runs."""
+    from scipy import stats
+
+    table = pd.read_csv(small.root / "claims.csv")
+    finals: dict[tuple, dict] = {}
+    for path in (small.root / "tiny-seeds").iterdir():
+        run = load(path)
+        m = run.manifest
+        if m["sparsifier"] == "dense" or m["density"] != 0.01:
+            continue
+        ev = run.eval[run.eval["split"] == "test"].sort_values("step")
+        finals.setdefault((m["density_schedule"], m["sparsifier"]), {})[m["seed"]] = (
+            float(ev["metric"].iloc[-1]), float(run.train["selected"].sum()))
+    for warmup in ("paper", "none"):
+        topk, mine = finals[(warmup, "topk")], finals[(warmup, "gaussiank-2019")]
+        assert sorted(topk) == sorted(mine) == [0, 1, 2]
+        diffs = np.array([100 * (mine[s][0] - topk[s][0]) for s in range(3)])
+        half = stats.t.ppf(0.975, 2) * diffs.std(ddof=1) / np.sqrt(3)
+        rows = table[(table["sparsifier"] == "gaussiank-2019")
+                     & (table["condition"] == f"warmup={warmup}; rho=0.01")]
+        acc = rows[rows["claim"] == "gaussiank_accuracy"].iloc[0]
+        assert acc["n_seeds"] == 3
+        assert acc["ci_low"] == pytest.approx(diffs.mean() - half)
+        assert acc["ci_high"] == pytest.approx(diffs.mean() + half)
+        assert acc["verdict"] == claims_rules.interval_verdict(acc["ci_low"], acc["ci_high"], 3,
+                                                               -1.0)
+        ratio = np.mean([mine[s][1] / topk[s][1] for s in range(3)])
+        traffic = rows[rows["claim"] == "gaussiank_traffic"].iloc[0]
+        assert traffic["traffic_ratio"] == pytest.approx(ratio)
+        assert traffic["verdict"] in ("holds", "fails", "inconclusive")

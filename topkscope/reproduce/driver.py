@@ -92,10 +92,15 @@ class Clock:
         return pd.DataFrame(self.rows, columns=["experiment", "phase", "seconds", "action"])
 
 
-def run_specs(job: plan.TrainingJob, opts: Options) -> list[RunSpec]:
-    return [RunSpec(job.experiment, job.config_path(opts.experiments_dir), opts.profile, s,
-                    Path(opts.results_root), opts.data_root, opts.launcher)
-            for s in job.sparsifiers]
+def run_specs(job: plan.TrainingJob, opts: Options) -> list[tuple[str, RunSpec]]:
+    """(label, spec) of every variant the job runs under the profile."""
+    out = []
+    for variant in job.variants(opts.profile):
+        spec = RunSpec.of(job.experiment, job.config_path(opts.experiments_dir), opts.profile,
+                          variant, Path(opts.results_root), opts.data_root, opts.launcher)
+        label = variant.label()
+        out.append((job.experiment + (f" [{label}]" if label else ""), spec))
+    return out
 
 
 def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> None:
@@ -108,7 +113,7 @@ def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> Non
             argv = cfg.command("python", opts.benchmarks_dir, opts.results_root)
             log(f"{job.experiment}: {' '.join(argv)}")
             continue
-        for spec in run_specs(job, opts):
+        for _, spec in run_specs(job, opts):
             run_dir = spec.run_dir()
             log(f"{run_dir} [{status_of(run_dir) or 'missing'}]")
             log("  topkscope " + " ".join(command(spec, resume=False)[3:]))
@@ -143,7 +148,7 @@ def recorder_densities(manifest: dict) -> list[float]:
 def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
                   clock: Clock) -> tuple[list[FigureEntry], list]:
     from topkscope.analysis.runs import load
-    from topkscope.reproduce.draw import DISTRIBUTION_DRAWERS, convergence_figure
+    from topkscope.reproduce.draw import CONVERGENCE_DRAWERS, DISTRIBUTION_DRAWERS
     from topkscope.reproduce.prepare import analyze_snapshots
 
     runs = [load(d) for d in run_dirs]
@@ -159,8 +164,10 @@ def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
         for name in wanted:
             entries.append(DISTRIBUTION_DRAWERS[name](run, analysis, densities,
                                                       opts.figures_dir, job.experiment))
-    if "convergence" in job.figures:
-        entries.append(convergence_figure(runs, opts.figures_dir, job.experiment))
+    for name in [f for f in job.figures if f in CONVERGENCE_DRAWERS]:
+        entry = CONVERGENCE_DRAWERS[name](runs, opts.figures_dir, job.experiment)
+        if entry is not None:  # e.g. no density sensitivity runs in this plan
+            entries.append(entry)
     clock.record(job.experiment, "draw", time.perf_counter() - t, f"{len(entries)} figures")
     return entries, runs
 
@@ -212,8 +219,7 @@ def default_parallel(profile: str) -> int:
 def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options,
                     clock: Clock) -> dict[str, list[Path] | Exception]:
     """Every run of every training job (skipping complete ones); job -> folders or the error."""
-    labelled = [(job, f"{job.experiment}" + (f" [{spec.sparsifier}]" if spec.sparsifier else ""),
-                 spec) for job in jobs for spec in run_specs(job, opts)]
+    labelled = [(job, label, spec) for job in jobs for label, spec in run_specs(job, opts)]
     if opts.run:
         parallel = opts.parallel or default_parallel(opts.profile)
         clock.log(f"training: {len(labelled)} runs, {parallel} at a time")
@@ -244,7 +250,7 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     plan.check_profile(opts.profile)
     if opts.parallel is not None and opts.parallel < 1:
         raise ValueError(f"parallel = {opts.parallel} must be at least 1")
-    jobs = plan.jobs(list(opts.only) if opts.only else None, opts.jobs)
+    jobs = plan.jobs(list(opts.only) if opts.only else None, opts.jobs, opts.profile)
     if opts.dry_run:
         print_plan(jobs, opts, log)
         return Outcome([], [], pd.DataFrame(), None, None)
