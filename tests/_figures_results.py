@@ -5,6 +5,9 @@ real driver, `topkscope.reproduce.driver.reproduce`, on real MNIST:
 
     tiny-fnn3.yaml         FNN-3, 2 simulated workers, 40 steps, recorder on
     tiny-convergence.yaml  FNN-3, 2 workers, 30 steps, run for dense/topk/gaussiank/randk
+    tiny-seeds.yaml        FNN-3, 2 workers, 20 steps, a convergence design: seeds 0-2 x
+                           (dense; topk, gaussiank-2019 under warmup=paper and none; topk at
+                           rho = 0.05 too), 18 runs
     tiny-selection.yaml    benchmarks/selection.py on d in {1e4, 1e5}, 3 methods
 
 (experiment configs written into the session's temporary folder, not the repository's),
@@ -69,6 +72,27 @@ profiles:
   quick: {}
 """
 
+SEEDS_YAML = """\
+experiment: tiny-seeds
+description: test runs over seeds and conditions
+model: fnn3
+dataset: mnist
+workers: 2
+batch_size: 64
+steps: 20
+train_subset: 640
+eval_subset: 500
+eval_every_steps: 4
+lr: 0.05
+momentum: 0.9
+sparsifier: topk
+density: 0.01
+threads: 1
+seed: 0
+profiles:
+  quick: {}
+"""
+
 SELECTION_YAML = """\
 experiment: tiny-selection
 benchmark: selection
@@ -80,9 +104,13 @@ profiles:
 """
 
 SPARSIFIERS = ("dense", "topk", "gaussiank", "randk")
+# 640 samples / (2 workers x 64) = 5 steps per epoch: the paper warm-up covers steps 0-9
+SEEDS_DESIGN = plan.ConvergenceDesign(seeds=(("quick", 3),), methods=("gaussiank-2019",),
+                                      sensitivity_methods=("topk",), sensitivity_densities=(0.05,))
 JOBS = (
     plan.TrainingJob("tiny-fnn3", figures=plan.DISTRIBUTION_FIGURES),
     plan.TrainingJob("tiny-convergence", SPARSIFIERS, figures=("convergence",)),
+    plan.TrainingJob("tiny-seeds", figures=plan.CONVERGENCE_FIGURES, design=SEEDS_DESIGN),
     plan.BenchmarkJob("tiny-selection", figures=("selection_speed",)),
 )
 
@@ -108,6 +136,7 @@ def build(root: Path, data: Path) -> SmallResults:
     experiments.mkdir(parents=True, exist_ok=True)
     (experiments / "tiny-fnn3.yaml").write_text(DISTRIBUTION_YAML)
     (experiments / "tiny-convergence.yaml").write_text(CONVERGENCE_YAML)
+    (experiments / "tiny-seeds.yaml").write_text(SEEDS_YAML)
     (experiments / "tiny-selection.yaml").write_text(SELECTION_YAML)
     results = root / "results"
     small = SmallResults(results, experiments, data, None)

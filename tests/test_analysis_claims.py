@@ -340,3 +340,17 @@ def test_conditions_and_deviations_are_separate_rows_paired_with_their_own_topk(
     rows = table[table["claim"] == "gaussiank_accuracy"].set_index("condition")["verdict"]
     assert rows.to_dict() == {"warmup=paper": "fails", "warmup=none": "holds",
                               "warmup=none; empty_fallback=topk": "holds"}
+
+
+def test_a_density_sensitivity_gives_one_named_row_per_density():
+    topk = [0.95, 0.96, 0.955]
+    runs = (seeded("gaussiank-2019", [0.90, 0.91, 0.905], topk)
+            + seeded("gaussiank-2019", topk, topk, density=0.005))
+    table = claims.build(runs)
+    rows = table[table["claim"] == "gaussiank_accuracy"].set_index("condition")["verdict"]
+    assert rows.to_dict() == {"warmup=none; rho=0.001": "fails", "warmup=none; rho=0.005": "holds"}
+    from topkscope.reproduce.findings import findings_markdown
+
+    md = findings_markdown(table)  # each density keeps its own row in the README table
+    assert "(warmup=none; rho=0.001) | fails" in md.replace("**", "")
+    assert "(warmup=none; rho=0.005) | holds" in md

@@ -28,6 +28,7 @@ GENERATED = (
     "results/figures",       # make reproduce-figures: figures, index.md, timing.csv
     "results/bench",         # make bench / topkscope bench: one CSV per benchmark
     "results/claims.csv",    # make reproduce-figures
+    "results/scaling.csv",   # make reproduce-figures (predicted scaling)
     "results/claims.md",     # make reproduce-figures
     "results/notebooks",     # make reproduce-figures: executed notebooks + HTML
     "results/tables",        # make reproduce-figures: CSV + LaTeX tables

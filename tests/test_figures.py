@@ -9,14 +9,16 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from tests._figures_results import JOBS, shared_small_results
 from topkscope.analysis import claims as claims_rules
 from topkscope.analysis.runs import load
+from topkscope.perf.report import CLAIM as SPEEDUP_CLAIM
 from topkscope.reproduce import plan
-from topkscope.reproduce.driver import reproduce
+from topkscope.reproduce.driver import SCALING_EXPERIMENT, reproduce
 from topkscope.reproduce.runner import RunSpec, command, ensure_run, status_of
 from topkscope.train.config import load_config
 
@@ -58,7 +60,7 @@ def test_timing_table_covers_every_phase(small):
     timing = pd.read_csv(small.root / "figures" / "timing.csv")
     assert set(timing["phase"]) == {"run", "analyze", "draw", "claims"}
     runs = timing[timing["phase"] == "run"]
-    assert len(runs) == 1 + 4 + 1  # tiny-fnn3, four convergence runs, the benchmark
+    assert len(runs) == 1 + 4 + 18 + 1  # tiny-fnn3, four + 18 convergence runs, the benchmark
     assert (timing["seconds"] >= 0).all()
 
 
@@ -70,7 +72,7 @@ def test_claims_verdicts_follow_from_their_numbers(small):
     for row in table.itertuples(index=False):
         assert row.verdict in claims_rules.VERDICTS
         assert row.rule and str(row.evidence)
-        if row.claim.endswith(("_accuracy", "_traffic")):
+        if row.claim.endswith(("_accuracy", "_traffic")) or row.claim == SPEEDUP_CLAIM:
             continue
         n_pass = round(row.fraction * row.n_units) if row.n_units else 0
         assert row.verdict == claims_rules.fraction_verdict(n_pass, row.n_units), row
@@ -87,7 +89,7 @@ def test_claims_verdicts_follow_from_their_numbers(small):
     assert acc["verdict"].iloc[0] == "insufficient-data" and acc["n_seeds"].iloc[0] == 1
     assert f"paired difference {diff:+.3g} points" in acc["evidence"].iloc[0]
     assert f"Top-k {finals['topk']:.4g}" in acc["evidence"].iloc[0]
-    assert md.count("\n| FNN-3 | MNIST |") == len(table)
+    assert md.count("\n| FNN-3 | MNIST |") == (table["model"] == "fnn3").sum()
 
 
 def test_below_bound_fractions_match_the_recorded_stats(small):
@@ -117,7 +119,8 @@ def test_second_invocation_skips_complete_runs(small, tmp_path):
     assert list(runs["action"]) == ["skipped"] * 4
     after = {p.name: (p / "manifest.json").read_text() for p in (root / "tiny-convergence").iterdir()}
     assert after == before
-    assert [e.name for e in outcome.entries] == ["tiny-convergence-convergence"]
+    drawn = [e.name for e in outcome.entries if e.experiment != SCALING_EXPERIMENT]
+    assert drawn == ["tiny-convergence-convergence"]
 
 
 def test_interrupted_run_is_resumed_and_checkpointless_one_set_aside(small, tmp_path):
@@ -196,7 +199,8 @@ def test_gallery_small_pngs_and_readme(small, tmp_path):
     from topkscope.reproduce import gallery
 
     written = gallery.build(small.root, tmp_path, width=400)
-    assert {p.stem for p in written} == set(expected_figures())
+    scaling = {"scaling-breakdown-p16", "scaling-crossover", "scaling-efficiency"}
+    assert {p.stem for p in written} == set(expected_figures()) | scaling
     for p in written:
         with Image.open(p) as img:
             assert img.width <= 400
@@ -315,7 +319,7 @@ def test_reproduce_executes_the_notebooks_and_writes_the_tables(small, tmp_path)
     books = sorted(p.name for p in (root / "notebooks").glob("*.ipynb"))
     assert books == sorted([f"{nb}-tiny-fnn3.ipynb" for nb in
                             ("contraction", "distributions", "selectors")]
-                           + ["convergence-tiny-convergence.ipynb",
+                           + ["convergence-tiny-convergence.ipynb", "convergence-tiny-seeds.ipynb",
                               "selection_speed-tiny-selection.ipynb"])
     for name in books:
         book = nbformat.read(root / "notebooks" / name, as_version=4)
@@ -328,3 +332,36 @@ def test_reproduce_executes_the_notebooks_and_writes_the_tables(small, tmp_path)
     assert tables == ["claims", "contraction", "convergence", "normality", "selectors", "speed"]
     assert sorted(p.stem for p in (root / "tables").glob("*.csv")) == tables
     assert "profile quick" in (root / "tables" / "contraction.tex").read_text()
+
+
+def test_claims_over_seeds_give_paired_intervals(small):
+    """tiny-seeds: gaussiank-2019 vs topk per condition over 3 seeds, recomputed from the runs."""
+    from scipy import stats
+
+    table = pd.read_csv(small.root / "claims.csv")
+    finals: dict[tuple, dict] = {}
+    for path in (small.root / "tiny-seeds").iterdir():
+        run = load(path)
+        m = run.manifest
+        if m["sparsifier"] == "dense" or m["density"] != 0.01:
+            continue
+        ev = run.eval[run.eval["split"] == "test"].sort_values("step")
+        finals.setdefault((m["density_schedule"], m["sparsifier"]), {})[m["seed"]] = (
+            float(ev["metric"].iloc[-1]), float(run.train["selected"].sum()))
+    for warmup in ("paper", "none"):
+        topk, mine = finals[(warmup, "topk")], finals[(warmup, "gaussiank-2019")]
+        assert sorted(topk) == sorted(mine) == [0, 1, 2]
+        diffs = np.array([100 * (mine[s][0] - topk[s][0]) for s in range(3)])
+        half = stats.t.ppf(0.975, 2) * diffs.std(ddof=1) / np.sqrt(3)
+        rows = table[(table["sparsifier"] == "gaussiank-2019")
+                     & (table["condition"] == f"warmup={warmup}; rho=0.01")]
+        acc = rows[rows["claim"] == "gaussiank_accuracy"].iloc[0]
+        assert acc["n_seeds"] == 3
+        assert acc["ci_low"] == pytest.approx(diffs.mean() - half)
+        assert acc["ci_high"] == pytest.approx(diffs.mean() + half)
+        assert acc["verdict"] == claims_rules.interval_verdict(acc["ci_low"], acc["ci_high"], 3,
+                                                               -1.0)
+        ratio = np.mean([mine[s][1] / topk[s][1] for s in range(3)])
+        traffic = rows[rows["claim"] == "gaussiank_traffic"].iloc[0]
+        assert traffic["traffic_ratio"] == pytest.approx(ratio)
+        assert traffic["verdict"] in ("holds", "fails", "inconclusive")

@@ -20,7 +20,7 @@ from topkscope.hooks import Recorder
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 REQUIRED = {"distributions", "contraction", "selectors", "convergence", "selection_speed"}
-FIGURES = {"distributions": 3, "contraction": 2, "selectors": 1, "convergence": 1,
+FIGURES = {"distributions": 3, "contraction": 2, "selectors": 1, "convergence": 4,
            "selection_speed": 2}
 
 
@@ -35,7 +35,7 @@ def parameters_for(name: str, small) -> dict:
         "distributions": {"run_dir": str(run_dir)},
         "contraction": {"run_dir": str(run_dir)},
         "selectors": {"run_dir": str(run_dir)},
-        "convergence": {"results_root": str(small.root), "experiment": "tiny-convergence"},
+        "convergence": {"results_root": str(small.root), "experiment": "tiny-seeds"},
         "selection_speed": {"bench_csv": str(small.root / "bench" / "selection.csv")},
     }[name]
 

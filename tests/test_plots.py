@@ -284,3 +284,111 @@ def test_bad_input_is_a_value_error_naming_the_problem(run):
     with pytest.raises(ValueError, match="smooth"):
         plots.convergence(run.train.assign(sparsifier="topk"), run.eval.assign(sparsifier="topk"),
                           smooth=0)
+
+
+# --- convergence over seeds and conditions (the tiny-seeds design) ------------------------------
+
+
+@pytest.fixture(scope="session")
+def seeds_runs(small):
+    return [load(p) for p in sorted((small.root / "tiny-seeds").iterdir())
+            if (p / "manifest.json").exists()]
+
+
+def seed_mean(runs, sparsifier, warmup, density=0.01, column="metric"):
+    """Mean over seeds per eval step, straight from each run's eval.parquet."""
+    chosen = [r for r in runs if r.manifest["sparsifier"] == sparsifier
+              and float(r.manifest["density"]) == density
+              and (warmup is None or r.manifest["density_schedule"] == warmup)]
+    assert len(chosen) == 3, (sparsifier, warmup, density)
+    return pd.concat([r.eval for r in chosen]).groupby("step")[column].mean()
+
+
+def line(ax, label):
+    (found,) = [ln for ln in ax.lines if ln.get_label() == label]
+    return found
+
+
+def test_convergence_over_seeds_one_row_per_condition(seeds_runs):
+    from topkscope.reproduce.draw import run_frames
+
+    main = [r for r in seeds_runs if float(r.manifest["density"]) == 0.01]
+    train, ev = run_frames(main)
+    fig = plots.convergence(train, ev, manifest=main[0].manifest)
+    assert len(panels(fig)) == 4
+    assert_no_empty_panels(fig)
+    for row, warmup in enumerate(["paper", "none"]):
+        lax, max_ = fig.axes[2 * row], fig.axes[2 * row + 1]
+        assert f"warmup={warmup}" in lax.get_title() and f"warmup={warmup}" in max_.get_title()
+        assert legend_labels(max_) == ["Dense", "Top-k", "Gaussian-k (2019)"]  # dense in both
+        for name, label in [("topk", "Top-k"), ("gaussiank-2019", "Gaussian-k (2019)")]:
+            ref = seed_mean(main, name, warmup)
+            np.testing.assert_allclose(line(max_, label).get_ydata(), ref.to_numpy())
+            np.testing.assert_array_equal(line(max_, label).get_xdata(), ref.index.to_numpy())
+        assert len(max_.collections) == 3  # a seed band per line
+    title = fig._suptitle.get_text()
+    assert "mean over 3 seeds" in title and "warmup=paper | warmup=none" in title
+
+
+def test_accuracy_vs_elements_counts_what_every_worker_sent(seeds_runs):
+    from topkscope.reproduce.draw import run_frames
+
+    main = [r for r in seeds_runs if float(r.manifest["density"]) == 0.01]
+    _, ev = run_frames(main)
+    fig = plots.accuracy_vs_elements(ev, manifest=main[0].manifest)
+    assert len(panels(fig)) == 2
+    assert_no_empty_panels(fig)
+    ax = fig.axes[0]
+    assert "warmup=paper" in ax.get_title() and ax.get_xscale() == "log"
+    topk = [r for r in main if r.manifest["sparsifier"] == "topk"
+            and r.manifest["density_schedule"] == "paper"]
+    sent = []
+    for r in topk:  # elements by all workers up to each eval step, from train.parquet
+        tr = r.train.set_index("step")["selected"]
+        sent.append([tr.loc[:s].sum() * r.manifest["world_size"] for s in r.eval["step"]])
+    np.testing.assert_allclose(line(ax, "Top-k").get_xdata(), np.mean(sent, axis=0))
+    np.testing.assert_allclose(line(ax, "Top-k").get_ydata(),
+                               seed_mean(main, "topk", "paper").to_numpy())
+    dense = line(ax, "Dense").get_xdata()
+    assert dense[-1] == pytest.approx(20 * 2 * main[0].manifest["num_parameters"])
+
+
+def test_density_sensitivity_one_line_per_density_and_dense(seeds_runs):
+    from topkscope.reproduce.draw import run_frames
+
+    chosen = [r for r in seeds_runs if r.manifest["density_schedule"] == "none"
+              and r.manifest["sparsifier"] in ("dense", "topk")]
+    _, ev = run_frames(chosen)
+    fig = plots.density_sensitivity(ev, manifest=chosen[0].manifest)
+    (ax,) = panels(fig)
+    assert legend_labels(ax) == ["Dense", "ρ = 0.01", "ρ = 0.05"]
+    for rho in (0.01, 0.05):
+        np.testing.assert_allclose(line(ax, f"ρ = {rho:g}").get_ydata(),
+                                   seed_mean(chosen, "topk", "none", rho).to_numpy())
+    np.testing.assert_allclose(line(ax, "Dense").get_ydata(),
+                               seed_mean(chosen, "dense", None).to_numpy())
+    assert "ρ =" not in fig._suptitle.get_text().split("\n", 1)[1]  # no single density named
+    with pytest.raises(ValueError, match=r"no rows for method\(s\) \['sidco'\]"):
+        plots.density_sensitivity(ev, methods=["sidco"])
+
+
+def test_selected_per_step_in_each_methods_own_run(seeds_runs):
+    from topkscope.reproduce.draw import run_frames
+
+    mine = [r for r in seeds_runs if r.manifest["sparsifier"] == "gaussiank-2019"]
+    train, _ = run_frames(mine)
+    fig = plots.selected_per_step(train, manifest=mine[0].manifest)
+    (ax,) = panels(fig)
+    assert ax.get_yscale() == "log" and "Gaussian-k (2019)" in ax.get_title()
+    (band,) = ax.patches  # the shaded [2k/3, 4k/3] band
+    assert band.get_y() == pytest.approx(2 / 3)
+    assert band.get_y() + band.get_height() == pytest.approx(4 / 3)
+    for warmup in ("paper", "none"):
+        runs = [r for r in mine if r.manifest["density_schedule"] == warmup]
+        ref = pd.concat([r.train.assign(q=r.train["selected_median"] / r.train["k"])
+                         for r in runs]).groupby("step")["q"].mean()
+        np.testing.assert_allclose(line(ax, f"warmup={warmup}").get_ydata(), ref.to_numpy())
+    assert len(ax.collections) == 2  # min-max over workers, per condition
+    assert "min-max over workers" in fig._suptitle.get_text()
+    with pytest.raises(ValueError, match="selected_min"):
+        plots.selected_per_step(train.drop(columns=["selected_min"]))

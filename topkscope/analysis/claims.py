@@ -39,7 +39,8 @@ observation; a fraction rule counts the units that satisfy the claim's criterion
 
 `condition` names the density warm-up ("warmup=paper", "warmup=none", ...), a non-default
 k rule and every named deviation of the run (e.g. "empty_fallback=topk"), so a row never
-hides what it measured.
+hides what it measured; in an experiment run at several densities (a density sensitivity)
+claims 5 and 6 also name the density ("warmup=none; rho=0.005").
 """
 
 from __future__ import annotations
@@ -447,6 +448,9 @@ def _comparisons(runs: list) -> dict[tuple, dict]:
 
 def _accuracy_rows(runs: list) -> list[dict]:
     cells = _comparisons(runs)
+    densities: dict = {}
+    for experiment, density, _, _ in cells:
+        densities.setdefault(experiment, set()).add(density)
     rows = []
     for (experiment, density, condition, method), by_seed in sorted(
             cells.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
@@ -456,7 +460,9 @@ def _accuracy_rows(runs: list) -> list[dict]:
         warmup = condition.split("; ")[0]
         topk = cells.get((experiment, density, warmup, "topk"), {})
         seeds = sorted(set(by_seed) & set(topk))
-        rows += _method_rows(experiment, density, condition, method, by_seed, topk, seeds)
+        named = (f"{condition}; rho={float(density):g}" if len(densities[experiment]) > 1
+                 else condition)  # a density sensitivity: one row per density, named
+        rows += _method_rows(experiment, density, named, method, by_seed, topk, seeds)
     return rows
 
 

@@ -9,25 +9,30 @@
 | qq_plot | normal Q-Q plots at snapshot steps | Q-Q points |
 | selected_over_k | approximate selectors' count / k and recall | stats |
 | selection_time | selection time vs d, ratio to torch.topk | results/bench/selection.csv |
-| convergence | loss and held-out metric per sparsifier | train + eval tables |
+| convergence | loss and held-out metric per sparsifier and condition, mean over seeds | train + eval tables |
+| accuracy_vs_elements | held-out metric vs cumulative elements communicated | eval + `elements` |
+| density_sensitivity | held-out metric per density, per method, dense as reference | eval + `density` |
+| selected_per_step | selected/k per step in each method's own run, min-max over workers | train table |
 
 `save_figure(fig, out_dir, name)` writes name.png and name.pdf atomically.
 """
 
 from topkscope.plots.contraction import contraction_over_iterations
-from topkscope.plots.convergence import convergence
+from topkscope.plots.convergence import accuracy_vs_elements, convergence, density_sensitivity
 from topkscope.plots.histogram import gradient_histogram
 from topkscope.plots.normality import normality_over_training
 from topkscope.plots.qq import qq_plot
 from topkscope.plots.selection_speed import selection_time
-from topkscope.plots.selectors import selected_over_k
+from topkscope.plots.selectors import selected_over_k, selected_per_step
 from topkscope.plots.sorted_magnitudes import sorted_magnitudes
 from topkscope.plots.style import figure_style, save_figure
 from topkscope.plots.titles import describe_run, figure_title
 
 __all__ = [
+    "accuracy_vs_elements",
     "contraction_over_iterations",
     "convergence",
+    "density_sensitivity",
     "describe_run",
     "figure_style",
     "figure_title",
@@ -36,6 +41,7 @@ __all__ = [
     "qq_plot",
     "save_figure",
     "selected_over_k",
+    "selected_per_step",
     "selection_time",
     "sorted_magnitudes",
 ]

@@ -1,9 +1,14 @@
-"""Figure: how many elements approximate selectors pick, and how much of the true top-k they find.
+"""Figures: how many elements approximate selectors pick, and how much of the true top-k they find.
 
-Top row: S_count / k over iterations per density (1 = exact; shaded: the published Gaussian-k
-band [2k/3, 4k/3]). Bottom row (when recorded): recall |S ∩ TopK| / k. Computed by the recorder on
-the same u as training (stats columns S_count, S_recall for each approximate sparsifier S);
-median over workers.
+selected_over_k    the recorder's view. Top row: S_count / k over iterations per density (1 =
+                   exact; shaded: the published Gaussian-k band [2k/3, 4k/3]). Bottom row (when
+                   recorded): recall |S ∩ TopK| / k. Computed by the recorder on the same u as
+                   training (stats columns S_count, S_recall for each approximate sparsifier S);
+                   median over workers.
+selected_per_step  each method in its own training run (train.parquet): selected / k per step,
+                   median over workers (mean over seeds) with the band from the fewest to the
+                   most any worker sent (selected_min, selected_max, over seeds too); one panel
+                   per method, one line per condition.
 """
 
 from __future__ import annotations
@@ -80,3 +85,58 @@ def selected_over_k(
     return fig
 
 
+
+
+def selected_per_step(
+    train: pd.DataFrame, *, manifest: Mapping[str, Any] | None = None,
+    methods: Sequence[str] | None = None,
+) -> Figure:
+    """selected / k per step in each method's own run (log scale, the band [2k/3, 4k/3]
+    shaded), median over workers with the min-max over workers; one panel per method."""
+    from topkscope.plots.convergence import conditions_of, ordered, seeds_note
+
+    require_columns(train, ["sparsifier", "step", "k", "selected_min", "selected_median",
+                            "selected_max"], "train")
+    df = train[train["k"] > 0]
+    require_rows(df, "train", "with k > 0")
+    found = ordered(df["sparsifier"])
+    methods = found if methods is None else list(methods)
+    missing = [m for m in methods if m not in found]
+    if missing or not methods:
+        raise ValueError(f"train has no rows for method(s) {missing or '(none given)'}; "
+                         f"methods present: {found}")
+    conditions = conditions_of(df)
+    colors, styles = palette(conditions), linestyles(conditions)
+    ncols = min(3, len(methods))
+    nrows = -(-len(methods) // ncols)
+    with figure_style():
+        fig, axes = new_figure(ncols, nrows=nrows, sharey=True)
+        flat = [ax for row in axes for ax in row]
+        for ax, name in zip(flat, methods):
+            ax.axhspan(*BAND, color="#bbbbbb", alpha=0.3, lw=0, label="band [2k/3, 4k/3]")
+            ax.axhline(1.0, color="k", lw=0.8, ls="--", label="exactly k")
+            part = df[df["sparsifier"] == name]
+            for cond in conditions:
+                rows = part if "condition" not in part else part[part["condition"] == cond]
+                if not len(rows):
+                    continue
+                ratio = rows.assign(mid=rows["selected_median"] / rows["k"],
+                                    lo=rows["selected_min"] / rows["k"],
+                                    hi=rows["selected_max"] / rows["k"]).groupby("step")
+                mid, lo, hi = ratio["mid"].mean(), ratio["lo"].min(), ratio["hi"].max()
+                ax.plot(mid.index, mid.values, color=colors[cond], ls=styles[cond], lw=1.2,
+                        label=cond or "median over workers")
+                ax.fill_between(lo.index, lo.values, hi.values, color=colors[cond], alpha=0.2,
+                                lw=0)
+            ax.set_yscale("log")
+            ax.set_title(f"{sparsifier_name(name)}: selected / k (own run)")
+            ax.set_xlabel("iteration (step)")
+            ax.set_ylabel("selected / k (ratio, log)")
+            ax.legend(loc="best")
+        for ax in flat[len(methods):]:
+            ax.set_visible(False)
+        named = [c for c in conditions if c]
+        note = seeds_note(df) + (f" · conditions: {' | '.join(named)}" if named else "")
+        fig.suptitle(figure_title(f"Elements sent per step in each method's own run ({note}; "
+                                  "band: min-max over workers)", manifest, with_sparsifier=False))
+    return fig

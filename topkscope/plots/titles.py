@@ -27,6 +27,7 @@ SPARSIFIER_NAMES = {
     "gaussiank-2019": "Gaussian-k (2019)",
     "dgc": "DGC",
     "redsync": "RedSync",
+    "redsync-2019": "RedSync (2019)",
     "sidco": "SIDCo",
     "threshold": "Threshold",
     "torch.topk": "torch.topk (baseline)",

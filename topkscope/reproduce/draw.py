@@ -140,24 +140,173 @@ def selectors_figure(run, out_dir: Path, experiment: str) -> FigureEntry:
     return _save(fig, out_dir, experiment, "selectors", caption)
 
 
-def convergence_figure(runs: Sequence, out_dir: Path, experiment: str) -> FigureEntry:
-    train = pd.concat([r.train.assign(sparsifier=r.manifest["sparsifier"]) for r in runs],
-                      ignore_index=True)
-    ev = pd.concat([r.eval.assign(sparsifier=r.manifest["sparsifier"]) for r in runs],
-                   ignore_index=True)
-    manifest = dict(runs[0].manifest)
-    fig = plots.convergence(train, ev, manifest=manifest)
-    finals = []
+def run_frames(runs: Sequence) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(train, eval) of every run, each row tagged with its run's sparsifier, seed, condition
+    (claims.condition_of: density warm-up and named deviations) and density; eval also gets
+    `elements`: the elements all workers sent up to and including its step (cumulative sum of
+    train `selected`, the mean per worker, times the number of workers)."""
+    from topkscope.analysis.claims import condition_of
+
+    trains, evals = [], []
     for r in runs:
-        e = r.eval.sort_values("step")
-        if len(e):
-            last = e.iloc[-1]
-            finals.append(f"{sparsifier_name(r.manifest['sparsifier'])} {last['metric']:.4g}")
+        m = r.manifest
+        tags = {"sparsifier": m["sparsifier"], "seed": int(m.get("seed", 0) or 0),
+                "condition": condition_of(m), "density": float(m["density"])}
+        tr = r.train.sort_values("step").assign(**tags)
+        sent = tr["selected"].astype("float64").cumsum() * int(m.get("world_size", 1))
+        elements = pd.Series(sent.to_numpy(), index=tr["step"].to_numpy())
+        ev = r.eval.assign(**tags)
+        ev["elements"] = elements.reindex(ev["step"].to_numpy()).to_numpy()
+        trains.append(tr)
+        evals.append(ev)
+    return pd.concat(trains, ignore_index=True), pd.concat(evals, ignore_index=True)
+
+
+def main_density(runs: Sequence) -> float:
+    """The density most runs used (the experiment's; the sensitivity runs differ)."""
+    return float(pd.Series([float(r.manifest["density"]) for r in runs]).mode().iloc[0])
+
+
+def _finals(ev: pd.DataFrame) -> pd.DataFrame:
+    """Per (sparsifier, condition, density, seed): the metric at the last evaluated step."""
+    last = ev.sort_values("step").groupby(["sparsifier", "condition", "density", "seed"]).tail(1)
+    return last[["sparsifier", "condition", "density", "seed", "metric", "elements"]]
+
+
+def _mean_text(values: pd.Series) -> str:
+    v = values.astype("float64")
+    return f"{v.mean():.4g}" + (f" ({v.min():.4g}-{v.max():.4g})" if len(v) > 1 else "")
+
+
+def _by_condition(finals: pd.DataFrame, value) -> str:
+    """'warmup=paper: Top-k 0.91, ...; warmup=none: ...' with dense stated once."""
+    from topkscope.plots.convergence import ordered
+
+    parts = []
+    dense = finals[finals["sparsifier"] == "dense"]
+    if len(dense):
+        parts.append(f"{sparsifier_name('dense')} {value(dense)}")
+    for cond, g in finals[finals["sparsifier"] != "dense"].groupby("condition", sort=False):
+        methods = ", ".join(f"{sparsifier_name(n)} {value(g[g['sparsifier'] == n])}"
+                            for n in ordered(g["sparsifier"]))
+        parts.append(f"{cond}: {methods}")
+    return "; ".join(parts)
+
+
+def _experiment_note(runs: Sequence) -> str:
+    seeds = sorted({int(r.manifest.get("seed", 0) or 0) for r in runs})
+    return (f"{len(runs)} runs, seeds {', '.join(map(str, seeds))}. "
+            f"{describe_run(runs[0].manifest, with_sparsifier=False)}")
+
+
+def convergence_figure(runs: Sequence, out_dir: Path, experiment: str) -> FigureEntry:
+    rho = main_density(runs)
+    runs = [r for r in runs if float(r.manifest["density"]) == rho]
+    train, ev = run_frames(runs)
+    fig = plots.convergence(train, ev, manifest=dict(runs[0].manifest))
     metric = str(ev["metric_name"].iloc[0]) if len(ev) else "metric"
+    finals = _finals(ev)
     caption = (f"Training loss per iteration and held-out {metric} for dense SGD and "
-               f"TopK-SGD variants with error feedback, same seed and data order. Final {metric}: "
-               + ", ".join(finals) + f". {describe_run(manifest, with_sparsifier=False)}.")
+               f"TopK-SGD variants with error feedback, at ρ = {rho:g}, one row per condition "
+               f"(density warm-up and any named deviation); lines are the mean over seeds, bands "
+               f"span the lowest to the highest seed (same seeds and data order for every "
+               f"method). Final {metric}, mean (range over seeds): "
+               + _by_condition(finals, lambda g: _mean_text(g["metric"]))
+               + f". {_experiment_note(runs)}.")
     return _save(fig, out_dir, experiment, "convergence", caption)
+
+
+def traffic_figure(runs: Sequence, out_dir: Path, experiment: str) -> FigureEntry:
+    rho = main_density(runs)
+    runs = [r for r in runs if float(r.manifest["density"]) == rho]
+    _, ev = run_frames(runs)
+    fig = plots.accuracy_vs_elements(ev, manifest=dict(runs[0].manifest))
+    finals = _finals(ev)
+    topk = finals[finals["sparsifier"] == "topk"].set_index(["condition", "seed"])["elements"]
+
+    def ratio(g: pd.DataFrame) -> str:
+        ref = topk.reindex(list(zip(g["condition"], g["seed"]))).to_numpy()
+        return _mean_text(pd.Series(g["elements"].to_numpy() / ref)) + "x"
+
+    metric = str(ev["metric_name"].iloc[0]) if len(ev) else "metric"
+    caption = (f"Held-out {metric} against the elements communicated so far by all workers "
+               f"(cumulative train `selected` x workers; log scale), at ρ = {rho:g}, one panel "
+               f"per condition; mean over seeds, band over seeds on the {metric}. Elements sent "
+               f"over the whole run relative to Top-k's (same seed and condition), mean (range "
+               f"over seeds): "
+               + _by_condition(finals[finals["sparsifier"] != "dense"], ratio)
+               + f". {_experiment_note(runs)}.")
+    return _save(fig, out_dir, experiment, "traffic", caption)
+
+
+def density_sensitivity_figure(runs: Sequence, out_dir: Path, experiment: str) -> FigureEntry | None:
+    """None when no run used another density than the experiment's."""
+    rho = main_density(runs)
+    other = [r for r in runs if float(r.manifest["density"]) != rho]
+    if not other:
+        return None
+    from topkscope.analysis.claims import condition_of
+
+    methods = {r.manifest["sparsifier"] for r in other}
+    conditions = {condition_of(r.manifest) for r in other}
+    chosen = [r for r in runs if r.manifest["sparsifier"] == "dense"
+              or (r.manifest["sparsifier"] in methods and condition_of(r.manifest) in conditions)]
+    _, ev = run_frames(chosen)
+    fig = plots.density_sensitivity(ev, manifest=dict(chosen[0].manifest))
+    finals = _finals(ev)
+    metric = str(ev["metric_name"].iloc[0]) if len(ev) else "metric"
+    parts = [f"{sparsifier_name(n)} at ρ = {d:g}: {_mean_text(g['metric'])}"
+             for (n, d), g in finals.groupby(["sparsifier", "density"]) if n != "dense"]
+    dense = finals[finals["sparsifier"] == "dense"]
+    if len(dense):
+        parts.append(f"Dense {_mean_text(dense['metric'])}")
+    robust = (" The robust Gaussian-k is left out: it selects the exact top-k set by "
+              "construction, so its curves are Top-k's." if "topk" in methods else "")
+    rhos = sorted(finals.loc[finals["sparsifier"] != "dense", "density"].unique())
+    caption = (f"Held-out {metric} per iteration at each density ρ = k/d "
+               f"({', '.join(f'{d:g}' for d in rhos)}) "
+               f"against dense SGD, one panel per method, condition "
+               f"{' | '.join(sorted(conditions))}; mean over seeds with a band over seeds. Final "
+               f"{metric}, mean (range over seeds): " + "; ".join(parts) + "." + robust
+               + f" {_experiment_note(chosen)}.")
+    return _save(fig, out_dir, experiment, "density_sensitivity", caption)
+
+
+def selected_per_step_figure(runs: Sequence, out_dir: Path, experiment: str) -> FigureEntry | None:
+    """None when the experiment ran no approximate method."""
+    from topkscope.analysis.claims import COUNT_BAND
+
+    rho = main_density(runs)
+    runs = [r for r in runs if float(r.manifest["density"]) == rho
+            and r.manifest["sparsifier"] not in ("dense", "topk")]
+    if not runs:
+        return None
+    train, _ = run_frames(runs)
+    fig = plots.selected_per_step(train, manifest=dict(runs[0].manifest))
+    train = train[train["k"] > 0]
+    ratio = train["selected_median"] / train["k"]
+    inside = (ratio >= COUNT_BAND[0]) & (ratio <= COUNT_BAND[1])
+    parts = []
+    for (name, cond), idx in train.groupby(["sparsifier", "condition"], sort=False).groups.items():
+        lo = (train.loc[idx, "selected_min"] / train.loc[idx, "k"]).min()
+        hi = (train.loc[idx, "selected_max"] / train.loc[idx, "k"]).max()
+        parts.append(f"{sparsifier_name(name)} ({cond}) median {ratio[idx].median():.2f}, in "
+                     f"the band on {_pct(inside[idx].mean())} of steps, workers {lo:.2g}-{hi:.2g}")
+    caption = ("Elements each approximate method sent per step in its own training run, as a "
+               "multiple of that step's k (log scale; the published Gaussian-k band [2k/3, 4k/3] "
+               "shaded): median over workers, mean over seeds, band from the fewest to the most "
+               "any worker sent (train.parquet selected_min / selected_max, over seeds too). "
+               "Selected/k over all (step, seed): " + "; ".join(parts)
+               + f". {_experiment_note(runs)}.")
+    return _save(fig, out_dir, experiment, "selected_per_step", caption)
+
+
+CONVERGENCE_DRAWERS: dict[str, Callable] = {
+    "convergence": convergence_figure,
+    "traffic": traffic_figure,
+    "density_sensitivity": density_sensitivity_figure,
+    "selected_per_step": selected_per_step_figure,
+}
 
 
 def selection_speed_figure(bench: pd.DataFrame, out_dir: Path, experiment: str) -> list[FigureEntry]:

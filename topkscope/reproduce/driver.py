@@ -4,11 +4,13 @@
     2. run    every experiment of the plan under the profile, skipping complete results,
               `parallel` runs at a time (two on a 2-core CPU in the quick profile)
     3. draw   analyze each run's snapshots and draw its figures into <results>/figures/
-    4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims)
+    4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims), with the predicted
+              scaling rows; <results>/scaling.csv and its figures (topkscope.perf.report)
     5. tables <results>/tables/*.csv + *.tex: claims and key numbers for papers (paper_tables)
     6. notebooks  every notebook executed on the runs just made: <results>/notebooks/*.ipynb
               with its figures inline, plus a static .html of each (notebook_runs)
-    7. index  <results>/figures/index.md with every figure and caption; timing.csv
+    7. index  <results>/figures/index.md with every figure and caption (the scaling figures
+              under "predicted scaling"); timing.csv
 
 --no-run (Options.run False) runs nothing, benchmarks included: it draws from what exists.
 
@@ -97,10 +99,15 @@ class Clock:
         return pd.DataFrame(self.rows, columns=["experiment", "phase", "seconds", "action"])
 
 
-def run_specs(job: plan.TrainingJob, opts: Options) -> list[RunSpec]:
-    return [RunSpec(job.experiment, job.config_path(opts.experiments_dir), opts.profile, s,
-                    Path(opts.results_root), opts.data_root, opts.launcher)
-            for s in job.sparsifiers]
+def run_specs(job: plan.TrainingJob, opts: Options) -> list[tuple[str, RunSpec]]:
+    """(label, spec) of every variant the job runs under the profile."""
+    out = []
+    for variant in job.variants(opts.profile):
+        spec = RunSpec.of(job.experiment, job.config_path(opts.experiments_dir), opts.profile,
+                          variant, Path(opts.results_root), opts.data_root, opts.launcher)
+        label = variant.label()
+        out.append((job.experiment + (f" [{label}]" if label else ""), spec))
+    return out
 
 
 def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> None:
@@ -113,7 +120,7 @@ def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> Non
             argv = cfg.command("python", opts.benchmarks_dir, opts.results_root)
             log(f"{job.experiment}: {' '.join(argv)}")
             continue
-        for spec in run_specs(job, opts):
+        for _, spec in run_specs(job, opts):
             run_dir = spec.run_dir()
             log(f"{run_dir} [{status_of(run_dir) or 'missing'}]")
             log("  topkscope " + " ".join(command(spec, resume=False)[3:]))
@@ -153,7 +160,7 @@ def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
     """Draw the job's figures; the normality battery of its snapshot analysis is appended to
     `batteries` (with the model), for the tables."""
     from topkscope.analysis.runs import load
-    from topkscope.reproduce.draw import DISTRIBUTION_DRAWERS, convergence_figure
+    from topkscope.reproduce.draw import CONVERGENCE_DRAWERS, DISTRIBUTION_DRAWERS
     from topkscope.reproduce.prepare import analyze_snapshots
 
     runs = [load(d) for d in run_dirs]
@@ -172,8 +179,10 @@ def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
         for name in wanted:
             entries.append(DISTRIBUTION_DRAWERS[name](run, analysis, densities,
                                                       opts.figures_dir, job.experiment))
-    if "convergence" in job.figures:
-        entries.append(convergence_figure(runs, opts.figures_dir, job.experiment))
+    for name in [f for f in job.figures if f in CONVERGENCE_DRAWERS]:
+        entry = CONVERGENCE_DRAWERS[name](runs, opts.figures_dir, job.experiment)
+        if entry is not None:  # e.g. no density sensitivity runs in this plan
+            entries.append(entry)
     clock.record(job.experiment, "draw", time.perf_counter() - t, f"{len(entries)} figures")
     return entries, runs
 
@@ -188,17 +197,32 @@ def draw_benchmark(job: plan.BenchmarkJob, csv: Path, opts: Options,
     return entries
 
 
-def write_claims(runs: list, opts: Options, clock: Clock) -> tuple[pd.DataFrame, str]:
-    from topkscope.reproduce.draw import claims_markdown, claims_table
+SCALING_EXPERIMENT = "predicted scaling"
+
+
+def write_claims(runs: list, opts: Options,
+                 clock: Clock) -> tuple[pd.DataFrame, str, list[FigureEntry]]:
+    """claims.csv/.md, with the predicted scaling's rows; also the scaling figures' entries."""
+    from topkscope.reproduce.draw import FigureEntry, claims_markdown, claims_table
 
     t = time.perf_counter()
     table = claims_table(runs)
     root = Path(opts.results_root)
+    entries: list[FigureEntry] = []
+    try:  # predicted scaling: results/scaling.csv, its figures, the P = 16 speed-up rows
+        from topkscope.perf.report import write_scaling
+
+        rows, figures = write_scaling(root, opts.profile)
+        table = pd.concat([table, rows], ignore_index=True)
+        entries = [FigureEntry(name=name, experiment=SCALING_EXPERIMENT, caption=caption,
+                               files=tuple(files)) for name, caption, files in figures]
+    except (ValueError, OSError) as exc:
+        print(f"  scaling prediction skipped: {exc}")
     write_bytes_atomic(root / "claims.csv", table.to_csv(index=False).encode())
     md = claims_markdown(table)
     write_bytes_atomic(root / "claims.md", (md + "\n").encode())
     clock.record("all", "claims", time.perf_counter() - t, f"{len(table)} rows")
-    return table, md
+    return table, md, entries
 
 
 def _distribution_runs(made: dict) -> dict[str, list]:
@@ -252,8 +276,7 @@ def default_parallel(profile: str) -> int:
 def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options,
                     clock: Clock) -> dict[str, list[Path] | Exception]:
     """Every run of every training job (skipping complete ones); job -> folders or the error."""
-    labelled = [(job, f"{job.experiment}" + (f" [{spec.sparsifier}]" if spec.sparsifier else ""),
-                 spec) for job in jobs for spec in run_specs(job, opts)]
+    labelled = [(job, label, spec) for job in jobs for label, spec in run_specs(job, opts)]
     if opts.run:
         parallel = opts.parallel or default_parallel(opts.profile)
         clock.log(f"training: {len(labelled)} runs, {parallel} at a time")
@@ -284,7 +307,7 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     plan.check_profile(opts.profile)
     if opts.parallel is not None and opts.parallel < 1:
         raise ValueError(f"parallel = {opts.parallel} must be at least 1")
-    jobs = plan.jobs(list(opts.only) if opts.only else None, opts.jobs)
+    jobs = plan.jobs(list(opts.only) if opts.only else None, opts.jobs, opts.profile)
     if not Path(opts.experiments_dir).is_dir():
         raise ValueError(f"no experiments folder at {str(opts.experiments_dir)!r} (outside the "
                          f"repository?): pass --experiments DIR, the folder of experiment YAMLs")
@@ -332,7 +355,8 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     claims, md = None, ""
     if all_runs:
         try:
-            claims, md = write_claims(all_runs, opts, clock)
+            claims, md, scaling_entries = write_claims(all_runs, opts, clock)
+            entries += scaling_entries
         except (RuntimeError, ValueError) as exc:
             failures.append(f"claims: {exc}")
             log(f"  FAILED claims: {exc}")

@@ -4,10 +4,12 @@ process (its progress bar shows; a crash in one run does not take the driver dow
 
 A run's folder name is derived from what it computes, so the same config finds the same folder:
 
-    <profile>-<sparsifier>-<sha1(resolved config)[:10]>
+    <profile>-<sparsifier>[-<tags>][-rho<density>][-s<seed>]-<sha1(resolved config)[:10]>
 
-where the resolved config excludes keys that do not change the numbers (threads, device,
-launcher, checkpoint and flush cadence).
+where the tags name the density warm-up, a non-default k rule and every deviation of the run
+(train.config.run_tags), the density and seed are named when the plan sets them, and the resolved config
+excludes keys that do not change the numbers (threads, device, launcher, checkpoint and flush
+cadence).
 
 Run many training runs, `parallel` at a time, with a heartbeat while they train.
 
@@ -48,9 +50,20 @@ class RunSpec:
     results_root: Path
     data_root: Path | None = None
     launcher: str | None = None  # sim | torchrun; None: as the config says
+    seed: int | None = None      # the rest: the plan's variant (None: as the config says)
+    density_schedule: str | None = None
+    density: float | None = None
+
+    @classmethod
+    def of(cls, experiment: str, config_path: Path, profile: str, variant, results_root: Path,
+           data_root: Path | None = None, launcher: str | None = None) -> RunSpec:
+        """The spec of one plan.Variant of an experiment."""
+        return cls(experiment, config_path, profile, variant.sparsifier, results_root, data_root,
+                   launcher, variant.seed, variant.density_schedule, variant.density)
 
     def overrides(self) -> dict:
-        return {} if self.sparsifier is None else {"sparsifier": self.sparsifier}
+        names = ("sparsifier", "seed", "density_schedule", "density")
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
 
     def resolved(self):
         from topkscope.train.config import load_config
@@ -62,7 +75,14 @@ class RunSpec:
         cfg = self.resolved()
         keep = {k: v for k, v in cfg.to_dict().items() if k not in NOT_HASHED}
         digest = hashlib.sha1(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()
-        return f"{self.profile}-{cfg.sparsifier}-{digest[:10]}"
+        from topkscope.train.config import run_tags
+
+        parts = [self.profile, cfg.sparsifier, *run_tags(cfg)]
+        if self.density is not None:
+            parts.append(f"rho{cfg.density:g}")
+        if self.seed is not None:
+            parts.append(f"s{cfg.seed}")
+        return "-".join([*parts, digest[:10]])
 
     def run_dir(self) -> Path:
         return Path(self.results_root) / self.resolved().experiment / self.run_id()
@@ -86,6 +106,12 @@ def command(spec: RunSpec, resume: bool, progress: bool = True) -> list[str]:
             "--profile", spec.profile, "--out", str(spec.results_root), "--run-id", spec.run_id()]
     if spec.sparsifier is not None:
         argv += ["--sparsifier", spec.sparsifier]
+    if spec.seed is not None:
+        argv += ["--seed", str(spec.seed)]
+    if spec.density is not None:
+        argv += ["--density", repr(float(spec.density))]
+    if spec.density_schedule is not None:
+        argv += ["--set", f"density_schedule={spec.density_schedule}"]
     if spec.data_root is not None:
         argv += ["--data", str(spec.data_root)]
     if spec.launcher is not None:
