@@ -125,7 +125,7 @@ class SmallResults:
     def options(self, **changes) -> Options:
         base = dict(profile="quick", results_root=self.root, experiments_dir=self.experiments,
                     data_root=self.data, benchmarks_dir=REPO / "benchmarks", jobs=JOBS,
-                    isolate=False)
+                    isolate=False, notebooks=False, tables=False)
         base.update(changes)
         return Options(**base)
 

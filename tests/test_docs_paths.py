@@ -30,6 +30,8 @@ GENERATED = (
     "results/claims.csv",    # make reproduce-figures
     "results/scaling.csv",   # make reproduce-figures (predicted scaling)
     "results/claims.md",     # make reproduce-figures
+    "results/notebooks",     # make reproduce-figures: executed notebooks + HTML
+    "results/tables",        # make reproduce-figures: CSV + LaTeX tables
     "results/my-exp",        # the example run folder of the Recorder docs
     *(f"results/{p.stem}" for p in (REPO / "experiments").glob("*.yaml")),  # run folders
 )

@@ -304,6 +304,36 @@ def test_progress_of_a_run_is_read_from_its_folder(small):
     assert steps_done(small.root / "no-such-run") == (0, None)
 
 
+@pytest.mark.slow
+def test_reproduce_executes_the_notebooks_and_writes_the_tables(small, tmp_path):
+    """The make reproduce-figures path on a copy of the small result tree, running nothing:
+    executed notebooks with inline figures and their HTML, CSV + LaTeX tables."""
+
+    import nbformat
+
+    root = tmp_path / "results"
+    shutil.copytree(small.root, root)
+    outcome = reproduce(small.options(results_root=root, run=False, notebooks=True,
+                                      tables=True), log=lambda m: None)
+    assert outcome.failures == []
+    books = sorted(p.name for p in (root / "notebooks").glob("*.ipynb"))
+    assert books == sorted([f"{nb}-tiny-fnn3.ipynb" for nb in
+                            ("contraction", "distributions", "selectors")]
+                           + ["convergence-tiny-convergence.ipynb", "convergence-tiny-seeds.ipynb",
+                              "selection_speed-tiny-selection.ipynb"])
+    for name in books:
+        book = nbformat.read(root / "notebooks" / name, as_version=4)
+        outputs = [o for c in book.cells if c.cell_type == "code" for o in c.outputs]
+        assert any("image/png" in o.get("data", {}) for o in outputs), name
+        assert not [o for o in outputs if o.output_type == "error"], name
+        html = (root / "notebooks" / name.replace(".ipynb", ".html")).read_text()
+        assert "<html" in html and "data:image/png;base64" in html
+    tables = sorted(p.stem for p in (root / "tables").glob("*.tex"))
+    assert tables == ["claims", "contraction", "convergence", "normality", "selectors", "speed"]
+    assert sorted(p.stem for p in (root / "tables").glob("*.csv")) == tables
+    assert "profile quick" in (root / "tables" / "contraction.tex").read_text()
+
+
 def test_claims_over_seeds_give_paired_intervals(small):
     """tiny-seeds: gaussiank-2019 vs topk per condition over 3 seeds, recomputed from the runs."""
     from scipy import stats

@@ -222,9 +222,9 @@ def test_flushes_bound_memory_and_parts_are_rank_local(tmp_path):
         assert len(pd.read_parquet(p).step.unique()) <= 3
 
 
-def test_a_reopened_folder_continues_the_part_sequence(tmp_path):
+def test_a_folder_reopened_to_append_continues_the_part_sequence(tmp_path):
     for attempt in range(2):
-        with Recorder(tmp_path, densities=[0.1]) as rec:
+        with Recorder(tmp_path, densities=[0.1], mode="append" if attempt else None) as rec:
             rec.record(attempt, 0, u=torch.randn(50), layout=[("w", 0, 50)])
     assert sorted(p.name for p in (tmp_path / "stats").iterdir()) == [
         "part-r00000-000000.parquet", "part-r00000-000001.parquet"]

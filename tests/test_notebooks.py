@@ -1,14 +1,21 @@
-"""Every notebook runs top to bottom (papermill, real kernel) on a small real result folder,
-shows its figures, and is committed with its outputs stripped."""
+"""Every notebook runs top to bottom (papermill and `jupyter nbconvert --execute`, real kernel,
+from a working directory outside the repository) on a small real result folder, shows its
+figures, skips with a hint what a run lacks, and is committed with its outputs stripped."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
 from tests._figures_results import shared_small_results
+from topkscope import notebooks
+from topkscope.hooks import Recorder
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -45,7 +52,9 @@ def test_notebook_is_stripped_and_parameterised(path):
     assert all(c.outputs == [] and c.execution_count is None for c in code), "outputs not stripped"
     tagged = [c for c in code if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1 and code.index(tagged[0]) == 0  # papermill's parameters cell first
-    assert "topkscope.analysis.runs" in "".join(c.source for c in code)
+    assert "topkscope.analysis.runs" in "".join(c.source for c in code) or \
+        path.stem == "selection_speed"
+    assert "notebooks." in "".join(c.source for c in code)  # paths from topkscope.notebooks
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -62,3 +71,84 @@ def test_notebook_executes_on_a_real_run(path, small, tmp_path):
     assert len(images) == FIGURES[path.stem]
     assert path.read_text() == path.read_text()  # the committed notebook is not modified
     assert nbformat.read(path, as_version=4).cells[0].get("outputs", []) == []
+
+
+def outputs_of(path: Path) -> list:
+    book = nbformat.read(path, as_version=4)
+    return [o for c in book.cells if c.cell_type == "code" for o in c.outputs]
+
+
+def kernel_env(**extra) -> dict:
+    repo = str(REPO)
+    return {**os.environ, "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "OMP_NUM_THREADS": "1", **extra}
+
+
+def test_nbconvert_runs_every_notebook_with_its_defaults_from_another_folder(small, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+         "--output-dir", str(tmp_path / "out"), *map(str, NOTEBOOKS)],
+        cwd=elsewhere, env=kernel_env(TOPKSCOPE_RESULTS=str(small.root)), capture_output=True,
+        text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for path in NOTEBOOKS:
+        outputs = outputs_of(tmp_path / "out" / path.name)
+        assert not [o for o in outputs if o.output_type == "error"], path.stem
+        images = [o for o in outputs if "image/png" in o.get("data", {})]
+        assert len(images) == FIGURES[path.stem], path.stem
+        text = "".join(o.get("text", "") for o in outputs)
+        assert "skipped" not in text, (path.stem, text)
+
+
+@pytest.fixture
+def thin_run(tmp_path):
+    """A user's run with cheap statistics only: no histograms, snapshots or selectors."""
+    run_dir = tmp_path / "thin"
+    layout = [("w", 0, 400), ("b", 400, 100)]
+    with Recorder(run_dir, densities=[0.01, 0.1], per_layer=False) as rec:
+        for step in range(5):
+            rec.record(step, 0, u=torch.randn(500), layout=layout)
+    return run_dir
+
+
+@pytest.mark.parametrize("name, hints", [
+    ("distributions", ["no histograms of rank 0; record them with Recorder(hist_schedule=",
+                       "no snapshots of u of rank 0; save them with "
+                       "Recorder(snapshot_schedule="]),
+    ("contraction", ["no snapshots of u of rank 0", "no per-layer rows; record them with "
+                     "Recorder(per_layer=True)"]),
+    ("selectors", ["no approximate selector columns; evaluate them with "
+                   "Recorder(sparsifiers="]),
+])
+def test_a_run_without_some_data_skips_those_cells_with_a_hint(name, hints, thin_run, tmp_path):
+    import papermill
+
+    out = tmp_path / f"{name}.ipynb"
+    papermill.execute_notebook(str(REPO / "notebooks" / f"{name}.ipynb"), str(out),
+                               parameters={"run_dir": str(thin_run)}, kernel_name="python3",
+                               progress_bar=False, cwd=str(tmp_path))
+    outputs = outputs_of(out)
+    assert not [o for o in outputs if o.output_type == "error"]
+    lines = [line for o in outputs for line in o.get("text", "").splitlines()]
+    skipped = [line for line in lines if line.startswith("skipped: ")]
+    for hint in hints:
+        assert [line for line in skipped if hint in line], (hint, skipped)
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) == {"distributions": 0, "contraction": 1, "selectors": 0}[name]
+
+
+def test_default_paths_come_from_the_environment_or_the_repository(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(notebooks.RESULTS_ENV, raising=False)
+    assert notebooks.results_root() == REPO / "results"
+    assert notebooks.resolve("notebooks") == REPO / "notebooks"  # not under the cwd
+    (tmp_path / "notebooks").mkdir()
+    assert notebooks.resolve("notebooks") == tmp_path / "notebooks"  # the cwd's wins
+    monkeypatch.setenv(notebooks.RESULTS_ENV, str(tmp_path / "mine"))
+    assert notebooks.results_root() == tmp_path / "mine"
+    with pytest.raises(ValueError, match="no complete recorded run .*TOPKSCOPE_RESULTS"):
+        notebooks.pick_run()
+    with pytest.raises(ValueError, match="run_dir = 'nowhere' .* is not a result folder"):
+        notebooks.pick_run("nowhere")

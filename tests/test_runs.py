@@ -36,7 +36,7 @@ def test_load_reads_every_table(tmp_path):
     assert list(run.stats.columns[:19]) == [*STATS_KEYS, *STATS_VALUES]
     assert {"gaussiank_count", "gaussiank_ratio", "gaussiank_recall"} <= set(run.stats.columns)
     assert len(run.stats) == 3 * 2 * 2 * 3  # steps x ranks x kinds(g, u) x rows
-    assert run.stats.step.dtype == np.int64 and run.stats["rank"].dtype == np.int32
+    assert run.stats.step.dtype == np.int64 and run.stats["rank"].dtype == np.int64
     assert list(run.hist.columns) == list(HIST_COLUMNS) and set(run.hist.step) == {1}
     assert list(run.snapshots.columns) == ["step", "rank", "kind", "path"]
     assert run.snapshot(2, 1).shape == (50,) and run.snapshot(2, 1).dtype == np.float32
@@ -79,7 +79,7 @@ def test_a_resumed_run_keeps_the_redone_rows(tmp_path):
     before = load(tmp_path).stats
     m = Manifest.resume(tmp_path)
     m.write()
-    with Recorder(tmp_path, densities=[0.1], manifest=m) as rec:  # redo step 2, then step 3
+    with Recorder(tmp_path, densities=[0.1], manifest=m, mode="append") as rec:  # redo 2, do 3
         for step in (2, 3):
             rec.record(step, 0, u=torch.full((50,), 7.0) + torch.arange(50.0), layout=LAYOUT)
     after = load(tmp_path).stats

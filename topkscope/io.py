@@ -50,7 +50,15 @@ def write_json_atomic(path: str | os.PathLike, obj) -> Path:
 
 
 def write_parquet_atomic(path: str | os.PathLike, df) -> Path:
-    """A pandas DataFrame to parquet (pyarrow), atomically."""
+    """A pandas DataFrame to parquet (pyarrow), atomically. Empty strings in text columns are
+    stored as nulls (a missing note or shape name is null, never "")."""
+    from pandas.api.types import is_string_dtype
+
+    text = [c for c in df.columns if is_string_dtype(df[c].dtype)]
+    if text:
+        df = df.copy()
+        for c in text:
+            df[c] = df[c].where(df[c] != "", None)
     return atomic_write(path, lambda tmp: df.to_parquet(tmp, engine="pyarrow", index=False))
 
 

@@ -79,12 +79,13 @@ class Manifest:
             raise FileNotFoundError(f"no manifest.json in {str(run_dir)!r}: not a result folder") from None
 
     @classmethod
-    def resume(cls, run_dir: str | Path) -> Manifest:
-        """Reopen an existing manifest (for --resume): status back to running."""
+    def resume(cls, run_dir: str | Path, note: str = "resumed_at") -> Manifest:
+        """Reopen an existing manifest (for --resume, or a recorder appending a segment with
+        note="appended_at"): the time is added to the list `note`, status back to running."""
         m = cls.__new__(cls)
         m.path = Path(run_dir) / "manifest.json"
         m.data = cls.load(run_dir)
-        m.data.setdefault("resumed_at", []).append(now_iso())
+        m.data.setdefault(note, []).append(now_iso())
         m.data["status"] = "running"
         m.data["end_time"] = None
         return m

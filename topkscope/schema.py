@@ -42,8 +42,9 @@ def column_prefix(name: str) -> str:
     return name.replace("-", "_")
 
 
+# epoch is nullable (Int64): a DDP-hook run knows no epochs unless the script notes them
 TRAIN_COLUMNS = {
-    "step": "int64", "epoch": "int64", "loss": "float64", "lr": "float64", "metric": "float64",
+    "step": "int64", "epoch": "Int64", "loss": "float64", "lr": "float64", "metric": "float64",
     "metric_name": "object", "density": "float64", "k": "int64", "selected": "float64",
     "selected_min": "int64", "selected_median": "float64", "selected_max": "int64",
     "time_compute": "float64", "time_select": "float64", "time_communicate": "float64",
@@ -57,7 +58,7 @@ EVAL_COLUMNS = {
 
 STATS_KEYS: dict[str, pa.DataType] = {
     "step": pa.int64(),
-    "rank": pa.int32(),
+    "rank": pa.int64(),  # step and rank are int64 in every table
     "layer": pa.string(),
     "kind": pa.string(),
     "density": pa.float64(),
@@ -86,7 +87,7 @@ SPARSIFIER_SUFFIXES: dict[str, pa.DataType] = {
 HIST_KEYS = ("step", "rank", "layer", "kind", "bin")
 HIST_COLUMNS: dict[str, pa.DataType] = {
     "step": pa.int64(),
-    "rank": pa.int32(),
+    "rank": pa.int64(),
     "layer": pa.string(),
     "kind": pa.string(),
     "bin": pa.int32(),

@@ -8,7 +8,8 @@
 stats and hist concatenate every part of every rank. A part is complete by construction
 (written under a temporary name, then renamed), so a run killed mid-way loads up to its
 last flush. If a step was recorded twice (a resumed run redoing steps after its
-checkpoint), the row from the later part wins. Absent tables load as empty frames with the
+checkpoint, or a recorder opened with mode="append" recording a step again), the row from the
+later part wins: rows are de-duplicated by key (STATS_KEYS, HIST_KEYS). Absent tables load as empty frames with the
 documented columns.
 """
 
@@ -163,7 +164,8 @@ def load(run_dir: str | Path, *, layers=None, kinds=None, ranks=None) -> Run:
 
     layers / kinds / ranks (a value or a list) keep only those rows of stats and hist, read
     that way from disk (long runs hold many layers x kinds x ranks rows per step).
-    Duplicate rows are resolved only for resumed runs (manifest `resumed_at`).
+    Duplicate rows are resolved (later part wins) for runs resumed or appended to (manifest
+    `resumed_at` / `appended_at`); other runs cannot hold duplicates.
     """
     path = Path(run_dir)
     manifest_path = path / "manifest.json"
@@ -174,7 +176,7 @@ def load(run_dir: str | Path, *, layers=None, kinds=None, ranks=None) -> Run:
     except json.JSONDecodeError as exc:
         raise ValueError(f"{str(manifest_path)!r} is not valid JSON: {exc}") from None
     filters = _filters(layers, kinds, ranks)
-    resumed = bool(manifest.get("resumed_at"))
+    resumed = bool(manifest.get("resumed_at") or manifest.get("appended_at"))
     stats = read_parts(path / "stats", STATS_KEYS, filters, dedupe=resumed)
     hist = read_parts(path / "hist", HIST_KEYS, filters, dedupe=resumed)
     return Run(

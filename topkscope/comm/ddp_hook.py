@@ -14,10 +14,28 @@ bucket's future with its slice of the mean. Consequences:
 * error feedback is one flat residual in parameter order, so DDP's bucket rebuild after the
   first iteration (which reorders and regroups parameters) cannot mix residuals up;
 * like PyTorch's PowerSGD hook, the first `dense_steps` iterations run a plain all-reduce.
+
+With a recorder (or run_dir) the state also describes the run as `topkscope run` does: rank 0
+adds the run's fields to manifest.json and writes train.parquet from the hook's own
+bookkeeping (comm.run_log), so analyze, the claims, the figures and the notebooks read a
+user's run like ours; `state.note(loss=..., lr=..., metric=...)` adds what only the loop knows.
+
+`with TopKHookState(...) as state:` closes its recorder on leaving (marked failed on an
+exception). A script that ends without closing still exits cleanly: at interpreter exit the
+state closes its recorder and, when the process ends normally with its default process group
+still up, destroys that group while Python is fully alive. Left to interpreter finalization,
+gloo's worker threads can still hold work objects with Python references (the async dense
+all-reduce of the first steps, its callback), and tearing those down after the interpreter
+has gone aborts the process (`terminate called without an active exception`).
 """
 
 # No `from __future__ import annotations`: DDP checks the hook's annotations at runtime.
+import atexit
+import math
+import sys
+import weakref
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -28,6 +46,9 @@ from topkscope.comm.compressor import WorkerCompressor
 from topkscope.comm.distributed import DistributedTransport
 from topkscope.comm.exchange import ExchangeResult, exchange
 from topkscope.comm.layout import Layout
+from topkscope.comm.run_log import HookRunLog, manifest_fields
+from topkscope.comm.sparse import dense_payload_bytes
+from topkscope.hooks.recorder import CLOSED_AT_EXIT
 from topkscope.sparsify import check_density
 from topkscope.sparsify.source import SparsifierSource
 
@@ -41,6 +62,9 @@ class TopKHookState:
     k_rule: "round" (default) or "floor" (the Gaussian-k authors' k = max(int(rho d), 1)).
     A rank whose sparsifier selects nothing sends nothing (the all-gather takes a count of 0);
     `last.counts` holds every rank's count.
+    run_dir: where rank 0 writes train.parquet and the run's manifest fields (default: the
+    recorder's folder; None without a recorder: nothing is written). run_fields: manifest
+    fields to add or override (e.g. model="resnet20", dataset="cifar10").
     """
 
     def __init__(self, model: nn.Module, sparsifier: str = "topk", density: float |
@@ -48,7 +72,7 @@ class TopKHookState:
                  error_feedback: bool = True, dense_steps: int = 2, recorder=None,
                  process_group: dist.ProcessGroup | None = None,
                  sparsifier_args: dict | None = None, seed: int = 0,
-                 k_rule: str = "round") -> None:
+                 k_rule: str = "round", run_dir=None, run_fields: dict | None = None) -> None:
         validate.integer("dense_steps", dense_steps, 0)
         if not callable(density):
             check_density(density)
@@ -67,6 +91,41 @@ class TopKHookState:
         self.last: ExchangeResult | None = None  # the latest step's counts, bytes and times
         self._mean: torch.Tensor | None = None     # receive buffer, reused every step
         self._pending: list[tuple[dist.GradBucket, torch.futures.Future]] = []
+        self.closed = False
+        self.log = None
+        if self.transport.rank == 0:
+            folder = run_dir if run_dir is not None else getattr(recorder, "out_dir", None)
+            if folder is not None:
+                fields = manifest_fields(self, model, Path(folder), sparsifier, sparsifier_args,
+                                         density, selection, error_feedback, seed, k_rule,
+                                         run_fields)
+                self.log = HookRunLog.start(folder, recorder, fields)
+        atexit.register(_release_at_exit, weakref.ref(self))
+
+    def note(self, **values) -> None:
+        """Add what only the training loop knows (loss, lr, metric, metric_name, epoch,
+        time_compute) to the latest step's train.parquet row (rank 0; others ignore it)."""
+        if self.log is not None:
+            self.log.note(**values)
+
+    def close(self, error: BaseException | None = None, closed_by: str | None = None) -> None:
+        """Close the recorder (marked failed when error is given); the hook stays usable."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.log is not None:
+            self.log.close(error)
+        if self.recorder is not None:
+            if error is None:
+                self.recorder.close(closed_by=closed_by)
+            else:
+                self.recorder.fail(error, closed_by=closed_by)
+
+    def __enter__(self) -> "TopKHookState":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close(exc)
 
     def density_at(self, step: int) -> float:
         return check_density(self.density(step) if callable(self.density) else self.density)
@@ -79,6 +138,24 @@ class TopKHookState:
         """Restore what state_dict() returned (the residual goes to the model's device)."""
         self.step = int(state["step"])
         self.compressor.load_state_dict(state["residual"], self.device)
+
+
+def _release_at_exit(ref: "weakref.ref[TopKHookState]") -> None:
+    """atexit: close a state the script left open, then (on a normal exit) destroy the
+    default process group the hook used, before interpreter finalization (see the module
+    docstring). After an uncaught exception the group is left alone: other ranks may be
+    inside a collective, and destroying it could hang."""
+    state = ref()
+    if state is None:
+        return
+    error = getattr(sys, "last_value", None)  # set by the interpreter for an uncaught error
+    try:
+        state.close(error, closed_by=CLOSED_AT_EXIT)
+    finally:
+        state._mean, state._pending, state.last = None, [], None
+        if (error is None and state.transport.group is None and dist.is_available()
+                and dist.is_initialized()):
+            dist.destroy_process_group()
 
 
 def _dense_allreduce(state: TopKHookState, bucket: dist.GradBucket
@@ -94,6 +171,13 @@ def topk_hook(state: TopKHookState, bucket: dist.GradBucket
     if state.step < state.dense_steps:
         fut = _dense_allreduce(state, bucket)
         if bucket.is_last():
+            if state.log is not None:
+                d, P = state.layout.d, state.transport.world_size
+                state.log.add({"step": state.step, "density": 1.0, "k": d,
+                               **ExchangeResult.count_columns([d] * P),
+                               "time_select": math.nan, "time_communicate": math.nan,
+                               "bytes_sent": dense_payload_bytes(P, d, bucket.buffer()
+                                                                 .element_size())})
             state.step += 1
         return fut
     pending = torch.futures.Future()
@@ -127,6 +211,14 @@ def _exchange_pending(state: TopKHookState) -> None:
                       state.density_at(state.step), recorder=state.recorder, step=state.step,
                       out=state._mean)
     state.last = result
+    if state.log is not None:
+        rho = state.density_at(state.step)
+        state.log.add({"step": state.step, "density": rho,
+                       "k": state.compressor.target_k(rho),
+                       **ExchangeResult.count_columns(result.counts),
+                       "time_select": result.time_select,
+                       "time_communicate": result.time_communicate,
+                       "bytes_sent": result.bytes_sent})
     views = layout.views(result.mean)
     for bucket, fut in state._pending:
         parts = [views[state._slot[id(p)]].reshape(-1) for p in bucket.parameters()]

@@ -12,6 +12,7 @@ state (e.g. Rand-k) is the same whether its neighbours run in this process or el
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -43,6 +44,13 @@ class ExchangeResult:
     bytes_sent: int = 0                              # payload over all workers
     time_select: float = 0.0                         # mean over local workers, seconds
     time_communicate: float = 0.0                    # gather + aggregate, seconds
+
+    @staticmethod
+    def count_columns(counts: list[int]) -> dict[str, float | int]:
+        """train.parquet's count columns: mean, min, median and max elements per worker."""
+        return {"selected": sum(counts) / len(counts), "selected_min": min(counts),
+                "selected_median": float(statistics.median(counts)),
+                "selected_max": max(counts)}
 
 
 def contribute(compressor: WorkerCompressor, g: torch.Tensor, density: float, *, rank: int,

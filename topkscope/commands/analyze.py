@@ -5,7 +5,8 @@ raw snapshot snapshots/step{t}-rank{r}.npy of u, topkscope.analysis.snapshots.an
 measures the normality battery, the distribution-family fits and delta_emp at the densities
 against 1 - k/d, (1 - k/d)^2 and the Gaussian value. The tidy tables go to
 RUN_DIR/analysis/{normality,fits,contraction}.parquet, rewritten atomically after each snapshot,
-so an interrupted analysis keeps what it finished. Snapshots already in the tables are skipped
+so an interrupted analysis keeps what it finished. With --out DIR (results shared read-only) they
+go to DIR/<experiment>/<run_id>/ instead and the run folder is only read. Snapshots already in the tables are skipped
 (only densities not yet measured are added) unless --force.
 """
 
@@ -33,6 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "magnitude curve (default: each statistic's own)")
     p.add_argument("--seed", default="0", metavar="S", help="subsampling seed, >= 0 (default 0)")
     p.add_argument("--force", action="store_true", help="re-analyze snapshots already analyzed")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="write the tables to DIR/<experiment>/<run_id>/ instead of "
+                        "RUN_DIR/analysis/ (the run folders are only read)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -52,6 +56,7 @@ class RunPlan:
     tables: dict  # name -> existing DataFrame or None
     todo: list[Work]
     snapshots: int
+    folder: Path  # where the tables are written
     failed: list[str] = field(default_factory=list)
 
 
@@ -113,24 +118,32 @@ def run_folders(paths: list[Path]) -> list[Path]:
     return out
 
 
-def read_tables(run_dir: Path) -> dict:
+def tables_folder(run_dir: Path, out: Path | None) -> Path:
+    """RUN_DIR/analysis, or with --out DIR: DIR/<experiment>/<run_id>."""
+    run_dir = Path(run_dir).resolve()
+    return run_dir / "analysis" if out is None else Path(out) / run_dir.parent.name / run_dir.name
+
+
+def read_tables(folder: Path) -> dict:
     """The tables an earlier analysis wrote (None where absent); ValueError if unreadable."""
     from topkscope.analysis.runs import read_table
 
     out = {}
     for name in TABLES:
-        path = run_dir / "analysis" / f"{name}.parquet"
+        path = folder / f"{name}.parquet"
         out[name] = read_table(path, "delete it to analyze again").to_pandas() \
             if path.is_file() else None
     return out
 
 
-def plan_run(run_dir: Path, densities: list[float], force: bool) -> RunPlan:
+def plan_run(run_dir: Path, densities: list[float], force: bool, out: Path | None = None
+             ) -> RunPlan:
     from topkscope.analysis.runs import load
     from topkscope.schema import GLOBAL
 
     run = load(run_dir, layers=GLOBAL)
-    tables = read_tables(run_dir)
+    folder = tables_folder(run_dir, out)
+    tables = read_tables(folder)
     snaps = run.snapshots[run.snapshots["kind"] == "u"]
     done_dist, done_rho = set(), set()
     if not force and tables["normality"] is not None:
@@ -144,7 +157,7 @@ def plan_run(run_dir: Path, densities: list[float], force: bool) -> RunPlan:
         missing = [d for d in densities if (step, rank, d) not in done_rho]
         if (step, rank) not in done_dist or missing:
             todo.append(Work(step, rank, (step, rank) not in done_dist, missing))
-    return RunPlan(run, tables, todo, len(snaps))
+    return RunPlan(run, tables, todo, len(snaps), folder)
 
 
 def analyze_plan(plan: RunPlan, max_n: int | None, seed: int, bar) -> None:
@@ -154,7 +167,7 @@ def analyze_plan(plan: RunPlan, max_n: int | None, seed: int, bar) -> None:
     from topkscope.analysis.snapshots import analyze_snapshot, merge
     from topkscope.io import write_parquet_atomic
 
-    folder = Path(plan.run.path) / "analysis"
+    folder = plan.folder
     for work in plan.todo:
         bar.set_postfix_str(f"{plan.run.path.name} step {work.step} rank {work.rank}")
         try:
@@ -208,7 +221,7 @@ def summary(plan: RunPlan, densities: list[float]) -> str:
                 f"{int(rows['below_paper'].sum())}/{len(rows)}, convexity condition held in "
                 f"{int(pd.Series(rows['condition_holds'], dtype=bool).sum())}/{len(rows)}")
     if plan.snapshots:
-        lines.append(f"  tables: {Path(run.path) / 'analysis'}")
+        lines.append(f"  tables: {plan.folder}")
     return "\n".join(lines)
 
 
@@ -224,7 +237,8 @@ def main(args: argparse.Namespace) -> int:
         densities = parse_densities(args.densities)
         max_n = parse_int("--max-n", args.max_n, 8)
         seed = parse_int("--seed", args.seed, 0)
-        plans = [plan_run(d, densities, args.force) for d in run_folders(list(args.paths))]
+        out = getattr(args, "out", None)
+        plans = [plan_run(d, densities, args.force, out) for d in run_folders(list(args.paths))]
     except ValueError as exc:  # nothing has been written yet
         return fail(str(exc))
     total = sum(len(p.todo) for p in plans)

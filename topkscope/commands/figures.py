@@ -22,8 +22,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", nargs="+", metavar="EXPERIMENT",
                    help="restrict to these experiments of the plan")
     p.add_argument("--no-run", action="store_true",
-                   help="train nothing: draw from complete runs that already exist")
+                   help="run nothing (no training, no benchmark): draw from complete runs "
+                        "and benchmark tables that already exist")
     p.add_argument("--no-bench", action="store_true", help="never start a benchmark")
+    p.add_argument("--no-notebooks", action="store_true",
+                   help="do not execute the notebooks into <results>/notebooks/ (+ HTML)")
+    p.add_argument("--no-tables", action="store_true",
+                   help="do not write the CSV + LaTeX tables into <results>/tables/")
     p.add_argument("--launcher", choices=("sim", "torchrun"),
                    help="how `topkscope run` starts the workers (default: as each config says)")
     p.add_argument("--parallel", type=int, metavar="N",
@@ -41,7 +46,8 @@ def main(args: argparse.Namespace) -> int:
                    experiments_dir=args.experiments, benchmarks_dir=args.benchmarks,
                    data_root=args.data, only=args.only, run=not args.no_run,
                    bench=not args.no_bench, launcher=args.launcher, dry_run=args.dry_run,
-                   parallel=args.parallel)
+                   parallel=args.parallel, notebooks=not args.no_notebooks,
+                   tables=not args.no_tables)
     try:
         outcome = reproduce(opts, log=lambda m: print(m, flush=True))
     except ValueError as exc:

@@ -49,6 +49,16 @@ def _column(chunks: list[np.ndarray], dtype: pa.DataType) -> pa.Array:
     return pa.array(values, type=dtype)
 
 
+def pandas_metadata(schema: pa.Schema) -> dict:
+    """Schema metadata under which plain pd.read_parquet gives the nullable counts
+    (columns named *_count: a sparsifier not evaluated at a row) as pandas' Int64, not float64."""
+    empty = schema.empty_table().to_pandas()
+    for f in schema:
+        if pa.types.is_integer(f.type) and f.name.endswith("_count"):
+            empty[f.name] = empty[f.name].astype("Int64")
+    return pa.Schema.from_pandas(empty, preserve_index=False).metadata
+
+
 class PartWriter:
     """Collects rows of one table for one process; `flush()` writes them as a new part."""
 
@@ -62,6 +72,7 @@ class PartWriter:
         self.rows = 0
         self.parts_written = 0
         self.last_part: Path | None = None
+        self._pandas_metadata = pandas_metadata(schema)
 
     def add(self, columns: dict[str, np.ndarray]) -> None:
         """Append rows given as equal-length 1-D arrays, one per schema column."""
@@ -80,7 +91,8 @@ class PartWriter:
         if self.rows == 0:
             return None
         arrays = [_column(self._chunks[f.name], f.type) for f in self.schema]
-        table = pa.Table.from_arrays(arrays, schema=self.schema)
+        table = pa.Table.from_arrays(arrays, schema=self.schema) \
+            .replace_schema_metadata(self._pandas_metadata)
         path = self.folder / part_name(self.rank, self._seq)
         atomic_write(path, lambda tmp: pq.write_table(table, tmp))
         self._seq += 1
@@ -125,7 +137,7 @@ def stats_columns(step: int, rank: int, kinds: Sequence[str], plan: RowPlan, mom
     n = nk * nr * nd
     cols = dict(_static_stats_columns(plan, kinds))
     cols["step"] = np.full(n, step, dtype=np.int64)
-    cols["rank"] = np.full(n, rank, dtype=np.int32)
+    cols["rank"] = np.full(n, rank, dtype=np.int64)
     cols["topk_ratio"] = np.asarray(ratio, dtype=np.float64).reshape(n)
     for name in MOMENT_COLUMNS:
         cols[name] = np.repeat(getattr(mom, name).numpy().reshape(nk * nr), nd)
@@ -151,7 +163,7 @@ def hist_columns(step: int, rank: int, kinds: Sequence[str], plan: RowPlan, bins
         kind[i * nb : (i + 1) * nb] = kinds[kv]
     return {
         "step": np.full(n, step, dtype=np.int64),
-        "rank": np.full(n, rank, dtype=np.int32),
+        "rank": np.full(n, rank, dtype=np.int64),
         "layer": layer,
         "kind": kind,
         "bin": np.tile(np.arange(nb, dtype=np.int32), len(found)),

@@ -6,7 +6,22 @@
     ...
     if rec.wants(step):
         rec.record(step, rank, u=u, e=e, g=g, layout=[(name, offset, numel), ...], selected=idx)
-    rec.close()
+    rec.close()                            # or `with Recorder(...) as rec:`
+
+A folder that already holds results is refused unless `mode` says what to do with them:
+"append" adds a new segment (new part files after the old ones; `analysis.runs.load` then
+de-duplicates by (step, rank, layer, kind, density), so a step recorded again replaces the
+older row and steps recorded once are all kept; the manifest lists each segment under
+`appended_at`); "overwrite" first moves the old files into `replaced/<time>/` inside the
+folder (never deletes them; that folder loads as a run of its own). Each rank checks and moves
+its own part files and snapshots; rank 0, which owns the manifest, also the manifest and every
+other file of the folder.
+
+A recorder the process forgets to close is closed when it is garbage collected or at
+interpreter exit (normal exit or an uncaught exception): buffered rows are flushed and a
+manifest it owns is marked complete, or failed with the uncaught exception. SIGKILL keeps
+what the last flush wrote. Closing with zero rows written warns, and so does a recorder told
+`total_steps` whose schedules cannot fire before that step.
 
 The passes over the vectors run on their own device (float64 where it matters: CPU vectors in
 cache-sized chunks with buffers reused across records); only per-layer tables come to the host.
@@ -23,6 +38,9 @@ import functools
 import numbers
 import os
 import shutil
+import sys
+import warnings
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,16 +64,36 @@ from topkscope.hooks.rows import RowPlan, plan_rows, segments_of
 from topkscope.hooks.schedules import Schedule, parse_schedule
 from topkscope.hooks.topk_sums import RowTops, selection_rows, topk_ratio_rows
 from topkscope.io import check_writable
-from topkscope.manifest import Manifest
-from topkscope.schema import KINDS, column_prefix, hist_schema, sparsifier_columns, stats_schema
+from topkscope.manifest import Manifest, now_iso
+from topkscope.schema import (
+    KINDS,
+    SNAPSHOT_RE,
+    column_prefix,
+    hist_schema,
+    part_name,
+    sparsifier_columns,
+    stats_schema,
+)
 from topkscope.sparsify import available, check_density
 from topkscope.sparsify.source import SparsifierSource
 
 _BLOCK_BYTES = 1 << 29  # device float64 work space above which kinds go one at a time
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+MODES = (None, "append", "overwrite")
+CLOSED_AT_EXIT = "exit without close()"  # manifest `closed_by` of a recorder closed for the program
+REPLACED = "replaced"  # overwrite mode moves old results to <run>/replaced/<time>/
+# what counts as results in a run folder (the training loop's, the recorder's and analyze's)
+RESULT_ENTRIES = ("manifest.json", "train.parquet", "eval.parquet", "stats", "hist",
+                  "snapshots", "analysis")
 
 
 def _densities(name: str, value: Any) -> tuple[float, ...]:
+    if isinstance(value, str):  # "0.01" is one density, never its characters
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError(f"{name} = {value!r} must be a number in (0, 1] or a list of "
+                             f"them") from None
     if isinstance(value, numbers.Real):
         value = [value]
     elif isinstance(value, Iterable) and not isinstance(value, (str, list, tuple)):
@@ -143,6 +181,158 @@ def _check_output_dir(out_dir: str | Path, rank: int, need_bytes: int) -> Path:
     return out
 
 
+def _own_files(out: Path, rank: int) -> list[Path]:
+    """This rank's part files and snapshots in a run folder."""
+    prefix = part_name(rank, 0)[: -len("000000.parquet")]
+    found = [f for sub in ("stats", "hist") if (out / sub).is_dir()
+             for f in (out / sub).iterdir() if f.name.startswith(prefix)]
+    snaps = out / "snapshots"
+    if snaps.is_dir():
+        found += [f for f in snaps.iterdir()
+                  if (m := SNAPSHOT_RE.match(f.name)) and int(m.group(2)) == rank]
+    return found
+
+
+def _run_files(out: Path) -> list[Path]:
+    """The result files of a run folder (RESULT_ENTRIES); anything else there (a user's log,
+    earlier replaced results) is neither results nor moved."""
+    found = []
+    for name in RESULT_ENTRIES:
+        entry = out / name
+        if entry.is_file():
+            found.append(entry)
+        elif entry.is_dir():
+            found += [Path(root) / f for root, _, files in os.walk(entry) for f in files]
+    return found
+
+
+def _existing_results(out: Path, rank: int, whole_folder: bool, manifest_given: bool
+                      ) -> list[Path]:
+    """Results already in out that this recorder would add to: this rank's parts and
+    snapshots; with whole_folder (rank 0) every rank's, and manifest.json unless the caller
+    brought its own (the training loop writes a fresh one before the recorder starts)."""
+    if not whole_folder:
+        return sorted(_own_files(out, rank))
+    found = [f for f in _run_files(out) if not f.name.startswith(".")]
+    if manifest_given:
+        found = [f for f in found if f != out / "manifest.json"]
+    return sorted(found)
+
+
+def _move_aside(out: Path, files: list[Path]) -> Path:
+    """Move files into a new folder out/replaced/<time>[-n]/ (same relative paths) and return
+    it. Each call claims a folder of its own, so nothing there is ever overwritten; a file
+    already gone (another rank moved it first) is skipped."""
+    stamp = now_iso().replace(":", "-").replace("+00-00", "Z")
+    (out / REPLACED).mkdir(exist_ok=True)
+    for n in range(1000):
+        dest = out / REPLACED / (stamp if n == 0 else f"{stamp}-{n}")
+        try:
+            dest.mkdir()
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise OSError(f"cannot make a new folder under {str(out / REPLACED)!r}")
+    for f in files:
+        target = dest / f.relative_to(out)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(f, target)
+        except FileNotFoundError:
+            pass
+    return dest
+
+
+def _prepare_folder(out: Path, rank: int, mode: str | None, manifest_given: bool
+                    ) -> Path | None:
+    """Apply `mode` to results already in out; returns where overwrite moved them."""
+    if mode not in MODES:
+        raise ValueError(f"mode = {mode!r}; allowed: None, 'append', 'overwrite'")
+    existing = _existing_results(out, rank, rank == 0, manifest_given)
+    if not existing or mode == "append":
+        return None
+    if mode is None:
+        first = existing[0].relative_to(out)
+        raise ValueError(f"{str(out)!r} already holds results ({len(existing)} file(s), e.g. "
+                         f"{first}); pass mode='append' to add to them or mode='overwrite' to "
+                         f"move them aside into {REPLACED}/, or choose another folder")
+    return _move_aside(out, existing)
+
+
+class _Output:
+    """What a recorder has buffered and written, and its manifest: everything closing needs.
+    Kept apart from the Recorder so that a finalizer can close it without holding the
+    recorder alive."""
+
+    def __init__(self, stats: PartWriter, hist: PartWriter, manifest: Manifest | None,
+                 owns_manifest: bool, settings: dict[str, Any], out_dir: Path, rank: int,
+                 total_steps: int | None) -> None:
+        self.stats, self.hist = stats, hist
+        self.manifest, self.owns_manifest = manifest, owns_manifest
+        self.settings, self.out_dir, self.rank = settings, out_dir, rank
+        self.total_steps = total_steps
+        self.buffered_steps: set[int] = set()
+        self.flushed_through: int | None = None
+        self.rows_written = 0
+        self.snapshots_written = 0
+        self.last_step_seen: int | None = None
+        self.closed = False
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.settings,
+                "flushed_through_step": self.flushed_through,
+                "stats_parts": self.stats.parts_written,
+                "hist_parts": self.hist.parts_written}
+
+    def flush(self) -> None:
+        rows = self.stats.rows + self.hist.rows
+        wrote = self.stats.flush() is not None
+        wrote = (self.hist.flush() is not None) or wrote
+        self.rows_written += rows
+        if self.buffered_steps:
+            self.flushed_through = max(self.buffered_steps)
+        self.buffered_steps = set()
+        if self.manifest is not None and wrote:
+            self.manifest.update(recorder=self.describe())
+
+    def close(self, error: BaseException | str | None = None, closed_by: str | None = None
+              ) -> None:
+        """Flush; warn about an empty record; finish a manifest this recorder owns."""
+        if not self.closed:
+            self.closed = True
+            self.flush()
+            if error is None and self.rows_written == 0 and self.snapshots_written == 0:
+                seen = "it was given no step" if self.last_step_seen is None else \
+                    f"its schedules fired at none of the steps 0..{self.last_step_seen} it saw"
+                warnings.warn(f"recorder of {str(self.out_dir)!r} (rank {self.rank}) closed with "
+                              f"zero rows: {seen} "
+                              f"({self.settings['schedule']}, hist "
+                              f"{self.settings['hist_schedule']}, snapshots "
+                              f"{self.settings['snapshot_schedule']})", stacklevel=3)
+        if not self.owns_manifest:
+            return
+        extra = {} if closed_by is None else {"closed_by": closed_by}
+        if error is not None:
+            self.manifest.data.update(recorder=self.describe(), **extra)
+            self.manifest.fail(error)
+        elif self.manifest.data.get("status") == "running":
+            self.manifest.complete(recorder=self.describe(), **extra)
+
+    def close_unclosed(self) -> None:
+        """The finalizer: at garbage collection or interpreter exit, close what the program
+        left open; an uncaught exception that is ending the process marks the manifest
+        failed. Does nothing if the folder has gone (a scratch folder)."""
+        if self.closed or not self.out_dir.is_dir():
+            return
+        error = getattr(sys, "last_value", None)  # set by the interpreter for an uncaught error
+        try:
+            self.close(error, closed_by=CLOSED_AT_EXIT)
+        except Exception as exc:  # noqa: BLE001 - nothing can be raised from a finalizer
+            print(f"topkscope recorder: could not finish {str(self.out_dir)!r} at exit: {exc}",
+                  file=sys.stderr)
+
+
 class Recorder:
     """Records per-(step, rank, layer, kind, density) statistics; see the module docstring.
 
@@ -160,6 +350,10 @@ class Recorder:
     row per layer.
     min_free_bytes: the output folder must have this much free space at construction.
     seed: randomised sparsifiers (randk, dgc) evaluated here draw from (seed, rank, step).
+    mode: what to do when out_dir already holds results: None refuses (ValueError),
+    "append" adds a segment, "overwrite" moves the old files aside (see the module docstring).
+    total_steps: the run's length, if known; a recorder whose schedules cannot fire at any
+    step in [0, total_steps) warns when built.
     """
 
     def __init__(
@@ -183,6 +377,8 @@ class Recorder:
         snapshot_kinds: Sequence[str] = ("u",),
         min_free_bytes: int = 1 << 26,
         seed: int = 0,
+        mode: str | None = None,
+        total_steps: int | None = None,
     ) -> None:
         checked = check_settings(dict(
             schedule=schedule, hist_schedule=hist_schedule, snapshot_schedule=snapshot_schedule,
@@ -208,8 +404,12 @@ class Recorder:
         self.per_layer = checked["per_layer"]
         self.hist_bins = checked["hist_bins"]
         self.hist_range = checked["hist_range"]
+        self.total_steps = None if total_steps is None else \
+            validate.integer("total_steps", total_steps, 1)
 
         self.out_dir = _check_output_dir(out_dir, self.rank, min_free_bytes)
+        self._owns_manifest = manifest is None and self.rank == 0
+        replaced = _prepare_folder(self.out_dir, self.rank, mode, manifest is not None)
         prefixes = [column_prefix(n) for n in names]
         self._stats = PartWriter(self.out_dir / "stats", self.rank, stats_schema(prefixes))
         self._sel_columns = list(sparsifier_columns(prefixes))
@@ -219,21 +419,48 @@ class Recorder:
 
         self._plans: dict[tuple, RowPlan] = {}
         self._workspace = ChunkedSums()  # float64 buffers reused by every record
-        self._buffered_steps: set[int] = set()
-        self._flushed_through: int | None = None
         self._raw_grads: dict[str, torch.Tensor] = {}
         self._attached_layout: list[tuple[str, int, int]] | None = None
         self._handles: list[Any] = []
-        self._closed = False
 
-        self._owns_manifest = manifest is None and self.rank == 0
-        self.manifest = Manifest(self.out_dir, launcher="user") if self._owns_manifest else manifest
+        if self._owns_manifest:
+            self.manifest = self._own_manifest(mode, replaced)
+        else:
+            self.manifest = manifest
+        self._out = _Output(self._stats, self._hist, self.manifest, self._owns_manifest,
+                            self._settings(), self.out_dir, self.rank, self.total_steps)
+        self._finalizer = weakref.finalize(self, self._out.close_unclosed)
         if self.manifest is not None:
             self.manifest.update(recorder=self.describe())
+        self._warn_if_never(self.total_steps)
+
+    def _own_manifest(self, mode: str | None, replaced: Path | None) -> Manifest:
+        if mode == "append" and (self.out_dir / "manifest.json").is_file():
+            return Manifest.resume(self.out_dir, note="appended_at")
+        fields: dict[str, Any] = {"launcher": "user"}
+        if replaced is not None:
+            fields["replaced"] = str(replaced.relative_to(self.out_dir))
+        return Manifest(self.out_dir, **fields)
+
+    def _warn_if_never(self, total_steps: int | None) -> None:
+        if total_steps is None:
+            return
+        schedules = [self.schedule, self.hist_schedule, self.snapshot_schedule]
+        if self._sources:
+            schedules.append(self.sparsifier_schedule)
+        answers = [s.fires_within(total_steps) for s in schedules]
+        if not any(answers) and None not in answers:
+            warnings.warn(f"recorder of {str(self.out_dir)!r}: no schedule fires at any step in "
+                          f"[0, total_steps = {total_steps}) (schedule {self.schedule!r}, hist "
+                          f"{self.hist_schedule!r}, snapshots {self.snapshot_schedule!r}); it "
+                          f"will record nothing", stacklevel=3)
 
     # ------------------------------------------------------------------ configuration
     def describe(self) -> dict[str, Any]:
         """The recorder's settings and progress, as stored in manifest.json under `recorder`."""
+        return self._out.describe()
+
+    def _settings(self) -> dict[str, Any]:
         return {
             "schedule": repr(self.schedule),
             "hist_schedule": repr(self.hist_schedule),
@@ -248,9 +475,7 @@ class Recorder:
             "hist_range": self.hist_range,
             "snapshot_kinds": list(self.snapshot_kinds),
             "flush_every": self.flush_every,
-            "flushed_through_step": self._flushed_through,
-            "stats_parts": self._stats.parts_written,
-            "hist_parts": self._hist.parts_written,
+            "total_steps": self.total_steps,
         }
 
     # ------------------------------------------------------------------ hooks
@@ -308,6 +533,7 @@ class Recorder:
     # ------------------------------------------------------------------ recording
     def wants(self, step: int) -> bool:
         """Is anything scheduled at this step? (cheap: a few predicate calls)"""
+        self._saw(step)
         return bool(
             self.schedule(step)
             or self.hist_schedule(step)
@@ -324,19 +550,21 @@ class Recorder:
         With e=None and selected given, e is u with u[selected] = 0. With g=None the raw
         gradient captured by attach() is used when it matches the layout.
         """
-        if self._closed:
+        if self._out.closed:
             raise ValueError("the recorder is closed; create a new one to record more")
         step = validate.integer("step", step, 0)
         rank = validate.integer("rank", rank, 0)
+        self._saw(step)
         do_stats = self.schedule(step)
         do_sel = bool(self._sources) and self.sparsifier_schedule(step)
         do_hist = self.hist_schedule(step)
         do_snap = self.snapshot_schedule(step)
         if not (do_stats or do_sel or do_hist or do_snap):
             return
-        if step not in self._buffered_steps and len(self._buffered_steps) >= self.flush_every:
+        buffered = self._out.buffered_steps
+        if step not in buffered and len(buffered) >= self.flush_every:
             self.flush()
-        self._buffered_steps.add(step)
+        self._out.buffered_steps.add(step)
 
         with torch.no_grad():
             u = _vector(u, "u")
@@ -366,6 +594,12 @@ class Recorder:
                 for kind in self.snapshot_kinds:
                     if kind in vectors:
                         write_snapshot(self._snapshots, step, rank, vectors[kind], kind)
+                        self._out.snapshots_written += 1
+
+    def _saw(self, step: int) -> None:
+        last = self._out.last_step_seen
+        if isinstance(step, (int, np.integer)) and (last is None or step > last):
+            self._out.last_step_seen = int(step)
 
     def _plan(self, layout: Sequence, d: int) -> RowPlan:
         try:
@@ -474,32 +708,27 @@ class Recorder:
     # ------------------------------------------------------------------ output
     def flush(self) -> None:
         """Write the buffered rows as new parts and note progress in the manifest."""
-        wrote = self._stats.flush() is not None
-        wrote = (self._hist.flush() is not None) or wrote
-        if self._buffered_steps:
-            self._flushed_through = max(self._buffered_steps)
-        self._buffered_steps = set()
-        if self.manifest is not None and wrote:
-            self.manifest.update(recorder=self.describe())
+        self._out.flush()
 
-    def close(self) -> None:
-        """Flush, remove hooks; a manifest this recorder created is marked complete."""
-        if self._closed:
+    @property
+    def closed(self) -> bool:
+        return self._out.closed
+
+    def close(self, closed_by: str | None = None) -> None:
+        """Flush, remove hooks; a manifest this recorder created is marked complete.
+        Warns when nothing at all was recorded. closed_by: noted in the manifest (who closed
+        it, when not the program itself)."""
+        if self._out.closed:
             return
-        self.flush()
+        self._finalizer.detach()
         self.detach()
-        self._closed = True
-        if self._owns_manifest and self.manifest.data.get("status") == "running":
-            self.manifest.complete(recorder=self.describe())
+        self._out.close(closed_by=closed_by)
 
-    def fail(self, error: BaseException | str) -> None:
+    def fail(self, error: BaseException | str, closed_by: str | None = None) -> None:
         """Flush what is buffered; a manifest this recorder created is marked failed."""
-        if not self._closed:
-            self.flush()
-            self.detach()
-            self._closed = True
-        if self._owns_manifest:
-            self.manifest.fail(error)
+        self._finalizer.detach()
+        self.detach()
+        self._out.close(error, closed_by=closed_by)
 
     def __enter__(self) -> Recorder:
         return self

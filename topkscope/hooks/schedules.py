@@ -9,6 +9,10 @@
 Cheap statistics can run on every step while histograms, snapshots and the costly
 statistics (approximate sparsifiers) run on sparser schedules. `parse_schedule` turns the
 config forms (int, list, dict, string) into a schedule.
+
+A schedule that can never fire (`{every: 10, start: 100, stop: 50}`, `{steps: [5], start: 10}`)
+is refused when built; `fires_within(n)` tells whether one fires at any step in [0, n), so a
+recorder told its run length can warn about a schedule that would record nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from topkscope import validate
+
+_SCAN_LIMIT = 1_000_000  # fires_within: steps tried one by one for schedules with no closed form
 
 
 def _step_int(value: Any, what: str, low: int = 0) -> int:
@@ -33,7 +39,17 @@ class Schedule(ABC):
         """True when something is to be recorded at this step."""
 
     def is_never(self) -> bool:
+        """True when the schedule provably fires at no step at all."""
         return False
+
+    def fires_within(self, n: int) -> bool | None:
+        """Does it fire at some step in [0, n)? None when that cannot be told cheaply
+        (more than a million steps to try one by one)."""
+        if self.is_never():
+            return False
+        if n > _SCAN_LIMIT:
+            return None
+        return any(self(s) for s in range(n))
 
     def __or__(self, other: Schedule) -> Schedule:
         return AnyOf(self, parse_schedule(other))
@@ -53,21 +69,30 @@ class Never(Schedule):
         return "Never()"
 
 
+def _window(start: Any, stop: Any) -> tuple[int, int | None]:
+    """Checked (start, stop); an empty window [start, stop) is refused."""
+    start = _step_int(start, "start")
+    stop = None if stop is None else _step_int(stop, "stop")
+    if stop is not None and stop <= start:
+        raise ValueError(f"stop = {stop} is not after start = {start}: the window [start, stop) "
+                         f"is empty and the schedule would never fire")
+    return start, stop
+
+
 class Every(Schedule):
     """step in {start, start + n, start + 2n, ...} and step < stop (if given)."""
 
     def __init__(self, n: int, start: int = 0, stop: int | None = None) -> None:
         self.n = _step_int(n, "every", 1)
-        self.start = _step_int(start, "start")
-        self.stop = None if stop is None else _step_int(stop, "stop")
+        self.start, self.stop = _window(start, stop)
 
     def __call__(self, step: int) -> bool:
         if step < self.start or (self.stop is not None and step >= self.stop):
             return False
         return (step - self.start) % self.n == 0
 
-    def is_never(self) -> bool:
-        return self.stop is not None and self.stop <= self.start
+    def fires_within(self, n: int) -> bool:
+        return self.start < n
 
     def __repr__(self) -> str:
         extra = "" if self.start == 0 else f", start={self.start}"
@@ -89,6 +114,9 @@ class At(Schedule):
     def is_never(self) -> bool:
         return not self.steps
 
+    def fires_within(self, n: int) -> bool:
+        return any(s < n for s in self.steps)
+
     def __repr__(self) -> str:
         return f"At({sorted(self.steps)})"
 
@@ -98,8 +126,10 @@ class LogSpaced(Schedule):
 
     def __init__(self, per_decade: int = 5, start: int = 0, stop: int | None = None) -> None:
         self.per_decade = _step_int(per_decade, "per_decade", 1)
-        self.start = _step_int(start, "start")
-        self.stop = None if stop is None else _step_int(stop, "stop")
+        self.start, self.stop = _window(start, stop)
+        if self.stop is not None and not any(self(s) for s in range(self.start, self.stop)):
+            raise ValueError(f"log:{self.per_decade} has no step in [start = {self.start}, "
+                             f"stop = {self.stop}); this schedule would never fire")
 
     def _point(self, i: int) -> int:
         return int(math.floor(10.0 ** (i / self.per_decade) + 0.5))
@@ -130,6 +160,10 @@ class AnyOf(Schedule):
     def is_never(self) -> bool:
         return all(m.is_never() for m in self.members)
 
+    def fires_within(self, n: int) -> bool | None:
+        answers = [m.fires_within(n) for m in self.members]
+        return True if any(answers) else (None if None in answers else False)
+
     def __repr__(self) -> str:
         return " | ".join(map(repr, self.members)) or "Never()"
 
@@ -146,7 +180,10 @@ class AllOf(Schedule):
         return all(m(step) for m in self.members)
 
     def is_never(self) -> bool:
-        return any(m.is_never() for m in self.members)
+        if any(m.is_never() for m in self.members):
+            return True
+        finite = [m for m in self.members if isinstance(m, At)]
+        return bool(finite) and not any(self(s) for s in finite[0].steps)
 
     def __repr__(self) -> str:
         return "(" + " & ".join(map(repr, self.members)) + ")"
@@ -176,7 +213,9 @@ def _from_mapping(spec: Mapping) -> Schedule:
             raise ValueError(f"schedule {form!r} takes a list of schedules, got {members!r}")
         base = AnyOf(*members) if form == "any" else AllOf(*members)
     if start or stop is not None:
-        return AllOf(base, Every(1, start, stop))
+        base = AllOf(base, Every(1, start, stop))
+    if base.is_never():
+        raise ValueError(f"schedule {dict(spec)!r} can never fire (no step satisfies it)")
     return base
 
 
@@ -239,6 +278,9 @@ class _Callable(Schedule):
 
     def __call__(self, step: int) -> bool:
         return bool(self.fn(step))
+
+    def fires_within(self, n: int) -> None:
+        return None  # a user function is not called ahead of time
 
     def __repr__(self) -> str:
         return f"Callable({getattr(self.fn, '__name__', repr(self.fn))})"

@@ -6,8 +6,13 @@
     3. draw   analyze each run's snapshots and draw its figures into <results>/figures/
     4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims), with the predicted
               scaling rows; <results>/scaling.csv and its figures (topkscope.perf.report)
-    5. index  <results>/figures/index.md with every figure and caption (the scaling figures
+    5. tables <results>/tables/*.csv + *.tex: claims and key numbers for papers (paper_tables)
+    6. notebooks  every notebook executed on the runs just made: <results>/notebooks/*.ipynb
+              with its figures inline, plus a static .html of each (notebook_runs)
+    7. index  <results>/figures/index.md with every figure and caption (the scaling figures
               under "predicted scaling"); timing.csv
+
+--no-run (Options.run False) runs nothing, benchmarks included: it draws from what exists.
 
 Each phase prints what it does and how long it took; a failing experiment is reported and the
 others still run, and the command exits non-zero at the end.
@@ -57,6 +62,8 @@ class Options:
     dry_run: bool = False       # print each run's folder and command, run and draw nothing
     parallel: int | None = None  # training runs at a time (None: default_parallel(profile))
     bench: bool = True          # False: never start the benchmark
+    notebooks: bool = True      # execute every notebook into <results>/notebooks/ (+ HTML)
+    tables: bool = True         # CSV + LaTeX tables for papers into <results>/tables/
     jobs: Sequence[plan.TrainingJob | plan.BenchmarkJob] | None = None  # None: plan.JOBS
 
     @property
@@ -128,8 +135,9 @@ def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock) -> Pat
     if out.exists():
         clock.record(job.experiment, "run", time.perf_counter() - t, "skipped")
         return out
-    if not opts.bench:
-        raise RuntimeError(f"{out} is missing and benchmarks are disabled (--no-bench)")
+    if not opts.bench or not opts.run:
+        raise RuntimeError(f"{out} is missing and --no-run / --no-bench run nothing, "
+                           f"benchmarks included (drop them to run it)")
     argv = cfg.command(sys.executable, opts.benchmarks_dir, opts.results_root)
     clock.log("  $ python " + " ".join(argv[1:]))
     done = subprocess.run(argv)
@@ -140,13 +148,17 @@ def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock) -> Pat
 
 
 def recorder_densities(manifest: dict) -> list[float]:
-    rec = (manifest.get("config") or {}).get("recorder") or {}
+    """The densities the run's recorder measured: its config's recorder block (`topkscope
+    run`), else what the recorder itself noted (a user's own script), else the run's density."""
+    rec = (manifest.get("config") or {}).get("recorder") or manifest.get("recorder") or {}
     dens = rec.get("densities") or [manifest.get("density")]
     return [float(d) for d in dens if d is not None]
 
 
 def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
-                  clock: Clock) -> tuple[list[FigureEntry], list]:
+                  clock: Clock, batteries: list | None = None) -> tuple[list[FigureEntry], list]:
+    """Draw the job's figures; the normality battery of its snapshot analysis is appended to
+    `batteries` (with the model), for the tables."""
     from topkscope.analysis.runs import load
     from topkscope.reproduce.draw import CONVERGENCE_DRAWERS, DISTRIBUTION_DRAWERS
     from topkscope.reproduce.prepare import analyze_snapshots
@@ -159,6 +171,9 @@ def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
         run = runs[0]
         densities = recorder_densities(run.manifest)
         analysis = analyze_snapshots(run, densities)
+        if batteries is not None:
+            batteries.append(analysis.battery.assign(
+                model=str(run.manifest.get("model") or job.experiment)))
         clock.record(job.experiment, "analyze", time.perf_counter() - t)
         t = time.perf_counter()
         for name in wanted:
@@ -210,6 +225,48 @@ def write_claims(runs: list, opts: Options,
     return table, md, entries
 
 
+def _distribution_runs(made: dict) -> dict[str, list]:
+    return {exp: runs for exp, (job, runs) in made.items()
+            if any(f in plan.DISTRIBUTION_FIGURES for f in job.figures) and runs}
+
+
+def write_tables(made: dict, csvs: dict, claims, batteries: list, opts: Options,
+                 clock: Clock) -> list[str]:
+    """<results>/tables/: the claims and the key numbers as CSV + LaTeX; returns failures."""
+    from topkscope.reproduce import paper_tables
+
+    t = time.perf_counter()
+    dist = [runs[0] for runs in _distribution_runs(made).values()]
+    conv = [r for exp, (job, runs) in made.items() if "convergence" in job.figures
+            for r in runs]
+    bench = [pd.read_csv(c) for c in csvs.values() if isinstance(c, Path)]
+    try:
+        files = paper_tables.write_all(
+            Path(opts.results_root) / "tables", opts.profile, dist, conv, claims,
+            pd.concat(batteries, ignore_index=True) if batteries else None,
+            pd.concat(bench, ignore_index=True) if bench else None)
+    except (ValueError, OSError, KeyError) as exc:
+        clock.log(f"  FAILED tables: {exc}")
+        return [f"tables: {exc}"]
+    clock.record("all", "tables", time.perf_counter() - t, f"{len(files)} files")
+    return []
+
+
+def run_notebooks(made: dict, csvs: dict, opts: Options, clock: Clock) -> list[str]:
+    """Execute every notebook on the runs just made into <results>/notebooks/ (+ HTML)."""
+    from topkscope.reproduce import notebook_runs
+
+    t = time.perf_counter()
+    root = Path(opts.results_root).resolve()
+    dist = {exp: runs[0].path.resolve() for exp, runs in _distribution_runs(made).items()}
+    conv = [exp for exp, (job, _) in made.items() if "convergence" in job.figures]
+    bench = {exp: Path(c).resolve() for exp, c in csvs.items() if isinstance(c, Path)}
+    jobs = notebook_runs.notebook_jobs(dist, conv, bench, root)
+    files, failures = notebook_runs.execute_all(jobs, root / "notebooks", log=clock.log)
+    clock.record("all", "notebooks", time.perf_counter() - t, f"{len(files)} files")
+    return failures
+
+
 def default_parallel(profile: str) -> int:
     """Runs at a time: two on a CPU with 2+ cores in the quick profile (each run uses one
     thread), one in the full profile (each run owns the accelerator)."""
@@ -251,6 +308,9 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     if opts.parallel is not None and opts.parallel < 1:
         raise ValueError(f"parallel = {opts.parallel} must be at least 1")
     jobs = plan.jobs(list(opts.only) if opts.only else None, opts.jobs, opts.profile)
+    if not Path(opts.experiments_dir).is_dir():
+        raise ValueError(f"no experiments folder at {str(opts.experiments_dir)!r} (outside the "
+                         f"repository?): pass --experiments DIR, the folder of experiment YAMLs")
     if opts.dry_run:
         print_plan(jobs, opts, log)
         return Outcome([], [], pd.DataFrame(), None, None)
@@ -258,6 +318,8 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     failures: list[str] = []
     entries: list[FigureEntry] = []
     all_runs: list = []
+    batteries: list = []
+    made: dict[str, tuple[plan.TrainingJob, list]] = {}
     opts.figures_dir.mkdir(parents=True, exist_ok=True)
     benches = [j for j in jobs if isinstance(j, plan.BenchmarkJob)]
     trainings = [j for j in jobs if isinstance(j, plan.TrainingJob)]
@@ -277,8 +339,9 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
                 got = folders[job.experiment]
                 if isinstance(got, Exception):
                     raise got
-                new, runs = draw_training(job, got, opts, clock)
+                new, runs = draw_training(job, got, opts, clock, batteries)
                 all_runs += runs
+                made[job.experiment] = (job, runs)
             else:
                 got = csvs[job.experiment]
                 if isinstance(got, Exception):
@@ -297,6 +360,10 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
         except (RuntimeError, ValueError) as exc:
             failures.append(f"claims: {exc}")
             log(f"  FAILED claims: {exc}")
+    if opts.tables:
+        failures += write_tables(made, csvs, claims, batteries, opts, clock)
+    if opts.notebooks:
+        failures += run_notebooks(made, csvs, opts, clock)
     timings = clock.frame()
     total = time.perf_counter() - clock.start
     notes = [f"profile `{opts.profile}`, wall time {total / 60:.1f} min "

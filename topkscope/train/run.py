@@ -133,8 +133,10 @@ def build_trainer(cfg: ExperimentConfig, transport: Transport, device: torch.dev
     return Trainer(cfg, model, task, transport, device), substitute
 
 
-def make_recorder(cfg: ExperimentConfig, run_dir: Path, rank: int, manifest, model):
-    """hooks.Recorder from the config's recorder: block (None without one)."""
+def make_recorder(cfg: ExperimentConfig, run_dir: Path, rank: int, manifest, model,
+                  resume: bool = False, total_steps: int | None = None):
+    """hooks.Recorder from the config's recorder: block (None without one); a resumed run
+    appends to the parts it has (redone steps replace their rows when loaded)."""
     if cfg.recorder is None:
         return None
     from topkscope.hooks import Recorder
@@ -142,7 +144,9 @@ def make_recorder(cfg: ExperimentConfig, run_dir: Path, rank: int, manifest, mod
     kwargs = dict(cfg.recorder)
     attach = kwargs.pop("attach", False)
     kwargs.setdefault("seed", cfg.seed)
-    rec = Recorder(run_dir, rank=rank, manifest=manifest, **kwargs)
+    kwargs.setdefault("total_steps", total_steps)
+    rec = Recorder(run_dir, rank=rank, manifest=manifest, mode="append" if resume else None,
+                   **kwargs)
     if attach:
         rec.attach(model)
     return rec
@@ -287,7 +291,8 @@ def execute(p: Prepared) -> Path:
     transport.barrier()
     rank = transport.local_ranks[0] if len(transport.local_ranks) == 1 else 0
     try:
-        trainer.recorder = make_recorder(p.cfg, p.run_dir, rank, manifest, trainer.model)
+        trainer.recorder = make_recorder(p.cfg, p.run_dir, rank, manifest, trainer.model,
+                                         p.opts.resume, trainer.total_steps)
     except BaseException:
         if manifest is not None and not p.opts.resume:
             shutil.rmtree(p.run_dir, ignore_errors=True)  # bad recorder block: leave nothing

@@ -20,7 +20,6 @@ simulated worker compute exactly what the same worker computes in its own proces
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from typing import Any
 
@@ -149,10 +148,7 @@ class Trainer:
             "metric_name": self.task.metric_name,
             "density": rho,
             "k": k,
-            "selected": sum(counts) / len(counts),
-            "selected_min": min(counts),
-            "selected_median": float(statistics.median(counts)),
-            "selected_max": max(counts),
+            **result.count_columns(counts),
             "time_compute": t_compute / len(self.workers),
             "time_select": result.time_select,
             "time_communicate": result.time_communicate,

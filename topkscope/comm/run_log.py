@@ -1,0 +1,120 @@
+"""What the DDP communication hook writes about a user's own run, so that `topkscope analyze`,
+the claims table, the figures and the notebooks work on it as on a `topkscope run` folder.
+
+On rank 0 only (every rank knows every rank's count after the all-gather):
+
+* manifest fields as `topkscope run` writes them: experiment and run_id (the folder's parent
+  and name), world_size, launcher "ddp-hook", sparsifier and sparsifier_args, density (or
+  `density_function` when it is a function of the step), selection, k_rule, error_feedback,
+  dense_steps, seed, model (the module's class name unless given), num_parameters (d), layers
+  ([name, numel] in parameter order), device, threads; versions and the git commit come with
+  every Manifest. `run_fields` add to or override them (e.g. model="resnet20",
+  dataset="cifar10").
+* train.parquet (TRAIN_COLUMNS), one row per step from the hook's own bookkeeping: density, k,
+  the counts sent per worker (mean, min, median, max), bytes on the wire, select and
+  communicate seconds. What only the training loop knows (loss, lr, metric, epoch, compute
+  time) is missing (NaN / null) unless the script tells it with `state.note(loss=..., ...)`.
+  The dense all-reduce steps are rows with density 1 and k = d (their times are not measured:
+  the all-reduce runs asynchronously).
+
+The manifest is the recorder's (rank 0 owns it) when the state has one, else the log's own,
+created in run_dir and finished when the state closes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from topkscope.manifest import Manifest
+from topkscope.schema import TRAIN_COLUMNS
+from topkscope.train.tables import Table
+
+NOTABLE = ("loss", "lr", "metric", "metric_name", "epoch", "time_compute")
+
+
+def manifest_fields(state, model: torch.nn.Module, run_dir: Path, sparsifier: str,
+                    sparsifier_args: dict | None, density: float | Callable, selection: str,
+                    error_feedback: bool, seed: int, k_rule: str,
+                    run_fields: dict | None) -> dict[str, Any]:
+    layout = state.layout
+    fields: dict[str, Any] = {
+        "experiment": run_dir.parent.name, "run_id": run_dir.name,
+        "launcher": "ddp-hook", "world_size": state.transport.world_size,
+        "sparsifier": sparsifier, "sparsifier_args": dict(sparsifier_args or {}),
+        "density": None if callable(density) else float(density),
+        "selection": selection, "k_rule": k_rule, "error_feedback": bool(error_feedback),
+        "dense_steps": state.dense_steps, "seed": seed, "model": type(model).__name__,
+        "dataset": None, "dataset_substitute": None,
+        "num_parameters": layout.d,
+        "layers": [[name, int(n)] for name, n in zip(layout.names, layout.numels)],
+        "device": str(state.device), "threads": torch.get_num_threads(),
+    }
+    if callable(density):
+        fields["density_function"] = getattr(density, "__name__", repr(density))
+    fields.update(run_fields or {})
+    return fields
+
+
+class HookRunLog:
+    """Rank 0's manifest fields and train.parquet for a DDP-hook run (see the module doc)."""
+
+    def __init__(self, run_dir: Path, manifest: Manifest | None, owns_manifest: bool,
+                 fields: dict[str, Any], flush_every: int = 50) -> None:
+        self.run_dir = run_dir
+        self.manifest = manifest
+        self.owns_manifest = owns_manifest
+        self.table = Table(run_dir / "train.parquet", TRAIN_COLUMNS)
+        self.flush_every = flush_every
+        if manifest is not None:
+            manifest.update(**fields)
+
+    @classmethod
+    def start(cls, run_dir: str | Path | None, recorder, fields: dict[str, Any]
+              ) -> HookRunLog | None:
+        """The log of this process (None on ranks other than 0 or with nowhere to write)."""
+        if run_dir is None and recorder is None:
+            return None
+        folder = Path(run_dir) if run_dir is not None else Path(recorder.out_dir)
+        manifest = getattr(recorder, "manifest", None)
+        owns = manifest is None
+        if owns:
+            if (folder / "manifest.json").exists() and recorder is None:
+                raise ValueError(f"{str(folder)!r} already holds a run (manifest.json); choose "
+                                 f"another run_dir")
+            manifest = Manifest(folder, launcher="ddp-hook")
+        return cls(folder, manifest, owns, fields)
+
+    def add(self, row: dict[str, Any]) -> None:
+        full = {"epoch": pd.NA, "loss": math.nan, "lr": math.nan, "metric": math.nan,
+                "metric_name": None, "time_compute": math.nan, **row}
+        self.table.append(full)
+        if len(self.table.rows) % self.flush_every == 0:
+            self.flush()
+
+    def note(self, **values: Any) -> None:
+        """Fill what only the training loop knows into the latest step's row."""
+        unknown = sorted(set(values) - set(NOTABLE))
+        if unknown:
+            raise ValueError(f"note() got {unknown}; allowed: {', '.join(NOTABLE)}")
+        if not self.table.rows:
+            raise ValueError("note() before the hook's first step: nothing to note on")
+        self.table.rows[-1].update(values)
+
+    def flush(self) -> None:
+        self.table.flush()
+        if self.manifest is not None:
+            self.manifest.update(steps_done=len(self.table.rows))
+
+    def close(self, error: BaseException | None = None) -> None:
+        self.flush()
+        if self.owns_manifest:
+            if error is None:
+                self.manifest.complete()
+            else:
+                self.manifest.fail(error)

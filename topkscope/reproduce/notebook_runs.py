@@ -1,0 +1,77 @@
+"""Execute every notebook on the runs `topkscope figures` has just made; keep the executed
+copies (figures inline) under <results>/notebooks/ with a static HTML export of each.
+
+    distributions, contraction, selectors   once per distribution experiment (its first run)
+    convergence                             once per convergence experiment
+    selection_speed                         once per selection benchmark table
+
+Outputs are named <notebook>-<experiment>.ipynb / .html. Each notebook runs under papermill in a
+fresh kernel with the results folder as its working directory and its parameters naming the run
+(so nothing depends on where the command was started); the .ipynb is written under a temporary
+name and renamed, as is the HTML. A notebook that fails is reported and the others still run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from topkscope.io import atomic_write, write_bytes_atomic
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+PER_RUN = ("distributions", "contraction", "selectors")
+
+
+@dataclass(frozen=True)
+class NotebookJob:
+    notebook: str          # stem under notebooks/
+    label: str             # experiment name, for the output file
+    parameters: dict
+
+
+def notebook_jobs(distribution_runs: dict[str, Path], convergence: Sequence[str],
+                  bench_csvs: dict[str, Path], results_root: Path) -> list[NotebookJob]:
+    jobs = [NotebookJob(nb, exp, {"run_dir": str(run_dir)})
+            for exp, run_dir in distribution_runs.items() for nb in PER_RUN]
+    jobs += [NotebookJob("convergence", exp, {"results_root": str(results_root),
+                                              "experiment": exp}) for exp in convergence]
+    jobs += [NotebookJob("selection_speed", exp, {"bench_csv": str(csv)})
+             for exp, csv in bench_csvs.items()]
+    return jobs
+
+
+def execute(job: NotebookJob, out_dir: Path, notebooks_dir: Path = NOTEBOOKS_DIR,
+            cwd: Path | None = None) -> tuple[Path, Path]:
+    """Run one notebook with papermill; write <out_dir>/<notebook>-<label>.ipynb and .html."""
+    import nbformat
+    import papermill
+    from nbconvert import HTMLExporter
+
+    source = notebooks_dir / f"{job.notebook}.ipynb"
+    if not source.is_file():
+        raise ValueError(f"no notebook {str(source)!r}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{job.notebook}-{job.label}"
+    book = papermill.execute_notebook(str(source), None, parameters=job.parameters,
+                                      kernel_name="python3", progress_bar=False,
+                                      cwd=str(cwd or out_dir))
+    ipynb = atomic_write(out_dir / f"{stem}.ipynb", lambda tmp: nbformat.write(book, tmp))
+    html, _ = HTMLExporter().from_notebook_node(book)
+    page = write_bytes_atomic(out_dir / f"{stem}.html", html.encode())
+    return ipynb, page
+
+
+def execute_all(jobs: Sequence[NotebookJob], out_dir: Path, log: Callable[[str], None] = print,
+                notebooks_dir: Path = NOTEBOOKS_DIR) -> tuple[list[Path], list[str]]:
+    """execute() each job; returns (files written, one line per failed notebook)."""
+    written, failures = [], []
+    for job in jobs:
+        log(f"  notebook {job.notebook} on {job.label}")
+        try:
+            written += execute(job, out_dir, notebooks_dir)
+        except Exception as exc:  # noqa: BLE001 - report it, run the others
+            line = " ".join(str(exc).split())[:300]
+            failures.append(f"notebook {job.notebook}-{job.label}: {line}")
+            log(f"  FAILED {failures[-1]}")
+    return written, failures
