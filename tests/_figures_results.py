@@ -3,10 +3,11 @@
 Built once per test session (and shared by pytest-xdist workers through a file lock) by the
 real driver, `topkscope.reproduce.driver.reproduce`, on real MNIST:
 
-    experiments/tiny-fnn3.yaml         FNN-3, 2 simulated workers, 40 steps, recorder on
-    experiments/tiny-convergence.yaml  FNN-3, 2 workers, 30 steps, run for dense/topk/gaussiank/randk
-    experiments/tiny-selection.yaml    benchmarks/selection.py on d in {1e4, 1e5}, 3 methods
+    tiny-fnn3.yaml         FNN-3, 2 simulated workers, 40 steps, recorder on
+    tiny-convergence.yaml  FNN-3, 2 workers, 30 steps, run for dense/topk/gaussiank/randk
+    tiny-selection.yaml    benchmarks/selection.py on d in {1e4, 1e5}, 3 methods
 
+(experiment configs written into the session's temporary folder, not the repository's),
 so every plot function and notebook is exercised on what training actually wrote.
 """
 

@@ -18,10 +18,9 @@ FORBIDDEN = [
     ("topkscope.hooks", "topkscope.analysis"),
     ("topkscope.analysis", "topkscope.hooks"),
     ("topkscope.reproduce", "topkscope.commands"),
-    # the shared facts import nothing else of the project
-    ("topkscope.schema", "topkscope"),
-    ("topkscope.bounds", "topkscope"),
 ]
+# the shared facts: neutral modules that import nothing of the project but each other
+NEUTRAL = ("topkscope.schema", "topkscope.bounds", "topkscope.validate")
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -72,3 +71,10 @@ def test_forbidden_import_edges(importer, imported):
     bad = sorted({(src, dst) for src, dst in edges()
                   if under(src, importer) and under(dst, imported)})
     assert not bad, f"{importer} must not import {imported}: {bad}"
+
+
+@pytest.mark.parametrize("neutral", NEUTRAL)
+def test_shared_facts_import_only_shared_facts(neutral):
+    bad = sorted({dst for src, dst in edges() if under(src, neutral)
+                  and under(dst, "topkscope") and dst != "topkscope" and dst not in NEUTRAL})
+    assert not bad, f"{neutral} must import only {NEUTRAL}: {bad}"

@@ -35,7 +35,7 @@ def laplace(seed: int) -> np.ndarray:
 
 
 def write_run(root: Path, name: str, snapshots: dict[tuple[int, int], np.ndarray]) -> Path:
-    """A result folder in the DESIGN section 3 layout: manifest.json + snapshots/*.npy."""
+    """A result folder in the docs/results.md layout: manifest.json + snapshots/*.npy."""
     run = root / "fnn3-mnist" / name
     (run / "snapshots").mkdir(parents=True)
     manifest = {"experiment": "fnn3-mnist", "run_id": name, "model": "fnn3", "dataset": "mnist",
@@ -238,3 +238,15 @@ def test_damaged_table_is_bad_input(run_dir: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "normality.parquet" in err and "delete it" in err
     assert sorted(p.name for p in (run_dir / "analysis").iterdir()) == ["normality.parquet"]
+
+
+def test_damaged_stats_part_is_one_line_naming_the_file(run_dir: Path, capsys) -> None:
+    part = run_dir / "stats" / "part-r00000-000001.parquet"
+    part.parent.mkdir()
+    part.write_bytes(b"PAR1 cut short by a full disk")
+    assert analyze(str(run_dir), "--densities", "0.1") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("topkscope analyze: error: ")
+    assert f"{str(part)!r} is not a readable parquet file" in err
+    assert "move it out of" in err and "to load the rest of the run" in err
+    assert not (run_dir / "analysis").exists()

@@ -68,10 +68,10 @@ def test_real_processes_get_the_same_shards_as_simulated_workers():
     "kwargs, pattern",
     [
         (dict(n=10, rank=4, world_size=4), r"rank = 4 is outside the allowed range \[0, 3\]"),
-        (dict(n=10, rank=0, world_size=0), r"world_size = 0 is outside the allowed range >= 1"),
-        (dict(n=3, rank=0, world_size=4), r"n = 3 is outside the allowed range >= 4"),
+        (dict(n=10, rank=0, world_size=0), r"world_size = 0 is outside the allowed range \[1, inf\)"),
+        (dict(n=3, rank=0, world_size=4), r"n = 3 is outside the allowed range \[4, inf\)"),
         (dict(n=10, rank=0, world_size=2, epoch=-1), r"epoch = -1"),
-        (dict(n=10, rank=0, world_size=2, seed=1.5), r"seed must be an integer"),
+        (dict(n=10, rank=0, world_size=2, seed=1.5), r"seed = 1.5 must be an integer in \[0, inf\)"),
     ],
 )
 def test_bad_arguments_name_the_value_and_range(kwargs, pattern):

@@ -133,3 +133,52 @@ def test_bad_input_is_refused():
         ef.update("w", torch.ones(2, 2), torch.tensor([0]))
     with pytest.raises(ValueError, match="dict of name -> tensor"):
         ef.load_state_dict({"w": [1.0]})
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_load_state_dict_leaves_the_callers_dict_unchanged(device):
+    # Tensor.to(device) returns the tensor itself when it already lies there; the load must
+    # still copy, or training (which adds g into the residual in place) writes into `state`
+    from topkscope.comm.compressor import RESIDUAL_KEY, WorkerCompressor
+    from topkscope.comm.layout import Layout
+
+    gen = torch.Generator().manual_seed(1)
+    state = {RESIDUAL_KEY: torch.randn(64, generator=gen)}
+    before = state[RESIDUAL_KEY].clone()
+    compressor = WorkerCompressor(get_sparsifier("topk"), Layout.of([("w", torch.zeros(64, requires_grad=True))]))
+    if device is None:
+        compressor.feedback.load_state_dict(state)
+    else:
+        compressor.load_state_dict(state, device)
+    for _ in range(3):
+        compressor.compress(torch.randn(64, generator=gen), density=0.0625)
+    assert torch.equal(state[RESIDUAL_KEY], before)
+    assert not torch.equal(compressor.feedback.residual(RESIDUAL_KEY), before)  # it trained
+
+
+def test_hook_state_load_state_dict_leaves_the_callers_dict_unchanged():
+    import torch.distributed as dist
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel
+
+    from topkscope.comm import TopKHookState, topk_hook
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = nn.Linear(8, 2)
+        ddp = DistributedDataParallel(model)
+        state = TopKHookState(model, sparsifier="topk", density=0.25, dense_steps=0)
+        saved = {"step": 4, "residual": {"__global__": torch.randn(18)}}
+        before = saved["residual"]["__global__"].clone()
+        state.load_state_dict(saved)
+        ddp.register_comm_hook(state, topk_hook)
+        for _ in range(3):
+            ddp(torch.randn(5, 8)).square().sum().backward()
+        assert state.step == 7
+        assert torch.equal(saved["residual"]["__global__"], before)
+        assert not torch.equal(state.compressor.feedback.residual("__global__"), before)
+    finally:
+        dist.destroy_process_group()

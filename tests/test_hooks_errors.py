@@ -34,7 +34,7 @@ def test_full_disk_fails_at_construction(tmp_path):
 @pytest.mark.parametrize("kwargs,match", [
     ({"densities": [0.0]}, r"density = 0.0 is outside the allowed range \(0, 1\]"),
     ({"densities": [1.5]}, "outside the allowed range"),
-    ({"densities": ["x"]}, "density must be a number"),
+    ({"densities": ["x"]}, r"density = 'x' must be a number in \(0, 1\]"),
     ({"densities": []}, "densities is empty"),
     ({"sparsifiers": ["fastk"]}, "unknown sparsifier 'fastk'"),
     ({"kinds": ["q"]}, "kinds"),

@@ -117,3 +117,20 @@ def test_sparsifier_counts_are_nullable_integers_even_without_gaps(tmp_path):
     s = load(tmp_path).stats
     assert s.gaussiank_count.dtype == "Int64" and s.gaussiank_count.notna().all()
     assert s.numel.dtype == np.int64 and s.nonfinite.dtype == np.int64
+
+
+@pytest.mark.parametrize("damaged", ["stats/part-r00000-000000.parquet", "train.parquet"])
+def test_an_unreadable_table_is_one_line_naming_the_file(tmp_path, damaged):
+    run_dir = make_run(tmp_path / "exp" / "run1")
+    path = run_dir / damaged
+    assert damaged == "train.parquet" or path.is_file()  # a real part, overwritten below
+    path.write_bytes(b"PAR1 not really parquet")
+    with pytest.raises(ValueError) as err:
+        load(run_dir)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(f"{str(path)!r} is not a readable parquet file (")
+    assert message.endswith(f"; move it out of {str(path.parent)!r} to load the rest of the "
+                            "run, or run the experiment again")
+    path.unlink()
+    assert len(load(run_dir).hist)  # without it, the rest loads

@@ -47,3 +47,19 @@ def test_total_steps_from_epochs_or_steps():
     assert total_steps(validate(BASE), 10) == 100
     cfg = validate({**BASE, "steps": None, "epochs": 2.5})
     assert total_steps(cfg, 7) == math.ceil(2.5 * 7)
+
+
+@pytest.mark.parametrize("name, values", [("paper", [1 / 64, 0.004]),
+                                          ("dgc", [0.25, 0.0625, 0.015625, 0.004]),
+                                          ("none", [])])
+def test_named_density_schedules(name, values):
+    """paper = the Gaussian-k authors' warm-up: 1/64 in epoch 0, 0.004 in epoch 1, then rho."""
+    cfg = validate({**BASE, "density_schedule": name, "density": 0.002})
+    spe = 5
+    got = [density_at(cfg, t, spe) for t in range(4 * spe)]
+    assert got == [values[t // spe] if t // spe < len(values) else 0.002 for t in range(4 * spe)]
+
+
+def test_an_unknown_schedule_name_lists_the_named_ones():
+    with pytest.raises(ValueError, match="paper, dgc, none"):
+        validate({**BASE, "density_schedule": "warm"})

@@ -157,3 +157,69 @@ def test_randomised_selection_is_per_worker_and_reproducible():
     sel = [set(c["selected"].tolist()) for c in calls_a]
     assert sel == [set(c["selected"].tolist()) for c in calls_b]
     assert sel[0] != sel[1]  # the two workers draw independently
+
+
+def test_rows_keep_every_workers_count_and_a_worker_may_send_nothing():
+    """threshold far above every |u|: nothing is sent, nothing changes, the counts say 0."""
+    trainer = trainer_for(sparsifier="threshold", sparsifier_args={"threshold": 1e6},
+                          momentum=0.0, weight_decay=0.0, steps=2)
+    before = [p.detach().clone() for p in trainer.params]
+    row = trainer.train_step()
+    assert (row["selected_min"], row["selected_median"], row["selected_max"]) == (0, 0.0, 0)
+    assert row["selected"] == 0 and row["k"] == round(0.01 * trainer.layout.d)
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.params))
+
+
+def test_rows_min_median_max_over_workers_of_an_approximate_method():
+    trainer = trainer_for(sparsifier="gaussiank-2019", workers=3, steps=3)
+    for _ in range(3):
+        row = trainer.train_step()
+        assert row["selected_min"] <= row["selected_median"] <= row["selected_max"]
+        assert row["selected_min"] <= row["selected"] <= row["selected_max"]
+
+
+def test_k_rule_floor_sends_the_authors_k():
+    trainer = trainer_for(k_rule="floor", density=0.0015, steps=1)
+    d = trainer.layout.d
+    assert trainer.train_step()["selected"] == max(int(0.0015 * d), 1)
+
+
+def test_robust_gaussiank_trains_exactly_like_topk():
+    """gaussiank selects the exact Top-k set, so the whole run is Top-k's, step for step."""
+    a, b = trainer_for(sparsifier="topk", steps=5), trainer_for(sparsifier="gaussiank", steps=5)
+    for _ in range(5):
+        ra, rb = a.train_step(), b.train_step()
+        assert ra["loss"] == rb["loss"] and ra["selected"] == rb["selected"]
+    assert all(torch.equal(p, q) for p, q in zip(a.params, b.params))
+
+
+def test_divergence_stops_with_the_step_and_the_loss():
+    from topkscope.train.trainer import DivergedError
+
+    trainer = trainer_for(lr=1e30, steps=40)
+    with pytest.raises(DivergedError) as err:
+        for _ in range(40):
+            trainer.train_step()
+    step = err.value.step
+    assert 0 < step < 40 and trainer.step == step  # the failing step was not counted
+    assert not math.isfinite(err.value.loss)
+    assert str(err.value) == (f"training diverged at step {step}: loss = {err.value.loss:g} "
+                              f"on worker {err.value.rank}; lower lr or set grad_clip")
+
+
+def test_a_non_finite_gradient_under_a_finite_loss_is_divergence_too(monkeypatch):
+    from topkscope.train.trainer import DivergedError
+
+    trainer = trainer_for(steps=3)
+    trainer.train_step()
+    real = trainer._worker_gradient
+
+    def poisoned(worker, lr):
+        g, row = real(worker, lr)
+        g[7] = float("inf")
+        return g, row
+
+    monkeypatch.setattr(trainer, "_worker_gradient", poisoned)
+    with pytest.raises(DivergedError, match=r"^training diverged at step 1: loss = [0-9.]+ on "
+                                            r"worker 0 \(its gradient holds NaN/Inf\)"):
+        trainer.train_step()

@@ -1,6 +1,7 @@
 """Closed-form facts about Top-k, shared by the sparsifiers, the recorder and the statistics.
 
     k               = max(1, round(rho d)), capped at d        the count a density rho selects
+                      (rule="floor": the Gaussian-k authors' max(int(rho d), 1))
     classic_bound   = 1 - k/d                                  (= E over Rand-k)
     paper_bound     = (1 - k/d)^2                              holds if sorted u^2 is convex, decreasing to 0
     gaussian_ratio  = 1 - rho - 2 t phi(t),  t = Phi^{-1}(1 - rho/2)   exact for u ~ N(0, s^2)
@@ -8,26 +9,33 @@
 
 from __future__ import annotations
 
-import math
-
 from scipy import stats
+
+from topkscope import validate
 
 
 def check_density(density: float) -> float:
     """Validate a density rho = k/d: a number in (0, 1]."""
-    try:
-        rho = float(density)
-    except (TypeError, ValueError):
-        raise ValueError(f"density must be a number in (0, 1], got {density!r}") from None
-    if not (0.0 < rho <= 1.0) or math.isnan(rho):
-        raise ValueError(f"density = {density!r} is outside the allowed range (0, 1]")
-    return rho
+    return validate.number("density", density, 0, 1, lo_open=True)
 
 
-def k_from_density(density: float, d: int) -> int:
-    """k = max(1, round(rho * d)): at least one element is always sent."""
+K_RULES = ("round", "floor")
+
+
+def k_from_density(density: float, d: int, rule: str = "round") -> int:
+    """The target count for density rho over d elements, never below 1, capped at d.
+
+    rule="round" (ours, the default): k = max(1, round(rho * d)).
+    rule="floor" (the Gaussian-k authors' code): k = max(int(rho * d), 1).
+    """
     rho = check_density(density)
-    return max(1, min(d, int(round(rho * d))))
+    if rule == "round":
+        k = int(round(rho * d))
+    elif rule == "floor":
+        k = int(rho * d)
+    else:
+        validate.choice("k rule", rule, K_RULES)
+    return max(1, min(d, k))
 
 
 def _check_kd(k: int, d: int) -> tuple[int, int]:

@@ -19,6 +19,7 @@ COMMANDS = {
     "figures": "topkscope.commands.figures",
     "analyze": "topkscope.commands.analyze",
     "bench": "topkscope.commands.bench",
+    "scale": "topkscope.commands.scale",
 }
 
 

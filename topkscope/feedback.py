@@ -73,11 +73,17 @@ class ErrorFeedback:
     def load_state_dict(
         self, state: dict[str, torch.Tensor], device: torch.device | str | None = None
     ) -> None:
-        """Replace the residuals by copies of `state` (moved to `device` if given)."""
+        """Replace the residuals by copies of `state` (moved to `device` if given).
+
+        Always a copy, even when a tensor already lies on `device` (where `Tensor.to` would
+        return the tensor itself): training adds into the residuals in place, and must not
+        write into the caller's dict.
+        """
         if not isinstance(state, dict) or not all(
             isinstance(v, torch.Tensor) for v in state.values()
         ):
             raise ValueError("error-feedback state must be a dict of name -> tensor")
         self._residuals = {
-            name: (e.to(device) if device is not None else e.clone()) for name, e in state.items()
+            name: e.detach().to(device, copy=True) if device is not None else e.detach().clone()
+            for name, e in state.items()
         }

@@ -2,8 +2,9 @@
 
 Input: loaded runs (`topkscope.analysis.runs.load`), i.e. objects with `.manifest` (dict),
 `.eval`, `.stats`, `.snapshots` (DataFrames) and `.snapshot(step, rank)`. Output: one row per
-(model, dataset, claim[, sparsifier]) with columns COLUMNS. Verdicts are holds | fails | mixed |
-insufficient-data, decided by the rules below (the `rule` column repeats the one applied).
+(model, dataset, claim[, sparsifier, condition]) with columns COLUMNS. Verdicts are holds |
+fails | mixed | inconclusive | insufficient-data, decided by the rules below (the `rule`
+column repeats the one applied).
 
 Claims 1-4 look at the whole-model error-compensated gradient u (stats rows kind "u", layer
 "__global__"; raw snapshots where the statistic needs every value) of runs trained with the
@@ -21,12 +22,24 @@ observation; a fraction rule counts the units that satisfy the claim's criterion
                       (gap <= tol + 30/d); evidence says how often the bound held where it failed.
 4. gaussiank_count    unit: (step, rank, density); criterion 2/3 <= count/k <= 4/3 (the band
                       Gaussian-k's threshold correction aims for), per Gaussian-k variant.
-5. gaussiank_accuracy unit: (experiment, density) with complete runs of both Top-k and the
-                      Gaussian-k variant; final eval metric averaged over seeds (the evidence
-                      also states the elements sent relative to Top-k). accuracy: holds if
-                      GK >= TopK - 0.01, fails if GK < TopK - 0.03; perplexity: holds if
-                      GK <= 1.03 TopK, fails if GK > 1.10 TopK; mixed in between. Overall: all
-                      units hold -> holds, all fail -> fails, else mixed; no unit -> insufficient-data.
+5. <family>_accuracy (gaussiank_accuracy, randk_accuracy, redsync_accuracy, ...), one row per
+                      (experiment, density, condition, approximate sparsifier). A unit is a seed
+                      with complete runs of both the method and Top-k under the same condition
+                      (density warm-up); the paired difference method - Top-k of the final eval
+                      metric (accuracy in points; perplexity in % of Top-k's) gives a mean and a
+                      95% Student-t interval (ci_low, ci_high). Accuracy: holds if the whole
+                      interval is above -1 point, fails if it is all below, inconclusive if it
+                      straddles; perplexity: the same against +3%. Fewer than 3 seeds:
+                      insufficient-data.
+6. <family>_traffic   "reaches Top-k's accuracy while sending at most 4/3 of Top-k's elements":
+                      traffic_ratio = elements sent over the whole run (sum of train `selected`)
+                      relative to Top-k's, mean over seeds (spread in the evidence). holds if
+                      claim 5 holds and every seed's ratio <= 4/3; fails if claim 5 fails or
+                      every seed's ratio > 4/3; inconclusive otherwise; < 3 seeds: insufficient-data.
+
+`condition` names the density warm-up ("warmup=paper", "warmup=none", ...), a non-default
+k rule and every named deviation of the run (e.g. "empty_fallback=topk"), so a row never
+hides what it measured.
 """
 
 from __future__ import annotations
@@ -38,6 +51,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from topkscope import validate
 from topkscope.analysis import contraction, fits, normality
 from topkscope.io import atomic_write
 from topkscope.schema import GLOBAL
@@ -45,8 +59,9 @@ from topkscope.schema import GLOBAL
 COLUMNS = [
     "model", "dataset", "dataset_substitute", "claim", "sparsifier", "statement", "n_runs",
     "n_units", "fraction", "evidence", "verdict", "rule",
+    "condition", "n_seeds", "ci_low", "ci_high", "traffic_ratio",
 ]  # fmt: skip
-VERDICTS = ("holds", "fails", "mixed", "insufficient-data")
+VERDICTS = ("holds", "fails", "mixed", "inconclusive", "insufficient-data")
 
 HOLDS_FRACTION = 0.9
 FAILS_FRACTION = 0.1
@@ -54,10 +69,10 @@ MIN_UNITS = 3
 MAX_ABS_SKEW = 0.5
 MAX_ABS_EXCESS_KURTOSIS = 1.0
 COUNT_BAND = (2.0 / 3.0, 4.0 / 3.0)
-ACCURACY_HOLDS_DROP = 0.01
-ACCURACY_FAILS_DROP = 0.03
-PERPLEXITY_HOLDS_RATIO = 1.03
-PERPLEXITY_FAILS_RATIO = 1.10
+MIN_SEEDS = 3
+ACCURACY_LIMIT_POINTS = 1.0   # accuracy: the interval of (method - Top-k) against -1 point
+PERPLEXITY_LIMIT_PCT = 3.0    # perplexity: against +3% of Top-k's
+TRAFFIC_LIMIT = 4.0 / 3.0     # the band Gaussian-k's threshold correction aims for
 GAUSSIANK_VARIANTS = ("gaussiank-2019", "gaussiank")
 
 _FRACTION_RULE = (
@@ -70,8 +85,9 @@ STATEMENTS = {
     "below_paper": "delta_emp is below the paper's bound (1 - k/d)^2",
     "convexity_condition": "the sorted squared magnitudes of u are convex, decreasing to 0",
     "gaussiank_count": "Gaussian-k selects about k elements",
-    "gaussiank_accuracy": "Gaussian-k trains as well as exact Top-k",
 }
+ACCURACY_STATEMENT = "{method} trains as well as exact Top-k"
+TRAFFIC_STATEMENT = "{method} reaches Top-k's accuracy while sending at most 4/3 of Top-k's elements"
 RULES = {
     "gaussian_like": f"unit = one recorded u (step, rank); criterion |skew| <= {MAX_ABS_SKEW} "
     f"and |excess kurtosis| <= {MAX_ABS_EXCESS_KURTOSIS}; {_FRACTION_RULE}",
@@ -82,12 +98,21 @@ RULES = {
     f"(tol = {contraction.DEFAULT_TOL}); {_FRACTION_RULE}",
     "gaussiank_count": f"unit = (step, rank, density); criterion {COUNT_BAND[0]:.3f} <= count/k "
     f"<= {COUNT_BAND[1]:.3f}; {_FRACTION_RULE}",
-    "gaussiank_accuracy": "unit = (experiment, density) with complete Top-k and Gaussian-k runs, "
-    f"final eval metric averaged over seeds; accuracy: holds if GK >= TopK - "
-    f"{ACCURACY_HOLDS_DROP}, fails if GK < TopK - {ACCURACY_FAILS_DROP}; perplexity: holds if "
-    f"GK <= {PERPLEXITY_HOLDS_RATIO} TopK, fails if GK > {PERPLEXITY_FAILS_RATIO} TopK; else "
-    "mixed. All units hold -> holds, all fail -> fails, else mixed; none -> insufficient-data",
 }
+ACCURACY_RULE = (
+    "unit = one seed with complete runs of the method and Top-k under the same condition; "
+    "paired difference of the final eval metric (accuracy in points, perplexity in % of "
+    f"Top-k's), mean and 95% t-interval; accuracy: holds if the interval is above "
+    f"-{ACCURACY_LIMIT_POINTS:g} point, fails if below, inconclusive if it straddles; "
+    f"perplexity: the same against +{PERPLEXITY_LIMIT_PCT:g}%; fewer than {MIN_SEEDS} seeds: "
+    "insufficient-data"
+)
+TRAFFIC_RULE = (
+    "traffic_ratio = elements sent over the run relative to Top-k's (same seed), mean over "
+    "seeds; holds if the accuracy claim holds and every seed's ratio <= 4/3; fails if the "
+    "accuracy claim fails or every seed's ratio > 4/3; else inconclusive; fewer than "
+    f"{MIN_SEEDS} seeds: insufficient-data"
+)
 
 
 def build(
@@ -104,8 +129,7 @@ def build(
     """
     runs = list(runs)
     sparsifiers = (sparsifiers,) if isinstance(sparsifiers, str) else tuple(sparsifiers)
-    if isinstance(max_snapshots, bool) or int(max_snapshots) != max_snapshots or max_snapshots < 0:
-        raise ValueError(f"max_snapshots = {max_snapshots!r} must be an integer >= 0")
+    validate.integer("max_snapshots", max_snapshots, 0, whole_floats=True)
     groups: dict[tuple, list] = {}
     for run in runs:
         groups.setdefault(model_key(run.manifest), []).append(run)
@@ -130,14 +154,15 @@ def build(
             if row is not None:
                 rows.append({**base, "claim": "gaussiank_count", "sparsifier": variant,
                              "n_runs": len(trained), **row})  # fmt: skip
-        for variant in GAUSSIANK_VARIANTS:
-            row = _gaussiank_accuracy(model_runs, variant)
-            if row is not None:
-                rows.append({**base, "claim": "gaussiank_accuracy", "sparsifier": variant, **row})
-    table = pd.DataFrame(rows, columns=COLUMNS)
-    table["statement"] = table["claim"].map(STATEMENTS)
-    table["rule"] = table["claim"].map(RULES)
-    return table
+        for row in _accuracy_rows(model_runs):
+            traffic = row["claim"].endswith("_traffic")
+            statement = TRAFFIC_STATEMENT if traffic else ACCURACY_STATEMENT
+            rows.append({**base, **row, "statement": statement.format(method=row["sparsifier"]),
+                         "rule": TRAFFIC_RULE if traffic else ACCURACY_RULE})
+    for row in rows:
+        if row["claim"] in STATEMENTS:
+            row.update(statement=STATEMENTS[row["claim"]], rule=RULES[row["claim"]])
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def write(runs: Iterable, path: str | Path, **options) -> pd.DataFrame:
@@ -162,20 +187,6 @@ def fraction_verdict(n_pass: int, n_units: int) -> str:
     if frac <= FAILS_FRACTION:
         return "fails"
     return "mixed"
-
-
-def metric_verdict(metric_name: str, topk: float, gaussiank: float) -> str:
-    """holds | fails | mixed for one final-metric comparison (rule of claim 5)."""
-    if metric_name == "perplexity":
-        ratio = gaussiank / topk
-        if ratio <= PERPLEXITY_HOLDS_RATIO:
-            return "holds"
-        return "fails" if ratio > PERPLEXITY_FAILS_RATIO else "mixed"
-    scale = 100.0 if max(topk, gaussiank) > 1.0 else 1.0  # accuracy given in percent
-    drop = (topk - gaussiank) / scale
-    if drop <= ACCURACY_HOLDS_DROP:
-        return "holds"
-    return "fails" if drop > ACCURACY_FAILS_DROP else "mixed"
 
 
 # --- claims 1-4 ----------------------------------------------------------------------------
@@ -332,7 +343,7 @@ def _densities_at(run, step: int, rank: int) -> list[float]:
     return [float(rho)] if rho is not None and 0.0 < float(rho) <= 1.0 else [0.001]
 
 
-# --- claim 5 -------------------------------------------------------------------------------
+# --- claims 5 and 6 helpers ------------------------------------------------------------
 
 
 def final_metric(run) -> tuple[float, str] | None:
@@ -349,65 +360,139 @@ def final_metric(run) -> tuple[float, str] | None:
     return None
 
 
-def _finite_mean(values) -> float:
-    vals = np.asarray(values, dtype=np.float64)
-    vals = vals[np.isfinite(vals)]
-    return float(vals.mean()) if vals.size else math.nan
+
+# --- claims 5 and 6: accuracy and traffic, per (method, condition), paired over seeds -------
 
 
-def _mean_selected(run) -> float:
-    """Mean elements sent per worker and step (train table's `selected`), NaN if unknown."""
+def condition_of(manifest: dict) -> str:
+    """The training condition of a run: its density warm-up plus any named deviation,
+    e.g. "warmup=paper" or "warmup=none; empty_fallback=topk"."""
+    sched = manifest.get("density_schedule")
+    if sched is None:
+        sched = (manifest.get("config") or {}).get("density_schedule")
+    if isinstance(sched, str):
+        name = sched
+    elif sched:
+        name = "custom[" + ",".join(f"{float(v):g}" for v in sched) + "]"
+    else:
+        name = "none"
+    parts = [f"warmup={name}"]
+    if manifest.get("k_rule", "round") != "round":
+        parts.append(f"k_rule={manifest['k_rule']}")
+    parts += list(manifest.get("deviations") or [])
+    return "; ".join(parts)
+
+
+def claim_family(sparsifier: str) -> str:
+    """gaussiank-2019 -> gaussiank, redsync-2019 -> redsync: the family a claim is named after."""
+    return str(sparsifier).split("-")[0]
+
+
+def paired_interval(diffs: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, low, high): the two-sided 95% Student-t interval of the mean paired difference."""
+    from scipy import stats
+
+    x = np.asarray(diffs, dtype=np.float64)
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, math.nan, math.nan
+    half = float(stats.t.ppf(0.975, x.size - 1)) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return mean, mean - half, mean + half
+
+
+def interval_verdict(low: float, high: float, n_seeds: int, threshold: float,
+                     higher_is_better: bool = True) -> str:
+    """holds / fails / inconclusive from a 95% interval against a threshold; < 3 seeds:
+    insufficient-data. higher_is_better: holds when the whole interval is above it."""
+    if n_seeds < MIN_SEEDS or not (math.isfinite(low) and math.isfinite(high)):
+        return "insufficient-data"
+    above, below = low > threshold, high < threshold
+    if higher_is_better:
+        return "holds" if above else "fails" if below else "inconclusive"
+    return "holds" if below else "fails" if above else "inconclusive"
+
+
+def paired_difference(metric_name: str, topk: float, method: float) -> float:
+    """Accuracy: method - Top-k in points (percent); perplexity: method / Top-k - 1 in %."""
+    if metric_name == "perplexity":
+        return 100.0 * (method / topk - 1.0)
+    scale = 1.0 if max(topk, method) > 1.0 else 100.0  # fractions -> points
+    return (method - topk) * scale
+
+
+def _sent_total(run) -> float:
+    """Elements sent per worker over the whole run (sum of train `selected`), NaN if unknown."""
     tr = getattr(run, "train", None)
     if tr is None or tr.empty or "selected" not in tr:
         return math.nan
-    return _finite_mean(_floats(tr["selected"]))
+    vals = _floats(tr["selected"])
+    return float(vals[np.isfinite(vals)].sum()) if np.isfinite(vals).any() else math.nan
 
 
-def _gaussiank_accuracy(runs: list, variant: str) -> dict | None:
-    complete = [r for r in runs if r.manifest.get("status") == "complete"]
-    cells: dict[tuple, dict[str, list]] = {}
-    sent: dict[tuple, dict[str, list]] = {}  # mean elements sent per worker and step
-    for run in complete:
-        sp = run.manifest.get("sparsifier")
-        if sp not in ("topk", variant):
+def _comparisons(runs: list) -> dict[tuple, dict]:
+    """(experiment, density, condition, method) -> {seed: (metric, name, sent)} of complete runs;
+    Top-k runs sit under method "topk" of their own condition."""
+    cells: dict[tuple, dict] = {}
+    for run in runs:
+        m = run.manifest
+        if m.get("status") != "complete" or m.get("sparsifier") == "dense":
             continue
         final = final_metric(run)
         if final is None:
             continue
-        key = (run.manifest.get("experiment"), run.manifest.get("density"))
-        cells.setdefault(key, {}).setdefault(sp, []).append(final)
-        sent.setdefault(key, {}).setdefault(sp, []).append(_mean_selected(run))
-    if not any(variant in c for c in cells.values()):
-        return None  # no run of this variant for the model: no row
-    units, parts = [], []
-    n_runs = 0
-    for (experiment, density), by_sp in sorted(cells.items(), key=lambda kv: str(kv[0])):
-        if "topk" not in by_sp or variant not in by_sp:
+        key = (m.get("experiment"), m.get("density"), condition_of(m), m.get("sparsifier"))
+        cells.setdefault(key, {})[m.get("seed", 0)] = (*final, _sent_total(run))
+    return cells
+
+
+def _accuracy_rows(runs: list) -> list[dict]:
+    cells = _comparisons(runs)
+    rows = []
+    for (experiment, density, condition, method), by_seed in sorted(
+            cells.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
+        if method == "topk":
             continue
-        name = by_sp["topk"][0][1]
-        topk = float(np.mean([m for m, _ in by_sp["topk"]]))
-        gk = float(np.mean([m for m, _ in by_sp[variant]]))
-        n_runs += len(by_sp["topk"]) + len(by_sp[variant])
-        state = metric_verdict(name, topk, gk)
-        units.append(state)
-        # an approximate selector that sends more than k buys its accuracy with bandwidth: say so
-        volume = _finite_mean(sent[(experiment, density)][variant]) / _finite_mean(
-            sent[(experiment, density)]["topk"])
-        parts.append(f"{experiment} density {density}: {name} Top-k {topk:.4g} "
-                     f"({len(by_sp['topk'])} runs) vs {variant} {gk:.4g} "
-                     f"({len(by_sp[variant])} runs) -> {state}"
-                     + (f", sending {volume:.3g}x Top-k's elements" if math.isfinite(volume)
-                        else ""))  # fmt: skip
-    if not units:
-        verdict = "insufficient-data"
-        parts.append(f"no experiment has complete runs of both topk and {variant}")
-    elif all(s == "holds" for s in units):
-        verdict = "holds"
-    elif all(s == "fails" for s in units):
-        verdict = "fails"
+        # Top-k of the same condition without the method's own deviations: the warm-up part
+        warmup = condition.split("; ")[0]
+        topk = cells.get((experiment, density, warmup, "topk"), {})
+        seeds = sorted(set(by_seed) & set(topk))
+        rows += _method_rows(experiment, density, condition, method, by_seed, topk, seeds)
+    return rows
+
+
+def _method_rows(experiment, density, condition, method, mine, topk, seeds) -> list[dict]:
+    family = claim_family(method)
+    base = {"claim": f"{family}_accuracy", "sparsifier": method, "condition": condition,
+            "n_runs": len(mine) + len(topk), "n_units": len(seeds), "n_seeds": len(seeds)}
+    where = f"{experiment} density {density} ({condition})"
+    if not seeds:
+        evidence = f"{where}: no seed has complete runs of both topk and {method}"
+        acc = {**base, "evidence": evidence, "verdict": "insufficient-data"}
+        return [acc, {**acc, "claim": f"{family}_traffic"}]
+    name = topk[seeds[0]][1]
+    diffs = [paired_difference(name, topk[s][0], mine[s][0]) for s in seeds]
+    mean, low, high = paired_interval(diffs)
+    perplexity = name == "perplexity"
+    unit = "%" if perplexity else " points"
+    limit = PERPLEXITY_LIMIT_PCT if perplexity else -ACCURACY_LIMIT_POINTS
+    verdict = interval_verdict(low, high, len(seeds), limit, higher_is_better=not perplexity)
+    ratios = np.array([mine[s][2] / topk[s][2] for s in seeds], dtype=np.float64)
+    traffic = float(np.mean(ratios)) if np.isfinite(ratios).all() else math.nan
+    finals = (f"{name} Top-k {np.mean([topk[s][0] for s in seeds]):.4g} vs {method} "
+              f"{np.mean([mine[s][0] for s in seeds]):.4g} (means over {len(seeds)} seeds)")
+    ci = (f"paired difference {mean:+.3g}{unit}, 95% interval [{low:+.3g}, {high:+.3g}]{unit}"
+          if math.isfinite(low) else f"paired difference {mean:+.3g}{unit}, no interval")
+    sent = (f"elements sent {traffic:.3g}x Top-k's (seeds {ratios.min():.3g}-{ratios.max():.3g})"
+            if math.isfinite(traffic) else "elements sent unknown")
+    acc = {**base, "fraction": math.nan, "ci_low": low, "ci_high": high,
+           "traffic_ratio": traffic, "evidence": f"{where}: {finals}; {ci}; {sent}",
+           "verdict": verdict}
+    if verdict == "insufficient-data" or not math.isfinite(traffic):
+        tv = "insufficient-data"
+    elif verdict == "fails" or bool((ratios > TRAFFIC_LIMIT).all()):
+        tv = "fails"
+    elif verdict == "holds" and bool((ratios <= TRAFFIC_LIMIT).all()):
+        tv = "holds"
     else:
-        verdict = "mixed"
-    held = sum(s == "holds" for s in units)
-    return {"n_runs": n_runs, "n_units": len(units),
-            "fraction": held / len(units) if units else math.nan,
-            "evidence": "; ".join(parts), "verdict": verdict}  # fmt: skip
+        tv = "inconclusive"
+    return [acc, {**acc, "claim": f"{family}_traffic", "verdict": tv}]

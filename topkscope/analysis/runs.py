@@ -66,10 +66,26 @@ def _typed_empty(columns: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in columns.items()})
 
 
+def read_table(path: Path, remedy: str, filters: list | None = None) -> pa.Table:
+    """pyarrow.parquet.read_table, but a damaged or unreadable file raises a one-line
+    ValueError naming the file, what went wrong and `remedy` (what the user can do)."""
+    try:
+        return pq.read_table(path, filters=filters)
+    except (pa.ArrowException, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(f"{str(path)!r} is not a readable parquet file ({reason}); "
+                         f"{remedy}") from None
+
+
+def _damaged_part(path: Path) -> str:
+    return (f"move it out of {str(path.parent)!r} to load the rest of the run, "
+            "or run the experiment again")
+
+
 def _read_single(path: Path, columns: dict[str, str]) -> pd.DataFrame:
     if not path.is_file():
         return _typed_empty(columns)
-    return pd.read_parquet(path)
+    return read_table(path, _damaged_part(path)).to_pandas()
 
 
 def _stats_empty(manifest: dict[str, Any]) -> pd.DataFrame:
@@ -105,7 +121,7 @@ def read_parts(folder: Path, keys: list[str], filters: list | None = None,
                    key=_part_order)
     if not parts:
         return None
-    tables = [pq.read_table(p, filters=filters) for p in parts]
+    tables = [read_table(p, _damaged_part(p), filters) for p in parts]
     table = pa.concat_tables(tables, promote_options="default")
     frame = table.to_pandas()
     for field in table.schema:  # nullable counts stay integers (pandas' Int64)

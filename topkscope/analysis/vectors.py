@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from topkscope import validate
+
 MIN_VALUES = 8  # fewer finite values than this: statistics are reported as undefined
 CHUNK = 1 << 20  # elements per float64 chunk (8 MiB)
 
@@ -67,9 +69,7 @@ def subsample(x: np.ndarray, max_n: int, rng: np.random.Generator) -> np.ndarray
 
 def check_max_n(max_n: int, minimum: int = MIN_VALUES) -> int:
     """max_n must be an integer >= minimum."""
-    if isinstance(max_n, bool) or int(max_n) != max_n or int(max_n) < minimum:
-        raise ValueError(f"max_n = {max_n!r} must be an integer >= {minimum}")
-    return int(max_n)
+    return validate.integer("max_n", max_n, minimum, whole_floats=True)
 
 
 def central_moments(x: np.ndarray) -> dict[str, float]:

@@ -1,12 +1,14 @@
 """The worker side of TopK-SGD (Shi et al., arXiv 1911.08772, Alg. 1), for one worker:
 
     u = e + g                  error-compensated gradient (g may already include lr)
-    I = C(u, k)                k = max(1, round(rho * d)): global over the whole d-vector,
+    I = C(u, k)                k = max(1, round(rho * d)) (k_rule="floor": the authors'
+                               max(int(rho * d), 1)): global over the whole d-vector,
                                or per parameter tensor (layer-wise, k_i from d_i)
     e = u with u[I] = 0        residual kept for the next step (error feedback)
     send (u[I], I)
 
-Without error feedback the residual is dropped (e = 0).
+Without error feedback the residual is dropped (e = 0). An empty I (a rule that selects
+nothing) sends nothing and keeps all of u in e.
 """
 
 from __future__ import annotations
@@ -34,9 +36,11 @@ class WorkerCompressor:
     """One per worker: its error-feedback memory and the sparsifier it selects with."""
 
     def __init__(self, sparsifier: Sparsifier, layout: Layout, selection: str = "global",
-                 error_feedback: bool = True) -> None:
+                 error_feedback: bool = True, k_rule: str = "round") -> None:
         if selection not in ("global", "layerwise"):
             raise ValueError(f"selection = {selection!r} is not allowed; choose global or layerwise")
+        k_from_density(1.0, 1, k_rule)  # ValueError naming the allowed rules
+        self.k_rule = k_rule
         self.sparsifier = sparsifier
         self.layout = layout
         self.selection = selection
@@ -50,15 +54,15 @@ class WorkerCompressor:
     def target_k(self, density: float) -> int:
         """Total target count over the model at this density."""
         if self.selection == "global":
-            return k_from_density(density, self.layout.d)
-        return sum(k_from_density(density, n) for n in self.layout.numels)
+            return k_from_density(density, self.layout.d, self.k_rule)
+        return sum(k_from_density(density, n, self.k_rule) for n in self.layout.numels)
 
     def _select(self, u: torch.Tensor, density: float) -> torch.Tensor:
         if self.selection == "global":
-            return self.sparsifier.select(u, k_from_density(density, u.numel()))
+            return self.sparsifier.select(u, k_from_density(density, u.numel(), self.k_rule))
         parts = []
         for off, n in zip(self.layout.offsets, self.layout.numels):
-            idx = self.sparsifier.select(u[off : off + n], k_from_density(density, n))
+            idx = self.sparsifier.select(u[off : off + n], k_from_density(density, n, self.k_rule))
             parts.append(idx + off)
         return torch.cat(parts)
 

@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from topkscope import validate
 from topkscope.comm.compressor import WorkerCompressor
 from topkscope.comm.distributed import DistributedTransport
 from topkscope.comm.exchange import ExchangeResult, exchange
@@ -37,15 +38,18 @@ class TopKHookState:
     density: a number in (0, 1] or a function step -> density (a density warm-up).
     recorder: an optional hooks.Recorder; it sees (u, e, g, selected) of this rank.
     seed: randomised sparsifiers (randk, dgc) draw from (seed, rank, step).
+    k_rule: "round" (default) or "floor" (the Gaussian-k authors' k = max(int(rho d), 1)).
+    A rank whose sparsifier selects nothing sends nothing (the all-gather takes a count of 0);
+    `last.counts` holds every rank's count.
     """
 
     def __init__(self, model: nn.Module, sparsifier: str = "topk", density: float |
                  Callable[[int], float] = 0.001, selection: str = "global",
                  error_feedback: bool = True, dense_steps: int = 2, recorder=None,
                  process_group: dist.ProcessGroup | None = None,
-                 sparsifier_args: dict | None = None, seed: int = 0) -> None:
-        if isinstance(dense_steps, bool) or not isinstance(dense_steps, int) or dense_steps < 0:
-            raise ValueError(f"dense_steps = {dense_steps!r} must be an integer >= 0")
+                 sparsifier_args: dict | None = None, seed: int = 0,
+                 k_rule: str = "round") -> None:
+        validate.integer("dense_steps", dense_steps, 0)
         if not callable(density):
             check_density(density)
         trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -55,7 +59,7 @@ class TopKHookState:
         self.transport = DistributedTransport(process_group)
         self.source = SparsifierSource(sparsifier, sparsifier_args, seed, self.transport.rank)
         self.compressor = WorkerCompressor(self.source.at(0), self.layout, selection,
-                                           error_feedback)
+                                           error_feedback, k_rule)
         self.density = density
         self.dense_steps = dense_steps
         self.recorder = recorder

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from topkscope import validate
 from topkscope.comm.sparse import SparseUpdate
 from topkscope.comm.transport import Transport
 
@@ -12,9 +13,7 @@ class SimulatedTransport(Transport):
     """Hosts ranks 0..P-1; the loop computes each worker's gradient in turn."""
 
     def __init__(self, world_size: int) -> None:
-        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-            raise ValueError(f"workers = {world_size!r} must be an integer >= 1")
-        self.world_size = world_size
+        self.world_size = validate.integer("workers", world_size, 1)
         self.local_ranks = list(range(world_size))
 
     def _check(self, local: list) -> None:

@@ -115,16 +115,13 @@ def run_folders(paths: list[Path]) -> list[Path]:
 
 def read_tables(run_dir: Path) -> dict:
     """The tables an earlier analysis wrote (None where absent); ValueError if unreadable."""
-    import pandas as pd
+    from topkscope.analysis.runs import read_table
 
     out = {}
     for name in TABLES:
         path = run_dir / "analysis" / f"{name}.parquet"
-        try:
-            out[name] = pd.read_parquet(path) if path.is_file() else None
-        except Exception as exc:  # pyarrow raises several types for a damaged file
-            raise ValueError(f"{str(path)!r} is not a readable parquet table ({exc}); "
-                             "delete it to analyze again") from None
+        out[name] = read_table(path, "delete it to analyze again").to_pandas() \
+            if path.is_file() else None
     return out
 
 

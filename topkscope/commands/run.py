@@ -70,6 +70,7 @@ def main(args: argparse.Namespace) -> int:
     from topkscope.data import DataError
     from topkscope.train.config import load_config
     from topkscope.train.run import RunOptions, preflight, run, under_torchrun
+    from topkscope.train.trainer import DivergedError
 
     try:
         cfg, profile = load_config(args.config, args.profile, overrides_from(args))
@@ -88,7 +89,7 @@ def main(args: argparse.Namespace) -> int:
                             f"(their messages are above); run folder {run_dir}")
         else:
             run_dir = run(cfg, opts)
-    except (ValueError, DataError, OSError) as exc:
+    except (ValueError, DataError, OSError, DivergedError) as exc:
         return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     except KeyboardInterrupt:
         print("topkscope run: interrupted", file=sys.stderr)

@@ -10,14 +10,7 @@ from __future__ import annotations
 
 import torch
 
-
-def _check_int(name: str, value: int, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < low or (high is not None and value > high):
-        allowed = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{name} = {value} is outside the allowed range {allowed}")
-    return value
+from topkscope import validate
 
 
 def epoch_permutation(n: int, epoch: int, seed: int, shuffle: bool = True) -> torch.Tensor:
@@ -33,11 +26,11 @@ def shard_indices(
     n: int, rank: int, world_size: int, epoch: int, seed: int, shuffle: bool = True
 ) -> torch.Tensor:
     """Rank's int64 indices into n examples for this epoch (n // world_size of them)."""
-    _check_int("world_size", world_size, 1)
-    _check_int("n", n, world_size)
-    _check_int("rank", rank, 0, world_size - 1)
-    _check_int("epoch", epoch, 0)
-    _check_int("seed", seed, 0)
+    validate.integer("world_size", world_size, 1)
+    validate.integer("n", n, world_size)
+    validate.integer("rank", rank, 0, world_size - 1)
+    validate.integer("epoch", epoch, 0)
+    validate.integer("seed", seed, 0)
     per_rank = n // world_size
     order = epoch_permutation(n, epoch, seed, shuffle)
     return order[: per_rank * world_size][rank::world_size].clone()

@@ -20,9 +20,10 @@ state, so training selects the same.
 from __future__ import annotations
 
 import functools
+import numbers
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from topkscope import validate
 from topkscope.hooks.histogram import histogram_rows
 from topkscope.hooks.parts import PartWriter, hist_columns, stats_columns, write_snapshot
 from topkscope.hooks.power_sums import (
@@ -53,12 +55,64 @@ _BLOCK_BYTES = 1 << 29  # device float64 work space above which kinds go one at 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
-def _int_at_least(value: Any, low: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{what} = {value!r} must be an integer >= {low}")
-    if value < low:
-        raise ValueError(f"{what} = {value} is outside the allowed range [{low}, inf)")
-    return int(value)
+def _densities(name: str, value: Any) -> tuple[float, ...]:
+    if isinstance(value, numbers.Real):
+        value = [value]
+    elif isinstance(value, Iterable) and not isinstance(value, (str, list, tuple)):
+        value = list(value)  # e.g. a numpy array
+    rhos = validate.list_of(name, value, lambda _, rho: check_density(rho), nonempty=True)
+    return tuple(sorted(set(rhos)))
+
+
+def _sparsifier_names(name: str, value: Any) -> tuple[str, ...]:
+    names = list(dict.fromkeys([value] if isinstance(value, str) else (value or ())))
+    validate.known_keys("sparsifier", names, available(), where=f" in {name}")
+    if "topk" in names:  # its columns would overwrite the exact reference's topk_ratio
+        raise ValueError(f"{name} may not include 'topk': exact Top-k is always recorded "
+                         "(topk_ratio); list approximate methods only")
+    return tuple(names)
+
+
+def _schedule(name: str, value: Any) -> Schedule:
+    return parse_schedule(value)
+
+
+def _at_least(low: int):
+    return lambda name, value: validate.integer(name, value, low)
+
+
+def _kinds(empty_ok: bool = False):
+    return lambda name, value: validate.subset(name, value, KINDS, nonempty=not empty_ok)
+
+
+# The Recorder's settings (its keyword arguments other than out_dir, rank and manifest),
+# each with its check: a `recorder:` config block may hold exactly these.
+_SETTING_CHECKS = {
+    "schedule": _schedule,
+    "hist_schedule": _schedule,
+    "snapshot_schedule": _schedule,
+    "sparsifier_schedule": lambda name, value: None if value is None else parse_schedule(value),
+    "densities": _densities,
+    "sparsifiers": _sparsifier_names,
+    "flush_every": _at_least(1),
+    "kinds": _kinds(),
+    "topk_kinds": _kinds(empty_ok=True),
+    "per_layer": validate.boolean,
+    "hist_bins": _at_least(1),
+    "hist_range": lambda name, value: validate.number(name, value, 0, None, lo_open=True),
+    "snapshot_kinds": _kinds(),
+    "min_free_bytes": _at_least(0),
+    "seed": _at_least(0),
+}
+SETTINGS = tuple(_SETTING_CHECKS)
+
+
+def check_settings(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Check recorder settings (any subset of SETTINGS) without building a Recorder or
+    touching a folder; return them normalised. Raises a one-line ValueError naming the
+    setting (after prefix, e.g. 'recorder.')."""
+    validate.known_keys("recorder setting", settings, SETTINGS)
+    return {key: _SETTING_CHECKS[key](prefix + key, value) for key, value in settings.items()}
 
 
 def _vector(x: Any, what: str, d: int | None = None) -> torch.Tensor:
@@ -130,41 +184,30 @@ class Recorder:
         min_free_bytes: int = 1 << 26,
         seed: int = 0,
     ) -> None:
-        self.schedule: Schedule = parse_schedule(schedule)
-        self.hist_schedule: Schedule = parse_schedule(hist_schedule)
-        self.snapshot_schedule: Schedule = parse_schedule(snapshot_schedule)
-        self.sparsifier_schedule: Schedule = (
-            self.schedule if sparsifier_schedule is None else parse_schedule(sparsifier_schedule)
-        )
-        if isinstance(densities, (int, float)):
-            densities = [densities]
-        if not densities:
-            raise ValueError("densities is empty; give at least one rho in (0, 1]")
-        self.densities = tuple(sorted({check_density(x) for x in densities}))
-        if isinstance(sparsifiers, str):
-            sparsifiers = [sparsifiers]
-        names = list(dict.fromkeys(sparsifiers or ()))
-        for name in names:
-            if name not in available():
-                raise ValueError(f"unknown sparsifier {name!r}; "
-                                 f"available: {', '.join(available())}")
-            if name == "topk":  # its columns would overwrite the exact reference's topk_ratio
-                raise ValueError("sparsifiers may not include 'topk': exact Top-k is always "
-                                 "recorded (topk_ratio); list approximate methods only")
-        self.rank = _int_at_least(rank, 0, "rank")
-        self.seed = _int_at_least(seed, 0, "seed")
+        checked = check_settings(dict(
+            schedule=schedule, hist_schedule=hist_schedule, snapshot_schedule=snapshot_schedule,
+            sparsifier_schedule=sparsifier_schedule, densities=densities, sparsifiers=sparsifiers,
+            flush_every=flush_every, kinds=kinds, topk_kinds=topk_kinds, per_layer=per_layer,
+            hist_bins=hist_bins, hist_range=hist_range, snapshot_kinds=snapshot_kinds,
+            min_free_bytes=min_free_bytes, seed=seed))
+        self.schedule: Schedule = checked["schedule"]
+        self.hist_schedule: Schedule = checked["hist_schedule"]
+        self.snapshot_schedule: Schedule = checked["snapshot_schedule"]
+        self.sparsifier_schedule: Schedule = checked["sparsifier_schedule"] or self.schedule
+        self.densities = checked["densities"]
+        names = checked["sparsifiers"]
+        self.rank = validate.integer("rank", rank, 0)
+        self.seed = checked["seed"]
         # randomised estimators draw from (seed, rank, step) alone, like training does, so a
         # simulated and a torchrun run record the same numbers
         self._sources = {name: SparsifierSource(name, {}, self.seed, self.rank) for name in names}
-        self.flush_every = _int_at_least(flush_every, 1, "flush_every")
-        self.kinds = self._check_kinds(kinds, "kinds")
-        self.snapshot_kinds = self._check_kinds(snapshot_kinds, "snapshot_kinds")
-        self.topk_kinds = self._check_kinds(topk_kinds, "topk_kinds", empty_ok=True)
-        self.per_layer = bool(per_layer)
-        self.hist_bins = _int_at_least(hist_bins, 1, "hist_bins")
-        if not (isinstance(hist_range, (int, float)) and 0 < float(hist_range) < float("inf")):
-            raise ValueError(f"hist_range = {hist_range!r} is outside the allowed range (0, inf)")
-        self.hist_range = float(hist_range)
+        self.flush_every = checked["flush_every"]
+        self.kinds = checked["kinds"]
+        self.snapshot_kinds = checked["snapshot_kinds"]
+        self.topk_kinds = checked["topk_kinds"]
+        self.per_layer = checked["per_layer"]
+        self.hist_bins = checked["hist_bins"]
+        self.hist_range = checked["hist_range"]
 
         self.out_dir = _check_output_dir(out_dir, self.rank, min_free_bytes)
         prefixes = [column_prefix(n) for n in names]
@@ -189,15 +232,6 @@ class Recorder:
             self.manifest.update(recorder=self.describe())
 
     # ------------------------------------------------------------------ configuration
-    @staticmethod
-    def _check_kinds(kinds: Sequence[str], what: str, empty_ok: bool = False) -> tuple[str, ...]:
-        if isinstance(kinds, str):
-            kinds = [kinds]
-        bad = [k for k in kinds if k not in KINDS]
-        if bad or not (kinds or empty_ok):
-            raise ValueError(f"{what} = {list(kinds)!r}; allowed: a non-empty subset of {KINDS}")
-        return tuple(k for k in KINDS if k in kinds)
-
     def describe(self) -> dict[str, Any]:
         """The recorder's settings and progress, as stored in manifest.json under `recorder`."""
         return {
@@ -292,8 +326,8 @@ class Recorder:
         """
         if self._closed:
             raise ValueError("the recorder is closed; create a new one to record more")
-        step = _int_at_least(step, 0, "step")
-        rank = _int_at_least(rank, 0, "rank")
+        step = validate.integer("step", step, 0)
+        rank = validate.integer("rank", rank, 0)
         do_stats = self.schedule(step)
         do_sel = bool(self._sources) and self.sparsifier_schedule(step)
         do_hist = self.hist_schedule(step)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from topkscope import validate
 from topkscope.bounds import classic_bound, gaussian_ratio, k_from_density
 from topkscope.schema import GLOBAL
 
@@ -65,18 +66,6 @@ class RowPlan:
         return self.k.max(axis=1)
 
 
-def _as_int(value, what: str) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{what} = {value!r} must be an integer")
-    try:
-        out = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} = {value!r} must be an integer") from None
-    if out != value:
-        raise ValueError(f"{what} = {value!r} must be an integer")
-    return out
-
-
 def segments_of(layout: Sequence, d: int) -> Segments:
     """Validate a layout [(name, offset, numel), ...] against a d-vector; gaps become unnamed."""
     if isinstance(layout, (str, bytes)) or not isinstance(layout, Sequence):
@@ -95,7 +84,8 @@ def segments_of(layout: Sequence, d: int) -> Segments:
         if name in seen:
             raise ValueError(f"layout has layer {name!r} twice; layer names must be unique")
         seen.add(name)
-        offset, numel = _as_int(offset, f"layout[{i}] offset"), _as_int(numel, f"layout[{i}] numel")
+        offset = validate.integer(f"layout[{i}] offset", offset, whole_floats=True)
+        numel = validate.integer(f"layout[{i}] numel", numel, whole_floats=True)
         if numel < 0 or offset < 0 or offset + numel > d:
             raise ValueError(
                 f"layout[{i}] ({name!r}) covers [{offset}, {offset + numel}), outside [0, d = {d})"

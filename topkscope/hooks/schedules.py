@@ -18,16 +18,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from topkscope import validate
 
-def _step_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) and not (
-        isinstance(value, float) and value.is_integer()
-    ):
-        raise ValueError(f"{what} = {value!r} must be an integer >= 0")
-    value = int(value)
-    if value < 0:
-        raise ValueError(f"{what} = {value} is outside the allowed range [0, inf)")
-    return value
+
+def _step_int(value: Any, what: str, low: int = 0) -> int:
+    return validate.integer(what, value, low, whole_floats=True)
 
 
 class Schedule(ABC):
@@ -62,9 +57,7 @@ class Every(Schedule):
     """step in {start, start + n, start + 2n, ...} and step < stop (if given)."""
 
     def __init__(self, n: int, start: int = 0, stop: int | None = None) -> None:
-        self.n = _step_int(n, "every")
-        if self.n < 1:
-            raise ValueError(f"every = {n!r} is outside the allowed range [1, inf)")
+        self.n = _step_int(n, "every", 1)
         self.start = _step_int(start, "start")
         self.stop = None if stop is None else _step_int(stop, "stop")
 
@@ -104,9 +97,7 @@ class LogSpaced(Schedule):
     """0 and round(10**(i / per_decade)) for i >= 0 (rounded half up), within [start, stop)."""
 
     def __init__(self, per_decade: int = 5, start: int = 0, stop: int | None = None) -> None:
-        self.per_decade = _step_int(per_decade, "per_decade")
-        if self.per_decade < 1:
-            raise ValueError(f"per_decade = {per_decade!r} is outside the allowed range [1, inf)")
+        self.per_decade = _step_int(per_decade, "per_decade", 1)
         self.start = _step_int(start, "start")
         self.stop = None if stop is None else _step_int(stop, "stop")
 
@@ -165,9 +156,7 @@ _DICT_KEYS = ("every", "steps", "at", "log", "start", "stop", "any", "all")
 
 
 def _from_mapping(spec: Mapping) -> Schedule:
-    unknown = [k for k in spec if k not in _DICT_KEYS]
-    if unknown:
-        raise ValueError(f"unknown schedule key(s) {unknown}; allowed: {', '.join(_DICT_KEYS)}")
+    validate.known_keys("schedule key", spec, _DICT_KEYS)
     start, stop = spec.get("start", 0), spec.get("stop")
     forms = [k for k in ("every", "steps", "at", "log", "any", "all") if k in spec]
     if len(forms) != 1:
@@ -229,9 +218,8 @@ def parse_schedule(spec: Any) -> Schedule:
     if spec is True:
         return Every(1)
     if isinstance(spec, int):
-        if spec < 0:
-            raise ValueError(f"schedule = {spec} is outside the allowed range [0, inf) (0 = never)")
-        return Never() if spec == 0 else Every(spec)
+        n = _step_int(spec, "schedule (0 = never)")
+        return Never() if n == 0 else Every(n)
     if isinstance(spec, str):
         return _from_string(spec)
     if isinstance(spec, Mapping):

@@ -29,6 +29,12 @@ _FACTORIES: dict[str, Callable[..., nn.Module]] = {
     "resnet50": resnet50,
     "alexnet": alexnet,
 }
+# the dataset each model is trained on in the paper (the scaling claims name it)
+DATASET = {
+    "fnn3": "mnist", "resnet20": "cifar10", "resnet56": "cifar10", "vgg16": "cifar10",
+    "lstm-ptb": "ptb", "lstm-ptb-small": "ptb", "resnet50": "imagenet", "alexnet": "imagenet",
+}
+
 
 def available() -> list[str]:
     """Model names accepted by create, sorted."""
@@ -68,4 +74,4 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-__all__ = ["available", "count_parameters", "create", "detach_hidden", "overrides_of"]
+__all__ = ["DATASET", "available", "count_parameters", "create", "detach_hidden", "overrides_of"]

@@ -246,7 +246,7 @@ def _anchor(title: str) -> str:
 
 
 VERDICT_MARKS = {"holds": "holds ✅", "fails": "fails ❌", "mixed": "mixed ⚠️",
-                 "insufficient-data": "insufficient data"}
+                 "inconclusive": "inconclusive ❔", "insufficient-data": "insufficient data"}
 
 
 def claims_table(runs: Iterable) -> pd.DataFrame:
@@ -274,8 +274,10 @@ def claims_markdown(table: pd.DataFrame) -> str:
     """A markdown table: model, dataset (+ substitution), claim, sparsifier, verdict, evidence."""
     if len(table) == 0:
         return "_no claims could be evaluated (no runs)_"
-    lines = ["| model | dataset | claim | sparsifier | units | fraction | verdict | evidence |",
-             "|---|---|---|---|---|---|---|---|"]
+    from topkscope.reproduce.findings import verdict_sentence
+
+    lines = ["| model | dataset | claim | sparsifier | condition | units | fraction | verdict | "
+             "in one sentence | evidence |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in table.itertuples(index=False):
         sub = row.dataset_substitute if isinstance(row.dataset_substitute, str) else None
         frac = "" if pd.isna(row.fraction) else f"{row.fraction:.2f}"
@@ -284,8 +286,9 @@ def claims_markdown(table: pd.DataFrame) -> str:
         model = model_name(row.model) + (f" ({args})" if isinstance(args, str) and args else "")
         cells = [model, dataset_name(row.dataset, sub),
                  row.statement or row.claim,
-                 sparsifiers, str(row.n_units), frac, VERDICT_MARKS.get(row.verdict, row.verdict),
-                 str(row.evidence)]
+                 sparsifiers, str(getattr(row, "condition", "") or "").replace("nan", ""),
+                 str(row.n_units), frac, VERDICT_MARKS.get(row.verdict, row.verdict),
+                 verdict_sentence(row), str(row.evidence)]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     rules = table.drop_duplicates("claim")[["claim", "rule"]]
     lines += ["", "Verdict rules:", ""]

@@ -4,8 +4,10 @@
     2. run    every experiment of the plan under the profile, skipping complete results,
               `parallel` runs at a time (two on a 2-core CPU in the quick profile)
     3. draw   analyze each run's snapshots and draw its figures into <results>/figures/
-    4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims)
-    5. index  <results>/figures/index.md with every figure and caption; timing.csv
+    4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims), with the predicted
+              scaling rows; <results>/scaling.csv and its figures (topkscope.perf.report)
+    5. index  <results>/figures/index.md with every figure and caption (the scaling figures
+              under "predicted scaling"); timing.csv
 
 Each phase prints what it does and how long it took; a failing experiment is reported and the
 others still run, and the command exits non-zero at the end.
@@ -173,17 +175,32 @@ def draw_benchmark(job: plan.BenchmarkJob, csv: Path, opts: Options,
     return entries
 
 
-def write_claims(runs: list, opts: Options, clock: Clock) -> tuple[pd.DataFrame, str]:
-    from topkscope.reproduce.draw import claims_markdown, claims_table
+SCALING_EXPERIMENT = "predicted scaling"
+
+
+def write_claims(runs: list, opts: Options,
+                 clock: Clock) -> tuple[pd.DataFrame, str, list[FigureEntry]]:
+    """claims.csv/.md, with the predicted scaling's rows; also the scaling figures' entries."""
+    from topkscope.reproduce.draw import FigureEntry, claims_markdown, claims_table
 
     t = time.perf_counter()
     table = claims_table(runs)
     root = Path(opts.results_root)
+    entries: list[FigureEntry] = []
+    try:  # predicted scaling: results/scaling.csv, its figures, the P = 16 speed-up rows
+        from topkscope.perf.report import write_scaling
+
+        rows, figures = write_scaling(root, opts.profile)
+        table = pd.concat([table, rows], ignore_index=True)
+        entries = [FigureEntry(name=name, experiment=SCALING_EXPERIMENT, caption=caption,
+                               files=tuple(files)) for name, caption, files in figures]
+    except (ValueError, OSError) as exc:
+        print(f"  scaling prediction skipped: {exc}")
     write_bytes_atomic(root / "claims.csv", table.to_csv(index=False).encode())
     md = claims_markdown(table)
     write_bytes_atomic(root / "claims.md", (md + "\n").encode())
     clock.record("all", "claims", time.perf_counter() - t, f"{len(table)} rows")
-    return table, md
+    return table, md, entries
 
 
 def default_parallel(profile: str) -> int:
@@ -269,7 +286,8 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     claims, md = None, ""
     if all_runs:
         try:
-            claims, md = write_claims(all_runs, opts, clock)
+            claims, md, scaling_entries = write_claims(all_runs, opts, clock)
+            entries += scaling_entries
         except (RuntimeError, ValueError) as exc:
             failures.append(f"claims: {exc}")
             log(f"  FAILED claims: {exc}")

@@ -3,6 +3,8 @@
 Reads <results>/figures/*.png and <results>/claims.md, writes <out>/*.png (at most `width`
 pixels wide, 256-colour PNG) and <out>/README.md: every figure with its caption from index entries, then the
 claims table as measured. Committed under docs/gallery/ so the README shows real results.
+With --readme, the findings table between the README's claims-table markers is regenerated
+from <results>/claims.csv (findings.findings_markdown): no hand-written verdicts.
 """
 
 from __future__ import annotations
@@ -66,14 +68,30 @@ def build(results: Path, out: Path, width: int = MAX_WIDTH) -> list[Path]:
     return written
 
 
+def update_readme(readme: Path, claims_csv: Path) -> None:
+    """Rewrite readme's findings table (between the claims-table markers) from claims_csv."""
+    import pandas as pd
+
+    from topkscope.reproduce.findings import replace_findings
+
+    if not Path(claims_csv).is_file():
+        raise ValueError(f"no claims table at {claims_csv}: run `make reproduce-figures` first")
+    text = replace_findings(Path(readme).read_text(), pd.read_csv(claims_csv))
+    write_bytes_atomic(Path(readme), text.encode())
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m topkscope.reproduce.gallery", description=__doc__)
     p.add_argument("--results", type=Path, default=Path("results"))
     p.add_argument("--out", type=Path, default=Path("docs/gallery"))
     p.add_argument("--width", type=int, default=MAX_WIDTH)
+    p.add_argument("--readme", type=Path, default=None,
+                   help="regenerate this README's findings table from <results>/claims.csv")
     args = p.parse_args(argv)
     try:
         written = build(args.results, args.out, args.width)
+        if args.readme is not None:
+            update_readme(args.readme, Path(args.results) / "claims.csv")
     except (ValueError, OSError) as exc:
         print(f"gallery: error: {exc}", file=sys.stderr)
         return 2

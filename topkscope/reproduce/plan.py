@@ -1,4 +1,4 @@
-"""What `topkscope figures` runs: the experiments of DESIGN §4, per profile.
+"""What `topkscope figures` runs: the experiment plan of docs/figures.md, per profile.
 
 A training job is one experiment config (experiments/<name>.yaml) run once per sparsifier it
 compares; a benchmark job runs the script its config names (selection-speed: benchmarks/selection.py). The plan is data (tuples), so the

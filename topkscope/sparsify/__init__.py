@@ -5,21 +5,30 @@
 | dense          | all indices                                       | d                      |
 | topk           | k largest |u| (torch.topk), lowest index on ties  | exactly k, exact set   |
 | gaussiank      | Gaussian guess on block maxima, corrected, trimmed| exactly k, exact set   |
-| gaussiank-2019 | published: mean + z std, x0.5 / x1.5, 3 evaluations| none (band on Gaussian)|
+| gaussiank-2019 | published: mean + z std, x0.5 / x1.5, 3 evaluations| none; may be 0         |
 | randk          | uniform k-subset, seedable                        | exactly k              |
 | dgc            | k_s-th largest of a random sample, optional trim  | >= 1; trim: <= k       |
 | redsync        | bisection of r in mean|u| + r (max|u| - mean|u|) | [k, band k] if reached |
+| redsync-2019   | the same, as in the Gaussian-k authors' code      | none                   |
 | sidco          | multi-stage exponential / gamma / GPD tail fit    | none                   |
 | threshold      | |u| > lambda, k ignored                           | none (may be 0)        |
+
+An empty selection is sent as empty. `empty_fallback="topk"` (accepted by the methods
+that can select nothing: `may_return_empty`) is the one named deviation that replaces it
+by the exact Top-k; see base.py and docs/methods.md.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
+from topkscope import validate
 from topkscope.sparsify.base import (
+    K_RULES,
     Sparsifier,
     check_density,
+    check_empty_fallback,
     check_k,
     check_vector,
     k_from_density,
@@ -29,7 +38,7 @@ from topkscope.sparsify.dgc import DGC
 from topkscope.sparsify.gaussiank import GaussianK
 from topkscope.sparsify.gaussiank_2019 import GaussianK2019
 from topkscope.sparsify.randk import RandK
-from topkscope.sparsify.redsync import RedSync
+from topkscope.sparsify.redsync import RedSync, RedSync2019
 from topkscope.sparsify.sidco import SIDCo
 from topkscope.sparsify.threshold import Threshold
 from topkscope.sparsify.topk import TopK, top_k_indices
@@ -43,6 +52,7 @@ _FACTORIES: dict[str, Callable[..., Sparsifier]] = {
     "randk": RandK,
     "dgc": DGC,
     "redsync": RedSync,
+    "redsync-2019": RedSync2019,
     "sidco": SIDCo,
     "threshold": Threshold,
 }
@@ -53,10 +63,25 @@ def available() -> list[str]:
     return sorted(_FACTORIES)
 
 
+def parameters(name: str) -> list[str]:
+    """The keyword parameters get_sparsifier(name, ...) accepts: its constructor's, plus
+    `empty_fallback` for a method whose rule can select nothing."""
+    factory = _FACTORIES[name]
+    signature = inspect.signature(factory)
+    names = [p.name for p in signature.parameters.values()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if getattr(factory, "may_return_empty", False):
+        names.append("empty_fallback")
+    return names
+
+
 def get_sparsifier(name: str, **params) -> Sparsifier:
     """A new sparsifier instance by registry name, with its own parameters.
 
-    Raises ValueError for an unknown name or a bad parameter (naming the allowed values).
+    `empty_fallback` ("none" or "topk") is accepted by every method whose rule can select
+    nothing (see base.py); the others refuse it. Raises ValueError for an unknown name, an
+    unknown parameter (listing the allowed ones) or a bad parameter value (naming the allowed
+    values).
     """
     try:
         factory = _FACTORIES[name]
@@ -64,10 +89,22 @@ def get_sparsifier(name: str, **params) -> Sparsifier:
         raise ValueError(
             f"unknown sparsifier {name!r}; available: {', '.join(available())}"
         ) from None
+    params = dict(params)
+    fallback = check_empty_fallback(name, params.pop("empty_fallback", None),
+                                    getattr(factory, "may_return_empty", False))
+    validate.known_keys("parameter", params, parameters(name), where=f" for sparsifier {name!r}")
     try:
-        return factory(**params)
+        sparsifier = factory(**params)
     except TypeError as exc:
         raise ValueError(f"bad parameters for sparsifier {name!r}: {exc}") from None
+    if fallback != "none":
+        sparsifier.empty_fallback = fallback
+    return sparsifier
+
+
+def deviations_of(name: str, params: dict | None = None) -> tuple[str, ...]:
+    """The named deviations from the published rule that sparsifier `name` with `params` runs."""
+    return get_sparsifier(name, **dict(params or {})).deviations
 
 
 __all__ = [
@@ -76,7 +113,9 @@ __all__ = [
     "GaussianK",
     "GaussianK2019",
     "RandK",
+    "K_RULES",
     "RedSync",
+    "RedSync2019",
     "SIDCo",
     "Sparsifier",
     "Threshold",
@@ -85,7 +124,9 @@ __all__ = [
     "check_density",
     "check_k",
     "check_vector",
+    "deviations_of",
     "get_sparsifier",
     "k_from_density",
+    "parameters",
     "top_k_indices",
 ]

@@ -13,10 +13,12 @@ Cost: O(d) — one sum and one dot for the moments, one block-maxima pass, then 
 evaluation reads only the blocks that can hold |u_i| > thr (a full comparison pass
 when too many do); no sort.
 Count guarantee: none. On Gaussian-like u it lands in [2k/3, 4k/3]; on heavy tails
-or mixtures the three multiplicative steps can leave it outside that band (the
-last evaluated set is returned anyway, as the published code does). The one
-deviation: an empty set (possible only for a constant |u|) is replaced by the exact
-Top-k, see base.py.
+or mixtures the three multiplicative steps can leave it outside that band, down to
+nothing at all (e.g. when a few percent of u share one large magnitude, the std puts
+the first threshold below it, x1.5 twice lifts the third above it). The last
+evaluated set is returned as is, empty included, as the published code does; an empty
+set is sent as empty (the authors' code sends it too). `empty_fallback="topk"` is the
+named deviation that sends the exact Top-k instead (base.py).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class GaussianK2019(Sparsifier):
 
     name = "gaussiank-2019"
     checks_finite = True
+    may_return_empty = True
 
     def __init__(self) -> None:
         self._workspace = Workspace()

@@ -23,7 +23,9 @@ about 0.1 k on Gaussian data, because a Gaussian tail is much lighter.)
 
 Cost: O(d) — one block-maxima pass over u and the hit blocks; the fits cost O(2^18).
 Count guarantee: none; the count is k times the ratio between the fitted and the true
-tail, reported as is (never empty: a stage that would keep nothing is skipped).
+tail, reported as is. A later stage that would keep nothing of the sample is skipped,
+but the set can still be empty: a constant |u| (eta = the common magnitude, nothing
+strictly above it), or a first-stage eta above max |u|.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class SIDCo(Sparsifier):
 
     name = "sidco"
     checks_finite = True
+    may_return_empty = True
 
     def __init__(
         self,

@@ -2,8 +2,8 @@
 
 Rule: S = {i : |u_i| > lambda}; k is ignored (it only sizes the scan's blocks).
 Cost: O(d) — one block-maxima pass, then only the blocks that can hold |u_i| > lambda.
-Count guarantee: none; the count is whatever lambda gives and may be 0 (the only
-method allowed to select nothing) or d. Reported as is.
+Count guarantee: none; the count is whatever lambda gives and may be 0 or d. Reported
+as is.
 """
 
 from __future__ import annotations

@@ -10,140 +10,113 @@ a problem raises ValueError naming the key, the bad value and what is allowed.
 from __future__ import annotations
 
 import dataclasses
-import math
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-Check = Callable[[str, Any], Any]
+from topkscope import validate as checks
+from topkscope.bounds import K_RULES
+from topkscope.hooks.recorder import SETTINGS as RECORDER_SETTINGS
+from topkscope.hooks.recorder import check_settings as check_recorder_settings
+from topkscope.sparsify import available
+from topkscope.validate import Check
 
 LAUNCHERS = ("sim", "torchrun")
 SELECTIONS = ("global", "layerwise")
 DEVICES = ("auto", "cpu", "cuda")
 CLIP_SCOPES = ("local", "aggregate")
 RECORDER_OWN_KEYS = ("attach",)  # recorder: keys the run itself handles (attach: rec.attach(model))
-RECORDER_SET_BY_RUN = ("self", "out_dir", "rank", "manifest")
 MERGED_KEYS = ("model_args", "sparsifier_args", "recorder")  # profiles merge these key by key
+LIST_KEYS = {"density": "density_schedule"}  # a single-number key -> its list-valued sibling
+# Named density warm-ups (one density per epoch, then `density`):
+#   paper: the Gaussian-k authors' code for every run of their paper (1/64, then 0.004)
+#   dgc:   Deep Gradient Compression's exponential warm-up (kept in their code as a comment)
+#   none:  no warm-up
+DENSITY_SCHEDULES = {
+    "paper": (0.015625, 0.004),
+    "dgc": (0.25, 0.0625, 0.015625, 0.004),
+    "none": (),
+}
+
+
+# ---------------------------------------------------------------- reading YAML
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, plus numbers in exponent notation without a '.' or an exponent
+    sign (1e-2, 1e8, 2.5e3), which YAML 1.1 reads as strings. An integer mantissa with a
+    non-negative exponent is an int (steps: 1e5 is 100000); everything else is a float."""
+
+
+_EXPONENT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+
+
+def _exponent_number(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | float:
+    text_ = loader.construct_scalar(node).replace("_", "")
+    mantissa, _, exponent = text_.lower().partition("e")
+    if mantissa.lstrip("+-").isdigit() and int(exponent) >= 0:
+        return int(mantissa) * 10 ** int(exponent)
+    return float(text_)
+
+
+_Loader.add_implicit_resolver("tag:topkscope:exponent", _EXPONENT, list("-+0123456789."))
+_Loader.add_constructor("tag:topkscope:exponent", _exponent_number)
+
+
+def read_yaml(text_: str) -> Any:
+    """YAML text -> Python values, reading 1e-2 and 1e8 as numbers (see _Loader)."""
+    return yaml.load(text_, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
 
 
 # ---------------------------------------------------------------- value checks
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def integer(lo: int | None = None, hi: int | None = None) -> Check:
-    def check(key: str, v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{key} = {v!r} must be an integer{_range(lo, hi, '[', ']')}")
-        if (lo is not None and v < lo) or (hi is not None and v > hi):
-            raise ValueError(f"{key} = {v!r} is outside the allowed range{_range(lo, hi, '[', ']')}")
-        return v
-
-    return check
-
-
-def number(lo: float | None = None, hi: float | None = None, lo_open: bool = False,
-           hi_open: bool = False) -> Check:
-    left, right = "(" if lo_open else "[", ")" if hi_open else "]"
-
-    def check(key: str, v: Any) -> float:
-        if not _is_number(v):
-            raise ValueError(f"{key} = {v!r} must be a finite number{_range(lo, hi, left, right)}")
-        bad_lo = lo is not None and (v <= lo if lo_open else v < lo)
-        bad_hi = hi is not None and (v >= hi if hi_open else v > hi)
-        if bad_lo or bad_hi:
-            raise ValueError(f"{key} = {v!r} is outside the allowed range{_range(lo, hi, left, right)}")
-        return float(v)
-
-    return check
-
-
-def choice(*allowed: str) -> Check:
-    def check(key: str, v: Any) -> str:
-        if v not in allowed:
-            raise ValueError(f"{key} = {v!r} is not allowed; choose one of: {', '.join(allowed)}")
-        return v
-
-    return check
-
-
-def boolean(key: str, v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise ValueError(f"{key} = {v!r} must be true or false")
-    return v
-
-
-def text(key: str, v: Any) -> str:
-    if not isinstance(v, str) or not v:
-        raise ValueError(f"{key} = {v!r} must be a non-empty string")
-    return v
-
-
-def mapping(key: str, v: Any) -> dict:
-    if v is None:
-        return {}
-    if not isinstance(v, Mapping) or not all(isinstance(k, str) for k in v):
-        raise ValueError(f"{key} = {v!r} must be a mapping with string keys")
-    return dict(v)
+def rule(check: Callable[..., Any], *args: Any, **kwargs: Any) -> Check:
+    """A schema entry: check(key, value, *args, **kwargs), check from topkscope.validate."""
+    return lambda key, v: check(key, v, *args, **kwargs)
 
 
 def optional(inner: Check) -> Check:
+    return lambda key, v: None if v is None else inner(key, v)
+
+
+def single(inner: Check) -> Check:
+    """inner, but a list given for a key in LIST_KEYS names the list-valued key to use."""
     def check(key: str, v: Any) -> Any:
-        return None if v is None else inner(key, v)
+        if isinstance(v, (list, tuple)) and key in LIST_KEYS:
+            raise ValueError(f"{key} = {v!r} must be a single number; for one value per epoch "
+                             f"set {LIST_KEYS[key]}: {list(v)!r} ({key} applies once that list runs out)")
+        return inner(key, v)
 
     return check
 
 
-def list_of(inner: Check, increasing: bool = False) -> Check:
-    def check(key: str, v: Any) -> list:
-        if v is None:
-            return []
-        if not isinstance(v, (list, tuple)):
-            raise ValueError(f"{key} = {v!r} must be a list")
-        out = [inner(f"{key}[{i}]", x) for i, x in enumerate(v)]
-        if increasing and any(b <= a for a, b in zip(out, out[1:])):
-            raise ValueError(f"{key} = {v!r} must be strictly increasing")
-        return out
-
-    return check
-
-
-def recorder_keys() -> tuple[str, ...]:
-    """Keys a `recorder:` block may hold: hooks.Recorder's keyword arguments, plus attach."""
-    import inspect
-
-    from topkscope.hooks import Recorder
-
-    params = inspect.signature(Recorder.__init__).parameters
-    return tuple(k for k in params if k not in RECORDER_SET_BY_RUN) + RECORDER_OWN_KEYS
+def density_schedule(key: str, v: Any) -> str | list:
+    """A schedule name (DENSITY_SCHEDULES) or an explicit list of per-epoch densities."""
+    if isinstance(v, str):
+        if v not in DENSITY_SCHEDULES:
+            raise ValueError(f"{key} = {v!r} is not a named schedule; choose one of: "
+                             f"{', '.join(DENSITY_SCHEDULES)}, or give a list of densities")
+        return v
+    return checks.list_of(key, v, rule(checks.number, 0, 1, lo_open=True))
 
 
 def recorder_block(key: str, v: Any) -> dict | None:
-    """The `recorder:` block is passed to hooks.Recorder, which checks the values."""
+    """The `recorder:` block: hooks.Recorder's settings (checked here, without building a
+    Recorder) plus attach. Returned as written; the run passes it to the Recorder."""
     if v is None:
         return None
-    block = mapping(key, v)
-    allowed = recorder_keys()
-    for name in block:
-        if name not in allowed:
-            raise ValueError(f"unknown key {key}.{name!r}; allowed: {', '.join(allowed)}")
-    if not isinstance(block.get("attach", False), bool):
-        raise ValueError(f"{key}.attach = {block['attach']!r} must be true or false")
+    block = checks.mapping(key, v)
+    checks.known_keys("key", block, RECORDER_SETTINGS + RECORDER_OWN_KEYS, where=f" in {key}")
+    checks.boolean(f"{key}.attach", block.get("attach", False))
+    check_recorder_settings({k: x for k, x in block.items() if k not in RECORDER_OWN_KEYS},
+                            prefix=f"{key}.")
     return block
-
-
-def _range(lo, hi, left: str, right: str) -> str:
-    if lo is None and hi is None:
-        return ""
-    return f" {left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
 
 
 # ---------------------------------------------------------------- the schema
 @dataclasses.dataclass(frozen=True)
 class ExperimentConfig:
-    """One resolved experiment. Field docs: docs/readme/training.md (config reference)."""
+    """One resolved experiment. Field docs: docs/training.md (experiment configs)."""
 
     experiment: str
     model: str
@@ -176,7 +149,9 @@ class ExperimentConfig:
     grad_clip_scope: str = "local"       # local: each worker's g; aggregate: the averaged update
     sparsifier: str = "topk"
     sparsifier_args: dict = dataclasses.field(default_factory=dict)
-    density_schedule: list = dataclasses.field(default_factory=list)  # one density per epoch
+    # one density per epoch before `density`: a list, or a name in DENSITY_SCHEDULES
+    density_schedule: list | str = dataclasses.field(default_factory=list)
+    k_rule: str = "round"                # k from rho: round (ours) or floor (the authors')
     selection: str = "global"
     error_feedback: bool = True          # keep the residual e (false: drop what was not sent)
     lr_in_residual: bool = False         # u = e + lr*g instead of u = e + g
@@ -197,48 +172,50 @@ class ExperimentConfig:
 
 
 SCHEMA: dict[str, Check] = {
-    "experiment": text,
-    "description": lambda k, v: "" if v in (None, "") else text(k, v),
-    "model": text,
-    "model_args": mapping,
-    "dataset": text,
-    "allow_substitute": boolean,
-    "train_subset": optional(integer(1)),
-    "eval_subset": optional(integer(1)),
-    "augment": boolean,
-    "workers": integer(1),
-    "launcher": choice(*LAUNCHERS),
-    "device": choice(*DEVICES),
-    "threads": optional(integer(1)),
-    "batch_size": integer(1),
-    "eval_batch_size": integer(1),
-    "epochs": optional(number(0, None, lo_open=True)),
-    "steps": optional(integer(1)),
-    "lr": number(0, None, lo_open=True),
-    "momentum": number(0, 1, hi_open=True),
-    "nesterov": boolean,
-    "weight_decay": number(0),
-    "no_decay_1d": boolean,
-    "lr_warmup_epochs": number(0),
-    "lr_warmup_start": number(0, 1),
-    "lr_milestones": list_of(number(0, None, lo_open=True), increasing=True),
-    "lr_gamma": number(0, 1, lo_open=True),
-    "grad_clip": optional(number(0, None, lo_open=True)),
-    "grad_clip_scope": choice(*CLIP_SCOPES),
-    "sparsifier": text,
-    "sparsifier_args": mapping,
-    "density": number(0, 1, lo_open=True),
-    "density_schedule": list_of(number(0, 1, lo_open=True)),
-    "selection": choice(*SELECTIONS),
-    "error_feedback": boolean,
-    "lr_in_residual": boolean,
-    "seed": integer(0, 2**32 - 1),
-    "bptt": optional(integer(1)),
-    "eval_every_steps": optional(integer(1)),
-    "eval_max_batches": optional(integer(1)),
-    "checkpoint_every_steps": optional(integer(1)),
-    "keep_checkpoints": integer(1),
-    "flush_every_steps": integer(1),
+    "experiment": checks.text,
+    "description": lambda k, v: "" if v in (None, "") else checks.text(k, v),
+    "model": checks.text,
+    "model_args": checks.mapping,
+    "dataset": checks.text,
+    "allow_substitute": checks.boolean,
+    "train_subset": optional(rule(checks.integer, 1)),
+    "eval_subset": optional(rule(checks.integer, 1)),
+    "augment": checks.boolean,
+    "workers": rule(checks.integer, 1),
+    "launcher": rule(checks.choice, LAUNCHERS),
+    "device": rule(checks.choice, DEVICES),
+    "threads": optional(rule(checks.integer, 1)),
+    "batch_size": rule(checks.integer, 1),
+    "eval_batch_size": rule(checks.integer, 1),
+    "epochs": optional(rule(checks.number, 0, lo_open=True)),
+    "steps": optional(rule(checks.integer, 1)),
+    "lr": rule(checks.number, 0, lo_open=True),
+    "momentum": rule(checks.number, 0, 1, hi_open=True),
+    "nesterov": checks.boolean,
+    "weight_decay": rule(checks.number, 0),
+    "no_decay_1d": checks.boolean,
+    "lr_warmup_epochs": rule(checks.number, 0),
+    "lr_warmup_start": rule(checks.number, 0, 1),
+    "lr_milestones": rule(checks.list_of, rule(checks.number, 0, lo_open=True),
+                          increasing=True),
+    "lr_gamma": rule(checks.number, 0, 1, lo_open=True),
+    "grad_clip": optional(rule(checks.number, 0, lo_open=True)),
+    "grad_clip_scope": rule(checks.choice, CLIP_SCOPES),
+    "sparsifier": rule(checks.choice, available()),
+    "sparsifier_args": checks.mapping,
+    "density": single(rule(checks.number, 0, 1, lo_open=True)),
+    "density_schedule": density_schedule,
+    "k_rule": rule(checks.choice, K_RULES),
+    "selection": rule(checks.choice, SELECTIONS),
+    "error_feedback": checks.boolean,
+    "lr_in_residual": checks.boolean,
+    "seed": rule(checks.integer, 0, 2**32 - 1),
+    "bptt": optional(rule(checks.integer, 1)),
+    "eval_every_steps": optional(rule(checks.integer, 1)),
+    "eval_max_batches": optional(rule(checks.integer, 1)),
+    "checkpoint_every_steps": optional(rule(checks.integer, 1)),
+    "keep_checkpoints": rule(checks.integer, 1),
+    "flush_every_steps": rule(checks.integer, 1),
     "recorder": recorder_block,
 }
 REQUIRED = ("experiment", "model", "dataset", "batch_size", "lr", "density")
@@ -246,10 +223,7 @@ TOP_ONLY = ("profiles",)
 
 
 def _check_keys(raw: Mapping, where: str) -> None:
-    for key in raw:
-        if key not in SCHEMA:
-            allowed = ", ".join(sorted(SCHEMA))
-            raise ValueError(f"unknown config key {key!r}{where}; allowed keys: {allowed}")
+    checks.known_keys("config key", raw, sorted(SCHEMA), where=where)
 
 
 def validate(raw: Mapping[str, Any]) -> ExperimentConfig:
@@ -264,17 +238,42 @@ def validate(raw: Mapping[str, Any]) -> ExperimentConfig:
     cfg = ExperimentConfig(**values)
     if cfg.nesterov and cfg.momentum == 0:
         raise ValueError("nesterov = true needs momentum in (0, 1), got momentum = 0")
-    from topkscope.sparsify import available
+    from topkscope.sparsify import get_sparsifier
 
-    if cfg.sparsifier not in available():
-        raise ValueError(
-            f"sparsifier = {cfg.sparsifier!r} is unknown; available: {', '.join(available())}"
-        )
-    for name in (cfg.recorder or {}).get("sparsifiers") or []:
-        if name not in available():
-            raise ValueError(f"recorder.sparsifiers has unknown sparsifier {name!r}; "
-                             f"available: {', '.join(available())}")
+    try:
+        get_sparsifier(cfg.sparsifier, **cfg.sparsifier_args)
+    except ValueError as exc:
+        raise ValueError(f"sparsifier_args: {exc}") from None
     return cfg
+
+
+def density_schedule_values(cfg: ExperimentConfig) -> list[float]:
+    """The per-epoch densities cfg.density_schedule stands for (a name resolved)."""
+    if isinstance(cfg.density_schedule, str):
+        return list(DENSITY_SCHEDULES[cfg.density_schedule])
+    return list(cfg.density_schedule)
+
+
+def deviations(cfg: ExperimentConfig) -> list[str]:
+    """Named departures from the published rule of cfg's sparsifier (sparsifier_args)."""
+    from topkscope.sparsify import deviations_of
+
+    return list(deviations_of(cfg.sparsifier, cfg.sparsifier_args))
+
+
+def run_tags(cfg: ExperimentConfig) -> list[str]:
+    """Short labels for the run folder name: the density warm-up, a non-default k rule and
+    every deviation, so runs that differ in them never share a name pattern."""
+    tags = []
+    if isinstance(cfg.density_schedule, str):
+        if cfg.density_schedule != "none":
+            tags.append(f"ds-{cfg.density_schedule}")
+    elif cfg.density_schedule:
+        tags.append("ds-custom")
+    if cfg.k_rule != "round":
+        tags.append(f"k{cfg.k_rule}")
+    tags += [dev.replace("=", "-").replace("_", "") for dev in deviations(cfg)]
+    return tags
 
 
 def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -330,7 +329,7 @@ def load_config(path: str | Path, profile: str | None = None,
     """Read and resolve a YAML experiment file. Returns (config, profile actually used)."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = read_yaml(path.read_text())
     except FileNotFoundError:
         raise ValueError(f"config file {str(path)!r} does not exist") from None
     except yaml.YAMLError as exc:
@@ -347,7 +346,7 @@ def parse_assignment(text_: str) -> tuple[str, Any]:
     if not sep or not key:
         raise ValueError(f"--set {text_!r} must look like KEY=VALUE")
     try:
-        parsed = yaml.safe_load(value) if value else None
+        parsed = read_yaml(value) if value else None
     except yaml.YAMLError:
         parsed = value
     return key.strip(), parsed

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +24,12 @@ from topkscope.comm.transport import Transport
 from topkscope.manifest import Manifest
 from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
 from topkscope.train import checkpoint
-from topkscope.train.config import ExperimentConfig
+from topkscope.train.config import (
+    ExperimentConfig,
+    density_schedule_values,
+    deviations,
+    run_tags,
+)
 from topkscope.train.tables import Table
 from topkscope.train.trainer import Trainer
 
@@ -40,8 +44,11 @@ def under_torchrun() -> bool:
 
 
 def default_run_id(cfg: ExperimentConfig) -> str:
+    """<time>-<sparsifier>-rho<density>-p<workers>-s<seed>[-<tag>...] (config.run_tags: the
+    density warm-up, a non-default k rule and every named deviation)."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{cfg.sparsifier}-rho{cfg.density:g}-p{cfg.workers}-s{cfg.seed}"
+    tags = "".join(f"-{t}" for t in run_tags(cfg))
+    return f"{stamp}-{cfg.sparsifier}-rho{cfg.density:g}-p{cfg.workers}-s{cfg.seed}{tags}"
 
 
 def pick_device(cfg: ExperimentConfig) -> torch.device:
@@ -141,18 +148,6 @@ def make_recorder(cfg: ExperimentConfig, run_dir: Path, rank: int, manifest, mod
     return rec
 
 
-def check_recorder(cfg: ExperimentConfig) -> None:
-    """Build the recorder once in a scratch folder, so a bad recorder: value fails before
-    anything is written to the run folder."""
-    if cfg.recorder is None:
-        return
-    from topkscope.hooks import Recorder
-
-    kwargs = {k: v for k, v in cfg.recorder.items() if k != "attach"}
-    with tempfile.TemporaryDirectory() as scratch:
-        Recorder(scratch, **kwargs)
-
-
 def find_run(out_root: Path, experiment: str, run_id: str | None) -> Path:
     """The folder to resume: the named one, else the one with the newest complete checkpoint."""
     base = Path(out_root) / experiment
@@ -222,7 +217,6 @@ def prepare(cfg: ExperimentConfig, opts: RunOptions, transport: Transport,
             device: torch.device) -> Prepared:
     """Every check that can reject the input; reads files, writes none."""
     trainer, substitute = build_trainer(cfg, transport, device, opts.data_root)
-    check_recorder(cfg)
     if opts.resume:
         run_dir = find_run(opts.out_root, cfg.experiment, _share_run_id(transport, opts.run_id))
         check_resumable(Manifest.load(run_dir)["config"], cfg, run_dir)
@@ -273,6 +267,9 @@ def _manifest(p: Prepared) -> Manifest:
                     launcher="torchrun" if under_torchrun() else "sim",
                     model=cfg.model, dataset=cfg.dataset, dataset_substitute=p.substitute,
                     sparsifier=cfg.sparsifier, density=cfg.density, selection=cfg.selection,
+                    density_schedule=cfg.density_schedule,
+                    density_schedule_values=density_schedule_values(cfg), k_rule=cfg.k_rule,
+                    deviations=deviations(cfg),
                     lr_in_residual=cfg.lr_in_residual, error=None,
                     num_parameters=trainer.layout.d, steps_per_epoch=trainer.steps_per_epoch,
                     total_steps=trainer.total_steps, device=str(trainer.device),

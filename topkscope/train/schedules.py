@@ -10,7 +10,10 @@ Learning rate (Goyal et al. warm-up, then step decay, as in the paper's configs)
 
 Density warm-up: one density per epoch, then the target density:
 
-    rho_t = density_schedule[floor(epoch(t))]  while the list lasts, else density
+    rho_t = S[floor(epoch(t))]  while the list S lasts, else density
+
+S = density_schedule, or the named schedule it stands for (config.DENSITY_SCHEDULES;
+`paper` = the Gaussian-k authors' 1/64 in epoch 0, 0.004 in epoch 1).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import bisect
 import math
 
-from topkscope.train.config import ExperimentConfig
+from topkscope.train.config import ExperimentConfig, density_schedule_values
 
 
 def lr_at(cfg: ExperimentConfig, step: int, steps_per_epoch: int) -> float:
@@ -34,8 +37,9 @@ def lr_at(cfg: ExperimentConfig, step: int, steps_per_epoch: int) -> float:
 
 def density_at(cfg: ExperimentConfig, step: int, steps_per_epoch: int) -> float:
     epoch = math.floor(step / steps_per_epoch)
-    if epoch < len(cfg.density_schedule):
-        return cfg.density_schedule[epoch]
+    schedule = density_schedule_values(cfg)
+    if epoch < len(schedule):
+        return schedule[epoch]
     return cfg.density
 
 

@@ -4,7 +4,9 @@ A reader always sees a complete file (the previous flush or this one). On resume
 at or after the checkpoint's step are dropped: they are recomputed.
 
 train.parquet, one row per step: loss and metric (accuracy, or perplexity for language
-models) over all workers' batches; `selected` = mean elements sent per worker; times in
+models) over all workers' batches; `k` = the target count per worker at the step's density;
+`selected` = mean elements sent per worker, and `selected_min` / `selected_median` /
+`selected_max` the same count over the P workers (0 when a worker sent nothing); times in
 seconds per worker (mean over the simulated workers; rank 0's own under torchrun), where
 time_communicate includes waiting for the slowest worker; bytes_sent = payload put on the wire
 by all workers together (comm.sparse).

@@ -1,6 +1,6 @@
 """The TopK-SGD loop over the workers a transport hosts (all P simulated, or one per process).
 
-Step t, every worker p (Shi et al., arXiv 1911.08772, Alg. 1; DESIGN.md section 1):
+Step t, every worker p (Shi et al., arXiv 1911.08772, Alg. 1; docs/training.md):
 
     g_p   = grad of the loss on worker p's batch t          (clipped if grad_clip, local scope)
     g_p  <- lr_t * g_p                                      only if lr_in_residual
@@ -19,6 +19,8 @@ simulated worker compute exactly what the same worker computes in its own proces
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 from typing import Any
 
@@ -29,6 +31,7 @@ from topkscope.comm.compressor import WorkerCompressor
 from topkscope.comm.exchange import combine, contribute
 from topkscope.comm.layout import Layout
 from topkscope.comm.transport import Transport
+from topkscope.sparsify.base import NonFiniteError
 from topkscope.sparsify.source import SparsifierSource, step_seed
 from topkscope.train.config import ExperimentConfig
 from topkscope.train.optimizer import MomentumSGD
@@ -40,6 +43,16 @@ def clip_norm_(v: torch.Tensor, max_norm: float) -> float:
     norm = torch.linalg.vector_norm(v)
     v.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
     return float(norm)
+
+
+class DivergedError(RuntimeError):
+    """Training produced a non-finite loss (or gradient): the run cannot go on."""
+
+    def __init__(self, step: int, loss: float, rank: int, gradient: bool = False) -> None:
+        where = " (its gradient holds NaN/Inf)" if gradient else ""
+        super().__init__(f"training diverged at step {step}: loss = {loss:g} on worker {rank}"
+                         f"{where}; lower lr or set grad_clip")
+        self.step, self.loss, self.rank = step, loss, rank
 
 
 class Trainer:
@@ -59,7 +72,7 @@ class Trainer:
         self.sources = [SparsifierSource(cfg.sparsifier, cfg.sparsifier_args, cfg.seed, r)
                         for r in transport.local_ranks]
         self.compressors = [
-            WorkerCompressor(src.at(0), self.layout, cfg.selection, cfg.error_feedback)
+            WorkerCompressor(src.at(0), self.layout, cfg.selection, cfg.error_feedback, cfg.k_rule)
             for src in self.sources
         ]
         self.workers = [task.new_worker(r) for r in transport.local_ranks]
@@ -107,10 +120,16 @@ class Trainer:
             t0 = time.perf_counter()
             g, row = self._worker_gradient(worker, lr)
             t_compute += time.perf_counter() - t0
+            loss = row[0] / row[2]  # a float already: checking it costs nothing
+            if not math.isfinite(loss):
+                raise DivergedError(step, loss, worker.rank)
             if i == 0 and len(self.workers) > 1:
                 kept_buffers = [b.detach().clone() for b in self.model.buffers()]
-            contributions.append(contribute(comp, g, rho, rank=worker.rank,
-                                            recorder=self.recorder, step=step))
+            try:
+                contributions.append(contribute(comp, g, rho, rank=worker.rank,
+                                                recorder=self.recorder, step=step))
+            except NonFiniteError:  # the sparsifier found NaN/Inf in u = e + g
+                raise DivergedError(step, loss, worker.rank, gradient=True) from None
             stats.append(row)
         if kept_buffers:  # running statistics follow rank 0 (see module docstring)
             for b, kept in zip(self.model.buffers(), kept_buffers):
@@ -119,6 +138,8 @@ class Trainer:
         self._apply(result.mean, lr)
         loss_sum, correct, count = self.transport.sum_scalars(stats)
         self.step += 1
+        counts = result.counts
+        k = self.layout.d if self.compressors[0].is_dense else self.compressors[0].target_k(rho)
         return {
             "step": step,
             "epoch": step // spe,
@@ -127,7 +148,11 @@ class Trainer:
             "metric": self.task.metric(loss_sum, correct, count),
             "metric_name": self.task.metric_name,
             "density": rho,
-            "selected": sum(result.counts) / len(result.counts),
+            "k": k,
+            "selected": sum(counts) / len(counts),
+            "selected_min": min(counts),
+            "selected_median": float(statistics.median(counts)),
+            "selected_max": max(counts),
             "time_compute": t_compute / len(self.workers),
             "time_select": result.time_select,
             "time_communicate": result.time_communicate,

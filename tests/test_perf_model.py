@@ -1,0 +1,105 @@
+"""The step-time model: parts add up, monotone in bandwidth and size, crossover consistent."""
+
+import math
+
+import pytest
+
+from topkscope.perf import model as pm
+from topkscope.perf import patterns
+from topkscope.perf.inputs import Input
+from topkscope.perf.networks import Network, resolve
+
+COMPUTE = Input(0.05, "user")
+
+
+def _inputs(select=0.01, ratio=1.0):
+    return pm.MethodInputs(Input(select, "user"), Input(ratio, "user"))
+
+
+METHODS = {"dense": _inputs(0.0), "topk": _inputs(0.02), "gaussiank": _inputs(0.004, 1.3)}
+
+
+def test_parts_add_up_and_match_the_patterns():
+    net = resolve("10gbe")
+    row = pm.step("dense", 8, 10**6, 0.001, net, COMPUTE, METHODS["dense"])
+    assert row["t_comm"] == pytest.approx(patterns.ring_allreduce(8, 4e6, net.alpha, net.beta))
+    assert row["t_step"] == pytest.approx(row["t_compute"] + row["t_select"] + row["t_comm"])
+    g = pm.step("gaussiank", 8, 10**6, 0.001, net, COMPUTE, METHODS["gaussiank"])
+    assert g["count_sent"] == 1300  # 1.3 * k, k = 1000
+    assert g["t_comm"] == pytest.approx(
+        patterns.sparse_allgather([1300] * 8, net.alpha, net.beta))
+    assert g["compute_source"] == "user" and "preset" in g["comm_source"]
+
+
+def test_larger_count_ratio_never_faster():
+    net = resolve("1gbe")
+    times = [pm.step("gaussiank", 16, 10**7, 0.001, net, COMPUTE, _inputs(0.0, r))["t_step"]
+             for r in (0.5, 1.0, 1.5, 3.0)]
+    assert times == sorted(times)
+
+
+@pytest.mark.parametrize("method", ["dense", "topk", "gaussiank", "gtopk"])
+def test_more_bandwidth_or_fewer_elements_never_slower(method):
+    mi = METHODS.get(method, _inputs(0.02))
+    for P in (2, 16, 256):
+        by_net = [pm.step(method, P, 10**7, 0.001, resolve(n), COMPUTE, mi)["t_step"]
+                  for n in ("1gbe", "10gbe", "25gbe", "ib100")]
+        assert by_net == sorted(by_net, reverse=True)
+        by_d = [pm.step(method, P, d, 0.001, resolve("10gbe"), COMPUTE, mi)["t_step"]
+                for d in (10**5, 10**6, 10**7)]
+        assert by_d == sorted(by_d)
+
+
+def test_one_worker_communicates_nothing():
+    row = pm.step("dense", 1, 10**6, 0.001, resolve("1gbe"), COMPUTE, METHODS["dense"])
+    assert row["t_comm"] == 0.0 and row["t_step"] == COMPUTE.value
+
+
+def test_speedups_and_efficiency():
+    rows = pm.predict("m", 10**7, 32, 0.001, resolve("1gbe"), [2, 16], COMPUTE, METHODS)
+    by = {(r["method"], r["workers"]): r for r in rows}
+    d16, g16 = by[("dense", 16)], by[("gaussiank", 16)]
+    assert g16["speedup_vs_dense"] == pytest.approx(d16["t_step"] / g16["t_step"])
+    assert by[("topk", 16)]["speedup_vs_topk"] == 1.0
+    assert g16["efficiency"] == pytest.approx(COMPUTE.value / g16["t_step"])
+    assert g16["throughput"] == pytest.approx(16 * 32 / g16["t_step"])
+
+
+def test_crossover_is_where_the_steps_are_equal():
+    net = resolve("10gbe")
+    x = pm.crossover_gbit("gaussiank", 16, 10**7, 0.001, net, COMPUTE, METHODS["gaussiank"],
+                          METHODS["dense"])
+    assert 0 < x < math.inf
+    at = Network("x", net.alpha, 8.0 / (x * 1e9), "t", "t")
+    d = pm.step("dense", 16, 10**7, 0.001, at, COMPUTE, METHODS["dense"])["t_step"]
+    g = pm.step("gaussiank", 16, 10**7, 0.001, at, COMPUTE, METHODS["gaussiank"])["t_step"]
+    assert g == pytest.approx(d, rel=1e-9)
+    slower = Network("s", net.alpha, 8.0 / (x / 2 * 1e9), "t", "t")  # below the crossover
+    assert (pm.step("gaussiank", 16, 10**7, 0.001, slower, COMPUTE, METHODS["gaussiank"])["t_step"]
+            < pm.step("dense", 16, 10**7, 0.001, slower, COMPUTE, METHODS["dense"])["t_step"])
+    # with overlap the crossover is found by bisection; it agrees with the linear one at 0
+    xo = pm._crossover_bisect("gaussiank", 16, 10**7, 0.001, net, COMPUTE,
+                              METHODS["gaussiank"], METHODS["dense"], pm.Options())
+    assert xo == pytest.approx(x, rel=1e-6)
+
+
+def test_crossover_extremes():
+    net = resolve("10gbe")
+    free = pm.MethodInputs(Input(0.0, "u"), Input(1.0, "u"))
+    assert pm.crossover_gbit("gaussiank", 16, 10**7, 0.001, net, COMPUTE, free,
+                             METHODS["dense"]) == math.inf
+    # dense density: the sparse exchange moves more bytes than the all-reduce
+    assert pm.crossover_gbit("topk", 64, 10**6, 0.5, net, COMPUTE, METHODS["topk"],
+                             METHODS["dense"]) == 0.0
+
+
+def test_overlap_hides_communication_and_is_named():
+    opts = pm.Options(overlap=1.0)
+    row = pm.step("dense", 16, 10**6, 0.001, resolve("10gbe"), COMPUTE, METHODS["dense"], opts)
+    assert row["t_comm"] == pytest.approx(max(0.0, row["t_comm_total"] - COMPUTE.value))
+    assert "overlap=1" in row["options"] and "deviation" in row["options"]
+    assert "overlap" not in pm.Options().label()
+    with pytest.raises(ValueError, match="overlap"):
+        pm.Options(overlap=1.5)
+    with pytest.raises(ValueError, match="layout"):
+        pm.Options(layout="three")

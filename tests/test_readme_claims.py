@@ -1,0 +1,51 @@
+"""The README's findings table is generated from the committed reference claims, never typed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from topkscope.reproduce import gallery
+from topkscope.reproduce.findings import (
+    README_END,
+    README_START,
+    findings_markdown,
+    replace_findings,
+    verdict_sentence,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_committed_readme_table_equals_the_reference_claims():
+    readme = (REPO / "README.md").read_text()
+    block = readme[readme.index(README_START) + len(README_START): readme.index(README_END)]
+    table = pd.read_csv(REPO / "results" / "reference" / "claims-quick.csv")
+    assert block.strip() == findings_markdown(table).strip()
+
+
+def test_update_readme_rewrites_only_the_block(tmp_path):
+    table = pd.DataFrame([{
+        "model": "fnn3", "dataset": "mnist", "dataset_substitute": None,
+        "claim": "gaussiank_accuracy", "sparsifier": "gaussiank-2019",
+        "statement": "gaussiank-2019 trains as well as exact Top-k", "n_runs": 6, "n_units": 3,
+        "fraction": float("nan"), "evidence": "accuracy ...", "verdict": "inconclusive",
+        "rule": "r", "condition": "warmup=paper", "n_seeds": 3, "ci_low": -2.5, "ci_high": 0.4,
+        "traffic_ratio": 1.9}])
+    table.to_csv(tmp_path / "claims.csv", index=False)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{README_START}\nold table\n{README_END}\noutro\n")
+    gallery.update_readme(readme, tmp_path / "claims.csv")
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith("outro\n") and "old table" not in text
+    assert "| gaussiank-2019 trains as well as exact Top-k (warmup=paper) | inconclusive " \
+           "[-2.50, +0.40] points |" in text
+    row = next(table.itertuples(index=False))
+    assert "contains the limit" in verdict_sentence(row)
+
+
+def test_a_readme_without_markers_is_refused():
+    with pytest.raises(ValueError, match="claims-table"):
+        replace_findings("no markers here", pd.DataFrame())

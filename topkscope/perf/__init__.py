@@ -1,0 +1,9 @@
+"""Predicted scaling: a calibrated model of a TopK-SGD step (compute, selection, exchange).
+
+    patterns   communication time of the collectives (alpha-beta model, formulas cited)
+    networks   named network presets with cited constants; calibration fits as networks
+    calibrate  fit alpha and beta to measured collective times
+    inputs     measured compute time, selection time and counts, each with its source
+    model      t_step = t_compute + t_select + t_communicate; predictions, crossover
+    report     the tidy scaling table, its figures and the claims rows
+"""

@@ -1,0 +1,200 @@
+"""The step-time model of TopK-SGD and the predictions built on it.
+
+    t_step = t_compute + t_select + t_communicate
+
+t_compute: forward + backward per worker (measured, or given); t_select: the selector's time
+at this d (selection benchmark, or given); t_communicate: the exchange of
+topkscope.perf.patterns on a network of topkscope.perf.networks:
+
+    dense             ring all-reduce of d float32 values
+    topk, gaussiank,  sparse all-gather of the (value, index) pairs, counts = ratio * k with
+    dgc, redsync, ...   ratio the median over steps of the largest count over workers / k
+    gtopk             Top-k selection, gTop-k's tree exchange of k pairs
+
+Options that deviate from the published setting, each off by default and written into every
+row: `overlap` (fraction of t_compute the exchange may hide behind; the authors' code does not
+overlap the sparse exchange, so 0), `layout` ("two" all-gathers as published, or "packed" as
+this repository's distributed transport), `padded` (equal-size collectives pad to the largest
+count: True, as NCCL and gloo require), `algorithm` ("ring" or "recursive-doubling").
+
+Derived quantities per (model, network, method, P):
+    throughput        P * batch / t_step samples per second (batch per worker)
+    efficiency        t_compute / t_step: throughput over P times one worker's dense SGD
+                      (which neither selects nor communicates)
+    speedup_vs_dense  t_step(dense) / t_step(method); speedup_vs_topk likewise
+    crossover         the bandwidth (Gbit/s) below which the method's step is faster than dense
+                      SGD's: t is linear in beta, so t_m(beta) = t_dense(beta) is solved
+                      exactly, every collective's beta scaled by the same factor and alpha
+                      fixed. inf: faster at every bandwidth; 0: at no bandwidth below the
+                      network's (its exchange moves more bytes than the all-reduce's).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+
+from topkscope.perf import patterns
+from topkscope.perf.inputs import Input
+from topkscope.perf.networks import Network
+
+DEFAULT_METHODS = ("dense", "topk", "gaussiank", "gaussiank-2019")
+PAPER_MODELS = ("fnn3", "resnet20", "vgg16", "resnet50", "lstm-ptb", "alexnet")
+PAPER_DENSITY = 0.001
+PAPER_WORKERS = tuple(2**i for i in range(1, 11))  # 2, 4, ..., 1024
+# the selector whose time the gTop-k exchange pays (it selects exactly, then merges in a tree)
+SELECTOR_OF = {"gtopk": "topk"}
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the exchange is modelled; the defaults are the published setting."""
+
+    layout: str = "two"
+    padded: bool = True
+    algorithm: str = "ring"
+    overlap: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.layout not in patterns.LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(patterns.LAYOUTS)}, "
+                             f"got {self.layout!r}")
+        if self.algorithm not in patterns.ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {', '.join(patterns.ALGORITHMS)}, "
+                             f"got {self.algorithm!r}")
+        if not 0.0 <= self.overlap <= 1.0:
+            raise ValueError(f"overlap must be in [0, 1], got {self.overlap!r}")
+
+    def label(self) -> str:
+        parts = [f"layout={self.layout}", f"padded={self.padded}", f"algorithm={self.algorithm}"]
+        if self.overlap:
+            parts.append(f"overlap={self.overlap:g} (deviation: the published code does not "
+                         "overlap)")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class MethodInputs:
+    """What one method's step needs besides the network: its selection time, count ratio."""
+
+    select: Input
+    count_ratio: Input
+
+
+def communicate_time(method: str, P: int, d: int, density: float, count_ratio: float,
+                     net: Network, opts: Options = Options()) -> tuple[float, int]:
+    """(seconds, elements sent by the largest worker) of one exchange."""
+    from topkscope.sparsify.base import k_from_density
+
+    if P == 1:
+        return 0.0, (d if method == "dense" else k_from_density(density, d))
+    if method == "dense":
+        alpha, beta = net.constants("allreduce")
+        return patterns.ring_allreduce(P, patterns.dense_bytes(d), alpha, beta), d
+    alpha, beta = net.constants("allgather")
+    k = k_from_density(density, d)
+    if method == "gtopk":
+        return patterns.gtopk_tree(P, k, alpha, beta), k
+    m = min(d, max(0, math.ceil(count_ratio * k - 1e-9)))
+    # every worker at the largest count: exact when padded, an upper bound for allgatherv
+    t = patterns.sparse_allgather([m] * P, alpha, beta, layout=opts.layout, padded=opts.padded,
+                                  algorithm=opts.algorithm)
+    return t, m
+
+
+def step(method: str, P: int, d: int, density: float, net: Network, compute: Input,
+         inputs: MethodInputs, opts: Options = Options()) -> dict:
+    """One row: the step-time parts (seconds), the count, and where each input came from."""
+    comm, count = communicate_time(method, P, d, density, inputs.count_ratio.value, net, opts)
+    exposed = max(0.0, comm - opts.overlap * compute.value)
+    t_step = compute.value + inputs.select.value + exposed
+    alpha_src, beta_src = net.alpha_source, net.beta_source
+    return {
+        "method": method, "workers": int(P), "d": int(d), "density": density,
+        "count_sent": int(count), "count_ratio": inputs.count_ratio.value,
+        "t_compute": compute.value, "t_select": inputs.select.value, "t_comm": exposed,
+        "t_comm_total": comm, "t_step": t_step,
+        "network": net.name, "alpha": net.alpha, "beta": net.beta,
+        "compute_source": compute.source, "select_source": inputs.select.source,
+        "count_source": inputs.count_ratio.source,
+        "comm_source": alpha_src if alpha_src == beta_src else f"alpha {alpha_src}; beta {beta_src}",
+        "options": opts.label(),
+    }
+
+
+def _scaled(net: Network, factor: float) -> Network:
+    """net with every beta multiplied by factor (alpha unchanged)."""
+    return replace(net, beta=net.beta * factor,
+                   allreduce_beta=None if net.allreduce_beta is None
+                   else net.allreduce_beta * factor)
+
+
+def crossover_gbit(method: str, P: int, d: int, density: float, net: Network, compute: Input,
+                   inputs: MethodInputs, dense: MethodInputs, opts: Options = Options()) -> float:
+    """Bandwidth (Gbit/s, of the all-gather's beta) below which `method` beats dense SGD."""
+    if method == "dense" or P == 1:
+        return float("nan")
+
+    def line(m: str, mi: MethodInputs) -> tuple[float, float]:  # t = a + b * factor
+        a = step(m, P, d, density, _scaled(net, 0.0), compute, mi, opts)["t_step"]
+        b = step(m, P, d, density, net, compute, mi, opts)["t_step"] - a
+        return a, b
+
+    if opts.overlap:  # exposed communication is not linear in beta: solve numerically
+        return _crossover_bisect(method, P, d, density, net, compute, inputs, dense, opts)
+    (am, bm), (ad, bd) = line(method, inputs), line("dense", dense)
+    # faster where am + bm f < ad + bd f, f = beta / beta(net) (larger f: slower network)
+    if bd <= bm:  # the method's step grows at least as fast as dense's as bandwidth drops
+        return float("inf") if bd == bm and am < ad else 0.0
+    factor = (am - ad) / (bd - bm)
+    if factor <= 0:
+        return float("inf")
+    return net.bandwidth_gbit / factor
+
+
+def _crossover_bisect(method, P, d, density, net, compute, inputs, dense, opts) -> float:
+    def gap(log_factor: float) -> float:
+        n = _scaled(net, math.exp(log_factor))
+        return (step(method, P, d, density, n, compute, inputs, opts)["t_step"]
+                - step("dense", P, d, density, n, compute, dense, opts)["t_step"])
+
+    lo, hi = -40.0, 40.0
+    if gap(lo) <= 0:
+        return float("inf")
+    if gap(hi) > 0:
+        return 0.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if gap(mid) > 0 else (lo, mid)
+    return net.bandwidth_gbit / math.exp(hi)
+
+
+def predict(model: str, d: int, batch: int | None, density: float, net: Network,
+            workers: Sequence[int], compute: Input, methods: dict[str, MethodInputs],
+            opts: Options = Options()) -> list[dict]:
+    """Rows for every (method, P): parts, throughput, efficiency, speed-ups, crossover."""
+    for P in workers:
+        if int(P) != P or P < 1:
+            raise ValueError(f"workers must be positive integers, got {P!r}")
+    rows = []
+    for P in workers:
+        at_p = {m: step(m, P, d, density, net, compute, mi, opts) for m, mi in methods.items()}
+        for m, row in at_p.items():
+            row = {"model": model, **row, "batch_per_worker": batch}
+            row["iterations_per_s"] = 1.0 / row["t_step"] if row["t_step"] > 0 else float("inf")
+            row["throughput"] = (P * batch / row["t_step"]) if batch and row["t_step"] > 0 \
+                else float("nan")
+            row["efficiency"] = compute.value / row["t_step"] if row["t_step"] > 0 else 1.0
+            for ref in ("dense", "topk"):
+                row[f"speedup_vs_{ref}"] = (at_p[ref]["t_step"] / row["t_step"]) \
+                    if ref in at_p else float("nan")
+            row["crossover_gbit"] = crossover_gbit(m, P, d, density, net, compute, methods[m],
+                                                   methods["dense"], opts) \
+                if "dense" in methods else float("nan")
+            rows.append(row)
+    return rows
+
+
+def options_dict(opts: Options) -> dict:
+    return asdict(opts)

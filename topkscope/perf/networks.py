@@ -1,0 +1,135 @@
+"""Named networks: a latency alpha (seconds per message) and an inverse bandwidth beta
+(seconds per byte), each with where its numbers come from.
+
+beta is the nominal line rate of the link (what the standard or vendor specifies), so every
+preset is an optimistic bound: real collectives reach a fraction of it (TCP, protocol
+overheads). alpha is the per-ring-step latency NCCL assumes in its own cost model
+(src/graph/tuning.cc, the `hwLat` table, Ring algorithm, Simple protocol: 14.0 us for a
+network hop in current releases, 3.4 us for NVLink), which is lower than what a TCP socket
+achieves on Ethernet; calibrate (benchmarks/calibrate_comm.py) or give --alpha/--beta for a
+real cluster.
+
+    preset     line rate            beta (s/B)   alpha (s)   source of the rate
+    1gbe       1 Gbit/s             8.0e-9       14e-6       IEEE 802.3ab (1000BASE-T)
+    10gbe      10 Gbit/s            8.0e-10      14e-6       IEEE 802.3ae / 802.3an
+    25gbe      25 Gbit/s            3.2e-10      14e-6       IEEE 802.3by
+    ib100      100 Gbit/s (EDR 4x)  8.0e-11      14e-6       InfiniBand Trade Association, EDR
+    nvlink     150 GB/s per dir.    6.67e-12     3.4e-6      NVIDIA V100 SXM2: 6 NVLink 2.0
+                                                             links x 25 GB/s per direction
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+NCCL_NET_RING_LATENCY = 14.0e-6     # hwLat[NET][Ring][Simple], us -> s
+NCCL_NVLINK_RING_LATENCY = 3.4e-6   # hwLat[NVLINK][Ring][Simple]
+
+
+@dataclass(frozen=True)
+class Network:
+    """alpha seconds per message, beta seconds per byte; source says where each came from."""
+
+    name: str
+    alpha: float
+    beta: float
+    alpha_source: str
+    beta_source: str
+    # a separate fit for the all-reduce (calibration measures both collectives); None: the same
+    allreduce_alpha: float | None = None
+    allreduce_beta: float | None = None
+
+    def constants(self, collective: str) -> tuple[float, float]:
+        """(alpha, beta) for "allreduce" or "allgather"."""
+        if collective == "allreduce":
+            return (self.alpha if self.allreduce_alpha is None else self.allreduce_alpha,
+                    self.beta if self.allreduce_beta is None else self.allreduce_beta)
+        if collective == "allgather":
+            return self.alpha, self.beta
+        raise ValueError(f"collective must be allreduce or allgather, got {collective!r}")
+
+    @property
+    def bandwidth_gbit(self) -> float:
+        """Bandwidth in Gbit/s (1 / beta in bits)."""
+        return 8.0 / self.beta / 1e9 if self.beta > 0 else float("inf")
+
+
+def _gbit(rate_gbit: float) -> float:
+    return 8.0 / (rate_gbit * 1e9)
+
+
+_NCCL_NET = "preset (NCCL tuning.cc hwLat NET/Ring/Simple)"
+PRESETS: dict[str, Network] = {
+    "1gbe": Network("1gbe", NCCL_NET_RING_LATENCY, _gbit(1.0), _NCCL_NET,
+                    "preset (1 Gbit/s line rate, IEEE 802.3ab)"),
+    "10gbe": Network("10gbe", NCCL_NET_RING_LATENCY, _gbit(10.0), _NCCL_NET,
+                     "preset (10 Gbit/s line rate, IEEE 802.3ae)"),
+    "25gbe": Network("25gbe", NCCL_NET_RING_LATENCY, _gbit(25.0), _NCCL_NET,
+                     "preset (25 Gbit/s line rate, IEEE 802.3by)"),
+    "ib100": Network("ib100", NCCL_NET_RING_LATENCY, _gbit(100.0), _NCCL_NET,
+                     "preset (100 Gbit/s InfiniBand EDR 4x line rate)"),
+    "nvlink": Network("nvlink", NCCL_NVLINK_RING_LATENCY, 1.0 / 150e9,
+                      "preset (NCCL tuning.cc hwLat NVLINK/Ring/Simple)",
+                      "preset (V100 SXM2: 6 NVLink 2.0 links x 25 GB/s per direction)"),
+}
+
+
+def available() -> list[str]:
+    """Preset names, slowest first."""
+    return sorted(PRESETS, key=lambda n: -PRESETS[n].beta)
+
+
+def resolve(name: str | None, alpha: float | None = None, beta: float | None = None) -> Network:
+    """The preset `name` (or a calibration CSV path) with alpha and/or beta replaced by user
+    values (source "user").
+
+    With no preset both alpha and beta must be given (the network is then named "user").
+    """
+    for label, value in (("alpha", alpha), ("beta", beta)):
+        if value is not None and not value >= 0:
+            raise ValueError(f"{label} must be a number >= 0, got {value!r}")
+    if name is not None and Path(name).suffix == ".csv":
+        net = from_calibration(name)
+    elif name is None:
+        if alpha is None or beta is None:
+            raise ValueError("give a network preset or both alpha and beta; presets: "
+                             + ", ".join(available()))
+        return Network("user", float(alpha), float(beta), "user", "user")
+    else:
+        key = name.lower()
+        if key not in PRESETS:
+            raise ValueError(f"unknown network {name!r}; presets: {', '.join(available())} "
+                             "(or a calibration CSV from benchmarks/calibrate_comm.py)")
+        net = PRESETS[key]
+    if alpha is None and beta is None:
+        return net
+    # a user value replaces the constant for both collectives
+    return Network(f"{net.name}+user",
+                   net.alpha if alpha is None else float(alpha),
+                   net.beta if beta is None else float(beta),
+                   net.alpha_source if alpha is None else "user",
+                   net.beta_source if beta is None else "user",
+                   net.allreduce_alpha if alpha is None else None,
+                   net.allreduce_beta if beta is None else None)
+
+
+def from_calibration(path: str | Path, workers: str = "all") -> Network:
+    """The network measured by benchmarks/calibrate_comm.py: its fit CSV (columns collective,
+    workers, alpha, beta), the rows fitted over `workers` ("all": every process count)."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"calibration file {str(path)!r} does not exist")
+    fit = pd.read_csv(path)
+    missing = {"collective", "workers", "alpha", "beta"} - set(fit.columns)
+    if missing:
+        raise ValueError(f"{str(path)!r} is not a calibration fit: it lacks {sorted(missing)}")
+    rows = fit[fit["workers"].astype(str) == workers].set_index("collective")
+    if not {"allreduce", "allgather"} <= set(rows.index):
+        raise ValueError(f"{str(path)!r} has no allreduce and allgather fit for workers={workers}")
+    source = f"measured here (calibration {path.name})"
+    ag, ar = rows.loc["allgather"], rows.loc["allreduce"]
+    return Network(f"calibrated:{path.stem}", float(ag["alpha"]), float(ag["beta"]), source,
+                   source, float(ar["alpha"]), float(ar["beta"]))

@@ -1,0 +1,97 @@
+"""What a claims verdict says, in words: one sentence per row (claims.md) and the README's
+findings table, generated from claims.csv between two marker comments (`make gallery`).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from topkscope.plots.titles import sparsifier_name
+
+
+# --------------------------------------------------------------------- one sentence per verdict
+def _interval(row) -> str:
+    unit = "%" if "perplexity" in str(row.evidence) else " points"
+    return f"[{row.ci_low:+.2f}, {row.ci_high:+.2f}]{unit}"
+
+
+def verdict_sentence(row) -> str:
+    """One plain sentence saying what a claims row's verdict means (its numbers included)."""
+    claim, verdict = str(row.claim), str(row.verdict)
+    n_seeds = getattr(row, "n_seeds", float("nan"))
+    if claim.endswith("_accuracy") and claim != "gaussiank_count":
+        if verdict == "insufficient-data":
+            have = 0 if pd.isna(n_seeds) else int(n_seeds)
+            return f"Not judged: {have} paired seed(s) of this method and Top-k, 3 are needed."
+        text = {"holds": "matched Top-k within the margin: the whole 95% interval of the "
+                         "paired difference, {ci}, lies on the good side of the limit",
+                "fails": "fell short of Top-k by more than the margin: the whole 95% interval "
+                         "of the paired difference, {ci}, lies beyond the limit",
+                "inconclusive": "cannot be told apart from the margin: the 95% interval of "
+                                "the paired difference, {ci}, contains the limit"}[verdict]
+        return f"{row.sparsifier} {text.format(ci=_interval(row))}."
+    if claim.endswith("_traffic"):
+        ratio = getattr(row, "traffic_ratio", float("nan"))
+        sent = "" if pd.isna(ratio) else f" and sent {ratio:.2f}x Top-k's elements"
+        return {"holds": f"{row.sparsifier} matched Top-k's accuracy{sent} (at most 4/3).",
+                "fails": f"{row.sparsifier} either missed Top-k's accuracy or sent more than "
+                         f"4/3 of its elements on every seed{sent.replace(' and', ':')}.",
+                "inconclusive": f"Not decided: the accuracy interval or the seeds' traffic "
+                                f"ratios straddle the limits{sent.replace(' and', ';')}.",
+                }.get(verdict, "Not judged: fewer than 3 paired seeds.")
+    units = int(row.n_units) if not pd.isna(row.n_units) else 0
+    share = "" if pd.isna(row.fraction) else f" ({row.fraction:.0%} of {units} units)"
+    return {"holds": f"The criterion held almost everywhere{share}.",
+            "fails": f"The criterion almost never held{share}.",
+            "mixed": f"The criterion held sometimes{share}: neither claim nor its negation.",
+            }.get(verdict, f"Not judged: {units} unit(s) measured, at least 3 are needed.")
+
+
+# --------------------------------------------------------------------- the README findings table
+README_START = "<!-- claims-table:start -->"
+README_END = "<!-- claims-table:end -->"
+
+
+def _cell(row) -> str:
+    verdict = str(row.verdict)
+    text = f"**{verdict}**" if verdict == "fails" else verdict
+    ci_low = getattr(row, "ci_low", float("nan"))
+    if not pd.isna(ci_low):
+        return f"{text} {_interval(row)}"
+    if not pd.isna(row.fraction):
+        return f"{text} ({row.fraction:.0%})"
+    return text
+
+
+def findings_markdown(table: pd.DataFrame) -> str:
+    """The README's findings table: one row per (claim, sparsifier, condition), one column per
+    model, each cell the verdict with its share of units or its 95% interval."""
+    if len(table) == 0:
+        return "_no claims (no runs)_"
+    table = table.copy()
+    if "condition" not in table:
+        table["condition"] = float("nan")
+    models = list(dict.fromkeys(table["model"]))
+    rows: dict[tuple, dict] = {}
+    for row in table.itertuples(index=False):
+        cond = row.condition if isinstance(row.condition, str) and row.condition else ""
+        label = str(row.statement or row.claim)
+        if "," not in str(row.sparsifier) and str(row.sparsifier) not in label:
+            label += f" — {sparsifier_name(str(row.sparsifier))}"
+        if cond:
+            label += f" ({cond})"
+        rows.setdefault((label,), {})[row.model] = _cell(row)
+    lines = ["| claim | " + " | ".join(models) + " |", "|---|" + "---|" * len(models)]
+    for (label,), cells in rows.items():
+        line = [label.replace("|", "\\|")] + [cells.get(m, "—") for m in models]
+        lines.append("| " + " | ".join(line) + " |")
+    return "\n".join(lines)
+
+
+def replace_findings(readme: str, table: pd.DataFrame) -> str:
+    """readme with the text between the claims-table markers replaced by findings_markdown."""
+    start, end = readme.find(README_START), readme.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(f"the README has no {README_START} ... {README_END} block")
+    body = findings_markdown(table)
+    return readme[: start + len(README_START)] + "\n" + body + "\n" + readme[end:]
