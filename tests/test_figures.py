@@ -301,3 +301,43 @@ def test_progress_of_a_run_is_read_from_its_folder(small):
     run_dir = next(p for p in (small.root / "tiny-fnn3").iterdir())
     assert steps_done(run_dir) == (40, 40)
     assert steps_done(small.root / "no-such-run") == (0, None)
+
+
+def count_snapshot_analyses(monkeypatch) -> list[tuple[int, int]]:
+    """Record (step, rank) of every analyze_snapshot call of the snapshot pipeline."""
+    from topkscope.analysis import snapshots
+
+    seen: list[tuple[int, int]] = []
+    real = snapshots.analyze_snapshot
+
+    def counting(u, step, rank, *args, **kwargs):
+        seen.append((int(step), int(rank)))
+        return real(u, step, rank, *args, **kwargs)
+
+    monkeypatch.setattr(snapshots, "analyze_snapshot", counting)
+    return seen
+
+
+def test_figures_and_claims_analyse_each_snapshot_once(small, monkeypatch):
+    from topkscope.analysis.snapshots import SEED, analyze_run
+
+    run = load(next((small.root / "tiny-fnn3").iterdir()))
+    seen = count_snapshot_analyses(monkeypatch)
+    analysis = analyze_run(run)  # what the figures draw (rank 0)
+    table = claims_rules.build([run])  # the claims pick snapshots of both ranks
+    assert len(seen) == len(set(seen))  # once each
+    assert {(s, 0) for s in analysis.ratios["step"]} <= set(seen)
+    assert {r for _, r in seen} == {0, 1}  # the claims added rank 1, reusing rank 0
+    assert set(analysis.ratios["seed"]) == {SEED}
+    convexity = table[table["claim"] == "convexity_condition"].iloc[0]
+    assert convexity["n_units"] == len(seen)
+
+
+@pytest.mark.slow
+def test_one_invocation_analyses_each_snapshot_once(small, tmp_path, monkeypatch):
+    root = copy_runs(small, tmp_path, "tiny-fnn3")
+    seen = count_snapshot_analyses(monkeypatch)
+    outcome = reproduce(small.options(results_root=root, only=["tiny-fnn3"]),
+                        log=lambda m: None)
+    assert outcome.failures == []
+    assert seen and len(seen) == len(set(seen))

@@ -134,17 +134,11 @@ def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock) -> Pat
     return out
 
 
-def recorder_densities(manifest: dict) -> list[float]:
-    rec = (manifest.get("config") or {}).get("recorder") or {}
-    dens = rec.get("densities") or [manifest.get("density")]
-    return [float(d) for d in dens if d is not None]
-
-
 def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
                   clock: Clock) -> tuple[list[FigureEntry], list]:
     from topkscope.analysis.runs import load
+    from topkscope.analysis.snapshots import analyze_run, snapshot_densities
     from topkscope.reproduce.draw import DISTRIBUTION_DRAWERS, convergence_figure
-    from topkscope.reproduce.prepare import analyze_snapshots
 
     runs = [load(d) for d in run_dirs]
     entries: list[FigureEntry] = []
@@ -152,8 +146,8 @@ def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
     wanted = [f for f in job.figures if f in DISTRIBUTION_DRAWERS]
     if wanted:
         run = runs[0]
-        densities = recorder_densities(run.manifest)
-        analysis = analyze_snapshots(run, densities)
+        analysis = analyze_run(run)  # kept on the run: the claims reuse it
+        densities = sorted(set(analysis.ratios["density"])) or snapshot_densities(run)
         clock.record(job.experiment, "analyze", time.perf_counter() - t)
         t = time.perf_counter()
         for name in wanted:
