@@ -15,6 +15,7 @@ import pytest
 from tests._figures_results import JOBS, shared_small_results
 from topkscope.analysis import claims as claims_rules
 from topkscope.analysis.runs import load
+from topkscope.cli import main as cli_main
 from topkscope.perf.report import CLAIM as SPEEDUP_CLAIM
 from topkscope.reproduce import plan
 from topkscope.reproduce.driver import SCALING_EXPERIMENT, reproduce
@@ -137,8 +138,8 @@ def test_interrupted_run_is_resumed_and_checkpointless_one_set_aside(small, tmp_
     dense = specs["dense"].run_dir()
     (dense / "manifest.json").write_text(json.dumps(dict(manifest, sparsifier="dense")))
     shutil.rmtree(dense / "checkpoints")
-    assert ensure_run(specs["topk"], log=lambda m: None, isolate=False) == (topk, "resumed")
-    assert ensure_run(specs["dense"], log=lambda m: None, isolate=False) == (dense, "ran")
+    assert ensure_run(specs["topk"], log=lambda m: None, in_process=cli_main) == (topk, "resumed")
+    assert ensure_run(specs["dense"], log=lambda m: None, in_process=cli_main) == (dense, "ran")
     assert status_of(topk) == status_of(dense) == "complete"
     assert (dense.parent / f"{dense.name}.attempt1").is_dir()  # moved aside, never deleted
     # resuming reproduces the uninterrupted run's evaluation exactly
@@ -282,7 +283,7 @@ def test_missing_runs_rerun_in_parallel_child_processes_give_the_same_numbers(sm
             originals[run.manifest["sparsifier"]] = run.eval.sort_values("step")
             shutil.rmtree(path)
     outcome = reproduce(small.options(results_root=root, only=["tiny-convergence"],
-                                      isolate=True, parallel=2), log=lambda m: None)
+                                      parallel=2), log=lambda m: None)
     assert outcome.failures == []
     actions = outcome.timings[outcome.timings["phase"] == "run"].set_index("experiment")["action"]
     assert sorted(actions) == ["ran", "ran", "skipped", "skipped"]

@@ -52,7 +52,8 @@ class Options:
     data_root: Path | None = None
     only: Sequence[str] | None = None
     run: bool = True            # False: draw from existing complete runs only
-    isolate: bool = True        # True: each run in a child process; False: in this process
+    # None: each run in a child process; the `topkscope` entry point (cli.main): in this process
+    in_process: Callable[[Sequence[str]], int] | None = None
     launcher: str | None = None  # passed to `topkscope run --launcher` (None: the config's)
     dry_run: bool = False       # print each run's folder and command, run and draw nothing
     parallel: int | None = None  # training runs at a time (None: default_parallel(profile))
@@ -212,7 +213,7 @@ def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options,
         parallel = opts.parallel or default_parallel(opts.profile)
         clock.log(f"training: {len(labelled)} runs, {parallel} at a time")
         done = run_all([(label, spec) for _, label, spec in labelled], parallel=parallel,
-                       isolate=opts.isolate, log=clock.log,
+                       in_process=opts.in_process, log=clock.log,
                        record=lambda label, sec, action: clock.record(label, "run", sec, action))
     else:
         done = {}
