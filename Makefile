@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 reproduce-figures: setup data ## run the PROFILE (default quick) experiments, skipping complete ones; every figure, results/claims.csv, results/figures/index.md, executed notebooks (results/notebooks/, + HTML), tables (results/tables/, CSV + LaTeX)
-	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m topkscope.reproduce --profile $(PROFILE) --data $(abspath $(DATA))
+	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m topkscope.cli figures --profile $(PROFILE) --data $(abspath $(DATA))
 
 gallery: setup ## small copies of results/figures/*.png and the claims table into docs/gallery/, and the README's findings table from results/claims.csv
 	$(PY) -m topkscope.reproduce.gallery --results results --out docs/gallery --readme README.md

@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from topkscope.cli import main as cli_main
 from topkscope.reproduce import plan
 from topkscope.reproduce.driver import Options, Outcome, reproduce
 
@@ -125,7 +126,7 @@ class SmallResults:
     def options(self, **changes) -> Options:
         base = dict(profile="quick", results_root=self.root, experiments_dir=self.experiments,
                     data_root=self.data, benchmarks_dir=REPO / "benchmarks", jobs=JOBS,
-                    isolate=False, notebooks=False, tables=False)
+                    in_process=cli_main, notebooks=False, tables=False)
         base.update(changes)
         return Options(**base)
 

@@ -16,6 +16,7 @@ import pytest
 from tests._figures_results import JOBS, shared_small_results
 from topkscope.analysis import claims as claims_rules
 from topkscope.analysis.runs import load
+from topkscope.cli import main as cli_main
 from topkscope.perf.report import CLAIM as SPEEDUP_CLAIM
 from topkscope.reproduce import plan
 from topkscope.reproduce.driver import SCALING_EXPERIMENT, reproduce
@@ -138,8 +139,8 @@ def test_interrupted_run_is_resumed_and_checkpointless_one_set_aside(small, tmp_
     dense = specs["dense"].run_dir()
     (dense / "manifest.json").write_text(json.dumps(dict(manifest, sparsifier="dense")))
     shutil.rmtree(dense / "checkpoints")
-    assert ensure_run(specs["topk"], log=lambda m: None, isolate=False) == (topk, "resumed")
-    assert ensure_run(specs["dense"], log=lambda m: None, isolate=False) == (dense, "ran")
+    assert ensure_run(specs["topk"], log=lambda m: None, in_process=cli_main) == (topk, "resumed")
+    assert ensure_run(specs["dense"], log=lambda m: None, in_process=cli_main) == (dense, "ran")
     assert status_of(topk) == status_of(dense) == "complete"
     assert (dense.parent / f"{dense.name}.attempt1").is_dir()  # moved aside, never deleted
     # resuming reproduces the uninterrupted run's evaluation exactly
@@ -283,7 +284,7 @@ def test_missing_runs_rerun_in_parallel_child_processes_give_the_same_numbers(sm
             originals[run.manifest["sparsifier"]] = run.eval.sort_values("step")
             shutil.rmtree(path)
     outcome = reproduce(small.options(results_root=root, only=["tiny-convergence"],
-                                      isolate=True, parallel=2), log=lambda m: None)
+                                      parallel=2), log=lambda m: None)
     assert outcome.failures == []
     actions = outcome.timings[outcome.timings["phase"] == "run"].set_index("experiment")["action"]
     assert sorted(actions) == ["ran", "ran", "skipped", "skipped"]
@@ -365,3 +366,43 @@ def test_claims_over_seeds_give_paired_intervals(small):
         traffic = rows[rows["claim"] == "gaussiank_traffic"].iloc[0]
         assert traffic["traffic_ratio"] == pytest.approx(ratio)
         assert traffic["verdict"] in ("holds", "fails", "inconclusive")
+
+
+def count_snapshot_analyses(monkeypatch) -> list[tuple[int, int]]:
+    """Record (step, rank) of every analyze_snapshot call of the snapshot pipeline."""
+    from topkscope.analysis import snapshots
+
+    seen: list[tuple[int, int]] = []
+    real = snapshots.analyze_snapshot
+
+    def counting(u, step, rank, *args, **kwargs):
+        seen.append((int(step), int(rank)))
+        return real(u, step, rank, *args, **kwargs)
+
+    monkeypatch.setattr(snapshots, "analyze_snapshot", counting)
+    return seen
+
+
+def test_figures_and_claims_analyse_each_snapshot_once(small, monkeypatch):
+    from topkscope.analysis.snapshots import SEED, analyze_run
+
+    run = load(next((small.root / "tiny-fnn3").iterdir()))
+    seen = count_snapshot_analyses(monkeypatch)
+    analysis = analyze_run(run)  # what the figures draw (rank 0)
+    table = claims_rules.build([run])  # the claims pick snapshots of both ranks
+    assert len(seen) == len(set(seen))  # once each
+    assert {(s, 0) for s in analysis.ratios["step"]} <= set(seen)
+    assert {r for _, r in seen} == {0, 1}  # the claims added rank 1, reusing rank 0
+    assert set(analysis.ratios["seed"]) == {SEED}
+    convexity = table[table["claim"] == "convexity_condition"].iloc[0]
+    assert convexity["n_units"] == len(seen)
+
+
+@pytest.mark.slow
+def test_one_invocation_analyses_each_snapshot_once(small, tmp_path, monkeypatch):
+    root = copy_runs(small, tmp_path, "tiny-fnn3")
+    seen = count_snapshot_analyses(monkeypatch)
+    outcome = reproduce(small.options(results_root=root, only=["tiny-fnn3"]),
+                        log=lambda m: None)
+    assert outcome.failures == []
+    assert seen and len(seen) == len(set(seen))

@@ -264,10 +264,10 @@ def test_residual_sums_equal_a_direct_pass_over_e(dtype):
 
 
 def test_top_magnitudes_falls_back_when_the_subsample_misleads():
-    from topkscope.hooks.topk_sums import _SUBSAMPLE_TOP
+    from topkscope.sparsify.topk import _SAMPLE_TOP
 
     n, kmax = 200_000, 1_000
-    stride = kmax // _SUBSAMPLE_TOP
+    stride = kmax // _SAMPLE_TOP
     a = torch.rand(1, n) * 0.1
     a[0, ::stride] = 10.0 + torch.rand(len(range(0, n, stride)))  # the sample sees only these
     got = top_magnitudes(a, kmax)

@@ -4,6 +4,10 @@ Adding a subcommand: write topkscope/commands/<name>.py with `HELP`, `add_argume
 and `main(args) -> int`, then add its name to COMMANDS. A command module imports only the
 standard library at top level (heavy imports go inside `main`), so `topkscope --help` and
 every other subcommand stay fast.
+
+This module is the only place that wires a command to another package's entry point
+(`WIRED`): `topkscope figures` gets the figures driver of topkscope.reproduce here, so
+`commands` and `reproduce` never import each other.
 """
 
 from __future__ import annotations
@@ -21,6 +25,16 @@ COMMANDS = {
     "bench": "topkscope.commands.bench",
     "scale": "topkscope.commands.scale",
 }
+
+
+def _figures_driver(log, **options):
+    from topkscope.reproduce.driver import Options, reproduce
+
+    return reproduce(Options(**options), log=log)
+
+
+# subcommand -> extra keyword arguments of its main(args, ...)
+WIRED = {"figures": {"driver": _figures_driver}}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -42,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(importlib.import_module(COMMANDS[args.command]).main(args) or 0)
+    command = importlib.import_module(COMMANDS[args.command])
+    return int(command.main(args, **WIRED.get(args.command, {})) or 0)
 
 
 if __name__ == "__main__":

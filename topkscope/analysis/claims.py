@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from topkscope import validate
-from topkscope.analysis import contraction, fits, normality
+from topkscope.analysis import contraction, fits, snapshots
 from topkscope.io import atomic_write
 from topkscope.schema import GLOBAL
 
@@ -120,13 +120,15 @@ def build(
     runs: Iterable,
     sparsifiers: Sequence[str] = ("topk",),
     max_snapshots: int = 8,
-    max_n: int = normality.DEFAULT_MAX_N,
+    max_n: int | None = None,
 ) -> pd.DataFrame:
     """The claims table (COLUMNS) for every (model, dataset, substitute) among `runs`.
 
     sparsifiers: training sparsifiers whose runs feed claims 1-4. max_snapshots: at most this
     many snapshots per model (evenly spaced in step) get the full normality / fit / curve
-    analysis; max_n: the subsample size for their sort-based statistics.
+    analysis (topkscope.analysis.snapshots.analyze_loaded, seed SEED, each snapshot analysed
+    once per loaded run); max_n: the subsample size for their sort-based statistics (None:
+    each statistic's own default).
     """
     runs = list(runs)
     sparsifiers = (sparsifiers,) if isinstance(sparsifiers, str) else tuple(sparsifiers)
@@ -302,17 +304,11 @@ def _gaussiank_count(u: pd.DataFrame, variant: str) -> dict | None:
     return _fraction_row(passed, evidence)
 
 
-def _snapshot_analyses(runs: list, max_snapshots: int, max_n: int) -> list[dict]:
-    """normality.battery, fits.compare and contraction.analyze on evenly spaced snapshots."""
-    listed = []
-    for i, run in enumerate(runs):
-        snaps = getattr(run, "snapshots", None)
-        if snaps is None or snaps.empty:
-            continue
-        if "kind" in snaps.columns:
-            snaps = snaps[snaps["kind"] == "u"]
-        for step, rank in zip(snaps["step"], snaps["rank"]):
-            listed.append((i, int(step), int(rank)))
+def _snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> list[dict]:
+    """The snapshot pipeline (analysis.snapshots.analyze_loaded: battery, fits, contraction at
+    the recorder's densities, seed SEED) on evenly spaced snapshots of u of the runs."""
+    listed = [(i, step, rank) for i, run in enumerate(runs)
+              for step, rank in snapshots.snapshot_keys(run)]
     if not listed or max_snapshots == 0:
         return []
     listed.sort(key=lambda t: (t[1], t[0], t[2]))
@@ -320,28 +316,14 @@ def _snapshot_analyses(runs: list, max_snapshots: int, max_n: int) -> list[dict]
     out = []
     for j in pick.astype(int):
         i, step, rank = listed[j]
-        run = runs[i]
-        u = np.asarray(run.snapshot(step, rank))
-        report = contraction.analyze(u, _densities_at(run, step, rank))
-        table = fits.compare(u, seed=step)
+        tables = snapshots.analyze_loaded(runs[i], step, rank, max_n=max_n)
+        battery = tables.normality.iloc[0].to_dict()
         out.append({
-            "_run": i, "step": step, "rank": rank,
-            "battery": normality.battery(u, max_n=max_n, seed=step),
-            "best_family": fits.best(table, "x") if not table.empty else "none",
-            "ratios": report.ratios, "convexity": report.convexity,
+            "_run": i, "step": step, "rank": rank, "battery": battery,
+            "best_family": fits.best(tables.fits, "x") if not tables.fits.empty else "none",
+            "ratios": tables.contraction, "convexity": tables.convexity,
         })  # fmt: skip
     return out
-
-
-def _densities_at(run, step: int, rank: int) -> list[float]:
-    st = run.stats
-    if st is not None and not st.empty and {"step", "rank", "density"} <= set(st.columns):
-        rows = st[(st["step"] == step) & (st["rank"] == rank)]
-        dens = sorted({float(v) for v in rows["density"] if 0.0 < float(v) <= 1.0})
-        if dens:
-            return dens
-    rho = run.manifest.get("density")
-    return [float(rho)] if rho is not None and 0.0 < float(rho) <= 1.0 else [0.001]
 
 
 # --- claims 5 and 6 helpers ------------------------------------------------------------

@@ -26,6 +26,7 @@ from topkscope.bounds import (  # noqa: F401  (public here too)
     k_from_density,
     paper_bound,
 )
+from topkscope.sparsify.topk import sample_threshold
 
 
 def _as_float64(u) -> np.ndarray:
@@ -217,9 +218,10 @@ def _lower_hull(t: np.ndarray, a: np.ndarray) -> list[int]:
 class _Magnitudes:
     """The exact top magnitudes of a vector, its tail energies, and a subsample for the bulk.
 
-    Small vectors (d <= 2e6) or large k: one full float64 sort. Otherwise a threshold from a
-    seeded subsample picks a candidate set guaranteed (by counting) to hold the top K; only the
-    candidates are sorted. The elements below the threshold contribute their exact float64 sum
+    Small vectors (d <= 2e6) or large k: one full float64 sort. Otherwise threshold-then-verify
+    (topkscope.sparsify.topk): `sample_threshold` of a seeded subsample picks a candidate set,
+    accepted when it numbers at least K (then it holds the top K), else everything is sorted;
+    only the candidates are sorted. The elements below the threshold contribute their exact float64 sum
     of squares to every tail.
     """
 
@@ -238,11 +240,8 @@ class _Magnitudes:
     def _candidates(self, values: np.ndarray, kmax: int, max_n: int, seed: int) -> bool:
         d = self.d
         sub = np.sort(np.abs(subsample(values, max_n, np.random.default_rng(seed)).astype(np.float64)))
-        m = sub.size
-        need = max(kmax, math.ceil(100.0 * d / m))  # exact ranks; beyond, >= 100 subsample points
-        r = need * m / d
-        pos = m - 1 - min(m - 1, int(r + 5.0 * math.sqrt(r) + 10.0))
-        thr = sub[pos]
+        need = max(kmax, math.ceil(100.0 * d / sub.size))  # exact ranks; beyond, >= 100 points
+        thr = sample_threshold(sub, need, d)
         if not thr > 0.0:
             return False
         thr2 = thr * thr

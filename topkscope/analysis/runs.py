@@ -15,6 +15,7 @@ documented columns.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,8 @@ class Run:
     stats: pd.DataFrame
     hist: pd.DataFrame
     snapshots: pd.DataFrame  # step, rank, kind, path
+    # the snapshot analyses measured on this loaded run (kept by analysis.snapshots.analyze_loaded)
+    analyses: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     @property
     def status(self) -> str | None:

@@ -1,4 +1,15 @@
-"""The analysis of one raw snapshot of u, as three tidy tables (what `topkscope analyze` writes).
+"""The one snapshot-analysis pipeline: `topkscope analyze`, the figures and the claims use it.
+
+`analyze_snapshot` measures one raw snapshot of u; `analyze_loaded` measures a snapshot of a
+loaded run once and keeps the result on the run (Run.analyses), so the figures and the claims
+of one `topkscope figures` share it; `analyze_run` gathers every snapshot of one rank of a run
+into the frames the figures and notebooks draw (`SnapshotAnalysis`).
+
+One rule for every snapshot statistic (`SEED`, `snapshot_densities`): subsamples are drawn with
+seed 0, the same for every snapshot and every caller, and the contraction of a loaded run's
+snapshot is measured at the densities the recorder measured at that step (else the
+configured ones, else the run's density, else 0.001). `topkscope analyze` takes its densities and seed from the command line
+(seed default 0).
 
 For a whole-model vector u saved at (step, rank):
 
@@ -11,15 +22,19 @@ For a whole-model vector u saved at (step, rank):
                  magnitudes and whether (1 - k/d)^2 held (`below_paper`)
                  = contraction.analyze(u, densities, max_n=max_n, seed=seed).ratios
 
-Every row starts with step, rank and ends with the seed and the max_n the statistic used
-(each module's own default when max_n is None), so a table says how it was computed.
-`merge` replaces the rows of re-analyzed snapshots in an existing table.
+    curve        the sorted-magnitude curve (rank = order rank, fraction, magnitude, exact)
+                 and its convexity dict (contraction.convexity), from the same report
+    qq           normal Q-Q points: normality.qq(u, max_n, seed)
+
+Every row of the three tables starts with step, rank and ends with the seed and the max_n the
+statistic used (each module's own default when max_n is None), so a table says how it was
+computed. `merge` replaces the rows of re-analyzed snapshots in an existing table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -35,6 +50,11 @@ FITS_COLUMNS = [*KEY_COLUMNS, *(FAMILY_RANK if c == "rank" else c for c in fits.
                 *PARAM_COLUMNS]  # fmt: skip
 CONTRACTION_COLUMNS = [*KEY_COLUMNS, *contraction.RATIO_COLUMNS, "convexity_tol",
                        *PARAM_COLUMNS]  # fmt: skip
+SEED = 0  # the subsampling seed of every snapshot statistic, for every caller
+DEFAULT_DENSITY = 0.001  # the contraction density of a run that names none
+CURVE_COLUMNS = ["step", "rank", "fraction", "magnitude", "exact"]  # rank: order rank
+QQ_COLUMNS = ["step", "p", "theoretical", "sample"]
+CONVEXITY_KEYS = ["convexity_gap", "magnitude_convexity_gap", "condition_holds"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +64,9 @@ class SnapshotTables:
     normality: pd.DataFrame  # NORMALITY_COLUMNS, one row
     fits: pd.DataFrame  # FITS_COLUMNS, one row per family (none for degenerate vectors)
     contraction: pd.DataFrame  # CONTRACTION_COLUMNS, one row per density
+    curve: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CURVE_COLUMNS))
+    qq: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=QQ_COLUMNS))
+    convexity: dict = field(default_factory=dict)  # contraction.convexity of the curve
 
 
 def analyze_snapshot(
@@ -53,34 +76,149 @@ def analyze_snapshot(
     densities: Sequence[float],
     *,
     max_n: int | None = None,
-    seed: int = 0,
+    seed: int = SEED,
     distribution: bool = True,
+    with_fits: bool = True,
+    with_qq: bool = False,
 ) -> SnapshotTables:
     """Normality battery, family fits and contraction at `densities` of the vector u.
 
     distribution=False skips the battery and the fits (only contraction rows are computed,
-    e.g. for densities added after a snapshot was analyzed); an empty `densities` skips
-    contraction. ValueError for a bad density or max_n (the analysis modules' messages).
+    e.g. for densities added after a snapshot was analyzed); with_fits=False skips only the
+    fits; with_qq adds the normal Q-Q points; an empty `densities` skips contraction (and the
+    curve). ValueError for a bad density or max_n (the analysis modules' messages).
     """
     keys = {"step": int(step), "rank": int(rank)}
     norm_rows = fit_rows = contr_rows = None
+    extra: dict = {}
     if distribution:
         n_max = normality.DEFAULT_MAX_N if max_n is None else max_n
         battery = normality.battery(u, max_n=n_max, seed=seed)
         norm_rows = pd.DataFrame([{**keys, **battery, "seed": seed, "max_n": n_max}])
-        f_max = fits.DEFAULT_MAX_N if max_n is None else max_n
-        table = fits.compare(u, max_n=f_max, seed=seed).rename(columns={"rank": FAMILY_RANK})
-        fit_rows = _with_keys(table, keys, seed, f_max)
+        if with_fits:
+            f_max = fits.DEFAULT_MAX_N if max_n is None else max_n
+            table = fits.compare(u, max_n=f_max, seed=seed).rename(columns={"rank": FAMILY_RANK})
+            fit_rows = _with_keys(table, keys, seed, f_max)
+    if with_qq:
+        q_max = normality.DEFAULT_MAX_N if max_n is None else max_n
+        extra["qq"] = normality.qq(u, max_n=q_max, seed=seed).assign(step=int(step))
     if len(densities):
         c_max = contraction.DEFAULT_MAX_N if max_n is None else max_n
         report = contraction.analyze(u, list(densities), max_n=c_max, seed=seed)
         ratios = report.ratios.assign(convexity_tol=report.convexity["tol_effective"])
         contr_rows = _with_keys(ratios, keys, seed, c_max)
+        extra["curve"] = report.curve.assign(step=int(step))
+        extra["convexity"] = report.convexity
     return SnapshotTables(
         normality=_typed(norm_rows, NORMALITY_COLUMNS),
         fits=_typed(fit_rows, FITS_COLUMNS),
         contraction=_typed(contr_rows, CONTRACTION_COLUMNS),
+        **extra,
     )
+
+
+# --- loaded runs: each snapshot analysed once, shared by the figures and the claims ----------
+
+
+def snapshot_densities(run, step: int | None = None, rank: int = 0) -> list[float]:
+    """The densities a run's snapshot (step, rank) is measured at, the first rule that gives
+    any value in (0, 1]: the densities the recorder measured at that step and rank (the stats
+    rows), the recorder's configured densities, the run's training density, DEFAULT_DENSITY.
+    step None: the run-wide rules only (from the second on)."""
+    st = getattr(run, "stats", None)
+    if step is not None and st is not None and not st.empty and \
+            {"step", "rank", "density"} <= set(st.columns):
+        at = st[(st["step"] == step) & (st["rank"] == rank)]
+        dens = sorted({float(v) for v in at["density"] if 0.0 < float(v) <= 1.0})
+        if dens:
+            return dens
+    manifest = run.manifest
+    # the recorder block: a `topkscope run` config's, else what a user's own recorder noted
+    rec = (manifest.get("config") or {}).get("recorder") or manifest.get("recorder") or {}
+    for listed in (rec.get("densities"), [manifest.get("density")]):
+        dens = [float(d) for d in (listed or []) if d is not None and 0.0 < float(d) <= 1.0]
+        if dens:
+            return dens
+    return [DEFAULT_DENSITY]
+
+
+def snapshot_keys(run) -> list[tuple[int, int]]:
+    """(step, rank) of every snapshot of u in a loaded run, sorted."""
+    snaps = getattr(run, "snapshots", None)
+    if snaps is None or len(snaps) == 0:
+        return []
+    if "kind" in snaps.columns:
+        snaps = snaps[snaps["kind"] == "u"]
+    return sorted({(int(s), int(r)) for s, r in zip(snaps["step"], snaps["rank"])})
+
+
+def snapshot_steps(run, rank: int = 0) -> list[int]:
+    """Steps with a snapshot of u from worker `rank`, ascending."""
+    return [s for s, r in snapshot_keys(run) if r == rank]
+
+
+def analyze_loaded(run, step: int, rank: int, *, max_n: int | None = None,
+                   with_fits: bool = True) -> SnapshotTables:
+    """analyze_snapshot of the run's snapshot (step, rank) at snapshot_densities, seed SEED,
+    with the Q-Q points; measured once per loaded run and kept in run.analyses (a request
+    without fits is answered by a kept analysis with them)."""
+    memo = getattr(run, "analyses", None)
+    if memo is None:  # a run-like object without the field: keep the memo on it all the same
+        memo = {}
+        run.analyses = memo
+    for fitted in (True, False) if not with_fits else (True,):
+        found = memo.get((int(step), int(rank), max_n, fitted))
+        if found is not None:
+            return found
+    tables = analyze_snapshot(run.snapshot(step, rank), step, rank,
+                              snapshot_densities(run, step, rank), max_n=max_n, seed=SEED,
+                              with_fits=with_fits, with_qq=True)
+    memo[(int(step), int(rank), max_n, with_fits)] = tables
+    return tables
+
+
+@dataclass
+class SnapshotAnalysis:
+    """Every snapshot of one rank of a run, analysed: the frames the figures draw."""
+
+    curves: pd.DataFrame      # CURVE_COLUMNS
+    convexity: pd.DataFrame   # step, convexity_gap, magnitude_convexity_gap, condition_holds
+    ratios: pd.DataFrame      # step, rank, density, topk_ratio, bounds, below_classic, ...
+    battery: pd.DataFrame     # step, statistic, value (tidy)
+    qq: pd.DataFrame          # QQ_COLUMNS
+    fits: pd.DataFrame        # step + fits.compare columns (rank = the family's BIC rank)
+
+
+def analyze_run(run, rank: int = 0, with_fits: bool = True,
+                max_n: int | None = None) -> SnapshotAnalysis:
+    """analyze_loaded on every snapshot of `rank` in the run, gathered into tidy frames."""
+    curves, conv, ratios, battery, qq, fit_rows = [], [], [], [], [], []
+    for step in snapshot_steps(run, rank):
+        t = analyze_loaded(run, step, rank, max_n=max_n, with_fits=with_fits)
+        curves.append(t.curve)
+        conv.append({"step": step, **{k: t.convexity[k] for k in CONVEXITY_KEYS}})
+        ratios.append(t.contraction)
+        row = t.normality.iloc[0]
+        battery += [{"step": step, "statistic": k, "value": float(row[k])}
+                    for k in normality.KEYS if k != "note"]
+        qq.append(t.qq)
+        if with_fits:
+            fit_rows.append(t.fits.drop(columns=["rank", *PARAM_COLUMNS])
+                            .rename(columns={FAMILY_RANK: "rank"}))
+    return SnapshotAnalysis(
+        curves=_concat(curves, CURVE_COLUMNS),
+        convexity=pd.DataFrame(conv, columns=["step", *CONVEXITY_KEYS]),
+        ratios=_concat(ratios, CONTRACTION_COLUMNS),
+        battery=pd.DataFrame(battery, columns=["step", "statistic", "value"]),
+        qq=_concat(qq, QQ_COLUMNS),
+        fits=_concat(fit_rows, ["step"]),
+    )
+
+
+def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True)
 
 
 def _with_keys(frame: pd.DataFrame, keys: dict, seed: int, max_n: int) -> pd.DataFrame:

@@ -1,9 +1,14 @@
-"""`topkscope figures`: run the profile's experiments, draw every figure, write the claims table."""
+"""`topkscope figures`: run the profile's experiments, draw every figure, write the claims table.
+
+The options are parsed here; the figures driver (topkscope.reproduce.driver) is handed in by
+topkscope.cli, so `commands` and `reproduce` never import each other.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 HELP = "run the experiments of a profile (skipping complete ones) and draw every figure"
@@ -39,17 +44,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "run nothing (e.g. to submit the full profile to a cluster)")
 
 
-def main(args: argparse.Namespace) -> int:
-    from topkscope.reproduce.driver import Options, reproduce
-
-    opts = Options(profile=args.profile, results_root=args.results,
+def main(args: argparse.Namespace, driver: Callable) -> int:
+    """driver(log, **options) runs the figures driver with these Options fields (see cli.py)."""
+    options = dict(profile=args.profile, results_root=args.results,
                    experiments_dir=args.experiments, benchmarks_dir=args.benchmarks,
                    data_root=args.data, only=args.only, run=not args.no_run,
                    bench=not args.no_bench, launcher=args.launcher, dry_run=args.dry_run,
                    parallel=args.parallel, notebooks=not args.no_notebooks,
                    tables=not args.no_tables)
     try:
-        outcome = reproduce(opts, log=lambda m: print(m, flush=True))
+        outcome = driver(lambda m: print(m, flush=True), **options)
     except ValueError as exc:
         print(f"topkscope figures: error: {exc}", file=sys.stderr)
         return 2

@@ -7,14 +7,13 @@ The largest magnitudes of every row, for all densities at once (`topk_ratio_rows
 One selection per (vector, row) at k_max = the largest k over the configured densities gives
 every smaller k by prefix sums of the same sorted values. On the CPU all rows are selected
 together from one thresholded pass (`threshold_tops`, below); a row it cannot answer exactly, and
-every row of a vector on another device, gets a selection of its own (`top_magnitudes`), which
-for long rows first narrows to candidates above a threshold estimated from a strided
-subsample (exact: the candidates are checked to number at least k_max, else a full top-k
-runs). The small per-row tables are then host numpy arrays.
+every row of a vector on another device, gets a selection of its own (`top_magnitudes`: the
+threshold-then-verify engine `topkscope.sparsify.topk.top_values`, exact). The small per-row
+tables are then host numpy arrays.
 
 The k_max largest magnitudes of many rows at once, from one pass over the whole vector
 (`threshold_tops`). For each row r (the whole model or a layer: n_r elements, root-mean-square q_r, target k_r)
-a Gaussian guess of its k_r-th largest magnitude,
+a Gaussian guess of its k_r-th largest magnitude (`topkscope.sparsify.topk.gaussian_threshold`),
 
     tau_r = q_r * Phi^{-1}(1 - k_r / (2 n_r))        (|x| > tau_r has mass k_r/n_r if x ~ N(0, q^2))
 
@@ -43,11 +42,9 @@ Python's `random` are restored afterwards), so recording never changes what trai
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from statistics import NormalDist
 
 import numpy as np
 import torch
@@ -56,11 +53,10 @@ from topkscope.hooks.power_sums import starts_of
 from topkscope.hooks.rows import RowPlan
 from topkscope.schema import column_prefix
 from topkscope.sparsify import Sparsifier
+from topkscope.sparsify.topk import gaussian_threshold, top_values, verified_candidates
 
 _F64 = torch.float64
-_CANDIDATE_MIN_N = 1 << 14    # below this a plain torch.topk is as fast
 _ROW_LOOP_MIN_N = 1 << 12     # above this, rows are selected one at a time
-_SUBSAMPLE_TOP = 64           # expected top elements that land in the subsample
 
 
 def top_magnitudes(a: torch.Tensor, kmax: int) -> torch.Tensor:
@@ -71,27 +67,7 @@ def top_magnitudes(a: torch.Tensor, kmax: int) -> torch.Tensor:
     if n < _ROW_LOOP_MIN_N:
         return torch.topk(a, kmax, dim=-1, sorted=True).values
     # row by row on 1-D views: CPU top-k over a long 2-D row is slower than over 1-D
-    return torch.stack([_top_of_row(row, kmax) for row in a])
-
-
-def _top_of_row(row: torch.Tensor, kmax: int) -> torch.Tensor:
-    if row.numel() >= _CANDIDATE_MIN_N and 8 * kmax <= row.numel():
-        return _top_by_candidates(row, kmax)
-    return torch.topk(row, kmax, sorted=True).values
-
-
-def _top_by_candidates(row: torch.Tensor, kmax: int) -> torch.Tensor:
-    stride = kmax // _SUBSAMPLE_TOP
-    if stride < 2:  # small k: a direct selection is cheapest
-        return torch.topk(row, kmax, sorted=True).values
-    sub = row[::stride]
-    expect = kmax / stride  # how many of the top kmax a stride sample holds, on average
-    j = min(sub.numel(), int(expect * 1.1 + 4.0 * math.sqrt(expect) + 2))
-    tau = torch.topk(sub, j, sorted=False).values.min()
-    cand = row[row >= tau]
-    if cand.numel() < kmax:  # the estimate was too high: fall back to the exact full selection
-        return torch.topk(row, kmax, sorted=True).values
-    return torch.topk(cand, kmax, sorted=True).values
+    return torch.stack([top_values(row, kmax) for row in a])
 
 
 class RowTops:
@@ -217,13 +193,11 @@ _DENSE_SHARE = 8  # rows with k_max > n / 8 are selected directly (most would be
 
 
 def _z(plan: RowPlan) -> np.ndarray:
-    """(R,) Phi^{-1}(1 - kmax / (2 n)) per row (cached on the plan)."""
+    """(R,) Phi^{-1}(1 - kmax / (2 n)) per row, 0 where kmax >= n (cached on the plan)."""
     cached = plan._device_cache.get("tops_z")
     if cached is None:
-        inv = NormalDist().inv_cdf
-        cached = np.array([inv(1.0 - min(0.5, k / (2.0 * n))) if n else 0.0
-                           for k, n in zip(plan.kmax, plan.numel)])
-        plan._device_cache["tops_z"] = cached
+        tails = np.array([k / n if n else 1.0 for k, n in zip(plan.kmax, plan.numel)])
+        cached = plan._device_cache["tops_z"] = gaussian_threshold(1.0, tails)
     return cached
 
 
@@ -286,8 +260,8 @@ def threshold_tops(ab: np.ndarray, plan: RowPlan, sumsq: np.ndarray,
 
     if whole:
         k0 = int(kmax[0])
-        top = mag[mag >= global_tau]
-        if top.size >= k0:
+        top = verified_candidates(mag, k0, global_tau)
+        if top is not None:
             top = np.partition(top, top.size - k0)[top.size - k0 :]
             out[0] = np.sort(top)[::-1].copy()
     if layer_rows:

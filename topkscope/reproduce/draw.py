@@ -22,11 +22,13 @@ import numpy as np
 import pandas as pd
 
 from topkscope import plots
+from topkscope.analysis.snapshots import SnapshotAnalysis
 from topkscope.io import write_bytes_atomic
 from topkscope.plots.frames import approximate_selectors
 from topkscope.plots.titles import dataset_name, describe_run, model_name, sparsifier_name
-from topkscope.reproduce.prepare import BATTERY_EFFECT_SIZES, SnapshotAnalysis
 from topkscope.schema import GLOBAL
+
+BATTERY_EFFECT_SIZES = ("ks_D", "qq_r", "shapiro_W")  # the normality figure's panels
 
 
 def _save(fig, out_dir: Path, experiment: str, figure: str, caption: str) -> FigureEntry:

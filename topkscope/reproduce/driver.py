@@ -57,7 +57,8 @@ class Options:
     data_root: Path | None = None
     only: Sequence[str] | None = None
     run: bool = True            # False: draw from existing complete runs only
-    isolate: bool = True        # True: each run in a child process; False: in this process
+    # None: each run in a child process; the `topkscope` entry point (cli.main): in this process
+    in_process: Callable[[Sequence[str]], int] | None = None
     launcher: str | None = None  # passed to `topkscope run --launcher` (None: the config's)
     dry_run: bool = False       # print each run's folder and command, run and draw nothing
     parallel: int | None = None  # training runs at a time (None: default_parallel(profile))
@@ -147,21 +148,13 @@ def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock) -> Pat
     return out
 
 
-def recorder_densities(manifest: dict) -> list[float]:
-    """The densities the run's recorder measured: its config's recorder block (`topkscope
-    run`), else what the recorder itself noted (a user's own script), else the run's density."""
-    rec = (manifest.get("config") or {}).get("recorder") or manifest.get("recorder") or {}
-    dens = rec.get("densities") or [manifest.get("density")]
-    return [float(d) for d in dens if d is not None]
-
-
 def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
                   clock: Clock, batteries: list | None = None) -> tuple[list[FigureEntry], list]:
     """Draw the job's figures; the normality battery of its snapshot analysis is appended to
     `batteries` (with the model), for the tables."""
     from topkscope.analysis.runs import load
+    from topkscope.analysis.snapshots import analyze_run, snapshot_densities
     from topkscope.reproduce.draw import CONVERGENCE_DRAWERS, DISTRIBUTION_DRAWERS
-    from topkscope.reproduce.prepare import analyze_snapshots
 
     runs = [load(d) for d in run_dirs]
     entries: list[FigureEntry] = []
@@ -169,8 +162,8 @@ def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
     wanted = [f for f in job.figures if f in DISTRIBUTION_DRAWERS]
     if wanted:
         run = runs[0]
-        densities = recorder_densities(run.manifest)
-        analysis = analyze_snapshots(run, densities)
+        analysis = analyze_run(run)  # kept on the run: the claims reuse it
+        densities = sorted(set(analysis.ratios["density"])) or snapshot_densities(run)
         if batteries is not None:
             batteries.append(analysis.battery.assign(
                 model=str(run.manifest.get("model") or job.experiment)))
@@ -281,7 +274,7 @@ def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options,
         parallel = opts.parallel or default_parallel(opts.profile)
         clock.log(f"training: {len(labelled)} runs, {parallel} at a time")
         done = run_all([(label, spec) for _, label, spec in labelled], parallel=parallel,
-                       isolate=opts.isolate, log=clock.log,
+                       in_process=opts.in_process, log=clock.log,
                        record=lambda label, sec, action: clock.record(label, "run", sec, action))
     else:
         done = {}

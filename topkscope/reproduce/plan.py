@@ -127,7 +127,7 @@ class TrainingJob:
 
 @dataclasses.dataclass(frozen=True)
 class BenchmarkJob:
-    """Run the benchmark that experiments/<experiment>.yaml names (see bench_config.py)."""
+    """Run the benchmark that experiments/<experiment>.yaml names (see driver.load_benchmark_config)."""
 
     experiment: str
     figures: tuple[str, ...] = ()

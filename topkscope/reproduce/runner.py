@@ -132,12 +132,16 @@ def set_aside(run_dir: Path) -> Path:
     return target
 
 
-def ensure_run(spec: RunSpec, log=print, isolate: bool = True,
+InProcess = Callable[[Sequence[str]], int]  # the `topkscope` entry point: argv -> exit code
+
+
+def ensure_run(spec: RunSpec, log=print, in_process: InProcess | None = None,
                progress: bool = True) -> tuple[Path, str]:
     """Run spec unless complete results exist. Returns (run folder, action taken).
 
-    action: 'skipped' (complete results found), 'resumed', 'ran'. isolate=False calls the same
-    `topkscope run` entry point in this process (no interpreter start-up; for tests). Raises
+    action: 'skipped' (complete results found), 'resumed', 'ran'. The run starts in a child
+    process, or, given in_process (the `topkscope` entry point, topkscope.cli.main, handed in by
+    the caller), in this process (no interpreter start-up; for tests). Raises
     RuntimeError with the command when the run fails.
     """
     run_dir = spec.run_dir()
@@ -150,12 +154,10 @@ def ensure_run(spec: RunSpec, log=print, isolate: bool = True,
         log(f"  earlier attempt without a checkpoint moved to {old}")
     argv = command(spec, resume, progress)
     log("  $ topkscope " + " ".join(argv[3:]))
-    if isolate:
+    if in_process is None:
         code = subprocess.run(argv).returncode
     else:
-        from topkscope.cli import main as cli_main
-
-        code = cli_main(argv[3:])
+        code = in_process(argv[3:])
     if code != 0 or status_of(run_dir) != "complete":
         raise RuntimeError(f"run failed (exit {code}): topkscope {' '.join(argv[3:])}")
     return run_dir, "resumed" if resume else "ran"
@@ -215,17 +217,17 @@ class Heartbeat:
                          f"{time.perf_counter() - t0:.0f} s")
 
 
-def run_all(specs: Sequence[tuple[str, RunSpec]], *, parallel: int, isolate: bool,
+def run_all(specs: Sequence[tuple[str, RunSpec]], *, parallel: int, in_process: InProcess | None,
             log: Callable[[str], None], record: Callable[[str, float, str], None],
             heartbeat_s: float = 30.0) -> dict[str, Path | Exception]:
     """ensure_run for every (label, spec), `parallel` at a time. Returns label -> folder or error.
 
-    record(label, seconds, action) is called as each run ends. In-process runs (isolate=False)
+    record(label, seconds, action) is called as each run ends. In-process runs (in_process given)
     share this interpreter's global state, so they always go one at a time.
     """
     if parallel < 1:
         raise ValueError(f"parallel = {parallel} must be at least 1")
-    parallel = parallel if isolate else 1
+    parallel = parallel if in_process is None else 1
     out: dict[str, Path | Exception] = {}
 
     with Heartbeat(log, heartbeat_s if parallel > 1 else None) as beat:
@@ -233,7 +235,7 @@ def run_all(specs: Sequence[tuple[str, RunSpec]], *, parallel: int, isolate: boo
             t = time.perf_counter()
             beat.started(label, spec.run_dir())
             try:
-                run_dir, action = ensure_run(spec, log=log, isolate=isolate,
+                run_dir, action = ensure_run(spec, log=log, in_process=in_process,
                                              progress=parallel == 1)
                 out[label] = run_dir
                 record(label, time.perf_counter() - t, action)

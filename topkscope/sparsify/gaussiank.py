@@ -30,15 +30,10 @@ import math
 
 import torch
 
-from topkscope.sparsify._helpers import (
-    Workspace,
-    mean_std,
-    strided_sample,
-    two_sided_normal_quantile,
-)
+from topkscope.sparsify._helpers import Workspace, mean_std, strided_sample
 from topkscope.sparsify.base import Sparsifier, check_param
 from topkscope.sparsify.blockmax import BlockMaxima
-from topkscope.sparsify.topk import top_k_indices
+from topkscope.sparsify.topk import gaussian_threshold, top_k_indices
 
 
 class GaussianK(Sparsifier):
@@ -70,7 +65,7 @@ class GaussianK(Sparsifier):
         n_blocks = blocks.maxima.numel()
         mean, std = mean_std(strided_sample(blocks.u, self.sample_size))
         p = 1.0 - (1.0 - min(1.0, target / n_blocks)) ** (1.0 / blocks.s)
-        return abs(mean) + std * two_sided_normal_quantile(p)
+        return abs(mean) + gaussian_threshold(std, p)
 
     def _threshold(self, blocks: BlockMaxima, k: int, target: float) -> float:
         """A t with k <= #{b : m_b >= t}, preferably <= band * k (see the module rule)."""

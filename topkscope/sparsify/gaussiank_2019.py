@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import torch
 
-from topkscope.sparsify._helpers import Workspace, mean_std, two_sided_normal_quantile
+from topkscope.sparsify._helpers import Workspace, mean_std
 from topkscope.sparsify.base import Sparsifier
 from topkscope.sparsify.blockmax import BlockMaxima
+from topkscope.sparsify.topk import gaussian_threshold
 
 EVALUATIONS = 3  # the published loop: `while loops < 3`
 
@@ -45,7 +46,7 @@ class GaussianK2019(Sparsifier):
     def _select(self, u: torch.Tensor, k: int) -> torch.Tensor:
         blocks = BlockMaxima(u, expected_count=k, workspace=self._workspace)  # raises on NaN/Inf
         mean, std = mean_std(blocks.u)
-        thr = mean + two_sided_normal_quantile(k / u.numel()) * std
+        thr = mean + gaussian_threshold(std, k / u.numel())
         for _ in range(EVALUATIONS):
             evaluated = thr
             count = blocks.count(evaluated, strict=True)
