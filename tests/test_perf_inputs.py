@@ -118,3 +118,20 @@ def test_counts_fall_back_to_the_mean_then_nominal(tmp_path):
     nominal = inputs.count_ratio(tmp_path, "fnn3", "dgc", 0.001, 199210)
     assert nominal.value == 1.0 and "nominal" in nominal.source
     assert inputs.count_ratio(None, "fnn3", "topk", 0.001, 10).source.startswith("exact")
+
+
+def test_recorded_counts_are_a_ratio_to_the_recorded_runs_own_k(tmp_path):
+    """A run of a narrower model (its own k = 90) predicts the counts of the full-size model
+    as count/k, not as count / k(d of the model predicted)."""
+    from topkscope.schema import part_name
+
+    folder = _run(tmp_path, "w", "topk", {"step": np.arange(6), "selected": [90.0] * 6},
+                  model="vgg16")
+    (folder / "stats").mkdir()
+    rows = [{"step": s, "rank": r, "layer": "__global__", "kind": "u", "density": 0.001,
+             "k": 90, "gaussiank_2019_count": (2 if r else 3) * 90}
+            for s in range(6) for r in range(2)]
+    pd.DataFrame(rows).to_parquet(folder / "stats" / part_name(0, 0))
+    got = inputs.count_ratio(tmp_path, "vgg16", "gaussiank-2019", 0.001, 14_728_266)
+    assert got.value == pytest.approx(3.0)  # max over ranks per step / the run's own k
+    assert "gaussiank-2019_count / k" in got.source

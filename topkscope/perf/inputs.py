@@ -182,7 +182,8 @@ def _max_over_workers_columns(train: pd.DataFrame) -> tuple[pd.Series, str] | No
 
 
 def _stats_counts(run_dir: Path, method: str, density: float) -> pd.Series | None:
-    """Per-step max over ranks of the recorded `<method>_count` (global layer, kind u)."""
+    """Per-step max over ranks of the recorded `<method>_count` / k (global layer, kind u):
+    a ratio to the recorded run's own k, so that it transfers to a model of another d."""
     folder = run_dir / "stats"
     col = method.replace("-", "_") + "_count"
     if not folder.is_dir():
@@ -197,9 +198,11 @@ def _stats_counts(run_dir: Path, method: str, density: float) -> pd.Series | Non
         return None
     rows = stats[np.isclose(stats["density"].astype(float), density)]
     rows = rows.dropna(subset=[col])
+    rows = rows[rows["k"].astype(float) > 0]
     if rows.empty:
         return None
-    return rows.groupby("step")[col].max().astype(float)
+    ratio = rows[col].astype(float) / rows["k"].astype(float)
+    return ratio.groupby(rows["step"]).max()
 
 
 def count_ratio(results_root: str | Path | None, model: str, method: str, density: float,
@@ -237,8 +240,8 @@ def count_ratio(results_root: str | Path | None, model: str, method: str, densit
         series = _stats_counts(run_dir, method, density)
         if series is not None:
             series = series[series.index >= WARMUP_STEPS] if len(series) > 1 else series
-            return Input(float(series.median()) / k,
-                         f"measured (recorded {method}_count of run {run_dir.name}, max over "
+            return Input(float(series.median()),
+                         f"measured (recorded {method}_count / k of run {run_dir.name}, max over "
                          f"{man.get('world_size')} ranks per step)")
     for run_dir, _man in own:
         train = pd.read_parquet(run_dir / "train.parquet", columns=["step", "selected"])
