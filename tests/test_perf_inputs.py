@@ -135,3 +135,15 @@ def test_recorded_counts_are_a_ratio_to_the_recorded_runs_own_k(tmp_path):
     got = inputs.count_ratio(tmp_path, "vgg16", "gaussiank-2019", 0.001, 14_728_266)
     assert got.value == pytest.approx(3.0)  # max over ranks per step / the run's own k
     assert "gaussiank-2019_count / k" in got.source
+
+
+def test_compute_time_skips_runs_of_a_resized_model(tmp_path):
+    folder = _run(tmp_path, "narrow", "topk", {"step": np.arange(10), "time_compute": [0.05] * 10},
+                  model="vgg16")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["config"]["model_args"] = {"width_multiplier": 0.25}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    assert inputs.compute_time(tmp_path, "vgg16") is None
+    _run(tmp_path, "full", "topk", {"step": np.arange(10), "time_compute": [0.5] * 10},
+         model="vgg16")
+    assert inputs.compute_time(tmp_path, "vgg16").value == pytest.approx(0.5)

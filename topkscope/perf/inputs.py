@@ -68,9 +68,14 @@ def complete_runs(results_root: str | Path, model: str | None = None) -> list[tu
 
 
 def compute_time(results_root: str | Path, model: str) -> Input | None:
-    """Median over `model`'s complete runs of each run's median time_compute (None: no run)."""
+    """Median over `model`'s complete runs of each run's median time_compute (None: no run).
+
+    Runs of a resized model (non-empty `model_args`, e.g. the quick profile's narrow VGG-16)
+    are skipped: their compute time is not the paper model's, whose d the prediction uses."""
     medians, devices, batches = [], set(), set()
     for run_dir, man in complete_runs(results_root, model):
+        if (man.get("config") or {}).get("model_args"):
+            continue
         path = run_dir / "train.parquet"
         if not path.is_file():
             continue

@@ -4,6 +4,8 @@ findings table, generated from claims.csv between two marker comments (`make gal
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from topkscope.plots.titles import sparsifier_name
@@ -63,14 +65,13 @@ def _cell(row) -> str:
     return text
 
 
-def findings_markdown(table: pd.DataFrame) -> str:
-    """The README's findings table: one row per (claim, sparsifier, condition), one column per
-    model, each cell the verdict with its share of units or its 95% interval."""
-    if len(table) == 0:
-        return "_no claims (no runs)_"
-    table = table.copy()
-    if "condition" not in table:
-        table["condition"] = float("nan")
+def _is_prediction(table: pd.DataFrame) -> pd.Series:
+    """Rows of the predicted-scaling claims (their condition says they are predictions)."""
+    cond = table["condition"].fillna("").astype(str)
+    return cond.str.startswith("prediction")
+
+
+def _measured_markdown(table: pd.DataFrame) -> str:
     models = list(dict.fromkeys(table["model"]))
     rows: dict[tuple, dict] = {}
     for row in table.itertuples(index=False):
@@ -86,6 +87,48 @@ def findings_markdown(table: pd.DataFrame) -> str:
         line = [label.replace("|", "\\|")] + [cells.get(m, "—") for m in models]
         lines.append("| " + " | ".join(line) + " |")
     return "\n".join(lines)
+
+
+_SPEEDUPS = re.compile(r"over Dense ([0-9.]+)x, over Top-k ([0-9.]+)x")
+
+
+def _prediction_markdown(table: pd.DataFrame) -> str:
+    """One row per model, one column per network preset: the verdict and the predicted
+    speed-ups of Gaussian-k over Dense / over Top-k (the inputs are in each row's condition)."""
+    networks: list[str] = []
+    cells: dict[str, dict[str, str]] = {}
+    for row in table.itertuples(index=False):
+        net = re.search(r"\(([^()]+)\)$", str(row.statement))
+        net = net.group(1) if net else "?"
+        networks += [net] if net not in networks else []
+        found = _SPEEDUPS.search(str(row.evidence))
+        text = f"**{row.verdict}**" if row.verdict == "fails" else str(row.verdict)
+        if found:
+            text += f" ({found.group(1)}× / {found.group(2)}×)"
+        cells.setdefault(str(row.model), {})[net] = text
+    lines = ["| model | " + " | ".join(networks) + " |", "|---|" + "---|" * len(networks)]
+    for model, by_net in cells.items():
+        lines.append("| " + " | ".join([model] + [by_net.get(n, "—") for n in networks]) + " |")
+    return "\n".join(lines)
+
+
+def findings_markdown(table: pd.DataFrame) -> str:
+    """The README's findings: the measured claims as one row per (claim, sparsifier,
+    condition) and one column per model, each cell the verdict with its share of units or its
+    95% interval; then the predicted P = 16 speed-up claims as a model x network table."""
+    if len(table) == 0:
+        return "_no claims (no runs)_"
+    table = table.copy()
+    if "condition" not in table:
+        table["condition"] = float("nan")
+    predicted = _is_prediction(table)
+    parts = [_measured_markdown(table[~predicted])] if (~predicted).any() else []
+    if predicted.any():
+        parts.append("Predicted, not measured — " + str(table[predicted]["statement"].iloc[0])
+                     .rsplit(" (", 1)[0] + ": verdict (speed-up over Dense / over Top-k) per "
+                     "network preset; inputs from this machine's CPU runs and benchmarks, see "
+                     "docs/scaling.md.\n\n" + _prediction_markdown(table[predicted]))
+    return "\n\n".join(parts)
 
 
 def replace_findings(readme: str, table: pd.DataFrame) -> str:
