@@ -197,7 +197,7 @@ def _stats_counts(run_dir: Path, method: str, density: float) -> pd.Series | Non
 
     try:
         stats = read_parts(folder, STATS_KEYS, [("layer", "==", "__global__"), ("kind", "==", "u")])
-    except Exception:  # noqa: BLE001 - a folder the reader cannot use counts as no stats
+    except (ValueError, OSError):  # a damaged part (runs.read_table says which): no stats
         return None
     if stats is None or col not in stats.columns:
         return None
