@@ -107,8 +107,8 @@ def test_two_gloo_ranks_record_the_same_steps(tmp_path):
     assert np.isfinite(s[s.kind == "u"].topk_ratio).all()
 
 
-DDP_SCRIPT = textwrap.dedent("""
-    # a user's own DDP script with TopK-SGD as a communication hook and the recorder attached
+# the lines every two-rank DDP test script starts with: a tiny model wrapped in DDP on gloo
+DDP_PREAMBLE = "# {comment}\n" + textwrap.dedent("""
     import sys
     import torch
     import torch.distributed as dist
@@ -122,6 +122,12 @@ DDP_SCRIPT = textwrap.dedent("""
     rank = dist.get_rank()
     model = tiny_model(0)
     ddp = DDP(model)
+""")
+
+
+DDP_SCRIPT = DDP_PREAMBLE.format(
+    comment="a user's own DDP script with TopK-SGD as a communication hook and the recorder "
+            "attached") + textwrap.dedent("""
     with Recorder(sys.argv[1], schedule=1, snapshot_schedule=[3], densities=[0.01, 0.1],
                   rank=rank) as rec:
         state = TopKHookState(model, sparsifier="topk", density=0.1, dense_steps=1,
@@ -157,22 +163,11 @@ def test_a_users_ddp_script_records_through_the_comm_hook(tmp_path):
     assert sorted(run.snapshots["rank"]) == [0, 1]
 
 
-FORGETFUL_DDP_SCRIPT = textwrap.dedent("""
-    # the README's hook recipe, ending without rec.close() or destroy_process_group()
-    import sys
-    import torch
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-    from tests._hooks_loop import tiny_model
-    from topkscope.comm import TopKHookState, topk_hook
-    from topkscope.hooks import Recorder
-
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")
-    model = tiny_model(0)
-    ddp = DDP(model)
+FORGETFUL_DDP_SCRIPT = DDP_PREAMBLE.format(
+    comment="the README's hook recipe, ending without rec.close() or destroy_process_group()"
+) + textwrap.dedent("""
     rec = Recorder(sys.argv[1], schedule={"every": 2}, densities=[0.01, 0.1],
-                   rank=dist.get_rank(), flush_every=1000)
+                   rank=rank, flush_every=1000)
     state = TopKHookState(model, sparsifier="topk", density=0.1, recorder=rec)
     ddp.register_comm_hook(state, topk_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
@@ -199,21 +194,9 @@ def test_two_gloo_ranks_that_never_close_exit_cleanly_ten_times(tmp_path):
             == {0: [2, 4], 1: [2, 4]}
 
 
-USERS_RUN_SCRIPT = textwrap.dedent("""
-    # the README's hook recipe on a user's own model, with the recorder and the loss noted
-    import sys
-    import torch
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-    from tests._hooks_loop import tiny_model
-    from topkscope.comm import TopKHookState, topk_hook
-    from topkscope.hooks import Recorder
-
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    model = tiny_model(0)
-    ddp = DDP(model)
+USERS_RUN_SCRIPT = DDP_PREAMBLE.format(
+    comment="the README's hook recipe on a user's own model, with the recorder and the loss "
+            "noted") + textwrap.dedent("""
     with Recorder(sys.argv[1], schedule=1, hist_schedule={"every": 4},
                   snapshot_schedule=[4, 8], densities=[0.05, 0.2], sparsifiers=["gaussiank"],
                   rank=rank, total_steps=10) as rec, \\
