@@ -55,6 +55,7 @@ import pandas as pd
 from topkscope import validate
 from topkscope.analysis import contraction, fits, snapshots
 from topkscope.io import atomic_write
+from topkscope.manifest import condition_of  # noqa: F401  (part of this module's API)
 from topkscope.schema import GLOBAL
 
 COLUMNS = [
@@ -345,25 +346,6 @@ def final_metric(run) -> tuple[float, str] | None:
 
 
 # --- claims 5 and 6: accuracy and traffic, per (method, condition), paired over seeds -------
-
-
-def condition_of(manifest: dict) -> str:
-    """The training condition of a run: its density warm-up plus any named deviation,
-    e.g. "warmup=paper" or "warmup=none; empty_fallback=topk"."""
-    sched = manifest.get("density_schedule")
-    if sched is None:
-        sched = (manifest.get("config") or {}).get("density_schedule")
-    if isinstance(sched, str):
-        name = sched
-    elif sched:
-        name = "custom[" + ",".join(f"{float(v):g}" for v in sched) + "]"
-    else:
-        name = "none"
-    parts = [f"warmup={name}"]
-    if manifest.get("k_rule", "round") != "round":
-        parts.append(f"k_rule={manifest['k_rule']}")
-    parts += list(manifest.get("deviations") or [])
-    return "; ".join(parts)
 
 
 def claim_family(sparsifier: str) -> str:
