@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     import scipy
     from scipy import stats
 
+    from topkscope import kernel
     from topkscope.analysis import contraction, fits, normality
-    from topkscope.analysis.vectors import central_moments, finite_values, subsample
+    from topkscope.analysis.vectors import finite_values, subsample
     from topkscope.io import atomic_write
 
     d = int(args.d or (2.5e6 if args.quick else 2.5e7))
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"d = {d:,} float32, {repeats} repeat(s), {args.threads} BLAS thread(s), {device_name()}")
     add("finite_check", lambda: finite_values(u), d)
-    add("battery.moments_K2_JB", lambda: central_moments(u), d)
+    add("battery.moments_K2_JB", lambda: kernel.central_sums(u), d)
     add("battery.subsample_and_sort", lambda: np.sort(
         subsample(u, normality.DEFAULT_MAX_N, np.random.default_rng(0)).astype(np.float64)), sub.size)
     add("battery.ks_lilliefors", lambda: normality.lilliefors(sub), sub.size)

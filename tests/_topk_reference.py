@@ -1,4 +1,13 @@
-"""Slow, obvious references for the TopK-SGD tests, and a 2-process gloo launcher.
+"""Slow, obvious references shared by the tests (one per algorithm), and a 2-process gloo launcher.
+
+Each reference is written from the definition, in float64, without topkscope code:
+
+    exact_topk            the k largest |u| by a stable sort (ties: lower index first)
+    topk_ratio_by_sort    delta = sum of the squares after the k largest / sum of all squares
+    recall_by_sort        |I intersect T| / k, maximised over the exact top-k sets T (ties)
+    moments_by_scipy      mean, std, skew, excess kurtosis (scipy.stats, population moments)
+    published_gaussiank   the published Gaussian-k loop (mean + z std, x0.5 / x1.5, 3 evaluations)
+    gaussian_ratio_by_quadrature   E[x^2; |x| < t] / E[x^2] for x ~ N(0, 1), t = Phi^-1(1 - rho/2)
 
 `reference_topk_sgd` recomputes TopK-SGD densely in one process, without any topkscope
 communication code: per worker a plain autograd gradient on its MNIST shard, u = e + g,
@@ -14,13 +23,74 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+from scipy import integrate, stats
 
 
 def exact_topk(u: torch.Tensor, k: int) -> torch.Tensor:
     """The k largest |u| by a stable float64 sort (ties: lower index first)."""
     return torch.argsort(u.double().abs(), descending=True, stable=True)[:k]
+
+
+def topk_ratio_by_sort(x, k: int) -> float:
+    """||x - TopK(x)||^2 / ||x||^2 from a full descending sort of the float64 squares."""
+    sq = np.sort(np.square(np.asarray(x, dtype=np.float64)).ravel())[::-1]
+    return float(sq[k:].sum() / sq.sum())
+
+
+def recall_by_sort(x, selected, k: int) -> float:
+    """max over exact top-k sets T of |I intersect T| / k: every selected magnitude above the k-th
+    largest counts, then selected ties at it while T has room for them (one at a time)."""
+    mag = np.abs(np.asarray(x, dtype=np.float64)).ravel()
+    kth = np.sort(mag)[::-1][k - 1]
+    room = k - int(np.sum(mag > kth))
+    hits = 0
+    for i in np.asarray(selected).ravel():
+        if mag[i] > kth:
+            hits += 1
+        elif mag[i] == kth and room > 0:
+            hits, room = hits + 1, room - 1
+    return hits / k
+
+
+def moments_by_scipy(x) -> dict:
+    """Population moments in float64, as numpy and scipy compute them by default."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    return {"mean": x.mean(), "std": x.std(), "skew": stats.skew(x),
+            "excess_kurtosis": stats.kurtosis(x)}
+
+
+def published_gaussiank(u, k: int) -> tuple[np.ndarray, list[float]]:
+    """The published Gaussian-k loop (Shi et al., arXiv 1911.08772, and the authors' code) in
+    float64: thr = mean + |Phi^-1(rho/2)| std (rho = k/d; std unbiased, as torch.std), then at
+    most 3 evaluations of S = {i : |u_i| > thr}, halving thr below 2k/3 and multiplying it by
+    1.5 above 4k/3. Returns (the last evaluated S, ascending; the thresholds evaluated)."""
+    x = (u.double().numpy() if isinstance(u, torch.Tensor) else np.asarray(u, np.float64)).ravel()
+    thr = x.mean() + stats.norm.isf(k / x.size / 2) * x.std(ddof=1)
+    evaluated = []
+    for _ in range(3):
+        evaluated.append(thr)
+        chosen = np.flatnonzero(np.abs(x) > thr)
+        if chosen.size < 2 * k / 3:
+            thr *= 0.5
+        elif chosen.size > 4 * k / 3:
+            thr *= 1.5
+        else:
+            break
+    return chosen, evaluated
+
+
+def gaussian_ratio_by_quadrature(rho: float) -> float:
+    """delta of Top-k on N(0, 1) as d -> infinity: the energy below the cut t = Phi^-1(1 - rho/2),
+    integral_{-t}^{t} x^2 phi(x) dx (E[x^2] = 1), by adaptive quadrature."""
+    if rho >= 1.0:
+        return 0.0
+    t = stats.norm.isf(rho / 2)
+    value, _ = integrate.quad(lambda x: x * x * stats.norm.pdf(x), -t, t, epsabs=1e-14,
+                              epsrel=1e-12, limit=200)
+    return value
 
 
 def max_rel_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:

@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from tests._topk_reference import published_gaussiank
+from topkscope import kernel
 from topkscope.analysis import claims, contraction, selection
-from topkscope.analysis.vectors import central_moments, shape_from_moments
 
 D = 20_000
 DENSITIES = (0.001, 0.01)
@@ -44,15 +45,8 @@ class RunLike:
 
 
 def gaussiank_2019(u: np.ndarray, k: int) -> np.ndarray:
-    """The published rule: thr = mean + |Phi^-1(rho/2)| std, halve / x1.5, 3 evaluations."""
-    rho = k / u.size
-    thr = u.mean() + abs(sps.norm.ppf(rho / 2)) * u.std()
-    for evaluation in range(3):
-        idx = np.flatnonzero(np.abs(u) > thr)
-        if evaluation == 2 or 2 * k / 3 <= idx.size <= 4 * k / 3:
-            break
-        thr = thr * 0.5 if idx.size < 2 * k / 3 else thr * 1.5
-    return idx
+    """The published rule's selection (the shared slow reference)."""
+    return published_gaussiank(u, k)[0]
 
 
 def loose_threshold(u: np.ndarray, k: int) -> np.ndarray:
@@ -62,16 +56,16 @@ def loose_threshold(u: np.ndarray, k: int) -> np.ndarray:
 
 def stats_rows(u: np.ndarray, step: int, rank: int, approximate=gaussiank_2019) -> list[dict]:
     """What the recorder writes for one whole-model u: one row per density."""
-    m = central_moments(u)
-    skew, kurt = shape_from_moments(m["m2"], m["m3"], m["m4"])
+    m = kernel.central_sums(u)
+    skew, kurt = kernel.skew_kurtosis(m.m2 / m.n, m.m3 / m.n, m.m4 / m.n)
     rows = []
     for rho in DENSITIES:
         k = contraction.k_from_density(rho, u.size)
         q = selection.quality(u, approximate(u, k), k)
         rows.append({
             "step": step, "rank": rank, "layer": "__global__", "kind": "u", "density": rho,
-            "numel": u.size, "k": k, "norm": float(np.linalg.norm(u)), "mean": m["mean"],
-            "std": m["m2"] ** 0.5, "skew": skew, "excess_kurtosis": kurt,
+            "numel": u.size, "k": k, "norm": float(np.linalg.norm(u)), "mean": m.mean,
+            "std": (m.m2 / m.n) ** 0.5, "skew": skew, "excess_kurtosis": kurt,
             "max_abs": float(np.abs(u).max()), "zero_frac": float(np.mean(u == 0)),
             "nonfinite": 0, "topk_ratio": contraction.topk_ratio(u, k),
             "classic_bound": contraction.classic_bound(k, u.size),

@@ -264,7 +264,7 @@ def test_residual_sums_equal_a_direct_pass_over_e(dtype):
 
 
 def test_top_magnitudes_falls_back_when_the_subsample_misleads():
-    from topkscope.sparsify.topk import _SAMPLE_TOP
+    from topkscope.sparsify.engine import _SAMPLE_TOP
 
     n, kmax = 200_000, 1_000
     stride = kmax // _SAMPLE_TOP

@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 import torch
 
-from tests.test_sparsify_cases import DISTRIBUTIONS, reference_top_k
+from tests._topk_reference import exact_topk, published_gaussiank
+from tests.test_sparsify_cases import DISTRIBUTIONS
 from topkscope.sparsify import get_sparsifier
 
 D = 1_000_000
@@ -53,25 +54,6 @@ def _is_threshold_set(u: torch.Tensor, idx: torch.Tensor) -> bool:
     return bool(mag[chosen].min() >= mag[~chosen].max()) if (~chosen).any() else True
 
 
-def published_gaussiank_count(u: torch.Tensor, k: int) -> tuple[int, int]:
-    """Slow float64 re-statement of the published loop: (final count, evaluations)."""
-    x = u.double().numpy()
-    mag = np.abs(x)
-    z = -float(torch.distributions.Normal(0.0, 1.0).icdf(torch.tensor(k / x.size / 2.0)))
-    thr = x.mean() + z * x.std(ddof=1)
-    evaluations = 0
-    while evaluations < 3:
-        evaluations += 1
-        count = int(np.count_nonzero(mag > thr))
-        if count < 2 * k / 3:
-            thr *= 0.5
-        elif count > 4 * k / 3:
-            thr *= 1.5
-        else:
-            break
-    return count, evaluations
-
-
 @pytest.mark.parametrize("rho", RHOS)
 @pytest.mark.parametrize("dist", sorted(DISTRIBUTIONS))
 def test_gaussiank_is_exactly_k_and_exact_on_every_distribution(vectors, dist, rho):
@@ -79,7 +61,7 @@ def test_gaussiank_is_exactly_k_and_exact_on_every_distribution(vectors, dist, r
     k = round(rho * D)
     idx = get_sparsifier("gaussiank").select(u, k)
     assert idx.numel() == k
-    np.testing.assert_array_equal(np.sort(idx.numpy()), reference_top_k(u, k))
+    np.testing.assert_array_equal(np.sort(idx.numpy()), np.sort(exact_topk(u, k).numpy()))
 
 
 @pytest.mark.parametrize("rho", RHOS)
@@ -88,7 +70,7 @@ def test_gaussiank_2019_follows_the_published_loop(vectors, dist, rho):
     u = vectors[dist]
     k = round(rho * D)
     idx = get_sparsifier("gaussiank-2019").select(u, k)
-    ref_count, _ = published_gaussiank_count(u, k)
+    ref_count = published_gaussiank(u, k)[0].size
     assert abs(idx.numel() - ref_count) <= max(2, 1e-3 * ref_count)
     assert _is_threshold_set(u, idx)
 
@@ -104,8 +86,9 @@ def test_gaussiank_2019_leaves_its_band_on_the_mixture(vectors, rho):
     """Published behaviour, documented: three x1.5 / x0.5 steps cannot reach the band."""
     k = round(rho * D)
     ratio = _count_ratio("gaussiank-2019", vectors["mixture"], k)
-    count, evaluations = published_gaussiank_count(vectors["mixture"], k)
-    assert evaluations == 3 and not (2 / 3 <= count / k <= 4 / 3)
+    chosen, evaluated = published_gaussiank(vectors["mixture"], k)
+    count = chosen.size
+    assert len(evaluated) == 3 and not (2 / 3 <= count / k <= 4 / 3)
     assert not (2 / 3 <= ratio <= 4 / 3)
     assert ratio == pytest.approx(count / k, rel=1e-3)
 
@@ -137,7 +120,7 @@ def test_dgc_count_is_k_up_to_sampling_noise(vectors, dist, rho):
     trimmed = get_sparsifier("dgc", seed=0, trim=True).select(u, k)
     assert trimmed.numel() == min(idx.numel(), k)
     if idx.numel() >= k:  # trimming a superset of Top-k gives exactly Top-k
-        np.testing.assert_array_equal(np.sort(trimmed.numpy()), reference_top_k(u, k))
+        np.testing.assert_array_equal(np.sort(trimmed.numpy()), np.sort(exact_topk(u, k).numpy()))
 
 
 @pytest.mark.parametrize("rho", RHOS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 
@@ -34,12 +33,6 @@ def mixture(d: int, seed: int) -> torch.Tensor:
 
 
 DISTRIBUTIONS = {"normal": normal, "laplace": laplace, "student_t3": student_t3, "mixture": mixture}
-
-
-def reference_top_k(u: torch.Tensor, k: int) -> np.ndarray:
-    """Top-k by a float64 full stable sort: largest |u| first, lowest index first on ties."""
-    mag = np.abs(u.detach().cpu().double().numpy())
-    return np.sort(np.argsort(-mag, kind="stable")[:k])
 
 
 def edge_vectors() -> dict[str, torch.Tensor]:

@@ -8,12 +8,10 @@ get the exact Top-k instead, and it is refused by methods that always select som
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
-from scipy import stats
 
-from tests._topk_reference import exact_topk
+from tests._topk_reference import exact_topk, published_gaussiank
 from topkscope.comm import Layout, SimulatedTransport, WorkerCompressor, exchange
 from topkscope.sparsify import available, get_sparsifier, k_from_density
 
@@ -51,11 +49,10 @@ def test_every_method_that_can_select_nothing_has_a_case():
 
 def test_published_gaussiank_three_evaluations_end_with_nothing():
     u = three_steps_to_nothing()
-    x = u.double().numpy()
-    z = -stats.norm.ppf(K / D / 2)
-    t = float(x.mean() + z * x.std(ddof=1))
-    counts = [int((np.abs(x) > t * f).sum()) for f in (1.0, 1.5, 2.25)]
-    assert counts == [300, 300, 0]  # > 4k/3, > 4k/3, nothing: the construction holds
+    chosen, evaluated = published_gaussiank(u, K)
+    counts = [int((u.double().abs() > t).sum()) for t in evaluated]
+    assert counts == [300, 300, 0] and chosen.size == 0  # > 4k/3, > 4k/3, nothing
+    assert [b / a for a, b in zip(evaluated, evaluated[1:])] == pytest.approx([1.5, 1.5])
     assert get_sparsifier("gaussiank-2019").select(u, K).numel() == 0
 
 

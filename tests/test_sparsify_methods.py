@@ -10,7 +10,8 @@ import pytest
 import torch
 from scipy import stats
 
-from tests.test_sparsify_cases import laplace, mixture, normal, reference_top_k
+from tests._topk_reference import exact_topk, published_gaussiank
+from tests.test_sparsify_cases import laplace, mixture, normal
 from topkscope.sparsify import available, get_sparsifier
 from topkscope.sparsify._helpers import mean_std, two_sided_normal_quantile
 from topkscope.sparsify.sidco import tail_threshold
@@ -38,29 +39,10 @@ def test_gaussiank_2019_first_threshold_is_mean_plus_z_std():
     """When the first evaluation is in band, the set is exactly {|u| > mean + z std}."""
     u = normal(200_000, 9)
     k = 200
-    x = u.double().numpy()
-    thr = x.mean() + stats.norm.isf(k / u.numel() / 2) * x.std(ddof=1)
-    ref = np.flatnonzero(np.abs(x) > thr)
-    assert 2 * k / 3 <= ref.size <= 4 * k / 3
+    ref, evaluated = published_gaussiank(u, k)
+    assert len(evaluated) == 1 and 2 * k / 3 <= ref.size <= 4 * k / 3
     got = np.sort(get_sparsifier("gaussiank-2019").select(u, k).numpy())
     np.testing.assert_array_equal(got, ref)
-
-
-def published_gaussiank_set(u: torch.Tensor, k: int) -> tuple[np.ndarray, list[float]]:
-    """The published loop in float64: (final set, thresholds evaluated)."""
-    x = u.double().numpy()
-    thr = x.mean() + stats.norm.isf(k / x.size / 2) * x.std(ddof=1)
-    evaluated = []
-    for _ in range(3):
-        evaluated.append(thr)
-        chosen = np.flatnonzero(np.abs(x) > thr)
-        if chosen.size < 2 * k / 3:
-            thr *= 0.5
-        elif chosen.size > 4 * k / 3:
-            thr *= 1.5
-        else:
-            break
-    return chosen, evaluated
 
 
 @pytest.mark.parametrize(
@@ -74,7 +56,7 @@ def published_gaussiank_set(u: torch.Tensor, k: int) -> tuple[np.ndarray, list[f
 )
 def test_gaussiank_2019_steps_are_half_and_one_and_a_half(values, k, steps):
     u = torch.tensor(values)
-    ref, evaluated = published_gaussiank_set(u, k)
+    ref, evaluated = published_gaussiank(u, k)
     assert [b / a for a, b in zip(evaluated, evaluated[1:])] == pytest.approx(steps)
     got = np.sort(get_sparsifier("gaussiank-2019").select(u, k).numpy())
     np.testing.assert_array_equal(got, ref)
@@ -85,7 +67,7 @@ def test_dgc_full_sample_threshold_is_the_kth_magnitude():
     u = laplace(50_000, 2)
     k = 321
     idx = get_sparsifier("dgc", sample_ratio=1.0).select(u, k)
-    np.testing.assert_array_equal(np.sort(idx.numpy()), reference_top_k(u, k))
+    np.testing.assert_array_equal(np.sort(idx.numpy()), np.sort(exact_topk(u, k).numpy()))
 
 
 def test_dgc_is_reproducible_with_a_seed():

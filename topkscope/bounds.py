@@ -38,7 +38,8 @@ def k_from_density(density: float, d: int, rule: str = "round") -> int:
     return max(1, min(d, k))
 
 
-def _check_kd(k: int, d: int) -> tuple[int, int]:
+def check_kd(k: int, d: int) -> tuple[int, int]:
+    """(k, d) as ints: d >= 1 and k in [0, d], else a ValueError naming the bad one."""
     if int(d) < 1:
         raise ValueError(f"d = {d} must be at least 1")
     if not 0 <= int(k) <= int(d):
@@ -48,7 +49,7 @@ def _check_kd(k: int, d: int) -> tuple[int, int]:
 
 def classic_bound(k: int, d: int) -> float:
     """1 - k/d: the classic contraction bound, equal to the expectation for Rand-k."""
-    k, d = _check_kd(k, d)
+    k, d = check_kd(k, d)
     return 1.0 - k / d
 
 
@@ -59,7 +60,7 @@ def paper_bound(k: int, d: int) -> float:
 
 def gaussian_ratio(k: int, d: int) -> float:
     """Expected delta for u ~ N(0, s^2), d -> infinity: 1 - rho - 2 t phi(t), t = Phi^-1(1 - rho/2)."""
-    k, d = _check_kd(k, d)
+    k, d = check_kd(k, d)
     rho = k / d
     if rho == 0.0:
         return 1.0

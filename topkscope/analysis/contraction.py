@@ -1,6 +1,6 @@
 """Contraction of the Top-k operator against the bounds of Shi et al. (arXiv 1911.08772).
 
-    delta_emp(u, k) = ||u - TopK(u)||^2 / ||u||^2     measured, float64 accumulation
+    delta_emp(u, k) = ||u - TopK(u)||^2 / ||u||^2     measured, float64 (topkscope.kernel)
     classic_bound   = 1 - k/d                          (= E over Rand-k)
     paper_bound     = (1 - k/d)^2                      holds if sorted u^2 is convex, decreasing to 0
     gaussian_ratio  = 1 - rho - 2 t phi(t),  t = Phi^{-1}(1 - rho/2)   exact for u ~ N(0, s^2)
@@ -18,41 +18,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from topkscope.analysis.vectors import CHUNK, as_numpy, check_max_n, finite_values, subsample
+from topkscope import kernel
+from topkscope.analysis.vectors import check_max_n, finite_values, subsample
 from topkscope.bounds import (  # noqa: F401  (public here too)
-    _check_kd,
     classic_bound,
     gaussian_ratio,
     k_from_density,
     paper_bound,
 )
-from topkscope.sparsify.topk import sample_threshold
-
-
-def _as_float64(u) -> np.ndarray:
-    x = as_numpy(u).astype(np.float64, copy=False)
-    if not np.all(np.isfinite(x)):
-        bad = int(np.count_nonzero(~np.isfinite(x)))
-        raise ValueError(f"u has {bad} non-finite values (NaN/Inf) of {x.size}; remove them first")
-    return x
-
-
-def topk_ratio(u, k: int) -> float:
-    """||u - TopK(u)||^2 / ||u||^2 in float64. NaN (with no division) when u is all zeros."""
-    x = _as_float64(u)
-    k, d = _check_kd(k, x.size)
-    sq = x * x
-    total = float(sq.sum())
-    if total == 0.0:
-        return math.nan  # undefined: nothing to contract
-    if k == 0:
-        return 1.0
-    if k == d:
-        return 0.0
-    # the d-k smallest squares are what Top-k leaves behind
-    rest = np.partition(sq, d - k - 1)[: d - k]
-    return float(rest.sum() / total)
-
+from topkscope.kernel import topk_ratio  # noqa: F401  (public here too: the measured delta)
+from topkscope.sparsify.engine import sample_threshold
 
 # --- many densities at once, the sorted-magnitude curve and the convexity condition ---------
 
@@ -124,7 +99,7 @@ def analyze(
         if mags.total == 0.0:
             rows.append(_ratio_row(r, d, k, nonfinite, math.nan, "zero vector: ratio undefined"))
             continue
-        row = _ratio_row(r, d, k, nonfinite, mags.tail(k) / mags.total, "")
+        row = _ratio_row(r, d, k, nonfinite, kernel.delta_from_rest(mags.tail(k), mags.total), "")
         row.update(
             convexity_gap=conv["convexity_gap"],
             magnitude_convexity_gap=conv["magnitude_convexity_gap"],
@@ -218,11 +193,12 @@ def _lower_hull(t: np.ndarray, a: np.ndarray) -> list[int]:
 class _Magnitudes:
     """The exact top magnitudes of a vector, its tail energies, and a subsample for the bulk.
 
-    Small vectors (d <= 2e6) or large k: one full float64 sort. Otherwise threshold-then-verify
-    (topkscope.sparsify.topk): `sample_threshold` of a seeded subsample picks a candidate set,
-    accepted when it numbers at least K (then it holds the top K), else everything is sorted;
-    only the candidates are sorted. The elements below the threshold contribute their exact float64 sum
-    of squares to every tail.
+    Small vectors (d <= 2e6) or large k: one full float64 sort. Otherwise threshold-then-verify:
+    `sample_threshold` (topkscope.sparsify.engine) of a seeded subsample picks a candidate set,
+    accepted by the kernel's `verified` when it numbers at least K (then it holds the top K),
+    else everything is sorted; only the candidates are sorted. The elements below the threshold
+    contribute their exact float64 sum of squares to every tail. Kept here rather than in the
+    kernel: one selection serves every density and the curve, over chunked float64 sums.
     """
 
     def __init__(self, values: np.ndarray, kmax: int, max_n: int, seed: int) -> None:
@@ -247,14 +223,15 @@ class _Magnitudes:
         thr2 = thr * thr
         below = 0.0
         parts = []
-        for start in range(0, d, CHUNK):
-            c = values[start : start + CHUNK].astype(np.float64)
+        # chunked: the float64 squares of a long float32 vector are never held whole
+        for start in range(0, d, kernel.CHUNK):
+            c = values[start : start + kernel.CHUNK].astype(np.float64)
             sq = np.multiply(c, c, out=c)
             keep = sq >= thr2
             below += float(np.sum(sq, where=~keep))
             parts.append(sq[keep])
         cand = np.sqrt(np.concatenate(parts))
-        if cand.size < need:
+        if not kernel.verified(cand.size, need):
             return False  # the subsample misled the threshold; caller sorts everything
         self.top = np.sort(cand)[::-1]
         self.below = below

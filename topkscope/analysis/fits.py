@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, special, stats
 
+from topkscope import kernel
 from topkscope.analysis.vectors import MIN_VALUES, check_max_n, finite_values, subsample
 
 DEFAULT_MAX_N = 100_000
@@ -174,7 +175,8 @@ def fit_student_t(x: np.ndarray) -> tuple[float, float, float]:
         d_ls = (v + 1) / v * float(np.mean(r)) - 1.0
         return -ll, -np.array([v * d_v, d_mu, d_ls])
 
-    kurt = float(np.mean(y**4)) / float(np.mean(y**2)) ** 2 - 3.0
+    # moments about the median of the standardized data: a starting point, not a statistic
+    kurt = float(kernel.excess_kurtosis(float(np.mean(y**2)), float(np.mean(y**4))))
     v0 = min(max(4.0 + 6.0 / kurt, 2.5), 100.0) if kurt > 0 else 100.0  # t's kurtosis is 6/(v-4)
     lo, hi = _DF_BOUNDS
     # TNC rather than L-BFGS-B: the latter pays a BLAS thread start-up per iteration here

@@ -27,14 +27,8 @@ import numpy as np
 import pandas as pd
 from scipy import special, stats
 
-from topkscope.analysis.vectors import (
-    MIN_VALUES,
-    central_moments,
-    check_max_n,
-    finite_values,
-    shape_from_moments,
-    subsample,
-)
+from topkscope import kernel
+from topkscope.analysis.vectors import MIN_VALUES, check_max_n, finite_values, subsample
 
 SHAPIRO_MAX_N = 5000  # scipy's Shapiro-Wilk p-value is only accurate up to here
 DEFAULT_MAX_N = 250_000
@@ -62,14 +56,15 @@ def battery(x, max_n: int = DEFAULT_MAX_N, seed: int = 0) -> dict:
     if values.size < MIN_VALUES:
         out["note"] = f"fewer than {MIN_VALUES} finite values ({values.size})"
         return out
-    mom = central_moments(values)
-    out["mean"], out["std"] = mom["mean"], math.sqrt(mom["m2"])
+    sums = kernel.central_sums(values)
+    n = sums.n
+    m2, m3, m4 = sums.m2 / n, sums.m3 / n, sums.m4 / n
+    out["mean"], out["std"] = sums.mean, math.sqrt(m2)
     out["zero_frac"] = 1.0 - np.count_nonzero(values) / values.size
-    if not _spread(mom["m2"], mom["mean"]):
+    if not _spread(m2, sums.mean):
         out["note"] = "all values zero" if out["zero_frac"] == 1.0 else "constant vector (std = 0)"
         return out
-    g1, g2 = shape_from_moments(mom["m2"], mom["m3"], mom["m4"])
-    n = mom["n"]
+    g1, g2 = (float(g) for g in kernel.skew_kurtosis(m2, m3, m4))
     out["skew"], out["excess_kurtosis"] = g1, g2
     out["dagostino_K2"], out["dagostino_p"] = dagostino(n, g1, g2)
     out["jarque_bera"], out["jarque_bera_p"] = jarque_bera(n, g1, g2)

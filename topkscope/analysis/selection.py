@@ -8,6 +8,9 @@ For a vector u of d elements, a target k and a selected index set S (|S| = count
     ratio          = ||u - u_S||^2 / ||u||^2    (the selection's contraction, float64)
     topk_ratio     = ||u - TopK(u)||^2 / ||u||^2
     ratio_to_topk  = ratio / topk_ratio          (1 = as good as Top-k; < 1 when S sends more)
+
+recall, ratio and topk_ratio are the kernel's (`topkscope.kernel`), the formulas the recorder's
+S_recall, S_ratio and topk_ratio columns use too.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from topkscope.analysis.vectors import as_numpy
+from topkscope import kernel
 
 COLUMNS = ["name", "d", "k", "count", "count_ratio", "recall", "ratio", "topk_ratio",
            "ratio_to_topk", "note"]  # fmt: skip
@@ -30,37 +33,25 @@ def quality(u, selected, k: int) -> dict:
     u must be finite (a NaN would make every number here meaningless: ValueError);
     selected must hold unique integers in [0, d). A zero vector has undefined ratios (NaN).
     """
-    x = as_numpy(u).astype(np.float64, copy=False)
+    x = kernel.as_float_array(u).ravel().astype(np.float64, copy=False)
     d = x.size
     if d == 0:
         raise ValueError("u is empty (d = 0); nothing was selected from")
-    bad = int(np.count_nonzero(~np.isfinite(x)))
-    if bad:
-        raise ValueError(f"u has {bad} non-finite values (NaN/Inf) of {d}; remove them first")
+    x = kernel.finite_float64(x)
     if isinstance(k, bool) or int(k) != k or not 1 <= int(k) <= d:
         raise ValueError(f"k = {k!r} is outside the allowed range [1, d = {d}]")
     k = int(k)
     idx = _check_indices(selected, d)
 
-    mag = np.abs(x)
-    tau = float(np.partition(mag, d - k)[d - k])  # the k-th largest magnitude
-    sel_mag = mag[idx]
-    slots = k - int(np.count_nonzero(mag > tau))
-    hits = int(np.count_nonzero(sel_mag > tau)) + min(int(np.count_nonzero(sel_mag == tau)), slots)
-
-    sq = x * x
-    total = float(sq.sum())
     out = {"d": d, "k": k, "count": int(idx.size), "count_ratio": idx.size / k,
-           "recall": hits / k, "ratio": math.nan, "topk_ratio": math.nan,
-           "ratio_to_topk": math.nan, "note": ""}  # fmt: skip
-    if total == 0.0:
+           "recall": kernel.recall(np.abs(x), idx, k), "ratio": math.nan,
+           "topk_ratio": math.nan, "ratio_to_topk": math.nan, "note": ""}  # fmt: skip
+    topk_ratio = kernel.topk_ratio(x, k)
+    if math.isnan(topk_ratio):  # ||u|| = 0
         out["note"] = "zero vector: ratios undefined"
         return out
-    keep = np.ones(d, dtype=bool)
-    keep[idx] = False
-    out["ratio"] = float(np.sum(sq, where=keep)) / total
-    out["topk_ratio"] = float(np.partition(sq, d - k)[: d - k].sum()) / total
-    if out["topk_ratio"] > 0.0:
+    out["ratio"], out["topk_ratio"] = kernel.selection_ratio(x, idx), topk_ratio
+    if topk_ratio > 0.0:
         out["ratio_to_topk"] = out["ratio"] / out["topk_ratio"]
     else:
         out["note"] = "Top-k leaves nothing behind (topk_ratio = 0): ratio_to_topk undefined"
@@ -74,9 +65,7 @@ def compare(u, selections: Mapping[str, object], k: int) -> pd.DataFrame:
 
 
 def _check_indices(selected, d: int) -> np.ndarray:
-    if type(selected).__module__.startswith("torch"):
-        selected = selected.detach().cpu().numpy()
-    idx = np.asarray(selected).ravel()
+    idx = kernel.to_numpy(selected).ravel()
     if idx.dtype.kind not in "iuf" and idx.size:
         raise ValueError(f"selected must hold integer indices, got dtype {idx.dtype}")
     if idx.size and idx.dtype.kind == "f":

@@ -8,17 +8,16 @@ For a vector x of n elements (population moments, as numpy/scipy compute them by
     max_abs = max |x|     zero_frac = #(x == 0) / n     nonfinite = #(x is NaN or +-Inf)
 
 How: one float64 pass over y = x - c (c = an estimate of the vector's mean; any shift works)
-gives per-segment shifted power sums s_p = sum y^p, p = 1..4, and
-
-    m = s_1/n,  M_2 = s_2 - n m^2,  M_3 = s_3 - 3 m s_2 + 2 n m^3,
-    M_4 = s_4 - 4 m s_3 + 6 m^2 s_2 - 3 n m^4.
+gives per-segment shifted power sums s_p = sum y^p, p = 1..4; the kernel turns them into central
+sums and skew / excess kurtosis (`topkscope.kernel.central_from_power_sums`, `skew_kurtosis`).
+The pass itself stays here: it reduces every segment of K vectors at once.
 
 The pass runs where the vector lives: CPU vectors in cache-sized chunks with reused buffers
 (`ChunkedSums`), others with torch ops on their device (`device_power_sums`). Only the small
 per-segment tables then go to the host, where everything else is float64 numpy. The
 whole-model row adds the segment sums (same shift). A row whose own mean sits far from c
-(n m^2 > 100 M_2, where the expansion would lose digits) is recomputed exactly with a
-two-pass float64 computation. Rows with non-finite values get NaN moments.
+(n m^2 > 100 M_2, where the expansion would lose digits) is recomputed exactly with the
+kernel's two-pass float64 `central_sums`, on the vector's own device. Rows with non-finite values get NaN moments.
 
 The residual e = u with u[I] = 0 needs no pass of its own: its shifted sums are u's minus
 the selected entries' terms, sum_{i in I} ((u_i - c)^p - (0 - c)^p) (`residual_sums`).
@@ -53,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from topkscope import kernel
 from topkscope.hooks.rows import RowPlan
 
 _F64 = np.float64
@@ -113,13 +113,6 @@ class Moments:
         return self.sumsq.sqrt()
 
 
-def host_array(x: torch.Tensor) -> np.ndarray:
-    """x as a numpy array of float32/float64 on the host (a view when it already is one)."""
-    if x.dtype not in (torch.float32, torch.float64):
-        x = x.to(torch.float32)
-    return x.detach().cpu().contiguous().numpy()
-
-
 def _segment_max_abs(a: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """max |a| per segment, from the signed extremes (no |a| temporary); NaN propagates."""
     return np.maximum(np.maximum.reduceat(a, starts), -np.minimum.reduceat(a, starts)).astype(_F64)
@@ -167,14 +160,14 @@ def power_sums(x: torch.Tensor | Sequence[torch.Tensor], absx: torch.Tensor | No
         absx = stacked.abs() if absx is None else absx
         c, sums, mx, nz, bad = device_power_sums(stacked, absx, lengths)
         flat = torch.cat([t.reshape(-1).to(torch.float64) for t in (c, sums, mx, nz, bad)])
-        host = flat.cpu().numpy()  # one transfer for all the small tables
+        host = kernel.to_numpy(flat)  # one transfer for all the small tables
         k, s = len(vectors), len(lengths)
         cuts = np.cumsum([k, 4 * k * s, k * s, k * s])
         c, sums, mx, nz, bad = np.split(host, cuts)
         return PowerSums(c, sums.reshape(4, k, s), mx.reshape(k, s), nz.reshape(k, s),
                          bad.reshape(k, s))
     workspace = workspace or ChunkedSums()
-    parts = [_cpu_power_sums(host_array(v), lengths, workspace) for v in vectors]
+    parts = [_cpu_power_sums(kernel.as_float_array(v), lengths, workspace) for v in vectors]
     return PowerSums(np.array([p[0] for p in parts]), np.stack([p[1] for p in parts], axis=1),
                      np.stack([p[2] for p in parts]), np.stack([p[3] for p in parts]),
                      np.stack([p[4] for p in parts]))
@@ -189,10 +182,11 @@ def residual_sums(u_sums: PowerSums, u: torch.Tensor, selected: torch.Tensor,
     maxima of its magnitude are taken) gives the max_abs column.
     """
     c = u_sums.shift  # (1,)
-    seg_starts = np.asarray(starts.cpu() if isinstance(starts, torch.Tensor) else starts)
-    sel = selected.detach().cpu().numpy()
+    seg_starts = kernel.to_numpy(starts)
+    sel = kernel.to_numpy(selected)
     seg = np.searchsorted(seg_starts, sel, side="right") - 1
-    picked = host_array(u)[sel] if u.device.type == "cpu" else u[selected].cpu().numpy()
+    picked = kernel.as_float_array(u)[sel] if u.device.type == "cpu" else \
+        kernel.to_numpy(u[selected])
     vals = picked.astype(_F64)
     y, y0 = vals - c[0], -c[0]
     y2, y02 = y * y, y0 * y0
@@ -201,31 +195,12 @@ def residual_sums(u_sums: PowerSums, u: torch.Tensor, selected: torch.Tensor,
     delta = np.stack([np.bincount(seg, weights=t, minlength=S) for t in terms])  # (4, S)
     lost = np.bincount(seg, weights=(vals != 0).astype(_F64), minlength=S)
     if e_abs.device.type == "cpu":
-        e_max = _segment_max_abs(host_array(e_abs.reshape(-1)), starts_of(lengths))[None]
+        e_max = _segment_max_abs(kernel.as_float_array(e_abs.reshape(-1)),
+                                 starts_of(lengths))[None]
     else:
-        e_max = segment_max(e_abs.abs(), lengths).to(torch.float64).cpu().numpy()
+        e_max = kernel.to_numpy(segment_max(e_abs.abs(), lengths).to(torch.float64))
     return PowerSums(c, u_sums.sums - delta[:, None, :], e_max,
                      u_sums.nonzero - lost[None, :], u_sums.nonfinite, u_sums.sums[1::2])
-
-
-def _central(n: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(m, M2, M3, M4) from shifted power sums s = (s1, s2, s3, s4) over n elements."""
-    s1, s2, s3, s4 = s
-    m = s1 / n
-    m2 = s2 - s1 * m
-    m3 = s3 - 3 * m * s2 + 2 * n * m**3
-    m4 = s4 - 4 * m * s3 + 6 * m * m * s2 - 3 * n * m**4
-    return m, m2, m3, m4
-
-
-def _exact(x: torch.Tensor) -> tuple[float, ...]:
-    """Two-pass float64 (mean, M2, M3, M4) of one 1-D slice."""
-    x = x.to(torch.float64)
-    mu = x.sum() / x.numel()
-    y = x - mu
-    y2 = y * y
-    out = torch.stack([mu, y2.sum(), (y2 * y).sum(), (y2 * y2).sum()])
-    return tuple(out.tolist())
 
 
 def row_moments(ps: PowerSums, plan: RowPlan, vectors: list[torch.Tensor]) -> Moments:
@@ -239,7 +214,7 @@ def row_moments(ps: PowerSums, plan: RowPlan, vectors: list[torch.Tensor]) -> Mo
 
     with np.errstate(all="ignore"):
         s = rows(ps.sums, np.sum)  # (4, K, R)
-        m, m2, m3, m4 = _central(n, s)
+        m, m2, m3, m4 = kernel.central_from_power_sums(n, s)
         mean = ps.shift[:, None] + m
         max_abs = rows(ps.max_abs, np.max)
         zeros = n - rows(ps.nonzero, np.sum)
@@ -253,14 +228,11 @@ def row_moments(ps: PowerSums, plan: RowPlan, vectors: list[torch.Tensor]) -> Mo
         risky &= nonfinite == 0
         for kv, r in zip(*np.nonzero(risky)):
             a = int(plan.starts[r])
-            exact = _exact(vectors[kv][a : a + int(plan.numel[r])])
-            mean[kv, r], m2[kv, r], m3[kv, r], m4[kv, r] = exact
+            exact = kernel.central_sums(vectors[kv][a : a + int(plan.numel[r])])
+            mean[kv, r], m2[kv, r], m3[kv, r], m4[kv, r] = exact[1:]
 
         var = m2 / n
-        flat = var <= 0
-        safe = np.where(flat, 1.0, var)
-        skew = np.where(flat, np.nan, (m3 / n) / safe**1.5)
-        kurt = np.where(flat, np.nan, (m4 / n) / (safe * safe) - 3.0)
+        skew, kurt = kernel.skew_kurtosis(var, m3 / n, m4 / n)
         sumsq = m2 + n * mean * mean
         std = np.sqrt(np.maximum(var, 0.0))
         broken = nonfinite > 0

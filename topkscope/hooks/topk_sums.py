@@ -5,23 +5,26 @@ The largest magnitudes of every row, for all densities at once (`topk_ratio_rows
     delta(x, k) = ||x - TopK(x)||^2 / ||x||^2 = 1 - (sum of the k largest x_i^2) / sum x_i^2
 
 One selection per (vector, row) at k_max = the largest k over the configured densities gives
-every smaller k by prefix sums of the same sorted values. On the CPU all rows are selected
-together from one thresholded pass (`threshold_tops`, below); a row it cannot answer exactly, and
-every row of a vector on another device, gets a selection of its own (`top_magnitudes`: the
-threshold-then-verify engine `topkscope.sparsify.topk.top_values`, exact). The small per-row
-tables are then host numpy arrays.
+every smaller k by prefix sums of the same sorted values; delta itself is the kernel's
+(`topkscope.kernel.delta_from_kept`). On the CPU all rows are selected together from one
+thresholded pass (`threshold_tops`, below); a row it cannot answer exactly, and every row of a
+vector on another device, gets a selection of its own (`top_magnitudes`: the threshold-then-verify
+engine `topkscope.sparsify.engine.top_values`, exact). The small per-row tables are then host
+numpy arrays. This many-rows pass stays here, not in the kernel: it answers every row of a
+vector and every density from one pass, with the recorder's row plan.
 
 The k_max largest magnitudes of many rows at once, from one pass over the whole vector
 (`threshold_tops`). For each row r (the whole model or a layer: n_r elements, root-mean-square q_r, target k_r)
-a Gaussian guess of its k_r-th largest magnitude (`topkscope.sparsify.topk.gaussian_threshold`),
+a Gaussian guess of its k_r-th largest magnitude (`topkscope.sparsify.engine.gaussian_threshold`),
 
     tau_r = q_r * Phi^{-1}(1 - k_r / (2 n_r))        (|x| > tau_r has mass k_r/n_r if x ~ N(0, q^2))
 
 marks candidates |x_i| >= tau_r in one comparison over the vector (each element against its
 own layer's tau, or the whole model's if lower), and one sort of the few candidates by
 (layer, magnitude descending) gives every layer's top block. The result is exact: a row is
-answered only when its candidates number at least k_r (all elements at or above tau_r are
-candidates, so its top k_r are among them); rows with too few are returned as misses and
+answered only when its candidates number at least k_r (the kernel's accept step `verified`: all
+elements at or above tau_r are candidates, so its top k_r are among them); rows with too few are
+returned as misses and
 selected directly by the caller. Real gradients have heavier tails than the Gaussian, so
 misses are rare and the candidates number a few times k_r.
 
@@ -32,9 +35,9 @@ How approximate sparsifiers would do on the recorded u, without touching trainin
     S_ratio  = ||x - x_I||^2 / ||x||^2        (x_I keeps x on I, zero elsewhere)
     S_recall = |I intersect T_k| / k          T_k = the exact top-k set
 
-When magnitudes tie at the k-th largest value tau, T_k is not unique; recall then counts
-every selected element above tau plus selected elements equal to tau up to the number of
-places left in T_k: (#{i in I: |x_i| > tau} + min(#{i in I: |x_i| = tau}, k - #{|x| > tau})) / k.
+S_ratio and S_recall are the kernel's (`delta_from_kept`, `recall_given_kth`: ties at the k-th
+magnitude counted as favourably as T_k allows), from the row's sum of squares and the k-th
+largest magnitudes found above.
 
 The recorder's own sparsifier instances run under a forked random state (torch, numpy, and
 Python's `random` are restored afterwards), so recording never changes what training draws.
@@ -49,11 +52,12 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from topkscope import kernel
 from topkscope.hooks.power_sums import starts_of
 from topkscope.hooks.rows import RowPlan
 from topkscope.schema import column_prefix
 from topkscope.sparsify import Sparsifier
-from topkscope.sparsify.topk import gaussian_threshold, top_values, verified_candidates
+from topkscope.sparsify.engine import gaussian_threshold, top_values
 
 _F64 = torch.float64
 _ROW_LOOP_MIN_N = 1 << 12     # above this, rows are selected one at a time
@@ -89,7 +93,7 @@ class RowTops:
         self._index = _index_tables(plan)
         kmax = plan.kmax
         many = np.flatnonzero(kmax > 1)
-        singles = _as_numpy(max_abs)[:, self._index["singles"]]
+        singles = kernel.to_numpy(max_abs)[:, self._index["singles"]]
         fast = method == "auto" and absx.device.type == "cpu"
         if fast and sumsq is None:
             sumsq = _row_sumsq(absx, plan)
@@ -98,7 +102,7 @@ class RowTops:
             found: dict[int, np.ndarray] = {}
             if fast:
                 ab = absx[kv].contiguous().numpy()
-                row_sq = _as_numpy(sumsq)[kv]
+                row_sq = kernel.to_numpy(sumsq)[kv]
                 found = threshold_tops(ab, plan, row_sq, eligible_rows(plan, row_sq))
             missing = [int(r) for r in many if int(r) not in found]
             if missing:  # selected on the vector's device, brought over in one transfer
@@ -127,7 +131,7 @@ class RowTops:
     def count_above(self, tau: torch.Tensor | np.ndarray) -> torch.Tensor:
         """(K, R, D) int64: elements of each row strictly above tau (K, R, D); tau >= row's k-th."""
         row_id, in_prefix = self._index["row_id"], self._index["in_prefix"]
-        tau = _as_numpy(tau)
+        tau = kernel.to_numpy(tau)
         k_vecs, (rows, dens) = tau.shape[0], self.plan.k.shape
         out = np.zeros((k_vecs, rows, dens), dtype=np.int64)
         for kv in range(k_vecs):
@@ -135,10 +139,6 @@ class RowTops:
             for j in range(dens):
                 out[kv, :, j] = np.bincount(row_id, weights=above[:, j], minlength=rows)
         return torch.from_numpy(out)
-
-
-def _as_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 def _host_dtype(x: torch.Tensor) -> np.dtype:
@@ -181,12 +181,10 @@ def _index_tables(plan: RowPlan) -> dict[str, np.ndarray]:
 
 
 def topk_ratio_rows(sums: torch.Tensor, sumsq: torch.Tensor, plan: RowPlan) -> torch.Tensor:
-    """(K, R, D) delta = (||x||^2 - top sum) / ||x||^2; 0 where k = n; NaN where ||x|| = 0."""
-    total = _as_numpy(sumsq)[:, :, None]
-    with np.errstate(all="ignore"):
-        ratio = np.maximum((total - _as_numpy(sums)) / total, 0.0)
-    ratio = np.where(_index_tables(plan)["full"], 0.0, ratio)
-    return torch.from_numpy(np.where(total == 0, np.nan, ratio))
+    """(K, R, D) delta = (||x||^2 - top sum) / ||x||^2 (the kernel's `delta_from_kept`); 0 where
+    k = n; NaN where ||x|| = 0."""
+    return torch.from_numpy(kernel.delta_from_kept(
+        kernel.to_numpy(sums), kernel.to_numpy(sumsq)[:, :, None], _index_tables(plan)["full"]))
 
 
 _DENSE_SHARE = 8  # rows with k_max > n / 8 are selected directly (most would be candidates)
@@ -260,7 +258,7 @@ def threshold_tops(ab: np.ndarray, plan: RowPlan, sumsq: np.ndarray,
 
     if whole:
         k0 = int(kmax[0])
-        top = verified_candidates(mag, k0, global_tau)
+        top = kernel.verified_candidates(mag, k0, global_tau)
         if top is not None:
             top = np.partition(top, top.size - k0)[top.size - k0 :]
             out[0] = np.sort(top)[::-1].copy()
@@ -274,7 +272,7 @@ def threshold_tops(ab: np.ndarray, plan: RowPlan, sumsq: np.ndarray,
         ordered = _sorted_by_segment(mag[keep], lseg)
         for r in layer_rows:
             s, k = seg_of_row[r], int(kmax[r])
-            if counts[s] >= k:
+            if kernel.verified(int(counts[s]), k):
                 out[r] = ordered[first[s] : first[s] + k]
     return out
 
@@ -330,13 +328,10 @@ def selection_rows(
                     except ValueError:
                         continue
                     vals = x[idx]
-                    mag = vals.abs()
                     kept = float(vals.to(_F64).square().sum())
-                    strictly = int((mag > kth_l[r][j]).sum())
-                    tied = int((mag == kth_l[r][j]).sum())
                     p = column_prefix(name)
                     out[f"{p}_count"][r, j] = idx.numel()
-                    if total[r] > 0:
-                        out[f"{p}_ratio"][r, j] = max(0.0, (total[r] - kept) / total[r])
-                    out[f"{p}_recall"][r, j] = (strictly + min(tied, k - above_l[r][j])) / k
+                    out[f"{p}_ratio"][r, j] = kernel.delta_from_kept(kept, total[r])
+                    out[f"{p}_recall"][r, j] = kernel.recall_given_kth(
+                        vals.abs(), kth_l[r][j], above_l[r][j], k)
     return out

@@ -35,13 +35,14 @@ from topkscope.sparsify.base import (
 )
 from topkscope.sparsify.dense import Dense
 from topkscope.sparsify.dgc import DGC
+from topkscope.sparsify.engine import top_k_indices
 from topkscope.sparsify.gaussiank import GaussianK
 from topkscope.sparsify.gaussiank_2019 import GaussianK2019
 from topkscope.sparsify.randk import RandK
 from topkscope.sparsify.redsync import RedSync, RedSync2019
 from topkscope.sparsify.sidco import SIDCo
 from topkscope.sparsify.threshold import Threshold
-from topkscope.sparsify.topk import TopK, top_k_indices
+from topkscope.sparsify.topk import TopK
 
 # name -> factory; filled once at import, never mutated afterwards.
 _FACTORIES: dict[str, Callable[..., Sparsifier]] = {

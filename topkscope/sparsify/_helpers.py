@@ -28,7 +28,7 @@ import math
 import numpy as np
 import torch
 
-from topkscope.sparsify.base import check_param
+from topkscope import validate
 
 
 class Workspace:
@@ -100,5 +100,5 @@ def seeded_generator(seed: int | None) -> torch.Generator:
     if seed is None:
         generator.seed()
     else:
-        generator.manual_seed(check_param("seed", seed, 0, 2**63 - 1, integer=True))
+        generator.manual_seed(validate.integer("seed", seed, 0, 2**63 - 1))
     return generator

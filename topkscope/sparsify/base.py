@@ -24,6 +24,7 @@ import torch
 
 from topkscope import validate
 from topkscope.bounds import K_RULES, check_density, k_from_density  # noqa: F401  (part of this API)
+from topkscope.sparsify.engine import top_k_indices
 
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -129,8 +130,6 @@ class Sparsifier(ABC):
         k = check_k(k, d)
         idx = self._select(u, k)
         if idx.numel() == 0 and self.empty_fallback == "topk":
-            from topkscope.sparsify.topk import top_k_indices
-
             idx = top_k_indices(u.abs(), k)  # the named deviation, never the default
         return idx.to(torch.int64)
 

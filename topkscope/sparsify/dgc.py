@@ -23,7 +23,7 @@ import torch
 from topkscope.sparsify._helpers import Workspace, seeded_generator
 from topkscope.sparsify.base import Sparsifier, check_param
 from topkscope.sparsify.blockmax import BlockMaxima
-from topkscope.sparsify.topk import top_k_indices
+from topkscope.sparsify.engine import top_k_indices
 
 
 class DGC(Sparsifier):
