@@ -27,3 +27,23 @@ def _seeded_global_rng():
     torch.manual_seed(0)
     np.random.seed(0)
     random.seed(0)
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """spy(module, name) -> list: replaces module.name for this test by a wrapper that records
+    the positional arguments of every call and then runs the real function. A user that calls
+    the function through the module is seen; a copy of the function's code is not."""
+
+    def watch(module, name: str) -> list:
+        calls: list = []
+        real = getattr(module, name)
+
+        def wrapped(*args, **kwargs):
+            calls.append(args)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapped)
+        return calls
+
+    return watch

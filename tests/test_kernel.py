@@ -28,19 +28,6 @@ from topkscope.hooks.topk_sums import RowTops, selection_rows, topk_ratio_rows
 from topkscope.sparsify import get_sparsifier
 
 
-def spy(monkeypatch, name: str) -> list:
-    """Record the arguments of every call of kernel.<name> (the real function still runs)."""
-    calls: list = []
-    real = getattr(kernel, name)
-
-    def wrapped(*args, **kwargs):
-        calls.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(kernel, name, wrapped)
-    return calls
-
-
 def heavy(n: int, seed: int, dtype=np.float32) -> np.ndarray:
     """Heavy-tailed, with exact zeros and ties at a few magnitudes."""
     rng = np.random.default_rng(seed)
@@ -182,10 +169,10 @@ def rows_of(x: np.ndarray, plan):
     return [x[int(a) : int(a) + int(n)] for a, n in zip(plan.starts, plan.numel)]
 
 
-def test_the_recorder_moments_are_the_kernels(monkeypatch):
-    from_sums = spy(monkeypatch, "central_from_power_sums")
-    shape = spy(monkeypatch, "skew_kurtosis")
-    exact = spy(monkeypatch, "central_sums")
+def test_the_recorder_moments_are_the_kernels(spy):
+    from_sums = spy(kernel, "central_from_power_sums")
+    shape = spy(kernel, "skew_kurtosis")
+    exact = spy(kernel, "central_sums")
     x = torch.from_numpy(np.stack([heavy(D, 8), heavy(D, 9)]))
     x[1, 3_000:3_040] = 1e4 + x[1, 3_000:3_040]  # a layer far from the mean: exact rerun
     plan = plan_rows(segments_of(LAYOUT, D), (0.01,), True)
@@ -199,9 +186,9 @@ def test_the_recorder_moments_are_the_kernels(monkeypatch):
             assert float(mom.excess_kurtosis[kv, r]) == pytest.approx(g2, rel=1e-7, abs=1e-9)
 
 
-def test_the_recorder_contraction_and_selection_columns_are_the_kernels(monkeypatch):
-    kept = spy(monkeypatch, "delta_from_kept")
-    recalls = spy(monkeypatch, "recall_given_kth")
+def test_the_recorder_contraction_and_selection_columns_are_the_kernels(spy):
+    kept = spy(kernel, "delta_from_kept")
+    recalls = spy(kernel, "recall_given_kth")
     x = torch.from_numpy(heavy(D, 10))[None]
     plan = plan_rows(segments_of(LAYOUT, D), (0.01, 0.1), True)
     mom = row_moments(power_sums(x, x.abs(), plan.segments.lengths), plan, list(x))
@@ -222,10 +209,10 @@ def test_the_recorder_contraction_and_selection_columns_are_the_kernels(monkeypa
                 kernel.selection_ratio(seg, idx), rel=1e-9)
 
 
-def test_the_recorder_end_to_end_goes_through_the_kernel(tmp_path, monkeypatch):
+def test_the_recorder_end_to_end_goes_through_the_kernel(tmp_path, spy):
     names = ("delta_from_kept", "recall_given_kth", "skew_kurtosis", "central_from_power_sums",
              "verified", "to_numpy", "as_float_array")
-    calls = {name: spy(monkeypatch, name) for name in names}
+    calls = {name: spy(kernel, name) for name in names}
     u = torch.from_numpy(heavy(60_000, 11))
     with Recorder(tmp_path, densities=[0.01], sparsifiers=["gaussiank-2019"]) as rec:
         rec.record(0, 0, u=u, layout=[("w", 0, 50_000), ("b", 50_000, 10_000)])
@@ -236,10 +223,10 @@ def test_the_public_contraction_ratio_is_the_kernels():
     assert contraction.topk_ratio is kernel.topk_ratio  # the public contract, delegated
 
 
-def test_the_statistics_are_the_kernels(monkeypatch):
+def test_the_statistics_are_the_kernels(spy):
     names = ("topk_ratio", "selection_ratio", "recall", "delta_from_rest", "central_sums",
              "skew_kurtosis", "excess_kurtosis", "as_float_array")
-    calls = {name: spy(monkeypatch, name) for name in names}
+    calls = {name: spy(kernel, name) for name in names}
     x = heavy(30_000, 12)
     idx = get_sparsifier("gaussiank-2019").select(torch.from_numpy(x), 300).numpy()
     q = selection.quality(x, idx, 300)

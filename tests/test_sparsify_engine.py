@@ -33,19 +33,6 @@ def heavy(n: int, seed: int) -> torch.Tensor:
     return (z[0] / z[1:].square().mean(0).sqrt()).float()
 
 
-def spy(monkeypatch, module, name: str) -> list:
-    """Record the arguments of every call of module.name (the real function still runs)."""
-    calls: list = []
-    real = getattr(module, name)
-
-    def wrapped(*args, **kwargs):
-        calls.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, wrapped)
-    return calls
-
-
 def test_sample_threshold_is_the_rank_j_value_in_numpy_and_torch():
     x = heavy(5000, 1).abs()
     j = sample_rank(300, x.numel(), 100_000)
@@ -83,8 +70,8 @@ def test_gaussian_threshold_matches_scipy():
 
 
 @pytest.mark.parametrize("case", ["heavy", "ties", "misleading"])
-def test_top_values_equals_torch_topk_and_goes_through_the_kernel(monkeypatch, case):
-    accepts = spy(monkeypatch, kernel, "verified")
+def test_top_values_equals_torch_topk_and_goes_through_the_kernel(spy, case):
+    accepts = spy(kernel, "verified")
     n, k = 1 << 16, 2048
     x = heavy(n, 2).abs()
     if case == "ties":
@@ -98,9 +85,9 @@ def test_top_values_equals_torch_topk_and_goes_through_the_kernel(monkeypatch, c
     torch.testing.assert_close(got, torch.topk(x, k).values, rtol=0, atol=0)
 
 
-def test_the_sparsifier_uses_the_engine_and_selects_exact_topk(monkeypatch):
-    guesses = spy(monkeypatch, gaussiank, "gaussian_threshold")
-    accepts = spy(monkeypatch, kernel, "verified")
+def test_the_sparsifier_uses_the_engine_and_selects_exact_topk(spy):
+    guesses = spy(gaussiank, "gaussian_threshold")
+    accepts = spy(kernel, "verified")
     u = heavy(1 << 18, 4)
     k = 300
     got = get_sparsifier("gaussiank").select(u, k)
@@ -108,16 +95,16 @@ def test_the_sparsifier_uses_the_engine_and_selects_exact_topk(monkeypatch):
     assert sorted(got.tolist()) == sorted(exact_topk(u, k).tolist())
 
 
-def test_the_recorder_uses_the_engine_and_matches_float64(monkeypatch):
-    row_calls = spy(monkeypatch, topk_sums, "top_values")
+def test_the_recorder_uses_the_engine_and_matches_float64(spy):
+    row_calls = spy(topk_sums, "top_values")
     x = heavy(1 << 16, 5).abs()
     got = topk_sums.top_magnitudes(x[None], 2048)[0]
     assert row_calls
     ref = np.sort(x.double().numpy())[::-1][:2048]
     np.testing.assert_array_equal(got.double().numpy(), ref)
 
-    guess_calls = spy(monkeypatch, topk_sums, "gaussian_threshold")
-    accepts = spy(monkeypatch, kernel, "verified")
+    guess_calls = spy(topk_sums, "gaussian_threshold")
+    accepts = spy(kernel, "verified")
     layout = [("a", 0, 40_000), ("b", 40_000, 25_536)]
     plan = plan_rows(segments_of(layout, 1 << 16), (0.01,), True)
     a = x.numpy()
@@ -131,9 +118,9 @@ def test_the_recorder_uses_the_engine_and_matches_float64(monkeypatch):
         np.testing.assert_array_equal(top, np.sort(seg)[::-1][: int(plan.kmax[r])])
 
 
-def test_the_statistics_use_the_engine_and_match_float64(monkeypatch):
-    guesses = spy(monkeypatch, contraction, "sample_threshold")
-    accepts = spy(monkeypatch, kernel, "verified")
+def test_the_statistics_use_the_engine_and_match_float64(spy):
+    guesses = spy(contraction, "sample_threshold")
+    accepts = spy(kernel, "verified")
     u = heavy(2_100_000, 6).numpy()
     report = contraction.analyze(u, [0.001, 0.01])
     assert guesses and accepts  # d > 2e6: the candidate path ran and the kernel accepted it
