@@ -1,6 +1,8 @@
 """Atomic file writes: write to a temporary name in the same folder, fsync, rename.
 
 A reader (or a crash) never sees a half-written file: either the old one or the new one.
+`Table` is the per-step table written that way (train.parquet, eval.parquet, the DDP hook's
+train.parquet): rows kept in memory, the whole file rewritten atomically on flush.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
@@ -89,3 +92,45 @@ def os_free_bytes(folder: str | os.PathLike) -> int | None:
     except (OSError, AttributeError):
         return None
     return st.f_bavail * st.f_frsize
+
+
+class Table:
+    """An append-only table with a fixed schema, flushed to one parquet file.
+
+    columns maps each column to its pandas dtype. A reader always sees a complete file (the
+    previous flush or this one). On resume the rows at or after the checkpoint's step are
+    dropped (`reload_before`): they are recomputed.
+    """
+
+    def __init__(self, path: Path, columns: dict[str, str]) -> None:
+        self.path = Path(path)
+        self.columns = columns
+        self.rows: list[dict[str, Any]] = []
+        self._flushed = 0
+
+    def append(self, row: dict[str, Any]) -> None:
+        missing = set(self.columns) - set(row)
+        if missing:
+            raise ValueError(f"row for {self.path.name} lacks {sorted(missing)}")
+        self.rows.append({c: row[c] for c in self.columns})
+
+    def frame(self):
+        """The rows as a pandas DataFrame with the table's dtypes."""
+        import pandas as pd
+
+        df = pd.DataFrame(self.rows, columns=list(self.columns))
+        return df.astype(self.columns)
+
+    def flush(self) -> None:
+        if self._flushed != len(self.rows) or not self.path.exists():
+            write_parquet_atomic(self.path, self.frame())
+            self._flushed = len(self.rows)
+
+    def reload_before(self, step: int) -> None:
+        """Resume: keep the rows already on disk whose step is below `step`."""
+        import pandas as pd
+
+        if self.path.exists():
+            df = pd.read_parquet(self.path)
+            self.rows = df[df["step"] < step].to_dict("records")
+        self._flushed = -1  # rewrite on the next flush

@@ -31,9 +31,9 @@ from typing import Any
 import pandas as pd
 import torch
 
+from topkscope.io import Table
 from topkscope.manifest import Manifest
 from topkscope.schema import TRAIN_COLUMNS
-from topkscope.train.tables import Table
 
 NOTABLE = ("loss", "lr", "metric", "metric_name", "epoch", "time_compute")
 
