@@ -4,7 +4,7 @@ Each reference is written from the definition, in float64, without topkscope cod
 
     exact_topk            the k largest |u| by a stable sort (ties: lower index first)
     topk_ratio_by_sort    delta = sum of the squares after the k largest / sum of all squares
-    recall_by_sort        |I intersect T| / k, maximised over the exact top-k sets T (ties)
+    recall_by_enumeration |I intersect T| / k, maximised over every exact top-k set T (ties)
     moments_by_scipy      mean, std, skew, excess kurtosis (scipy.stats, population moments)
     published_gaussiank   the published Gaussian-k loop (mean + z std, x0.5 / x1.5, 3 evaluations)
     gaussian_ratio_by_quadrature   E[x^2; |x| < t] / E[x^2] for x ~ N(0, 1), t = Phi^-1(1 - rho/2)
@@ -18,6 +18,7 @@ then momentum SGD written out by hand.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import tempfile
 from collections.abc import Callable
@@ -40,19 +41,18 @@ def topk_ratio_by_sort(x, k: int) -> float:
     return float(sq[k:].sum() / sq.sum())
 
 
-def recall_by_sort(x, selected, k: int) -> float:
-    """max over exact top-k sets T of |I intersect T| / k: every selected magnitude above the k-th
-    largest counts, then selected ties at it while T has room for them (one at a time)."""
+def recall_by_enumeration(x, selected, k: int) -> float:
+    """max over every exact top-k set T of |I intersect T| / k, enumerating the choices among
+    the magnitudes tied at the k-th largest (small vectors only)."""
     mag = np.abs(np.asarray(x, dtype=np.float64)).ravel()
-    kth = np.sort(mag)[::-1][k - 1]
-    room = k - int(np.sum(mag > kth))
-    hits = 0
-    for i in np.asarray(selected).ravel():
-        if mag[i] > kth:
-            hits += 1
-        elif mag[i] == kth and room > 0:
-            hits, room = hits + 1, room - 1
-    return hits / k
+    tau = np.sort(mag)[::-1][k - 1]
+    above = set(np.flatnonzero(mag > tau).tolist())
+    tied = np.flatnonzero(mag == tau).tolist()
+    chosen = set(np.asarray(selected).ravel().tolist())
+    best = 0
+    for extra in itertools.combinations(tied, k - len(above)):
+        best = max(best, len(chosen & (above | set(extra))))
+    return best / k
 
 
 def moments_by_scipy(x) -> dict:

@@ -1,25 +1,13 @@
 """Approximate-selection quality against brute-force references."""
 
-import itertools
 import math
 
 import numpy as np
 import pytest
 import torch
 
+from tests._topk_reference import recall_by_enumeration
 from topkscope.analysis import selection
-
-
-def _best_recall_brute_force(u: np.ndarray, sel: set, k: int) -> float:
-    """max over every exact top-k set T of |S ∩ T| / k, enumerating the tie choices."""
-    mag = np.abs(u)
-    tau = np.sort(mag)[::-1][k - 1]
-    above = set(np.flatnonzero(mag > tau).tolist())
-    tied = np.flatnonzero(mag == tau).tolist()
-    best = 0
-    for extra in itertools.combinations(tied, k - len(above)):
-        best = max(best, len(sel & (above | set(extra))))
-    return best / k
 
 
 def test_exact_topk_selection_is_perfect():
@@ -54,7 +42,7 @@ def test_recall_with_ties_takes_the_best_exact_set(seed):
     k = int(rng.integers(1, 14))
     sel = rng.choice(14, int(rng.integers(0, 14)), replace=False)
     q = selection.quality(u, sel, k)
-    assert q["recall"] == pytest.approx(_best_recall_brute_force(u, set(sel.tolist()), k))
+    assert q["recall"] == pytest.approx(recall_by_enumeration(u, sel, k))
 
 
 def test_superset_sends_more_and_contracts_more():

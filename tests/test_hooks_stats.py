@@ -5,9 +5,12 @@ import math
 import numpy as np
 import pytest
 import torch
-from scipy import stats
 
-from tests._topk_reference import gaussian_ratio_by_quadrature, topk_ratio_by_sort
+from tests._topk_reference import (
+    gaussian_ratio_by_quadrature,
+    moments_by_scipy,
+    topk_ratio_by_sort,
+)
 from topkscope.analysis import contraction
 from topkscope.hooks.histogram import bin_counts, bin_edges, histogram_rows
 from topkscope.hooks.power_sums import (
@@ -33,10 +36,7 @@ def reference(x: np.ndarray) -> dict:
     """The textbook float64 definitions (population moments, as scipy's defaults)."""
     x = x.astype(np.float64)
     return {
-        "mean": x.mean(),
-        "std": x.std(),
-        "skew": stats.skew(x),
-        "excess_kurtosis": stats.kurtosis(x),
+        **moments_by_scipy(x),
         "norm": np.linalg.norm(x),
         "max_abs": np.abs(x).max(),
         "zero_frac": np.mean(x == 0),
