@@ -17,7 +17,8 @@ The pass runs where the vector lives: CPU vectors in cache-sized chunks with reu
 per-segment tables then go to the host, where everything else is float64 numpy. The
 whole-model row adds the segment sums (same shift). A row whose own mean sits far from c
 (n m^2 > 100 M_2, where the expansion would lose digits) is recomputed exactly with the
-kernel's two-pass float64 `central_sums`, on the vector's own device. Rows with non-finite values get NaN moments.
+kernel's two-pass float64 `central_sums`, on the vector's own device. Rows with non-finite
+values get NaN moments.
 
 The residual e = u with u[I] = 0 needs no pass of its own: its shifted sums are u's minus
 the selected entries' terms, sum_{i in I} ((u_i - c)^p - (0 - c)^p) (`residual_sums`).

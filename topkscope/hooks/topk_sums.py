@@ -24,9 +24,8 @@ own layer's tau, or the whole model's if lower), and one sort of the few candida
 (layer, magnitude descending) gives every layer's top block. The result is exact: a row is
 answered only when its candidates number at least k_r (the kernel's accept step `verified`: all
 elements at or above tau_r are candidates, so its top k_r are among them); rows with too few are
-returned as misses and
-selected directly by the caller. Real gradients have heavier tails than the Gaussian, so
-misses are rare and the candidates number a few times k_r.
+returned as misses and selected directly by the caller. Real gradients have heavier tails than
+the Gaussian, so misses are rare and the candidates number a few times k_r.
 
 How approximate sparsifiers would do on the recorded u, without touching training
 (`selection_rows`). For an approximate sparsifier S selecting the index set I from a row x at target count k:
