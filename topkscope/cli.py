@@ -72,10 +72,22 @@ WIRED = {
 
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors as one line on stderr (no usage block), exit status 2. Subcommand parsers
-    are of this class too (argparse makes them of the parent's class)."""
+    are of this class too (argparse makes them of the parent's class); an unrecognized
+    argument is reported by the subcommand's parser, so the line names the subcommand."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.subcommands: dict[str, argparse.ArgumentParser] = {}
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            owner = self.subcommands.get(getattr(parsed, "command", None), self)
+            owner.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
 
 
 def one_line(message: object) -> str:
@@ -89,7 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
-        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        parser.subcommands[name] = command
     return parser
 
 

@@ -37,7 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="subsample size (>= 8) for the sort-based tests, the fits and the "
                         "magnitude curve (default: each statistic's own)")
     p.add_argument("--seed", default="0", metavar="S", help="subsampling seed, >= 0 (default 0)")
-    p.add_argument("--force", action="store_true", help="re-analyze snapshots already analyzed")
+    p.add_argument("--force", action="store_true",
+                   help="re-analyze snapshots already analyzed (needed to change the --seed or "
+                        "--max-n of existing tables)")
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="write the tables to DIR/<experiment>/<run_id>/ instead of "
                         "RUN_DIR/analysis/ (the run folders are only read)")

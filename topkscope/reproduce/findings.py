@@ -88,7 +88,7 @@ def _cell(row) -> str:
 
 def _is_prediction(table: pd.DataFrame) -> pd.Series:
     """Rows of the predicted-scaling claims (their condition says they are predictions)."""
-    cond = table["condition"].fillna("").astype(str)
+    cond = table["condition"].astype(object).fillna("").astype(str)  # all-NaN: a float column
     return cond.str.startswith("prediction")
 
 

@@ -152,7 +152,3 @@ def publish(results: Path, out: Path, width: int = MAX_WIDTH, readme: Path | Non
         write_bytes_atomic(Path(readme), gallery.readme.encode())
     return written
 
-
-def build(results: Path, out: Path, width: int = MAX_WIDTH) -> list[Path]:
-    """The gallery of `results` written into `out` whatever it held before (no README)."""
-    return publish(results, out, width, allow_shrink=True, log=lambda _: None)
