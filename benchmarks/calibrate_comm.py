@@ -21,10 +21,10 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
+from _options import benchmark_parser
 
 COLLECTIVES = ("allreduce", "allgather")
 
@@ -80,12 +80,15 @@ def measure(worlds: list[int], sizes: list[int], reps: int) -> list[dict]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="sizes up to 4 MB, 5 repetitions")
+def build_parser() -> argparse.ArgumentParser:
+    parser = benchmark_parser(__file__, __doc__, quick="sizes up to 4 MB, 5 repetitions")
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--out", type=Path, default=Path("results/bench/calibrate_comm.csv"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if any(w < 2 for w in args.workers):
         parser.error(f"--workers must all be >= 2, got {args.workers}")

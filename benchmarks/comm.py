@@ -20,10 +20,10 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
+from _options import benchmark_parser
 
 METHODS = ("dense", "topk", "gaussiank")
 
@@ -78,14 +78,16 @@ def _worker(rank: int, world: int, store: str, sizes: list[int], rho: float, rep
     dist.destroy_process_group()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, few repetitions")
+def build_parser() -> argparse.ArgumentParser:
+    parser = benchmark_parser(__file__, __doc__, quick="d in {1e5, 1e6}, fewer repetitions")
     parser.add_argument("--density", type=float, default=0.001)
     parser.add_argument("--reps", type=int, default=None)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
-    parser.add_argument("--out", type=Path, default=Path("results/bench/comm.csv"))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     sizes = [10**5, 10**6] if args.quick else [10**6, 10**7]
     reps = args.reps or (5 if args.quick else 20)
 

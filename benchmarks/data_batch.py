@@ -16,15 +16,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import torch
+from _options import benchmark_parser
 
 from topkscope import data
 from topkscope.io import write_bytes_atomic
-
-OUT = Path("results/bench/data_batch.csv")
 
 
 def per_batch(ds: data.ImageDataset, idx: torch.Tensor) -> torch.Tensor:
@@ -50,12 +48,15 @@ def seconds_per_call(fn, repeats: int) -> float:
     return best
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats (well under a minute)")
+def build_parser() -> argparse.ArgumentParser:
+    parser = benchmark_parser(__file__, __doc__, quick="20 repeats instead of 200")
     parser.add_argument("--root", default=None, help="data root (default: $TOPKSCOPE_DATA, ./data)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
     try:
         cifar = data.load("cifar10", "train", root=args.root, allow_substitute=True)
@@ -98,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                     "threads": torch.get_num_threads(), "device": "cpu",
                 })
     frame = pd.DataFrame(rows)
-    write_bytes_atomic(OUT, frame.to_csv(index=False).encode())
+    write_bytes_atomic(args.out, frame.to_csv(index=False).encode())
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"wrote {OUT}")
+    print(f"wrote {args.out}")
     return 0
 
 

@@ -30,11 +30,11 @@ import os
 import platform
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from _options import benchmark_parser
 
 # model: (per-worker batch, input shape per sample or "tokens", where the batch comes from)
 MODELS = {
@@ -111,15 +111,18 @@ def measure(name: str, threads: int, max_step_s: float, budget_s: float,
                      else "measured at the full batch")}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 repeats, steps <= 1 s")
+def build_parser() -> argparse.ArgumentParser:
+    parser = benchmark_parser(__file__, __doc__, quick="2 repeats, steps <= 1 s")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--threads", type=int, nargs="+",
                         default=sorted({1, os.cpu_count() or 1}))
     parser.add_argument("--max-step-s", type=float, default=None,
                         help="largest step timed; bigger ones at a smaller batch (default 2)")
-    parser.add_argument("--out", type=Path, default=Path("results/bench/model_compute.csv"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if any(t < 1 for t in args.threads):
         parser.error(f"--threads must be >= 1, got {args.threads}")

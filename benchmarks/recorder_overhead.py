@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import os
 import resource
@@ -30,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _options import benchmark_parser
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "results" / "bench" / "recorder_overhead.csv"
 MODELS = {
     "fnn3": dict(model="fnn3", dataset="mnist", batch_size=128),
     "resnet20": dict(model="resnet20", dataset="cifar10", allow_substitute=True, batch_size=32),
@@ -154,9 +155,8 @@ def memory(name: str, args: argparse.Namespace) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="few steps (well under a minute)")
+def build_parser() -> argparse.ArgumentParser:
+    p = benchmark_parser(__file__, __doc__, quick="4 on/off block pairs, 8 steps per RSS child")
     p.add_argument("--models", default="fnn3,resnet20",
                    help=f"comma-separated, from {', '.join(MODELS)}")
     p.add_argument("--workers", type=int, default=4)
@@ -168,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=10, help=argparse.SUPPRESS)
     p.add_argument("--child-model", help=argparse.SUPPRESS)
     p.add_argument("--child-mode", choices=("on", "off"), help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     if args.child_model:
         child(args)
@@ -190,12 +195,14 @@ def main(argv: list[str] | None = None) -> int:
         row.update(memory(name, args))
         rows.append(row)
         print(", ".join(f"{k}={v}" for k, v in row.items()), flush=True)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    with open(OUT, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {OUT.relative_to(REPO)}")
+    from topkscope.io import write_bytes_atomic
+
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    write_bytes_atomic(args.out, text.getvalue().encode())
+    print(f"wrote {args.out}")
     return 0
 
 

@@ -12,6 +12,7 @@ FNN-3 / MNIST TopK-SGD run (the quick profile's settings: 2 workers, batch 128, 
 momentum 0.9, rho = 0.001).
 
     .venv/bin/python benchmarks/redsync_versions.py [--run DIR] [--steps 400] [--every 50]
+    .venv/bin/python benchmarks/redsync_versions.py --quick     40 steps, u every 10
     -> results/bench/redsync_versions.csv and a summary on stdout
 """
 
@@ -24,9 +25,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from _options import benchmark_parser
 
-REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "results" / "bench" / "redsync_versions.csv"
+STEPS, EVERY = 400, 50
+QUICK_STEPS, QUICK_EVERY = 40, 10
 METHODS = ("topk", "redsync", "redsync-2019", "gaussiank-2019")
 
 
@@ -92,15 +94,23 @@ def compare(vectors: list[tuple[str, torch.Tensor]], density: float) -> pd.DataF
     return pd.DataFrame(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    ap = benchmark_parser(__file__, __doc__,
+                          quick=f"without --run, {QUICK_STEPS} steps, u every {QUICK_EVERY}")
     ap.add_argument("--run", type=Path, default=None, help="a result folder with u snapshots")
-    ap.add_argument("--steps", type=int, default=400, help="training steps without --run")
-    ap.add_argument("--every", type=int, default=50, help="capture u every N steps")
+    ap.add_argument("--steps", type=int, default=None,
+                    help=f"training steps without --run (default {STEPS}; --quick {QUICK_STEPS})")
+    ap.add_argument("--every", type=int, default=None,
+                    help=f"capture u every N steps (default {EVERY}; --quick {QUICK_EVERY})")
     ap.add_argument("--density", type=float, default=0.001)
     ap.add_argument("--data-root", default=None)
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    args.steps = args.steps or (QUICK_STEPS if args.quick else STEPS)
+    args.every = args.every or (QUICK_EVERY if args.quick else EVERY)
     if args.steps < 1 or args.every < 1:
         print(f"--steps = {args.steps} and --every = {args.every} must be >= 1", file=sys.stderr)
         return 2

@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _options import benchmark_parser
+
 METHODS = ("dense", "topk", "gaussiank", "gaussiank-2019")
 MODELS = {"fnn3": {}, "fnn3-wide": {"hidden": [1000, 1000]}}
 CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "fnn3-mnist.yaml"
@@ -105,9 +107,8 @@ def _launch(model: str, P: int, rounds: int, steps: int, data: str | None, out: 
     subprocess.run(cmd, check=True, env=env)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="FNN-3 only, fewer steps")
+def build_parser() -> argparse.ArgumentParser:
+    parser = benchmark_parser(__file__, __doc__, quick="FNN-3 only, 2 rounds x 5 steps")
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--calibration", type=Path, default=None,
                         help="an existing calibration fit (default: calibrate now, into "
@@ -115,7 +116,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--selection", type=Path,
                         default=Path("results/reference/bench-cpu/selection.csv"))
     parser.add_argument("--data", default=os.environ.get("TOPKSCOPE_DATA"))
-    parser.add_argument("--out", type=Path, default=Path("results/bench/scaling_validation.csv"))
     # worker-side arguments (the script re-runs itself under torch.distributed.run)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", default="fnn3", help=argparse.SUPPRESS)
@@ -123,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=int, default=8, help=argparse.SUPPRESS)
     parser.add_argument("--rows-out", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.worker:
         return _worker(args)
 

@@ -34,12 +34,12 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from _options import benchmark_parser
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from topkscope.io import write_bytes_atomic
 from topkscope.sparsify import available, get_sparsifier
 
-OUT = Path("results/bench/selection.csv")
 BASELINE = "torch.topk"
 CPU_SIZES = (100_000, 1_000_000, 10_000_000, 25_000_000)
 GPU_SIZES = (*CPU_SIZES, 100_000_000, 500_000_000)
@@ -140,9 +140,8 @@ def parse_list(text: str, kind: Callable) -> list:
         raise SystemExit(f"error: cannot read {text!r} as comma-separated numbers") from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="d in {1e5, 1e6}, 3 rounds")
+def build_parser() -> argparse.ArgumentParser:
+    ap = benchmark_parser(__file__, __doc__, quick="d in {1e5, 1e6}, 3 rounds")
     ap.add_argument("--sizes", help="comma-separated d values (e.g. 1e5,1e6)")
     ap.add_argument("--densities", default="0.001,0.01", help="comma-separated rho values")
     ap.add_argument("--methods", default=",".join(available()), help="comma-separated names")
@@ -151,9 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=1, help="untimed rounds first (default 1)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--out", type=Path, default=OUT, help=f"CSV path (default {OUT})")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     if args.threads < 1:
         raise SystemExit(f"error: --threads = {args.threads} must be at least 1")

@@ -17,10 +17,10 @@ import argparse
 import logging
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
+from _options import benchmark_parser
 
 CONFIGS = [  # (model, dataset, batch per worker, lr): the paper's settings
     ("fnn3", "mnist", 128, 0.01),
@@ -54,16 +54,18 @@ def measure(model: str, dataset: str, batch: int, lr: float, workers: int, spars
             "communicate_s": float(np.mean([r["time_communicate"] for r in rows]))}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 timed steps per configuration")
+def build_parser() -> argparse.ArgumentParser:
+    parser = benchmark_parser(__file__, __doc__, quick="2 timed steps; ResNet-20 at the fewest workers only")
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--workers", type=int, nargs="+", default=[4, 16])
     parser.add_argument("--sparsifiers", nargs="+", default=["topk", "gaussiank"])
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--data", default=None, help="dataset root (default: $TOPKSCOPE_DATA or ./data)")
-    parser.add_argument("--out", type=Path, default=Path("results/bench/sim_throughput.csv"))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     steps = args.steps or (2 if args.quick else 8)
     torch.set_num_threads(args.threads)
 

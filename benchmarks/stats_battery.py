@@ -23,9 +23,9 @@ import os
 import platform
 import sys
 import time
-from pathlib import Path
 
-OUT = Path("results/bench/stats_battery.csv")
+from _options import benchmark_parser
+
 DENSITIES = (0.001, 0.01, 0.1)
 GOAL_SECONDS = 3.0
 
@@ -52,15 +52,17 @@ def timed(fn, repeats: int) -> tuple[float, float, object]:
     return times[0], times[len(times) // 2], result
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="d = 2.5e6, one repeat")
+def build_parser() -> argparse.ArgumentParser:
+    parser = benchmark_parser(__file__, __doc__, quick="d = 2.5e6, one repeat")
     parser.add_argument("--d", type=float, default=None, help="vector length (default 2.5e7)")
     parser.add_argument("--repeats", type=int, default=None, help="timed runs (best is kept)")
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the full-data baseline")
-    parser.add_argument("--out", type=Path, default=OUT, help=f"CSV path (default {OUT})")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.threads < 1:
         print(f"error: --threads {args.threads} must be >= 1", file=sys.stderr)
         return 2

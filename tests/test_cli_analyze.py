@@ -161,6 +161,31 @@ def test_rerun_skips_adds_new_work_and_force_recomputes(run_dir: Path, capsys) -
     assert set(third["contraction"].query("density == 0.01")["seed"]) == {7}
 
 
+def test_rerun_with_other_seed_or_max_n_is_refused_without_force(run_dir: Path, capsys) -> None:
+    args = [str(run_dir), "--max-n", str(MAX_N), "--densities", "0.01,0.1"]
+    assert analyze(*args) == 0
+    first = tables(run_dir)
+    capsys.readouterr()
+    for other in (["--seed", "7"], ["--max-n", "2000"]):
+        assert analyze(*args, *other) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("topkscope analyze: error: ")
+        assert f"was measured with seed 0, max_n {MAX_N}" in err and "add --force" in err
+        for name, frame in tables(run_dir).items():  # nothing rewritten
+            pd.testing.assert_frame_equal(frame, first[name])
+    # --force recomputes with the new seed; then that seed needs no --force, at the densities
+    # it was measured at (0.1 still holds seed-0 rows: asking for it is refused again)
+    assert analyze(str(run_dir), "--max-n", str(MAX_N), "--densities", "0.01", "--seed", "7",
+                   "--force") == 0
+    capsys.readouterr()
+    assert analyze(str(run_dir), "--max-n", str(MAX_N), "--densities", "0.01",
+                   "--seed", "7") == 0
+    assert "0 analyzed now, 3 already done" in capsys.readouterr().out
+    assert analyze(str(run_dir), "--max-n", str(MAX_N), "--densities", "0.1",
+                   "--seed", "7") == 2
+    assert "the contraction table" in capsys.readouterr().err
+
+
 def test_results_root_finds_every_run(tmp_path: Path, capsys) -> None:
     root = tmp_path / "results"
     a = write_run(root, "a", {(10, 0): gaussian(5)})

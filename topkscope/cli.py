@@ -5,8 +5,14 @@ and `main(args) -> int`, then add its name to COMMANDS. A command module imports
 standard library at top level (heavy imports go inside `main`), so `topkscope --help` and
 every other subcommand stay fast.
 
-This module is the only place that wires a command to another package's entry point
-(`WIRED`): `topkscope figures` gets the figures driver of topkscope.reproduce here, so
+This module is the command's error boundary, the one place that turns a failure into what a
+user sees: a usage error (OneLineParser), a `CommandError` a command raises (bad input,
+exit 2, or a failure with its own code) and Ctrl-C become one line on stderr,
+`topkscope <command>: error: <message>` / `topkscope <command>: interrupted`, with exit
+status 2 / the error's code / 130. Commands never print their own errors.
+
+It is also the only place that wires a command to another package's entry point (`WIRED`):
+`topkscope figures`, `claims` and `gallery` get what they need of topkscope.reproduce here, so
 `commands` and `reproduce` never import each other.
 """
 
@@ -17,13 +23,18 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from topkscope.commands import CommandError
+
 # subcommand -> module supplying HELP, add_arguments(parser) and main(args)
 COMMANDS = {
     "run": "topkscope.commands.run",
     "figures": "topkscope.commands.figures",
     "analyze": "topkscope.commands.analyze",
+    "claims": "topkscope.commands.claims",
     "bench": "topkscope.commands.bench",
     "scale": "topkscope.commands.scale",
+    "fetch": "topkscope.commands.fetch",
+    "gallery": "topkscope.commands.gallery",
 }
 
 
@@ -33,15 +44,55 @@ def _figures_driver(log, **options):
     return reproduce(Options(**options), log=log)
 
 
+def _claims_table(runs):
+    from topkscope.reproduce.draw import claims_table
+
+    return claims_table(runs)
+
+
+def _claims_summary(table) -> str:
+    from topkscope.reproduce.findings import claims_summary
+
+    return claims_summary(table)
+
+
+def _gallery(**options):
+    from topkscope.reproduce.gallery import publish
+
+    return publish(**options)
+
+
 # subcommand -> extra keyword arguments of its main(args, ...)
-WIRED = {"figures": {"driver": _figures_driver}}
+WIRED = {
+    "figures": {"driver": _figures_driver},
+    "claims": {"tabulate": _claims_table, "summarize": _claims_summary},
+    "gallery": {"publish": _gallery},
+}
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """Usage errors as one line on stderr (no usage block), exit status 2."""
+    """Usage errors as one line on stderr (no usage block), exit status 2. Subcommand parsers
+    are of this class too (argparse makes them of the parent's class); an unrecognized
+    argument is reported by the subcommand's parser, so the line names the subcommand."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.subcommands: dict[str, argparse.ArgumentParser] = {}
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            owner = self.subcommands.get(getattr(parsed, "command", None), self)
+            owner.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
+
+def one_line(message: object) -> str:
+    """message with its whitespace (newlines included) collapsed to single spaces."""
+    return " ".join(str(message).split())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,14 +101,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
-        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        parser.subcommands[name] = command
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = importlib.import_module(COMMANDS[args.command])
-    return int(command.main(args, **WIRED.get(args.command, {})) or 0)
+    try:
+        return int(command.main(args, **WIRED.get(args.command, {})) or 0)
+    except CommandError as exc:
+        print(f"topkscope {args.command}: error: {one_line(exc) or type(exc).__name__}",
+              file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print(f"topkscope {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

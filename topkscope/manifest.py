@@ -1,5 +1,8 @@
 """manifest.json of a result folder: what ran, with what, and whether it finished; and the
-one way to find run folders by what their manifests say (`find_runs`).
+one way to open and find runs: `Manifest.load` reads a run's manifest (one-line errors),
+`find_runs` selects run folders by what their manifests say (never by folder name), `matches`
+is its rule for manifests already read, and `runs_at` resolves command-line paths (run,
+experiment or results folders) strictly.
 
 Status moves running -> complete | failed | interrupted (a run stopped by a signal, resumable).
 Every write is atomic, so a killed run leaves the last good manifest with status `running`
@@ -23,6 +26,11 @@ from topkscope.io import write_json_atomic
 
 STATUSES = ("running", "complete", "failed", "interrupted")
 MANIFEST = "manifest.json"
+
+
+class NotAResultFolder(FileNotFoundError, ValueError):
+    """A folder without manifest.json. Both a FileNotFoundError and a ValueError, so callers
+    written against either (a missing file, bad input) catch it."""
 
 
 def now_iso() -> str:
@@ -78,13 +86,22 @@ class Manifest:
 
     @classmethod
     def load(cls, run_dir: str | Path) -> dict[str, Any]:
+        """The manifest of run_dir as a dict: the one way every reader opens a run.
+
+        Raises NotAResultFolder (no manifest.json) or ValueError (not a JSON object), each one
+        line naming the path."""
         path = Path(run_dir) / MANIFEST
         try:
-            return json.loads(path.read_text())
-        except FileNotFoundError:
-            raise FileNotFoundError(f"no manifest.json in {str(run_dir)!r}: not a result folder") from None
-        except json.JSONDecodeError as exc:
+            data = json.loads(path.read_text())
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotAResultFolder(f"{str(run_dir)!r} is not a result folder (no manifest.json)"
+                                   ) from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ValueError(f"{str(path)!r} is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{str(path)!r} is not a JSON object (a manifest maps names to "
+                             "values)")
+        return data
 
     @classmethod
     def resume(cls, run_dir: str | Path, note: str = "resumed_at") -> Manifest:
@@ -145,11 +162,13 @@ class FoundRun:
 
 def _run_folders(root: Path) -> list[Path]:
     """root itself if it is a run folder, else its run folders one level down (an experiment
-    folder) or two (a results root: <experiment>/<run_id>/)."""
+    folder, or a user's run beside the experiments) and two (a results root:
+    <experiment>/<run_id>/), never inside another run folder."""
     if (root / MANIFEST).is_file():
         return [root]
-    found = sorted(p.parent for p in root.glob(f"*/{MANIFEST}"))
-    return found or sorted(p.parent for p in root.glob(f"*/*/{MANIFEST}"))
+    level1 = {p.parent for p in root.glob(f"*/{MANIFEST}")}
+    level2 = {p.parent for p in root.glob(f"*/*/{MANIFEST}") if p.parent.parent not in level1}
+    return sorted(level1 | level2)
 
 
 def _matches(value: Any, wanted: Any) -> bool:
@@ -167,8 +186,23 @@ def _matches(value: Any, wanted: Any) -> bool:
     return value == wanted
 
 
+MATCHED_FIELDS = ("experiment", "profile", "model", "sparsifier", "seed", "density", "status")
+
+
+def matches(manifest: dict, *, condition: Any = None, **wanted: Any) -> bool:
+    """Whether a manifest has every wanted field (MATCHED_FIELDS; each None: any, a value, or
+    a tuple of allowed values) and its condition_of is `condition`. find_runs selects with
+    it; a caller holding manifests already (the figures driver) narrows them with it."""
+    unknown = sorted(set(wanted) - set(MATCHED_FIELDS))
+    if unknown:
+        raise ValueError(f"cannot match runs on {unknown}; allowed: {', '.join(MATCHED_FIELDS)}, "
+                         "condition")
+    return all(_matches(manifest.get(k), v) for k, v in wanted.items()) and \
+        _matches(condition_of(manifest), condition)
+
+
 def find_runs(roots: str | Path | Iterable[str | Path], *, experiment: Any = None,
-              profile: Any = None, sparsifier: Any = None, seed: Any = None,
+              profile: Any = None, model: Any = None, sparsifier: Any = None, seed: Any = None,
               density: Any = None, condition: Any = None,
               status: Any = "complete") -> list[FoundRun]:
     """Every run folder under `roots` whose manifest matches, selected by manifest content only
@@ -177,8 +211,8 @@ def find_runs(roots: str | Path | Iterable[str | Path], *, experiment: Any = Non
     Args:
         roots: run folders, experiment folders or results roots (``<experiment>/<run_id>/``),
             one or several; a root that does not exist holds no runs.
-        experiment, profile, sparsifier, seed, density: manifest fields to match; each None
-            (any), a value, or a tuple of allowed values.
+        experiment, profile, model, sparsifier, seed, density: manifest fields to match; each
+            None (any), a value, or a tuple of allowed values.
         condition: matched against ``condition_of(manifest)`` (e.g. "warmup=paper").
         status: "complete" (default), a tuple such as ("interrupted", "failed"), or None (any).
 
@@ -188,25 +222,56 @@ def find_runs(roots: str | Path | Iterable[str | Path], *, experiment: Any = Non
     """
     if isinstance(roots, (str, Path)):
         roots = [roots]
-    wanted = {"experiment": experiment, "profile": profile, "sparsifier": sparsifier,
-              "seed": seed, "density": density, "status": status}
+    wanted = {"experiment": experiment, "profile": profile, "model": model,
+              "sparsifier": sparsifier, "seed": seed, "density": density, "status": status}
     out: dict[Path, FoundRun] = {}
     for root in roots:
-        root = Path(root)
-        if not root.is_dir():
-            continue
-        for folder in _run_folders(root):
-            try:
-                manifest = Manifest.load(folder)
-            except (OSError, ValueError) as exc:
-                warnings.warn(f"skipping {str(folder)!r}: unreadable manifest.json ({exc})",
-                              stacklevel=2)
-                continue
-            if not isinstance(manifest, dict):
-                warnings.warn(f"skipping {str(folder)!r}: manifest.json is not an object",
-                              stacklevel=2)
-                continue
-            if all(_matches(manifest.get(k), v) for k, v in wanted.items()) and \
-                    _matches(condition_of(manifest), condition):
-                out[folder.resolve()] = FoundRun(folder, manifest)
+        for run in _read_runs(Path(root), strict=False):
+            if matches(run.manifest, condition=condition, **wanted):
+                out[run.path.resolve()] = run
     return sorted(out.values(), key=lambda r: str(r.path))
+
+
+def _read_runs(root: Path, strict: bool) -> list[FoundRun]:
+    """Every run folder under root with its manifest. An unreadable manifest raises
+    (strict) or is skipped with a one-line warning naming it."""
+    out = []
+    for folder in _run_folders(root) if root.is_dir() else []:
+        try:
+            out.append(FoundRun(folder, Manifest.load(folder)))
+        except (OSError, ValueError) as exc:
+            if strict:
+                raise ValueError(str(exc)) from None
+            warnings.warn(f"skipping {str(folder)!r}: {exc}", stacklevel=3)
+    return out
+
+
+def runs_at(paths: Iterable[str | Path], status: Any = "complete") -> list[FoundRun]:
+    """The runs that command-line paths name, each path a run folder, an experiment folder or
+    a results root, with `status` (as find_runs), in the order given, none twice.
+
+    Raises ValueError (one line naming the path) for a path that does not exist, holds no
+    run folder, holds an unreadable manifest, or holds runs but none with `status`, so a
+    command fails before it writes anything.
+    """
+    out: dict[Path, FoundRun] = {}
+    for path in [Path(p) for p in paths]:
+        if not path.exists():
+            raise ValueError(f"{str(path)!r} does not exist (expected a run folder, an "
+                             "experiment folder or a results root)")
+        every = _read_runs(path, strict=True)
+        if not every:
+            raise ValueError(f"{str(path)!r} is not a result folder (no manifest.json) and holds "
+                             "no run folders (<run_id>/ or <experiment>/<run_id>/)")
+        found = [r for r in every if matches(r.manifest, status=status)]
+        if not found:
+            have = sorted({str(r.manifest.get("status")) for r in every})
+            raise ValueError(f"{str(path)!r} holds no {' or '.join(_as_tuple(status))} run "
+                             f"(its runs are: {', '.join(have)})")
+        for run in found:
+            out.setdefault(run.path.resolve(), run)
+    return list(out.values())
+
+
+def _as_tuple(value: Any) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list, set, frozenset)) else (value,)

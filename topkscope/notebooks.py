@@ -17,10 +17,10 @@ hint naming the recorder option (or command) that would produce it, when it is m
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Any
+
+from topkscope.manifest import Manifest, find_runs
 
 RESULTS_ENV = "TOPKSCOPE_RESULTS"
 
@@ -71,13 +71,6 @@ def resolve(path: str | os.PathLike) -> Path:
     return (repo / p).resolve() if repo is not None else p.resolve()
 
 
-def _manifest(run_dir: Path) -> dict[str, Any]:
-    try:
-        return json.loads((run_dir / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def pick_run(run_dir: str | os.PathLike | None = None, experiment: str | None = None,
              results: str | os.PathLike | None = None) -> Path:
     """The run folder to show: run_dir if given, else the newest complete run with a recorder
@@ -85,17 +78,14 @@ def pick_run(run_dir: str | os.PathLike | None = None, experiment: str | None = 
     parameters when there is none."""
     if run_dir is not None:
         found = resolve(run_dir)
-        if not (found / "manifest.json").is_file():
-            raise ValueError(f"run_dir = {str(run_dir)!r} ({found}) is not a result folder "
-                             f"(no manifest.json)")
+        try:
+            Manifest.load(found)
+        except ValueError as exc:
+            raise ValueError(f"run_dir = {str(run_dir)!r} ({found}): {exc}") from None
         return found
     root = results_root(results)
-    pattern = f"{experiment}/*/manifest.json" if experiment else "*/*/manifest.json"
-    runs = []
-    for path in root.glob(pattern):
-        m = _manifest(path.parent)
-        if m.get("status") == "complete" and m.get("recorder"):
-            runs.append((str(m.get("start_time") or ""), path.parent))
+    runs = [(str(r.manifest.get("start_time") or ""), r.path)
+            for r in find_runs(root, experiment=experiment) if r.manifest.get("recorder")]
     if not runs:
         where = f"experiment {experiment!r} under " if experiment else ""
         raise ValueError(f"no complete recorded run of {where}{str(root)!r}; set the run_dir "
@@ -109,10 +99,8 @@ def pick_runs(experiment: str | None = None, results: str | os.PathLike | None =
     with the most complete runs) whose profile is `profile` (None: any)."""
     root = results_root(results)
     by_experiment: dict[str, list[Path]] = {}
-    for path in sorted(root.glob("*/*/manifest.json")):
-        m = _manifest(path.parent)
-        if m.get("status") == "complete" and (profile is None or m.get("profile") == profile):
-            by_experiment.setdefault(path.parent.parent.name, []).append(path.parent)
+    for run in find_runs(root, profile=profile):
+        by_experiment.setdefault(str(run.manifest.get("experiment")), []).append(run.path)
     if experiment is None and by_experiment:
         experiment = max(by_experiment, key=lambda e: (len(by_experiment[e]), e))
     runs = by_experiment.get(experiment or "", [])

@@ -3,7 +3,10 @@
     run = load("results/fnn3-mnist/2024-01-01T00-00-00")
     run.manifest["status"]; run.train; run.eval; run.stats; run.hist; run.snapshots
     u = run.snapshot(step=800, rank=0)                     # float32 whole-model u
-    find("results", experiment="fnn3-mnist")               # run folders, oldest name first
+    find("results", experiment="fnn3-mnist")               # run folders, sorted by path
+
+Both open runs the project's one way: the manifest with topkscope.manifest.Manifest.load,
+run folders selected by manifest content with topkscope.manifest.find_runs.
 
 stats and hist concatenate every part of every rank. A part is complete by construction
 (written under a temporary name, then renamed), so a run killed mid-way loads up to its
@@ -16,7 +19,6 @@ documented columns.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from topkscope import schema
+from topkscope.manifest import Manifest, find_runs
 from topkscope.schema import EVAL_COLUMNS, PART_GLOB, TRAIN_COLUMNS, column_prefix
 from topkscope.schema import PART_RE as _PART_RE
 from topkscope.schema import SNAPSHOT_RE as _SNAPSHOT_RE
@@ -171,13 +174,7 @@ def load(run_dir: str | Path, *, layers=None, kinds=None, ranks=None) -> Run:
     `resumed_at` / `appended_at`); other runs cannot hold duplicates.
     """
     path = Path(run_dir)
-    manifest_path = path / "manifest.json"
-    if not manifest_path.is_file():
-        raise ValueError(f"{str(path)!r} is not a result folder (no manifest.json)")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{str(manifest_path)!r} is not valid JSON: {exc}") from None
+    manifest = Manifest.load(path)
     filters = _filters(layers, kinds, ranks)
     resumed = bool(manifest.get("resumed_at") or manifest.get("appended_at"))
     stats = read_parts(path / "stats", STATS_KEYS, filters, dedupe=resumed)
@@ -194,11 +191,10 @@ def load(run_dir: str | Path, *, layers=None, kinds=None, ranks=None) -> Run:
 
 
 def find(results_root: str | Path, experiment: str | None = None) -> list[Path]:
-    """Run folders (those holding manifest.json) under results_root/<experiment>/<run_id>/."""
+    """Run folders of any status under results_root (a results root, an experiment folder or
+    a run folder) whose manifest names `experiment` (None: any); sorted by path.
+    topkscope.manifest.find_runs selects on more fields (status, sparsifier, seed, ...)."""
     root = Path(results_root)
     if not root.is_dir():
         raise ValueError(f"results root {str(root)!r} is not a folder")
-    pattern = f"{experiment}/*/manifest.json" if experiment else "*/*/manifest.json"
-    if experiment is not None and not (root / experiment).is_dir():
-        return []
-    return sorted(p.parent for p in root.glob(pattern))
+    return [r.path for r in find_runs(root, experiment=experiment, status=None)]

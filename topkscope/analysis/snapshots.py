@@ -57,6 +57,16 @@ QQ_COLUMNS = ["step", "p", "theoretical", "sample"]
 CONVEXITY_KEYS = ["convexity_gap", "magnitude_convexity_gap", "condition_holds"]
 
 
+def used_max_n(table: str, max_n: int | None) -> int:
+    """The subsample size the rows of `table` (normality, fits, contraction) record for the
+    requested max_n: max_n itself, or for None the default of that table's statistic."""
+    defaults = {"normality": normality.DEFAULT_MAX_N, "fits": fits.DEFAULT_MAX_N,
+                "contraction": contraction.DEFAULT_MAX_N}
+    if table not in defaults:
+        raise ValueError(f"table = {table!r}; allowed: {', '.join(defaults)}")
+    return defaults[table] if max_n is None else int(max_n)
+
+
 @dataclass(frozen=True)
 class SnapshotTables:
     """The rows measured on one snapshot; any of them may be empty when not asked for."""
@@ -92,18 +102,18 @@ def analyze_snapshot(
     norm_rows = fit_rows = contr_rows = None
     extra: dict = {}
     if distribution:
-        n_max = normality.DEFAULT_MAX_N if max_n is None else max_n
+        n_max = used_max_n("normality", max_n)
         battery = normality.battery(u, max_n=n_max, seed=seed)
         norm_rows = pd.DataFrame([{**keys, **battery, "seed": seed, "max_n": n_max}])
         if with_fits:
-            f_max = fits.DEFAULT_MAX_N if max_n is None else max_n
+            f_max = used_max_n("fits", max_n)
             table = fits.compare(u, max_n=f_max, seed=seed).rename(columns={"rank": FAMILY_RANK})
             fit_rows = _with_keys(table, keys, seed, f_max)
     if with_qq:
-        q_max = normality.DEFAULT_MAX_N if max_n is None else max_n
+        q_max = used_max_n("normality", max_n)
         extra["qq"] = normality.qq(u, max_n=q_max, seed=seed).assign(step=int(step))
     if len(densities):
-        c_max = contraction.DEFAULT_MAX_N if max_n is None else max_n
+        c_max = used_max_n("contraction", max_n)
         report = contraction.analyze(u, list(densities), max_n=c_max, seed=seed)
         ratios = report.ratios.assign(convexity_tol=report.convexity["tol_effective"])
         contr_rows = _with_keys(ratios, keys, seed, c_max)

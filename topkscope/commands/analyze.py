@@ -7,7 +7,9 @@ against 1 - k/d, (1 - k/d)^2 and the Gaussian value. The tidy tables go to
 RUN_DIR/analysis/{normality,fits,contraction}.parquet, rewritten atomically after each snapshot,
 so an interrupted analysis keeps what it finished. With --out DIR (results shared read-only) they
 go to DIR/<experiment>/<run_id>/ instead and the run folder is only read. Snapshots already in the tables are skipped
-(only densities not yet measured are added) unless --force.
+(only densities not yet measured are added) unless --force. Every row records the seed and
+max_n it was measured with; a rerun with another --seed or --max-n is refused (exit 2,
+nothing written) unless --force, which recomputes the snapshots with the new settings.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from topkscope.commands import CommandError
 
 HELP = "analyze the snapshots of u in run folders: normality, family fits, contraction"
 DEFAULT_DENSITIES = "0.001,0.01,0.1"
@@ -33,7 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="subsample size (>= 8) for the sort-based tests, the fits and the "
                         "magnitude curve (default: each statistic's own)")
     p.add_argument("--seed", default="0", metavar="S", help="subsampling seed, >= 0 (default 0)")
-    p.add_argument("--force", action="store_true", help="re-analyze snapshots already analyzed")
+    p.add_argument("--force", action="store_true",
+                   help="re-analyze snapshots already analyzed (needed to change the --seed or "
+                        "--max-n of existing tables)")
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="write the tables to DIR/<experiment>/<run_id>/ instead of "
                         "RUN_DIR/analysis/ (the run folders are only read)")
@@ -58,12 +64,6 @@ class RunPlan:
     snapshots: int
     folder: Path  # where the tables are written
     failed: list[str] = field(default_factory=list)
-
-
-def fail(message: str) -> int:
-    one_line = " ".join(str(message).split())
-    print(f"topkscope analyze: error: {one_line}", file=sys.stderr)
-    return 2
 
 
 def parse_densities(text: str) -> list[float]:
@@ -99,23 +99,11 @@ def parse_int(flag: str, text: str | None, minimum: int) -> int | None:
 
 
 def run_folders(paths: list[Path]) -> list[Path]:
-    """Run folders named by paths: a run folder itself, an experiment folder (its run folders)
-    or a results root (topkscope.analysis.runs.find). ValueError naming a path that is none."""
-    from topkscope.analysis.runs import find
+    """Run folders (any status) named by paths: a run folder itself, an experiment folder or a
+    results root (topkscope.manifest.runs_at). ValueError naming a path that holds none."""
+    from topkscope.manifest import runs_at
 
-    out: list[Path] = []
-    for path in paths:
-        if (path / "manifest.json").is_file():
-            found = [path]
-        elif path.is_dir():
-            found = sorted(p.parent for p in path.glob("*/manifest.json")) or find(path)
-        else:
-            raise ValueError(f"{str(path)!r} does not exist (expected a run folder)")
-        if not found:
-            raise ValueError(f"{str(path)!r} is not a run folder (no manifest.json) and holds no "
-                             "run folders (<experiment>/<run_id>/manifest.json)")
-        out += [p for p in found if p.resolve() not in {q.resolve() for q in out}]
-    return out
+    return [r.path for r in runs_at(paths, status=None)]
 
 
 def tables_folder(run_dir: Path, out: Path | None) -> Path:
@@ -136,14 +124,42 @@ def read_tables(folder: Path) -> dict:
     return out
 
 
-def plan_run(run_dir: Path, densities: list[float], force: bool, out: Path | None = None
-             ) -> RunPlan:
+def check_settings(folder: Path, tables: dict, densities: list[float], max_n: int | None,
+                   seed: int) -> None:
+    """ValueError (saying --force is needed) when rows an analysis would keep were measured
+    with another seed or max_n: the normality and fits rows, and the contraction rows at the
+    requested densities. Each row records its seed and max_n (analysis.snapshots)."""
+    from topkscope.analysis.snapshots import used_max_n
+
+    for name in TABLES:
+        rows = tables[name]
+        if rows is None or rows.empty or not {"seed", "max_n"} <= set(rows.columns):
+            continue
+        if name == "contraction":
+            rows = rows[rows["density"].isin(densities)]
+        wanted = (seed, used_max_n(name, max_n))
+        other = sorted({(int(a), int(b)) for a, b in rows[["seed", "max_n"]].itertuples(
+            index=False)} - {wanted})
+        if other:
+            raise ValueError(
+                f"the {name} table in {str(folder)!r} was measured with seed {other[0][0]}, "
+                f"max_n {other[0][1]}; this analysis asks for seed {wanted[0]}, max_n "
+                f"{wanted[1]}: add --force to recompute those snapshots with the new settings")
+
+
+def plan_run(run_dir: Path, densities: list[float], force: bool, out: Path | None = None,
+             max_n: int | None = None, seed: int = 0) -> RunPlan:
+    """What to analyze in one run: the snapshots (and densities) its tables lack, or with
+    force all of them. ValueError when its tables hold rows of other settings (seed, max_n)
+    and not force."""
     from topkscope.analysis.runs import load
     from topkscope.schema import GLOBAL
 
     run = load(run_dir, layers=GLOBAL)
     folder = tables_folder(run_dir, out)
     tables = read_tables(folder)
+    if not force:
+        check_settings(folder, tables, densities, max_n, seed)
     snaps = run.snapshots[run.snapshots["kind"] == "u"]
     done_dist, done_rho = set(), set()
     if not force and tables["normality"] is not None:
@@ -238,9 +254,10 @@ def main(args: argparse.Namespace) -> int:
         max_n = parse_int("--max-n", args.max_n, 8)
         seed = parse_int("--seed", args.seed, 0)
         out = getattr(args, "out", None)
-        plans = [plan_run(d, densities, args.force, out) for d in run_folders(list(args.paths))]
+        plans = [plan_run(d, densities, args.force, out, max_n, seed)
+                 for d in run_folders(list(args.paths))]
     except ValueError as exc:  # nothing has been written yet
-        return fail(str(exc))
+        raise CommandError(str(exc)) from None
     total = sum(len(p.todo) for p in plans)
     with tqdm(total=total, desc="analyze", unit="snapshot", file=sys.stderr,
               disable=True if args.no_progress else None) as bar:
@@ -248,9 +265,7 @@ def main(args: argparse.Namespace) -> int:
             for plan in plans:
                 analyze_plan(plan, max_n, seed, bar)
         except OSError as exc:
-            bar.close()
-            print(f"topkscope analyze: error: cannot write the tables: {exc}", file=sys.stderr)
-            return 1
+            raise CommandError(f"cannot write the tables: {exc}", code=1) from None
     for plan in plans:
         print(summary(plan, densities))
     return 1 if any(p.failed for p in plans) else 0

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from topkscope.commands import CommandError
+
 HELP = "run the benchmark scripts of the repository's benchmarks/ folder"
 # the suite's benchmarks, in the order they run; other scripts in the folder run after them
 KNOWN_ORDER = ("selection", "comm", "recorder_overhead", "stats_battery", "sim_throughput",
@@ -59,12 +61,6 @@ class BenchResult:
         if self.returncode != 0:
             return f"failed (exit {self.returncode})"
         return "ok" if self.csv_written else "failed (exit 0 but no CSV written)"
-
-
-def fail(message: str) -> int:
-    one_line = " ".join(str(message).split())
-    print(f"topkscope bench: error: {one_line}", file=sys.stderr)
-    return 2
 
 
 def benchmarks_folder(option: Path | None) -> Path:
@@ -187,16 +183,12 @@ def main(args: argparse.Namespace) -> int:
         names = choose(available, args.only)
         timeout = parse_timeout(args.timeout)
     except ValueError as exc:
-        return fail(str(exc))
+        raise CommandError(str(exc)) from None
     if args.list:
         print("\n".join(available))
         return 0
     if not names:
-        return fail(f"no benchmark scripts (*.py) in {str(folder)!r}")
+        raise CommandError(f"no benchmark scripts (*.py) in {str(folder)!r}")
     outcomes: list[BenchResult] = []
-    try:
-        run_all(folder, names, args.quick, timeout, outcomes)
-    except KeyboardInterrupt:
-        print("topkscope bench: interrupted", file=sys.stderr)
-        return 130
+    run_all(folder, names, args.quick, timeout, outcomes)
     return report(outcomes)

@@ -7,9 +7,10 @@ topkscope.cli, so `commands` and `reproduce` never import each other.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from topkscope.commands import CommandError
 
 HELP = "run the experiments of a profile (skipping complete ones) and draw every figure"
 
@@ -55,9 +56,5 @@ def main(args: argparse.Namespace, driver: Callable) -> int:
     try:
         outcome = driver(lambda m: print(m, flush=True), **options)
     except ValueError as exc:
-        print(f"topkscope figures: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("topkscope figures: interrupted", file=sys.stderr)
-        return 130
+        raise CommandError(str(exc)) from None
     return 1 if outcome.failures else 0

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from topkscope.commands import CommandError
+
 HELP = "train an experiment config with TopK-SGD on simulated or torchrun workers"
 
 
@@ -61,11 +63,6 @@ def torchrun_command(args: argparse.Namespace, workers: int, run_id: str) -> lis
             "--nproc-per-node", str(workers), "-m", "topkscope.cli", *argv]
 
 
-def fail(message: str) -> int:
-    print(f"topkscope run: error: {message}", file=sys.stderr)
-    return 2
-
-
 def main(args: argparse.Namespace) -> int:
     from topkscope.data import DataError
     from topkscope.train.config import load_config
@@ -75,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         cfg, profile = load_config(args.config, args.profile, overrides_from(args))
     except ValueError as exc:
-        return fail(str(exc))
+        raise CommandError(str(exc)) from None
     opts = RunOptions(out_root=args.out, run_id=args.run_id, resume=args.resume,
                       profile=profile, data_root=args.data, progress=not args.no_progress)
     try:
@@ -85,12 +82,13 @@ def main(args: argparse.Namespace) -> int:
             env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // cfg.workers)))
             done = subprocess.run(torchrun_command(args, cfg.workers, run_dir.name), env=env)
             if done.returncode != 0:
-                return fail(f"torchrun workers exited with status {done.returncode} "
-                            f"(their messages are above); run folder {run_dir}")
+                raise CommandError(f"torchrun workers exited with status {done.returncode} "
+                                   f"(their messages are above); run folder {run_dir}")
         else:
             run_dir = run(cfg, opts)
     except (ValueError, DataError, OSError, DivergedError) as exc:
-        return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise CommandError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                           ) from None
     except KeyboardInterrupt:
         print("topkscope run: interrupted", file=sys.stderr)
         return 130

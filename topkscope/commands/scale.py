@@ -16,6 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from topkscope.commands import CommandError
+
 HELP = "predict the TopK-SGD step time (compute, selection, communication) on a network"
 
 
@@ -65,11 +67,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--csv", type=Path, help="write the table here")
 
 
-def fail(message: str) -> int:
-    print(f"topkscope scale: error: {' '.join(str(message).split())}", file=sys.stderr)
-    return 2
-
-
 def main(args: argparse.Namespace) -> int:
     from topkscope import models
     from topkscope.io import write_bytes_atomic
@@ -106,11 +103,11 @@ def main(args: argparse.Namespace) -> int:
             results_root=results, selection=selection, compute_s=args.compute_s,
             select_s=dict(args.select_s), opts=opts, compute=compute)
     except ValueError as exc:
-        return fail(str(exc))
+        raise CommandError(str(exc)) from None
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if table.empty:
-        return fail(f"nothing to predict for {args.model}: " + "; ".join(notes))
+        raise CommandError(f"nothing to predict for {args.model}: " + "; ".join(notes))
     print(f"{args.model}: d = {int(table['d'].iloc[0]):,}, density {args.density:g}, network "
           f"{net.name} (alpha {net.alpha:.3g} s, beta {net.beta:.3g} s/B = "
           f"{net.bandwidth_gbit:.3g} Gbit/s), {opts.label()}")

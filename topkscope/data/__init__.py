@@ -4,8 +4,8 @@
     shard_indices(n, rank, world_size, epoch, seed, shuffle=True) -> LongTensor
     batchify(tokens, batch_size) -> (T, B) LongTensor
 
-root defaults to $TOPKSCOPE_DATA, else ./data; `python -m topkscope.data.fetch --root DIR`
-puts MNIST and PTB there.
+root defaults to $TOPKSCOPE_DATA, else ./data; `topkscope fetch --root DIR` puts MNIST and
+PTB there.
 """
 
 from __future__ import annotations

@@ -289,3 +289,21 @@ def obtain_cifar10(
         _write(folder / name, data)
     log(f"cifar10: 6 batch files from {origin}")
     return folder
+
+
+DATASETS = ("mnist", "ptb", "cifar10")
+DEFAULT_DATASETS = ("mnist", "ptb")  # CIFAR-10 only when asked (a large, official download)
+_OBTAIN = {"mnist": obtain_mnist, "ptb": obtain_ptb, "cifar10": obtain_cifar10}
+
+
+def obtain(root: Path, names=DEFAULT_DATASETS, timeout: float = DEFAULT_TIMEOUT_S,
+           network: bool = True, log: Log = _quiet) -> None:
+    """Every named dataset (DATASETS) present and verified under root, in the order given
+    (`topkscope fetch`). Raises ValueError for an unknown name before obtaining anything,
+    DataError for a dataset no source could provide."""
+    unknown = [n for n in names if n not in _OBTAIN]
+    if unknown or not names:
+        raise ValueError(f"unknown dataset(s) {', '.join(map(repr, unknown)) or 'none named'}; allowed: "
+                         f"{', '.join(DATASETS)}")
+    for name in names:
+        _OBTAIN[name](Path(root), timeout, network=network, log=log)

@@ -20,7 +20,6 @@ Every value is an `Input(value, source)`; the model and the tables print the sou
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -28,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from topkscope.manifest import find_runs
 
 WARMUP_STEPS = 2
 SELECTION_COLUMNS = {"method", "d", "density", "median_ms"}
@@ -44,27 +45,10 @@ class Input:
     source: str
 
 
-def _read_manifest(run_dir: Path) -> dict:
-    try:
-        return json.loads((run_dir / "manifest.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-
-
 def complete_runs(results_root: str | Path, model: str | None = None) -> list[tuple[Path, dict]]:
-    """(run folder, manifest) of every complete run under results_root (of `model` if given)."""
-    root = Path(results_root)
-    if not root.is_dir():
-        return []
-    out = []
-    for mpath in sorted(root.glob("*/*/manifest.json")):
-        man = _read_manifest(mpath.parent)
-        if man.get("status") != "complete":
-            continue
-        if model is not None and man.get("model") != model:
-            continue
-        out.append((mpath.parent, man))
-    return out
+    """(run folder, manifest) of every complete run under results_root (of `model` if given):
+    topkscope.manifest.find_runs, as a list of pairs."""
+    return [(r.path, r.manifest) for r in find_runs(results_root, model=model)]
 
 
 def compute_time(results_root: str | Path, model: str) -> Input | None:

@@ -400,24 +400,33 @@ VERDICT_MARKS = {"holds": "holds ✅", "fails": "fails ❌", "mixed": "mixed ⚠
                  "inconclusive": "inconclusive ❔", "insufficient-data": "insufficient data"}
 
 
-def claims_table(runs: Iterable) -> pd.DataFrame:
+def claims_table(runs: Iterable, differing: dict[str, str] | None = None) -> pd.DataFrame:
     """topkscope.analysis.claims.build over the loaded runs, plus what was run: the profile and
-    the model arguments (e.g. a narrower width) of the runs behind each row."""
+    the model arguments (e.g. a narrower width) of the runs behind each row, and
+    `differs_from_plan`: for each run among them named in `differing` (resolved run folder ->
+    what differs, from the figures driver), "<run folder>: <what differs>"; empty when every
+    run has the plan's settings or there is no plan (`topkscope claims`)."""
     from topkscope.analysis import claims
 
     runs = list(runs)
+    differing = differing or {}
     table = claims.build(runs)
     setting: dict[tuple, tuple[str, str]] = {}
+    differs: dict[tuple, list[str]] = {}
     for run in runs:
         key = claims.model_key(run.manifest)
         args = (run.manifest.get("config") or {}).get("model_args") or {}
         setting.setdefault(key, (str(run.manifest.get("profile") or ""),
                                  ", ".join(f"{k}={v}" for k, v in sorted(args.items()))))
+        what = differing.get(str(Path(run.path).resolve()))
+        if what:
+            differs.setdefault(key, []).append(f"{Path(run.path).name}: {what}")
     keys = [claims.model_key(dict(zip(("model", "dataset", "dataset_substitute"), row)))
             for row in table[["model", "dataset", "dataset_substitute"]].itertuples(index=False)]
     keys = [tuple(None if isinstance(v, float) and v != v else v for v in k) for k in keys]
     table["profile"] = [setting.get(k, ("", ""))[0] for k in keys]
     table["model_args"] = [setting.get(k, ("", ""))[1] for k in keys]
+    table["differs_from_plan"] = ["; ".join(differs.get(k, [])) for k in keys]
     return table
 
 

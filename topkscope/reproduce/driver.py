@@ -1,8 +1,10 @@
 """`topkscope figures`: from nothing to every figure, the claims table and the index.
 
     1. bench  benchmarks/selection.py unless results/bench/selection.csv exists (alone)
-    2. run    every experiment of the plan under the profile, skipping complete results,
-              `parallel` runs at a time (two on a 2-core CPU in the quick profile)
+    2. run    every experiment of the plan under the profile, skipping variants a complete
+              run with the plan's settings covers (found by manifest content, wherever it
+              lies: runner.covering_runs), `parallel` runs at a time (two on a 2-core CPU in
+              the quick profile)
     3. draw   analyze each run's snapshots and draw its figures into <results>/figures/
     4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims), with the predicted
               scaling rows; <results>/scaling.csv and its figures (topkscope.perf.report)
@@ -12,7 +14,10 @@
     7. index  <results>/figures/index.md with every figure and caption (the scaling figures
               under "predicted scaling"); timing.csv
 
---no-run (Options.run False) runs nothing, benchmarks included: it draws from what exists.
+--no-run (Options.run False) runs nothing, benchmarks included: it draws from what exists. A
+variant that only a run with other settings covers (e.g. a hand run with fewer steps) is drawn
+from that run, named with what differs in the log, in the index notes and in the claims'
+`differs_from_plan` column.
 
 Each phase prints what it does and how long it took; a failing experiment is reported and the
 others still run, and the command exits non-zero at the end.
@@ -42,7 +47,14 @@ import yaml
 
 from topkscope.io import write_bytes_atomic
 from topkscope.reproduce import plan
-from topkscope.reproduce.runner import RunSpec, run_all, status_of
+from topkscope.reproduce.runner import (
+    Covering,
+    RunSpec,
+    covering_runs,
+    pick_covering,
+    run_all,
+    status_of,
+)
 
 if TYPE_CHECKING:
     from topkscope.reproduce.draw import FigureEntry
@@ -123,7 +135,11 @@ def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> Non
             continue
         for _, spec in run_specs(job, opts):
             run_dir = spec.run_dir()
-            log(f"{run_dir} [{status_of(run_dir) or 'missing'}]")
+            state = status_of(run_dir) or "missing"
+            if state != "complete":
+                same = [c for c in covering_runs(spec) if not c.differences]
+                state += f"; covered by {same[0].path}" if same else ""
+            log(f"{run_dir} [{state}]")
             log("  topkscope " + " ".join(command(spec, resume=False)[3:]))
 
 
@@ -193,13 +209,14 @@ def draw_benchmark(job: plan.BenchmarkJob, csv: Path, opts: Options,
 SCALING_EXPERIMENT = "predicted scaling"
 
 
-def write_claims(runs: list, opts: Options,
-                 clock: Clock) -> tuple[pd.DataFrame, str, list[FigureEntry]]:
-    """claims.csv/.md, with the predicted scaling's rows; also the scaling figures' entries."""
+def write_claims(runs: list, opts: Options, clock: Clock, differing: dict[str, str] | None = None
+                 ) -> tuple[pd.DataFrame, str, list[FigureEntry]]:
+    """claims.csv/.md, with the predicted scaling's rows; also the scaling figures' entries.
+    differing: run folder -> what differs from the plan (the claims' differs_from_plan)."""
     from topkscope.reproduce.draw import FigureEntry, claims_markdown, claims_table
 
     t = time.perf_counter()
-    table = claims_table(runs)
+    table = claims_table(runs, differing)
     root = Path(opts.results_root)
     entries: list[FigureEntry] = []
     try:  # predicted scaling: results/scaling.csv, its figures, the P = 16 speed-up rows
@@ -267,24 +284,42 @@ def default_parallel(profile: str) -> int:
 
 
 def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options,
-                    clock: Clock) -> dict[str, list[Path] | Exception]:
-    """Every run of every training job (skipping complete ones); job -> folders or the error."""
+                    clock: Clock) -> dict[str, list[Covering] | Exception]:
+    """Every run of every training job; job -> the runs to draw (each a Covering: its folder
+    and what differs from the plan) or the error.
+
+    Training (opts.run): each variant's complete run with the plan's settings, wherever it
+    lies, else its own hashed folder (resumed or trained). --no-run: the covering run with
+    the plan's settings, else the only covering run, whatever differs (runner.pick_covering),
+    else the variant is missing. Runs are matched by manifest content, never folder name.
+    """
     labelled = [(job, label, spec) for job in jobs for label, spec in run_specs(job, opts)]
+    done: dict[str, Covering | Exception] = {}
     if opts.run:
         parallel = opts.parallel or default_parallel(opts.profile)
         clock.log(f"training: {len(labelled)} runs, {parallel} at a time")
-        done = run_all([(label, spec) for _, label, spec in labelled], parallel=parallel,
-                       in_process=opts.in_process, log=clock.log,
-                       record=lambda label, sec, action: clock.record(label, "run", sec, action))
+        ran = run_all([(label, spec) for _, label, spec in labelled], parallel=parallel,
+                      in_process=opts.in_process, log=clock.log,
+                      record=lambda label, sec, action: clock.record(label, "run", sec, action))
+        done = {label: got if isinstance(got, Exception) else Covering(got)
+                for label, got in ran.items()}
     else:
-        done = {}
         for _, label, spec in labelled:
-            run_dir = spec.run_dir()
-            ok = status_of(run_dir) == "complete"
-            done[label] = run_dir if ok else RuntimeError(
-                f"no complete run at {run_dir} (drop --no-run to train it)")
-            clock.record(label, "run", 0.0, "found" if ok else "missing")
-    out: dict[str, list[Path] | Exception] = {}
+            try:
+                found = pick_covering(label, covering_runs(spec))
+            except ValueError as exc:
+                found = exc
+            if found is None:
+                found = RuntimeError(f"no complete run of {label} under {opts.results_root} "
+                                     "(by manifest: experiment, profile, sparsifier, seed, "
+                                     "density, condition); drop --no-run to train it")
+            done[label] = found
+            if isinstance(found, Covering) and found.differences:
+                clock.log(f"  {label}: drawing from {found.path}, whose settings differ from "
+                          f"the plan: {found.describe()}")
+            clock.record(label, "run", 0.0,
+                         "missing" if isinstance(found, Exception) else "found")
+    out: dict[str, list[Covering] | Exception] = {}
     for job, label, _ in labelled:
         got = done[label]
         prev = out.setdefault(job.experiment, [])
@@ -313,6 +348,7 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     all_runs: list = []
     batteries: list = []
     made: dict[str, tuple[plan.TrainingJob, list]] = {}
+    differing: dict[str, str] = {}  # run folder -> what differs from the plan (--no-run)
     opts.figures_dir.mkdir(parents=True, exist_ok=True)
     benches = [j for j in jobs if isinstance(j, plan.BenchmarkJob)]
     trainings = [j for j in jobs if isinstance(j, plan.TrainingJob)]
@@ -332,7 +368,9 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
                 got = folders[job.experiment]
                 if isinstance(got, Exception):
                     raise got
-                new, runs = draw_training(job, got, opts, clock, batteries)
+                differing.update({str(Path(c.path).resolve()): c.describe()
+                                  for c in got if c.differences})
+                new, runs = draw_training(job, [c.path for c in got], opts, clock, batteries)
                 all_runs += runs
                 made[job.experiment] = (job, runs)
             else:
@@ -348,7 +386,7 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     claims, md = None, ""
     if all_runs:
         try:
-            claims, md, scaling_entries = write_claims(all_runs, opts, clock)
+            claims, md, scaling_entries = write_claims(all_runs, opts, clock, differing)
             entries += scaling_entries
         except (RuntimeError, ValueError) as exc:
             failures.append(f"claims: {exc}")
@@ -362,6 +400,8 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     notes = [f"profile `{opts.profile}`, wall time {total / 60:.1f} min "
              f"(per-experiment breakdown: timing.csv)"]
     notes += [f"not drawn — {f}" for f in failures]
+    notes += [f"drawn from `{path}`, whose settings differ from the plan: {what}"
+              for path, what in sorted(differing.items())]
     write_bytes_atomic(opts.figures_dir / "timing.csv", timings.to_csv(index=False).encode())
     from topkscope.reproduce.draw import write_index
 

@@ -1,5 +1,6 @@
-"""What a claims verdict says, in words: one sentence per row (claims.md) and the README's
-findings table, generated from claims.csv between two marker comments (`make gallery`).
+"""What a claims verdict says, in words: one sentence per row (claims.md, and the summary
+`topkscope claims` prints) and the README's findings table, generated from claims.csv between
+two marker comments (`make gallery`).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import re
 
 import pandas as pd
 
-from topkscope.plots.titles import sparsifier_name
+from topkscope.plots.titles import dataset_name, model_name, sparsifier_name
 
 
 # --------------------------------------------------------------------- one sentence per verdict
@@ -49,6 +50,26 @@ def verdict_sentence(row) -> str:
             }.get(verdict, f"Not judged: {units} unit(s) measured, at least 3 are needed.")
 
 
+def claims_summary(table: pd.DataFrame) -> str:
+    """One plain line per claims row: model and dataset, the statement, the sparsifier(s) and
+    condition, the verdict and verdict_sentence, e.g. "FNN-3 on MNIST: delta_emp is below the
+    paper's bound (1 - k/d)^2 [Top-k] — holds. The criterion held almost everywhere (100% of
+    12 units)." """
+    if len(table) == 0:
+        return "no claims could be evaluated (no runs)"
+    lines = []
+    for row in table.itertuples(index=False):
+        sub = getattr(row, "dataset_substitute", None)
+        sub = sub if isinstance(sub, str) and sub else None
+        sparsifiers = ", ".join(sparsifier_name(s) for s in str(row.sparsifier).split(","))
+        cond = getattr(row, "condition", None)
+        where = sparsifiers + (f"; {cond}" if isinstance(cond, str) and cond else "")
+        lines.append(f"{model_name(row.model)} on {dataset_name(row.dataset, sub)}: "
+                     f"{row.statement or row.claim} [{where}] — {row.verdict}. "
+                     f"{verdict_sentence(row)}")
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------- the README findings table
 README_START = "<!-- claims-table:start -->"
 README_END = "<!-- claims-table:end -->"
@@ -67,7 +88,7 @@ def _cell(row) -> str:
 
 def _is_prediction(table: pd.DataFrame) -> pd.Series:
     """Rows of the predicted-scaling claims (their condition says they are predictions)."""
-    cond = table["condition"].fillna("").astype(str)
+    cond = table["condition"].astype(object).fillna("").astype(str)  # all-NaN: a float column
     return cond.str.startswith("prediction")
 
 
@@ -129,6 +150,35 @@ def findings_markdown(table: pd.DataFrame) -> str:
                      "network preset; inputs from this machine's CPU runs and benchmarks, see "
                      "docs/scaling.md.\n\n" + _prediction_markdown(table[predicted]))
     return "\n\n".join(parts)
+
+
+def findings_block(readme: str) -> str:
+    """The text between the README's claims-table markers ('' without them)."""
+    start, end = readme.find(README_START), readme.find(README_END)
+    return readme[start + len(README_START): end] if 0 <= start < end else ""
+
+
+_UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
+
+
+def findings_cells(block: str) -> set[tuple[str, str, str]]:
+    """The filled cells of the findings tables in `block` (as findings_markdown writes them):
+    (the table's first header, the row's label, the column), "—" cells left out. Two
+    versions of the findings compare by these: a cell in the old one and not the new is lost."""
+    cells: set[tuple[str, str, str]] = set()
+    header: list[str] = []
+    for line in block.splitlines():
+        line = line.strip()
+        if not line.startswith("|"):
+            header = []
+            continue
+        parts = [c.strip() for c in _UNESCAPED_PIPE.split(line)[1:-1]]
+        if not header:
+            header = parts
+        elif not all(set(c) <= {"-", ":"} for c in parts):
+            cells.update((header[0], parts[0], column) for column, cell in
+                         zip(header[1:], parts[1:]) if cell not in ("", "—"))
+    return cells
 
 
 def replace_findings(readme: str, table: pd.DataFrame) -> str:

@@ -1,28 +1,36 @@
-"""`python -m topkscope.reproduce.gallery`: small copies of the figures for the README.
+"""`topkscope gallery` (`make gallery`): small copies of the figures for the README.
 
 Reads <results>/figures/*.png and <results>/claims.md, writes <out>/*.png (at most `width`
 pixels wide, 256-colour PNG) and <out>/README.md: every figure with its caption from index entries, then the
 claims table as measured. Committed under docs/gallery/ so the README shows real results.
-With --readme, the findings table between the README's claims-table markers is regenerated
-from <results>/claims.csv (findings.findings_markdown): no hand-written verdicts.
+With a README, the findings table between its claims-table markers is regenerated from
+<results>/claims.csv (findings.findings_markdown): no hand-written verdicts.
+
+Partial results never shrink what is published silently: when <results> lacks a figure that
+<out> holds, or the new findings lack a cell (claim x model) the README shows, publish refuses
+with one line naming what would be lost, and writes nothing (allow_shrink=True publishes
+them anyway and removes the gallery's figures the results no longer have). Everything is
+prepared in memory first, so a refusal or a bad input leaves every file as it was.
 """
 
 from __future__ import annotations
 
-import argparse
+import io
 import re
-import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from PIL import Image
 
-from topkscope.io import atomic_write, write_bytes_atomic
+from topkscope.io import write_bytes_atomic
 
 MAX_WIDTH = 900
+SHOWN = 5  # names listed in a refusal, then "and N more"
 
 
-def shrink(src: Path, dst: Path, width: int = MAX_WIDTH) -> Path:
-    """A copy of the PNG src at most `width` pixels wide (aspect kept), written atomically."""
+def shrunk_png(src: Path, width: int = MAX_WIDTH) -> bytes:
+    """The PNG src at most `width` pixels wide (aspect kept), as 256-colour PNG bytes."""
     if width < 64:
         raise ValueError(f"width = {width} is too small; allowed: 64 pixels or more")
     with Image.open(src) as img:
@@ -30,8 +38,9 @@ def shrink(src: Path, dst: Path, width: int = MAX_WIDTH) -> Path:
         if img.width > width:
             img = img.resize((width, round(img.height * width / img.width)), Image.LANCZOS)
         img = img.quantize(colors=256)  # a palette PNG: a third of the size, same look for plots
-        atomic_write(dst, lambda tmp: img.save(tmp, format="PNG", optimize=True))
-    return dst
+        buf = io.BytesIO()
+        img.save(buf, format="PNG", optimize=True)
+    return buf.getvalue()
 
 
 def captions_from_index(index_md: str) -> dict[str, str]:
@@ -45,7 +54,20 @@ def captions_from_index(index_md: str) -> dict[str, str]:
     return out
 
 
-def build(results: Path, out: Path, width: int = MAX_WIDTH) -> list[Path]:
+@dataclass
+class Gallery:
+    """Every file publish() would write, prepared in memory: name -> bytes for <out>, the
+    gallery README's text, and the README's new text (None without a README)."""
+
+    pngs: dict[str, bytes]
+    index: str
+    readme: str | None = None
+
+
+def prepare(results: Path, width: int = MAX_WIDTH, readme: Path | None = None) -> Gallery:
+    """The gallery of `results` (and the README with its findings regenerated), unwritten.
+    ValueError when the results have no figures, the README no claims-table markers, or there
+    is no claims.csv for it."""
     figures = Path(results) / "figures"
     pngs = sorted(figures.glob("*.png"))
     if not pngs:
@@ -54,50 +76,79 @@ def build(results: Path, out: Path, width: int = MAX_WIDTH) -> list[Path]:
     captions = captions_from_index(index.read_text()) if index.exists() else {}
     order = {name: i for i, name in enumerate(captions)}  # index order: experiment by experiment
     pngs.sort(key=lambda p: (order.get(p.stem, len(order)), p.stem))
-    written = [shrink(p, Path(out) / p.name, width) for p in pngs]
     lines = ["# Gallery (quick profile, as measured)", "",
              "Regenerate with `make reproduce-figures && make gallery`.", ""]
-    for p in written:
+    for p in pngs:
         lines += [f"### {p.stem}", "", f"![{p.stem}]({p.name})", ""]
         if p.stem in captions:
             lines += [captions[p.stem], ""]
     claims = Path(results) / "claims.md"
     if claims.exists():
         lines += ["## Claims table", "", claims.read_text().strip(), ""]
-    write_bytes_atomic(Path(out) / "README.md", "\n".join(lines).encode())
-    return written
+    text = None if readme is None else readme_with_findings(readme, Path(results) / "claims.csv")
+    return Gallery({p.name: shrunk_png(p, width) for p in pngs}, "\n".join(lines), text)
 
 
-def update_readme(readme: Path, claims_csv: Path) -> None:
-    """Rewrite readme's findings table (between the claims-table markers) from claims_csv."""
+def readme_with_findings(readme: Path, claims_csv: Path) -> str:
+    """readme's text with its findings table (between the claims-table markers) regenerated
+    from claims_csv."""
     import pandas as pd
 
     from topkscope.reproduce.findings import replace_findings
 
     if not Path(claims_csv).is_file():
         raise ValueError(f"no claims table at {claims_csv}: run `make reproduce-figures` first")
-    text = replace_findings(Path(readme).read_text(), pd.read_csv(claims_csv))
-    write_bytes_atomic(Path(readme), text.encode())
+    return replace_findings(Path(readme).read_text(), pd.read_csv(claims_csv))
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m topkscope.reproduce.gallery", description=__doc__)
-    p.add_argument("--results", type=Path, default=Path("results"))
-    p.add_argument("--out", type=Path, default=Path("docs/gallery"))
-    p.add_argument("--width", type=int, default=MAX_WIDTH)
-    p.add_argument("--readme", type=Path, default=None,
-                   help="regenerate this README's findings table from <results>/claims.csv")
-    args = p.parse_args(argv)
-    try:
-        written = build(args.results, args.out, args.width)
-        if args.readme is not None:
-            update_readme(args.readme, Path(args.results) / "claims.csv")
-    except (ValueError, OSError) as exc:
-        print(f"gallery: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"gallery: {len(written)} figures in {args.out}")
-    return 0
+def update_readme(readme: Path, claims_csv: Path) -> None:
+    """Rewrite readme's findings table (between the claims-table markers) from claims_csv."""
+    write_bytes_atomic(Path(readme), readme_with_findings(readme, claims_csv).encode())
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def losses(gallery: Gallery, out: Path, readme: Path | None) -> list[str]:
+    """What publishing `gallery` would drop: figures <out> holds that it lacks, findings
+    cells (claim x model) the README shows that its new text lacks; one phrase each."""
+    from topkscope.reproduce.findings import findings_block, findings_cells
+
+    lost = []
+    figures = sorted({p.name for p in Path(out).glob("*.png")} - set(gallery.pngs))
+    if figures:
+        lost.append(f"{out} would lose {len(figures)} figure(s): {_some(figures)}")
+    if readme is not None and gallery.readme is not None:
+        before = findings_cells(findings_block(Path(readme).read_text()))
+        cells = sorted(before - findings_cells(findings_block(gallery.readme)))
+        if cells:
+            models = sorted({column for _, _, column in cells})
+            lost.append(f"{readme}'s findings would lose {len(cells)} cell(s), in columns "
+                        f"{_some(models)}")
+    return lost
+
+
+def _some(names: list[str]) -> str:
+    more = f" and {len(names) - SHOWN} more" if len(names) > SHOWN else ""
+    return ", ".join(names[:SHOWN]) + more
+
+
+def publish(results: Path, out: Path, width: int = MAX_WIDTH, readme: Path | None = None,
+            allow_shrink: bool = False, log: Callable[[str], None] = print) -> list[Path]:
+    """Write the gallery of `results` into `out` (and the README's findings); returns the
+    figures written. ValueError, with nothing written, on bad input or when the results hold
+    less than what is published (losses) unless allow_shrink."""
+    out = Path(out)
+    gallery = prepare(results, width, readme)
+    lost = losses(gallery, out, readme)
+    if lost and not allow_shrink:
+        raise ValueError(f"{results} holds less than what is published: {'; '.join(lost)}; run "
+                         "the whole profile first (make reproduce-figures), or pass "
+                         "--allow-shrink to publish these results anyway")
+    for line in lost:
+        log(f"gallery: --allow-shrink: {line}")
+    written = [write_bytes_atomic(out / name, data) for name, data in gallery.pngs.items()]
+    for stale in sorted(set(out.glob("*.png")) - set(written)):
+        stale.unlink()
+    write_bytes_atomic(out / "README.md", gallery.index.encode())
+    if readme is not None and gallery.readme is not None:
+        write_bytes_atomic(Path(readme), gallery.readme.encode())
+    return written
+

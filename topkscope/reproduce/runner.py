@@ -2,6 +2,14 @@
 checkpoint was left behind, otherwise start it — always through `topkscope run` in a child
 process (its progress bar shows; a crash in one run does not take the driver down).
 
+Complete results are found by manifest content (topkscope.manifest.find_runs), never by
+folder name: a run *covers* a plan variant when its manifest has the variant's experiment,
+profile, sparsifier, seed, density and condition (covering_runs). Its settings are then
+compared with the plan's resolved config (the keys that change the numbers): equal, it is
+used as the plan's own run wherever it lies (a hand run of `topkscope run` included);
+different (e.g. other steps or workers), it is named with what differs, and only drawn
+from when nothing else covers the variant and the driver may not train (`--no-run`).
+
 A run's folder name is derived from what it computes, so the same config finds the same folder:
 
     <profile>-<sparsifier>[-<tags>][-rho<density>][-s<seed>]-<sha1(resolved config)[:10]>
@@ -32,11 +40,18 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from topkscope.manifest import Manifest
+from topkscope.manifest import Manifest, condition_of, find_runs
 
 # keys of the resolved config that do not change what a run computes
 NOT_HASHED = ("threads", "device", "launcher", "checkpoint_every_steps", "keep_checkpoints",
               "flush_every_steps", "description")
+
+
+def computed_config(config: dict) -> dict:
+    """The keys of a resolved config that change what a run computes, as JSON would store
+    them (so a config and a manifest's copy of it compare equal)."""
+    keep = {k: v for k, v in config.items() if k not in NOT_HASHED}
+    return json.loads(json.dumps(keep, sort_keys=True, default=str))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +88,7 @@ class RunSpec:
 
     def run_id(self) -> str:
         cfg = self.resolved()
-        keep = {k: v for k, v in cfg.to_dict().items() if k not in NOT_HASHED}
+        keep = computed_config(cfg.to_dict())
         digest = hashlib.sha1(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()
         from topkscope.train.config import run_tags
 
@@ -88,11 +103,82 @@ class RunSpec:
         return Path(self.results_root) / self.resolved().experiment / self.run_id()
 
 
+@dataclasses.dataclass(frozen=True)
+class Covering:
+    """A complete run that covers a plan variant, and how its settings differ from the plan's
+    resolved config: ("steps=10 (plan: unset)", ...); empty for the plan's own settings."""
+
+    path: Path
+    differences: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return ", ".join(self.differences) if self.differences else "the plan's settings"
+
+
+def _shown(value) -> str:
+    return "unset" if value is None else json.dumps(value, sort_keys=True)
+
+
+def config_differences(saved: dict, plan: dict) -> tuple[str, ...]:
+    """'key=saved (plan: planned)' for every computed key that differs (mappings such as
+    the recorder block compared key by key: 'recorder.schedule=...')."""
+    saved, plan = computed_config(saved), computed_config(plan)
+    out = []
+    for key in sorted(set(saved) | set(plan)):
+        mine, theirs = saved.get(key), plan.get(key)
+        if mine == theirs:
+            continue
+        if isinstance(mine, dict) and isinstance(theirs, dict):
+            out += [f"{key}.{k}={_shown(mine.get(k))} (plan: {_shown(theirs.get(k))})"
+                    for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)]
+        else:
+            out.append(f"{key}={_shown(mine)} (plan: {_shown(theirs)})")
+    return tuple(out)
+
+
+def variant_fields(spec: RunSpec) -> dict:
+    """What a covering run's manifest must say: find_runs' fields of the resolved variant."""
+    from topkscope.train.config import deviations
+
+    cfg = spec.resolved()
+    condition = condition_of({"density_schedule": cfg.density_schedule, "k_rule": cfg.k_rule,
+                              "deviations": deviations(cfg)})
+    return dict(experiment=cfg.experiment, profile=spec.profile, sparsifier=cfg.sparsifier,
+                seed=cfg.seed, density=cfg.density, condition=condition)
+
+
+def covering_runs(spec: RunSpec) -> list[Covering]:
+    """The complete runs under spec.results_root that cover spec's variant (variant_fields,
+    by manifest content), each with its config_differences from the plan. Order: the plan's
+    settings first (spec.run_dir() first among them), then by newest end time."""
+    plan = spec.resolved().to_dict()
+    own = Path(spec.run_dir()).resolve()
+    found = [Covering(r.path, config_differences(r.manifest.get("config") or {}, plan))
+             for r in sorted(find_runs(spec.results_root, **variant_fields(spec)),
+                             key=lambda r: str(r.manifest.get("end_time") or ""), reverse=True)]
+    return sorted(found, key=lambda c: (bool(c.differences), c.path.resolve() != own))
+
+
+def pick_covering(label: str, found: Sequence[Covering]) -> Covering | None:
+    """The run to draw a variant from when the driver may not train: the first with the plan's
+    settings, else the only covering one (whatever differs, named); None when nothing covers
+    it. ValueError (naming them) when several runs cover it, none with the plan's settings."""
+    if not found or not found[0].differences:
+        return found[0] if found else None
+    if len(found) == 1:
+        return found[0]
+    listed = "; ".join(f"{c.path} ({c.describe()})" for c in found)
+    raise ValueError(f"{label}: {len(found)} complete runs cover it, none with the plan's "
+                     f"settings: {listed}; keep one of them, or drop --no-run to train the "
+                     "plan's own")
+
+
 def status_of(run_dir: Path) -> str | None:
-    """'complete' | 'running' | 'failed' from the manifest, None when there is no run folder."""
+    """The manifest's status (running, complete, failed, interrupted); None when there is no
+    readable manifest."""
     try:
         return Manifest.load(run_dir).get("status")
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (OSError, ValueError):
         return None
 
 
@@ -139,15 +225,21 @@ def ensure_run(spec: RunSpec, log=print, in_process: InProcess | None = None,
                progress: bool = True) -> tuple[Path, str]:
     """Run spec unless complete results exist. Returns (run folder, action taken).
 
-    action: 'skipped' (complete results found), 'resumed', 'ran'. The run starts in a child
-    process, or, given in_process (the `topkscope` entry point, topkscope.cli.main, handed in by
-    the caller), in this process (no interpreter start-up; for tests). Raises
-    RuntimeError with the command when the run fails.
+    action: 'skipped' (complete results with the plan's settings found: the driver's own
+    folder, or another covering run, e.g. a hand run, which is then the folder returned),
+    'resumed', 'ran'. The run starts in a child process, or, given in_process (the
+    `topkscope` entry point, topkscope.cli.main, handed in by the caller), in this process
+    (no interpreter start-up; for tests). Raises RuntimeError with the command when the run
+    fails.
     """
     run_dir = spec.run_dir()
     state = status_of(run_dir)
     if state == "complete":
         return run_dir, "skipped"
+    same = [c for c in covering_runs(spec) if not c.differences]
+    if same:
+        log(f"  covered by {same[0].path} (a complete run with the plan's settings)")
+        return same[0].path, "skipped"
     resume = run_dir.exists() and has_checkpoint(run_dir)
     if run_dir.exists() and not resume:
         old = set_aside(run_dir)
@@ -167,7 +259,7 @@ def steps_done(run_dir: Path) -> tuple[int, int | None]:
     """(steps logged so far, total steps) of a run in progress; (0, None) before it starts."""
     total = None
     try:
-        total = json.loads((run_dir / "manifest.json").read_text()).get("total_steps")
+        total = Manifest.load(run_dir).get("total_steps")
     except (OSError, ValueError):
         pass
     try:

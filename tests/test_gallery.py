@@ -1,0 +1,117 @@
+"""`topkscope gallery` (`make gallery`): partial results never shrink what is published."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+from topkscope.cli import main as cli
+from topkscope.reproduce.findings import (
+    README_END,
+    README_START,
+    findings_block,
+    findings_cells,
+    findings_markdown,
+)
+
+
+def claim_row(model: str, claim: str, verdict: str, fraction: float) -> dict:
+    return {"model": model, "dataset": "mnist", "dataset_substitute": None, "claim": claim,
+            "sparsifier": "topk", "statement": f"statement of {claim}", "n_runs": 1,
+            "n_units": 10, "fraction": fraction, "evidence": "e", "verdict": verdict,
+            "rule": "r", "condition": None, "n_seeds": float("nan"), "ci_low": float("nan"),
+            "ci_high": float("nan"), "traffic_ratio": float("nan")}
+
+
+def make_results(root: Path, figures: list[str], models: list[str]) -> Path:
+    (root / "figures").mkdir(parents=True)
+    for i, name in enumerate(figures):
+        Image.new("RGB", (1200, 600), (40 * i, 100, 200)).save(root / "figures" / f"{name}.png")
+    rows = [claim_row(m, c, "holds", 1.0) for m in models for c in ("below_paper", "gaussian_like")]
+    pd.DataFrame(rows).to_csv(root / "claims.csv", index=False)
+    (root / "claims.md").write_text("| claims |\n")
+    return root
+
+
+@pytest.fixture
+def published(tmp_path) -> tuple[Path, Path]:
+    """A gallery and README published from complete results: two figures, two models."""
+    full = make_results(tmp_path / "full", ["a-histogram", "b-convergence"], ["fnn3", "resnet20"])
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{README_START}\nold\n{README_END}\noutro\n")
+    out = tmp_path / "gallery"
+    assert cli(["gallery", "--results", str(full), "--out", str(out), "--readme",
+                str(readme)]) == 0
+    return out, readme
+
+
+def snapshot(*folders_or_files: Path) -> dict:
+    files = [p for f in folders_or_files for p in ([f] if f.is_file() else sorted(f.iterdir()))]
+    return {str(p): p.read_bytes() for p in files}
+
+
+def test_complete_results_publish_small_copies_and_the_findings(published):
+    out, readme = published
+    assert sorted(p.name for p in out.glob("*.png")) == ["a-histogram.png", "b-convergence.png"]
+    for png in out.glob("*.png"):
+        with Image.open(png) as img:
+            assert img.width == 900
+    cells = findings_cells(findings_block(readme.read_text()))
+    assert {column for _, _, column in cells} == {"fnn3", "resnet20"} and len(cells) == 4
+
+
+def test_partial_results_are_refused_naming_what_would_be_lost(published, tmp_path, capsys):
+    out, readme = published
+    before = snapshot(out, readme)
+    partial = make_results(tmp_path / "partial", ["a-histogram"], ["fnn3"])
+    assert cli(["gallery", "--results", str(partial), "--out", str(out), "--readme",
+                str(readme)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("topkscope gallery: error: ")
+    assert "would lose 1 figure(s): b-convergence.png" in err
+    assert "findings would lose 2 cell(s), in columns resnet20" in err
+    assert "--allow-shrink" in err
+    assert snapshot(out, readme) == before  # nothing written
+
+
+def test_allow_shrink_publishes_partial_results_and_says_what_went(published, tmp_path, capsys):
+    out, readme = published
+    partial = make_results(tmp_path / "partial", ["a-histogram"], ["fnn3"])
+    assert cli(["gallery", "--results", str(partial), "--out", str(out), "--readme",
+                str(readme), "--allow-shrink"]) == 0
+    assert "--allow-shrink: " in capsys.readouterr().out
+    assert sorted(p.name for p in out.glob("*.png")) == ["a-histogram.png"]
+    assert "b-convergence" not in (out / "README.md").read_text()
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith("outro\n")
+    assert findings_block(text).strip() == findings_markdown(
+        pd.read_csv(partial / "claims.csv")).strip()
+
+
+def test_more_results_are_published_without_asking(published, tmp_path):
+    out, readme = published
+    more = make_results(tmp_path / "more", ["a-histogram", "b-convergence", "c-qq"],
+                        ["fnn3", "resnet20", "vgg16"])
+    assert cli(["gallery", "--results", str(more), "--out", str(out), "--readme",
+                str(readme)]) == 0
+    assert len(list(out.glob("*.png"))) == 3
+    assert "vgg16" in findings_block(readme.read_text())
+
+
+def test_bad_input_writes_nothing(published, tmp_path, capsys):
+    out, readme = published
+    before = snapshot(out, readme)
+    assert cli(["gallery", "--results", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+    assert "no figures in" in capsys.readouterr().err
+    unmarked = tmp_path / "plain.md"
+    unmarked.write_text("no markers\n")
+    full = tmp_path / "full"
+    assert cli(["gallery", "--results", str(full), "--out", str(out), "--readme",
+                str(unmarked)]) == 2
+    assert "claims-table" in capsys.readouterr().err
+    assert cli(["gallery", "--results", str(full), "--out", str(out), "--width", "10"]) == 2
+    assert "width = 10 is too small" in capsys.readouterr().err
+    assert snapshot(out, readme) == before and unmarked.read_text() == "no markers\n"

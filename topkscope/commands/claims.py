@@ -1,0 +1,63 @@
+"""`topkscope claims RUN_OR_RESULTS... [--out FILE]`: the paper's claims table for any runs.
+
+Each path is a run folder, an experiment folder or a results root; its complete runs are
+found by manifest content (topkscope.manifest.runs_at), `topkscope run` folders and users'
+own runs alike (a DDP-hook run, launcher "ddp-hook", or a Recorder in their own loop). The
+table is the figures driver's (topkscope.analysis.claims.build, with the profile and model
+arguments of the runs behind each row; columns as results/claims.csv), written atomically to
+FILE (default ./claims.csv; `--out -`: the CSV on stdout), and one plain sentence per row,
+the sentences of claims.md, is printed (on stderr with `--out -`). The table and the
+sentences come from topkscope.reproduce, handed in by topkscope.cli.
+
+Bad input (a path that holds no complete run, a damaged run, --out a folder): one line,
+exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from topkscope.commands import CommandError
+
+HELP = "the paper's claims table (claims.csv) and its verdicts in words, for any run folders"
+STDOUT = "-"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", type=Path, metavar="RUN_OR_RESULTS",
+                   help="run folder, experiment folder or results root (complete runs are used)")
+    p.add_argument("--out", default="claims.csv", metavar="FILE",
+                   help="where the table goes (default: ./claims.csv; '-': stdout)")
+
+
+def main(args: argparse.Namespace, tabulate: Callable, summarize: Callable) -> int:
+    """tabulate(runs) -> the claims DataFrame, summarize(table) -> its sentences (cli.py)."""
+    from topkscope.analysis.runs import load
+    from topkscope.io import write_bytes_atomic
+    from topkscope.manifest import runs_at
+
+    out = None if args.out == STDOUT else Path(args.out)
+    try:
+        if out is not None and out.is_dir():
+            raise ValueError(f"--out {str(out)!r} is a folder; give a file name (e.g. "
+                             f"{out / 'claims.csv'}) or '-' for stdout")
+        runs = [load(r.path) for r in runs_at(args.paths)]
+        table = tabulate(runs)
+    except ValueError as exc:  # nothing has been written yet
+        raise CommandError(str(exc)) from None
+    csv = table.to_csv(index=False)
+    summary = summarize(table)
+    if out is None:
+        sys.stdout.write(csv)
+        print(summary, file=sys.stderr)
+        return 0
+    try:
+        write_bytes_atomic(out, csv.encode())
+    except OSError as exc:
+        raise CommandError(f"cannot write {str(out)!r}: {exc}", code=1) from None
+    print(summary)
+    print(f"claims: {len(table)} rows from {len(runs)} run(s) -> {out}")
+    return 0
