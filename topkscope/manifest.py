@@ -68,6 +68,12 @@ def git_commit(cwd: str | Path | None = None) -> str | None:
         return None
 
 
+# top-level fields that describe how the latest segment ended; a new segment clears them
+_SEGMENT_STATE = ("signal", "resume_command", "checkpoint_step", "steps_done")
+# the error of a segment whose process ended without closing the manifest
+KILLED = "ended without closing its manifest (killed, e.g. by SIGKILL)"
+
+
 def _segment(start_time: str, **fields: Any) -> dict[str, Any]:
     return {"start_time": start_time, "end_time": None, "status": "running", "error": None,
             "signal": None, **fields}
@@ -104,9 +110,10 @@ class Manifest:
     def resume(cls, run_dir: str | Path, note: str = "resumed_at", **segment: Any) -> Manifest:
         """Reopen an existing manifest for a new segment (--resume, or a recorder appending
         with note="appended_at"): the time is added to the list `note`, a segment (with the
-        `segment` fields) is added to `segments`, status back to running, and the last
-        segment's error, signal and resume command leave the top level (the history keeps
-        them). Not written until the caller writes it."""
+        `segment` fields) is added to `segments`, status back to running, and how the last
+        segment ended (error, signal, resume command, steps done) leaves the top level (the
+        history keeps it; a segment still `running` died unannounced and is marked
+        interrupted with error KILLED). Not written until the caller writes it."""
         m = cls.__new__(cls)
         m.path = Path(run_dir) / "manifest.json"
         m.data = cls.load(run_dir)
@@ -115,9 +122,12 @@ class Manifest:
         if "segments" not in m.data:  # written before segments were kept: one for all of it
             m.data["segments"] = [_segment(m.data.get("start_time"), end_time=m.data.get(
                 "end_time"), status=m.data.get("status"), error=m.data.get("error"))]
+        last = m.data["segments"][-1]
+        if last.get("status") == "running":  # its process died without a word (SIGKILL)
+            last.update(status="interrupted", error=KILLED)
         m.data["segments"].append(_segment(start, **segment))
         m.data.update(status="running", end_time=None, error=None)
-        for key in ("signal", "resume_command"):
+        for key in _SEGMENT_STATE:
             m.data.pop(key, None)
         return m
 
@@ -134,6 +144,8 @@ class Manifest:
         end = now_iso()
         segments = self.data.get("segments") or [_segment(self.data.get("start_time"))]
         segments[-1].update(end_time=end, status=status, error=error, signal=signal)
+        if "steps_done" in fields:
+            segments[-1]["steps_done"] = fields["steps_done"]
         top = {"signal": signal} if signal is not None else {}
         if signal is None:
             self.data.pop("signal", None)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -32,8 +33,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from topkscope.interrupts import SIGNALS, RunInterrupted
 from topkscope.manifest import Manifest
 
+INTERRUPTED_EXITS = tuple(128 + s for s in SIGNALS)  # `topkscope run` stopped by SIGINT/SIGTERM
 # keys of the resolved config that do not change what a run computes
 NOT_HASHED = ("threads", "device", "launcher", "checkpoint_every_steps", "keep_checkpoints",
               "flush_every_steps", "description")
@@ -89,10 +92,11 @@ class RunSpec:
 
 
 def status_of(run_dir: Path) -> str | None:
-    """'complete' | 'running' | 'failed' from the manifest, None when there is no run folder."""
+    """'complete' | 'running' | 'failed' | 'interrupted' (manifest.STATUSES) from the
+    manifest; None when there is no run folder or its manifest cannot be read."""
     try:
         return Manifest.load(run_dir).get("status")
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (FileNotFoundError, ValueError):
         return None
 
 
@@ -139,10 +143,12 @@ def ensure_run(spec: RunSpec, log=print, in_process: InProcess | None = None,
                progress: bool = True) -> tuple[Path, str]:
     """Run spec unless complete results exist. Returns (run folder, action taken).
 
-    action: 'skipped' (complete results found), 'resumed', 'ran'. The run starts in a child
-    process, or, given in_process (the `topkscope` entry point, topkscope.cli.main, handed in by
-    the caller), in this process (no interpreter start-up; for tests). Raises
-    RuntimeError with the command when the run fails.
+    action: 'skipped' (complete results found), 'resumed' (a run left running, interrupted or
+    failed with a checkpoint), 'ran'. The run starts in a child process, or, given in_process
+    (the `topkscope` entry point, topkscope.cli.main, handed in by the caller), in this process
+    (no interpreter start-up; for tests). Raises RuntimeError with the command when the run
+    fails, and interrupts.RunInterrupted when it was interrupted (SIGINT/SIGTERM: the plan
+    stops; the next invocation resumes it).
     """
     run_dir = spec.run_dir()
     state = status_of(run_dir)
@@ -158,7 +164,12 @@ def ensure_run(spec: RunSpec, log=print, in_process: InProcess | None = None,
         code = subprocess.run(argv).returncode
     else:
         code = in_process(argv[3:])
-    if code != 0 or status_of(run_dir) != "complete":
+    state = status_of(run_dir)
+    if state == "interrupted" or code in INTERRUPTED_EXITS:
+        signum = code - 128 if code in INTERRUPTED_EXITS else signal.SIGINT
+        raise RunInterrupted(signum, f"run {run_dir} interrupted (exit {code}); the next "
+                             f"`topkscope figures` resumes it")
+    if code != 0 or state != "complete":
         raise RuntimeError(f"run failed (exit {code}): topkscope {' '.join(argv[3:])}")
     return run_dir, "resumed" if resume else "ran"
 
@@ -246,6 +257,11 @@ def run_all(specs: Sequence[tuple[str, RunSpec]], *, parallel: int, in_process: 
                 beat.finished(label)
 
         with ThreadPoolExecutor(max_workers=parallel) as pool:
-            for future in [pool.submit(one, label, spec) for label, spec in specs]:
-                future.result()
+            futures = [pool.submit(one, label, spec) for label, spec in specs]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:  # an interruption stops the plan: no further run starts
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     return out
