@@ -234,15 +234,21 @@ def run_all(specs: Sequence[tuple[str, RunSpec]], *, parallel: int, in_process: 
     """ensure_run for every (label, spec), `parallel` at a time. Returns label -> folder or error.
 
     record(label, seconds, action) is called as each run ends. In-process runs (in_process given)
-    share this interpreter's global state, so they always go one at a time.
+    share this interpreter's global state, so they always go one at a time. An interrupted run
+    (interrupts.RunInterrupted) stops the plan: runs not yet started are not started, and the
+    interruption is raised once the runs in flight have ended.
     """
     if parallel < 1:
         raise ValueError(f"parallel = {parallel} must be at least 1")
     parallel = parallel if in_process is None else 1
     out: dict[str, Path | Exception] = {}
 
+    interrupted = threading.Event()  # a run was interrupted: the plan stops, no run starts
+
     with Heartbeat(log, heartbeat_s if parallel > 1 else None) as beat:
         def one(label: str, spec: RunSpec) -> None:
+            if interrupted.is_set():
+                return
             t = time.perf_counter()
             beat.started(label, spec.run_dir())
             try:
@@ -253,15 +259,13 @@ def run_all(specs: Sequence[tuple[str, RunSpec]], *, parallel: int, in_process: 
             except (RuntimeError, ValueError, OSError) as exc:
                 out[label] = exc
                 log(f"  FAILED {label}: {exc}")
+            except BaseException:  # RunInterrupted, KeyboardInterrupt
+                interrupted.set()
+                raise
             finally:
                 beat.finished(label)
 
         with ThreadPoolExecutor(max_workers=parallel) as pool:
-            futures = [pool.submit(one, label, spec) for label, spec in specs]
-            try:
-                for future in futures:
-                    future.result()
-            except BaseException:  # an interruption stops the plan: no further run starts
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
+            for future in [pool.submit(one, label, spec) for label, spec in specs]:
+                future.result()
     return out
