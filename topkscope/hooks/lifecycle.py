@@ -154,8 +154,10 @@ def supersede_from(run_dir: str | Path, step: int) -> Path | None:
     hist/ part, and snapshots. A file with rows on both sides keeps its earlier rows in place
     (rewritten atomically) after its whole original was copied aside.
 
-    Files are read before anything moves, so a file that cannot be read leaves the folder as
-    it was. Returns the folder the rows went to, or None when nothing was at or past step.
+    Which files hold such steps is read from their parquet statistics; only a file with rows
+    on both sides is read whole. Everything is read before anything moves, so a file that
+    cannot be read leaves the folder as it was. Returns the folder the rows went to, or None
+    when nothing was at or past step.
     """
     run_dir = Path(run_dir)
     tables = [run_dir / name for name in STEP_TABLES if (run_dir / name).is_file()]
@@ -164,16 +166,14 @@ def supersede_from(run_dir: str | Path, step: int) -> Path | None:
             tables += sorted(p for p in (run_dir / sub).glob(PART_GLOB) if PART_RE.match(p.name))
     moved, split = [], []
     for path in tables:
-        table = pq.read_table(path)
-        if table.num_rows == 0:
+        span = _step_span(path)
+        if span is None or span[1] < step:
             continue
-        later = pc.greater_equal(table["step"], step)
-        if not pc.any(later).as_py():
-            continue
-        if pc.all(later).as_py():
+        if span[0] >= step:
             moved.append(path)
         else:
-            split.append((path, table.filter(pc.invert(later))))
+            table = pq.read_table(path)
+            split.append((path, table.filter(pc.less(table["step"], step))))
     snapshots = run_dir / "snapshots"
     if snapshots.is_dir():
         moved += sorted(f for f in snapshots.iterdir()
@@ -191,6 +191,24 @@ def supersede_from(run_dir: str | Path, step: int) -> Path | None:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, target)
     return dest
+
+
+def _step_span(path: Path) -> tuple[int, int] | None:
+    """(first, last) step of a parquet file, from its row-group statistics (no data read)
+    where they are stored; None for a file without rows."""
+    meta = pq.read_metadata(path)
+    if meta.num_rows == 0:
+        return None
+    column = meta.schema.to_arrow_schema().get_field_index("step")
+    spans = []
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            steps = pq.read_table(path, columns=["step"])["step"]
+            return pc.min(steps).as_py(), pc.max(steps).as_py()
+        if meta.row_group(g).num_rows:
+            spans.append((stats.min, stats.max))
+    return min(lo for lo, _ in spans), max(hi for _, hi in spans)
 
 
 class RecorderOutput:
