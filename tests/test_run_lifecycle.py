@@ -64,7 +64,7 @@ def past_a_checkpoint(run_dir: Path) -> int | None:
         return None
     step = checkpoint.marker_step(ckpt)
     through = (manifest.get("recorder") or {}).get("flushed_through_step")
-    return step if through is not None and step + 3 <= through <= step + 25 else None
+    return step if through is not None and step + 3 <= through <= step + 30 else None
 
 
 def freeze_when(proc: subprocess.Popen, ready, what: str, timeout: float = 180):

@@ -70,8 +70,8 @@ def handling(handler: Callable[[int, Any], None]) -> Iterator[bool]:
     try:
         yield True
     finally:
-        for s, old in previous.items():
-            signal.signal(s, old)
+        for s, old in previous.items():  # None: a handler not set from Python, not restorable
+            signal.signal(s, signal.SIG_DFL if old is None else old)
 
 
 class StopRequests:
