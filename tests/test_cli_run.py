@@ -1,4 +1,5 @@
-"""`topkscope run`: a run end to end, bad input, and a SIGKILLed torchrun run resumed."""
+"""`topkscope run`: a run end to end, bad input, and a SIGKILLed torchrun run resumed by name
+(its manifest stays `running`; signals, races and resumes: tests/test_run_lifecycle.py)."""
 
 from __future__ import annotations
 
@@ -215,6 +216,12 @@ def test_sigkilled_torchrun_run_resumes_to_the_uninterrupted_result(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "complete" and len(manifest["resumed_at"]) == 1
+    # SIGKILL left no word: resumed by name, its segment is marked as killed
+    from topkscope.manifest import KILLED
+
+    assert [(s["status"], s["error"]) for s in manifest["segments"]] == [
+        ("interrupted", KILLED), ("complete", None)]
+    assert manifest["error"] is None and manifest["segments"][1]["from_step"] == killed_at
 
     # the uninterrupted run of the same config (simulated workers: the same math, bit for bit)
     assert main(["run", str(cfg), "--out", str(out), "--run-id", "whole", "--no-progress"]) == 0

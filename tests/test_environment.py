@@ -8,7 +8,7 @@ import yaml
 from tests.conftest import REPO
 
 # pip name -> conda name where they differ
-CONDA_NAME = {"torch": "pytorch"}
+CONDA_NAME = {"torch": "pytorch", "duckdb": "python-duckdb"}
 
 
 def _name(spec: str) -> str:
@@ -33,7 +33,7 @@ def _environment():
 def test_environment_names_every_runtime_and_dev_dependency_and_nothing_else():
     project = _pyproject()
     wanted = {CONDA_NAME.get(_name(s), _name(s)) for s in project["dependencies"]}
-    wanted |= {_name(s) for s in project["optional-dependencies"]["dev"]}
+    wanted |= {CONDA_NAME.get(_name(s), _name(s)) for s in project["optional-dependencies"]["dev"]}
     _, conda, pip = _environment()
     listed = (conda | pip) - {"python", "pip"}
     assert wanted - listed == set(), f"missing from environment.yml: {wanted - listed}"

@@ -4,9 +4,15 @@ one way to open and find runs: `Manifest.load` reads a run's manifest (one-line 
 is its rule for manifests already read, and `runs_at` resolves command-line paths (run,
 experiment or results folders) strictly.
 
-Status moves running -> complete | failed | interrupted (a run stopped by a signal, resumable).
-Every write is atomic, so a killed run leaves the last good manifest with status `running`
-(never `complete`).
+Status moves running -> complete | failed | interrupted (a run stopped by SIGINT or SIGTERM,
+resumable). Every write is atomic, so a killed run (SIGKILL) leaves the last good manifest with
+status `running` (never `complete`).
+
+A run that is resumed (or appended to) runs in segments: `segments` lists each one as
+{start_time, end_time, status, error, signal} (plus what its writer adds), oldest first, and
+the top-level status, end_time, error and signal are those of the latest segment, so a run
+that completes after an interrupted or failed segment keeps that segment's error in the
+history, never at the top.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from topkscope.interrupts import interruption_signal
 from topkscope.io import write_json_atomic
 
 STATUSES = ("running", "complete", "failed", "interrupted")
@@ -69,18 +76,31 @@ def git_commit(cwd: str | Path | None = None) -> str | None:
         return None
 
 
+# top-level fields that describe how the latest segment ended; a new segment clears them
+_SEGMENT_STATE = ("signal", "resume_command", "checkpoint_step", "steps_done")
+# the error of a segment whose process ended without closing the manifest
+KILLED = "ended without closing its manifest (killed, e.g. by SIGKILL)"
+
+
+def _segment(start_time: str, **fields: Any) -> dict[str, Any]:
+    return {"start_time": start_time, "end_time": None, "status": "running", "error": None,
+            "signal": None, **fields}
+
+
 class Manifest:
     """A run's manifest.json, rewritten atomically on every change."""
 
     def __init__(self, run_dir: str | Path, **fields: Any) -> None:
         self.path = Path(run_dir) / "manifest.json"
+        start = now_iso()
         self.data: dict[str, Any] = {
             "status": "running",
-            "start_time": now_iso(),
+            "start_time": start,
             "end_time": None,
             "versions": versions(),
             "git_commit": git_commit(),
             "command": " ".join(sys.argv),
+            "segments": [_segment(start)],
         }
         self.data.update(fields)
 
@@ -104,15 +124,28 @@ class Manifest:
         return data
 
     @classmethod
-    def resume(cls, run_dir: str | Path, note: str = "resumed_at") -> Manifest:
-        """Reopen an existing manifest (for --resume, or a recorder appending a segment with
-        note="appended_at"): the time is added to the list `note`, status back to running."""
+    def resume(cls, run_dir: str | Path, note: str = "resumed_at", **segment: Any) -> Manifest:
+        """Reopen an existing manifest for a new segment (--resume, or a recorder appending
+        with note="appended_at"): the time is added to the list `note`, a segment (with the
+        `segment` fields) is added to `segments`, status back to running, and how the last
+        segment ended (error, signal, resume command, steps done) leaves the top level (the
+        history keeps it; a segment still `running` died unannounced and is marked
+        interrupted with error KILLED). Not written until the caller writes it."""
         m = cls.__new__(cls)
         m.path = Path(run_dir) / "manifest.json"
         m.data = cls.load(run_dir)
-        m.data.setdefault(note, []).append(now_iso())
-        m.data["status"] = "running"
-        m.data["end_time"] = None
+        start = now_iso()
+        m.data.setdefault(note, []).append(start)
+        if "segments" not in m.data:  # written before segments were kept: one for all of it
+            m.data["segments"] = [_segment(m.data.get("start_time"), end_time=m.data.get(
+                "end_time"), status=m.data.get("status"), error=m.data.get("error"))]
+        last = m.data["segments"][-1]
+        if last.get("status") == "running":  # its process died without a word (SIGKILL)
+            last.update(status="interrupted", error=KILLED)
+        m.data["segments"].append(_segment(start, **segment))
+        m.data.update(status="running", end_time=None, error=None)
+        for key in _SEGMENT_STATE:
+            m.data.pop(key, None)
         return m
 
     def write(self) -> None:
@@ -122,12 +155,39 @@ class Manifest:
         self.data.update(fields)
         self.write()
 
-    def complete(self, **fields: Any) -> None:
-        self.update(status="complete", end_time=now_iso(), **fields)
+    def _end(self, status: str, error: str | None = None, signal: str | None = None,
+             **fields: Any) -> None:
+        """End the latest segment (and so the run, for now) with status; write."""
+        end = now_iso()
+        segments = self.data.get("segments") or [_segment(self.data.get("start_time"))]
+        segments[-1].update(end_time=end, status=status, error=error, signal=signal)
+        if "steps_done" in fields:
+            segments[-1]["steps_done"] = fields["steps_done"]
+        top = {"signal": signal} if signal is not None else {}
+        if signal is None:
+            self.data.pop("signal", None)
+        self.update(status=status, end_time=end, error=error, segments=segments, **top,
+                    **fields)
 
-    def fail(self, error: BaseException | str) -> None:
+    def complete(self, **fields: Any) -> None:
+        self._end("complete", **fields)
+
+    def fail(self, error: BaseException | str, **fields: Any) -> None:
         msg = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        self.update(status="failed", end_time=now_iso(), error=msg)
+        self._end("failed", error=msg, **fields)
+
+    def interrupt(self, signal: str, **fields: Any) -> None:
+        """Status `interrupted` by `signal` (e.g. "SIGTERM"); fields such as resume_command."""
+        self._end("interrupted", signal=signal, **fields)
+
+    def stop(self, error: BaseException | str, **fields: Any) -> None:
+        """End with `error`: `interrupted` when it is an interruption (a KeyboardInterrupt:
+        SIGINT, or interrupts.RunInterrupted with its signal), else `failed`."""
+        sig = interruption_signal(error) if isinstance(error, BaseException) else None
+        if sig is not None:
+            self.interrupt(sig, **fields)
+        else:
+            self.fail(error, **fields)
 
 
 # --- finding runs by manifest content ----------------------------------------------------

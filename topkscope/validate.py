@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -98,6 +99,18 @@ def text(name: str, value: Any) -> str:
     """A non-empty string."""
     if not isinstance(value, str) or not value:
         raise ValueError(f"{name} = {value!r} must be a non-empty string")
+    return value
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+
+
+def plain_name(name: str, value: Any) -> str:
+    """A name usable as one folder name anywhere: letters, digits, '.', '_' and '-', not
+    starting with '.' (so never '..', a path or a hidden file), at most 255 characters."""
+    if not isinstance(value, str) or not _PLAIN_NAME.fullmatch(value) or len(value) > 255:
+        raise ValueError(f"{name} = {value!r} is not a plain name; allowed: letters, digits, "
+                         f"'.', '_' and '-', not starting with '.' (at most 255 characters)")
     return value
 
 

@@ -48,7 +48,7 @@ from topkscope.comm.exchange import ExchangeResult, exchange
 from topkscope.comm.layout import Layout
 from topkscope.comm.run_log import HookRunLog, manifest_fields
 from topkscope.comm.sparse import dense_payload_bytes
-from topkscope.hooks.recorder import CLOSED_AT_EXIT
+from topkscope.hooks.lifecycle import CLOSED_AT_EXIT
 from topkscope.sparsify import check_density
 from topkscope.sparsify.source import SparsifierSource
 

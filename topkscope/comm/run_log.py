@@ -116,5 +116,5 @@ class HookRunLog:
         if self.owns_manifest:
             if error is None:
                 self.manifest.complete()
-            else:
-                self.manifest.fail(error)
+            else:  # failed, or interrupted for Ctrl-C / interrupts.RunInterrupted
+                self.manifest.stop(error)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -48,24 +47,39 @@ def overrides_from(args: argparse.Namespace) -> dict:
     return out
 
 
-def torchrun_command(args: argparse.Namespace, workers: int, run_id: str) -> list[str]:
-    """This same command, re-run as `workers` torchrun processes on this machine."""
-    argv = ["run", str(args.config), "--out", str(args.out), "--run-id", run_id,
-            "--workers", str(workers), "--launcher", "torchrun"]
+def run_arguments(args: argparse.Namespace, workers: int | None = None,
+                  launcher: str | None = None) -> list[str]:
+    """`run CONFIG` with the options that make this run (not --run-id, --resume): what a
+    resume or a torchrun relaunch repeats. workers, launcher: the ones to name (default: the
+    effective ones, as given or, in a torchrun worker, its world size and torchrun)."""
+    given = overrides_from(args)
+    workers = given.get("workers") if workers is None else workers
+    launcher = given.get("launcher") if launcher is None else launcher
+    argv = ["run", str(args.config), "--out", str(args.out)]
+    argv += ["--workers", str(workers)] * (workers is not None)
+    argv += ["--launcher", launcher] * (launcher is not None)
     for flag in ("profile", "sparsifier", "density", "steps", "seed", "data"):
         value = getattr(args, flag)
         if value is not None:
             argv += [f"--{flag}", str(value)]
     for assignment in args.assignments:
         argv += ["--set", assignment]
-    argv += ["--resume"] * args.resume + ["--no-progress"] * args.no_progress
+    return argv + ["--no-progress"] * args.no_progress
+
+
+def torchrun_command(args: argparse.Namespace, workers: int, run_id: str) -> list[str]:
+    """This same command, re-run as `workers` torchrun processes on this machine."""
+    argv = [*run_arguments(args, workers, "torchrun"), "--run-id", run_id]
+    argv += ["--resume"] * args.resume
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
             "--nproc-per-node", str(workers), "-m", "topkscope.cli", *argv]
 
 
 def main(args: argparse.Namespace) -> int:
     from topkscope.data import DataError
+    from topkscope.interrupts import RunInterrupted, run_child
     from topkscope.train.config import load_config
+    from topkscope.train.resume import interruption_report
     from topkscope.train.run import RunOptions, preflight, run, under_torchrun
     from topkscope.train.trainer import DivergedError
 
@@ -74,23 +88,33 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     opts = RunOptions(out_root=args.out, run_id=args.run_id, resume=args.resume,
-                      profile=profile, data_root=args.data, progress=not args.no_progress)
+                      profile=profile, data_root=args.data, progress=not args.no_progress,
+                      command=run_arguments(args))
     try:
         if cfg.launcher == "torchrun" and not under_torchrun():
             run_dir = preflight(cfg, opts)
             env = dict(os.environ)
             env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // cfg.workers)))
-            done = subprocess.run(torchrun_command(args, cfg.workers, run_dir.name), env=env)
-            if done.returncode != 0:
-                raise CommandError(f"torchrun workers exited with status {done.returncode} "
+            code, signum = run_child(torchrun_command(args, cfg.workers, run_dir.name), env)
+            if signum is not None and code != 0:  # forwarded; the workers stopped cleanly
+                print(f"topkscope run: {interruption_report(run_dir, opts, signum)}",
+                      file=sys.stderr)
+                return 128 + signum
+            if code != 0:
+                raise CommandError(f"torchrun workers exited with status {code} "
                                    f"(their messages are above); run folder {run_dir}")
         else:
             run_dir = run(cfg, opts)
     except (ValueError, DataError, OSError, DivergedError) as exc:
         raise CommandError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                            ) from None
-    except KeyboardInterrupt:
-        print("topkscope run: interrupted", file=sys.stderr)
+    except RunInterrupted as exc:  # files flushed, manifest `interrupted`
+        if os.environ.get("RANK", "0") == "0":  # torchrun: rank 0 speaks for the workers
+            print(f"topkscope run: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:  # before the run installed its own handling: nothing written
+        print("topkscope run: interrupted before training started; nothing was written",
+              file=sys.stderr)
         return 130
     if not under_torchrun():  # the launching process reports, not each worker
         print(f"topkscope run: done: {run_dir}")

@@ -28,14 +28,31 @@ import torch
 from topkscope.hooks.power_sums import Moments
 from topkscope.hooks.rows import RowPlan
 from topkscope.io import atomic_write
-from topkscope.schema import PART_GLOB, PART_RE, part_name, snapshot_name
+from topkscope.schema import PART_GLOB, PART_RE, SNAPSHOT_RE, part_name, snapshot_name
+
+
+def rank_parts(folder: Path, rank: int) -> dict[int, Path]:
+    """This rank's part files in folder, by sequence number."""
+    if not folder.is_dir():
+        return {}
+    return {int(m.group(2)): p for p in folder.glob(PART_GLOB)
+            if (m := PART_RE.match(p.name)) and int(m.group(1)) == rank}
 
 
 def next_sequence(folder: Path, rank: int) -> int:
     """One past the highest part number this rank already has in folder (0 if none)."""
-    seqs = [int(m.group(2)) for p in folder.glob(PART_GLOB)
-            if (m := PART_RE.match(p.name)) and int(m.group(1)) == rank]
-    return max(seqs, default=-1) + 1
+    return max(rank_parts(folder, rank), default=-1) + 1
+
+
+def rank_files(run_dir: Path, rank: int) -> list[Path]:
+    """What the recorder of process `rank` writes into a run folder: its stats and hist parts,
+    and the snapshots of worker `rank`."""
+    found = [f for sub in ("stats", "hist") for f in rank_parts(run_dir / sub, rank).values()]
+    snaps = run_dir / "snapshots"
+    if snaps.is_dir():
+        found += [f for f in snaps.iterdir()
+                  if (m := SNAPSHOT_RE.match(f.name)) and int(m.group(2)) == rank]
+    return found
 
 
 def _column(chunks: list[np.ndarray], dtype: pa.DataType) -> pa.Array:

@@ -8,20 +8,12 @@
         rec.record(step, rank, u=u, e=e, g=g, layout=[(name, offset, numel), ...], selected=idx)
     rec.close()                            # or `with Recorder(...) as rec:`
 
-A folder that already holds results is refused unless `mode` says what to do with them:
-"append" adds a new segment (new part files after the old ones; `analysis.runs.load` then
-de-duplicates by (step, rank, layer, kind, density), so a step recorded again replaces the
-older row and steps recorded once are all kept; the manifest lists each segment under
-`appended_at`); "overwrite" first moves the old files into `replaced/<time>/` inside the
-folder (never deletes them; that folder loads as a run of its own). Each rank checks and moves
-its own part files and snapshots; rank 0, which owns the manifest, also the manifest and every
-other file of the folder.
-
-A recorder the process forgets to close is closed when it is garbage collected or at
-interpreter exit (normal exit or an uncaught exception): buffered rows are flushed and a
-manifest it owns is marked complete, or failed with the uncaught exception. SIGKILL keeps
-what the last flush wrote. Closing with zero rows written warns, and so does a recorder told
-`total_steps` whose schedules cannot fire before that step.
+The recorder is split by concern: its settings and their checks (`hooks.settings`), its run
+folder from opening to closing (`hooks.lifecycle`: `mode` None/"append"/"overwrite" for a folder
+that already holds results, the manifest it owns, the finalizer that closes a recorder the
+program forgot), the parts and snapshots it writes (`hooks.parts`), and here the per-call
+statistics. Closing with zero rows written warns, and so does a recorder told `total_steps`
+whose schedules cannot fire before that step.
 
 The passes over the vectors run on their own device (float64 where it matters: CPU vectors in
 cache-sized chunks with buffers reused across records); only per-layer tables come to the host.
@@ -35,13 +27,9 @@ state, so training selects the same.
 from __future__ import annotations
 
 import functools
-import numbers
-import os
-import shutil
-import sys
 import warnings
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +39,12 @@ from torch import nn
 
 from topkscope import validate
 from topkscope.hooks.histogram import histogram_rows
+from topkscope.hooks.lifecycle import (
+    RecorderOutput,
+    check_output_dir,
+    own_manifest,
+    prepare_folder,
+)
 from topkscope.hooks.parts import PartWriter, hist_columns, stats_columns, write_snapshot
 from topkscope.hooks.power_sums import (
     ChunkedSums,
@@ -61,96 +55,17 @@ from topkscope.hooks.power_sums import (
     row_moments,
 )
 from topkscope.hooks.rows import RowPlan, plan_rows, segments_of
-from topkscope.hooks.schedules import Schedule, parse_schedule
+from topkscope.hooks.schedules import Schedule
+from topkscope.hooks.settings import SETTINGS, check_settings
 from topkscope.hooks.topk_sums import RowTops, selection_rows, topk_ratio_rows
-from topkscope.io import check_writable
-from topkscope.manifest import Manifest, now_iso
-from topkscope.schema import (
-    KINDS,
-    SNAPSHOT_RE,
-    column_prefix,
-    hist_schema,
-    part_name,
-    sparsifier_columns,
-    stats_schema,
-)
-from topkscope.sparsify import available, check_density
+from topkscope.manifest import Manifest
+from topkscope.schema import KINDS, column_prefix, hist_schema, sparsifier_columns, stats_schema
 from topkscope.sparsify.source import SparsifierSource
+
+__all__ = ["SETTINGS", "Recorder", "check_settings"]
 
 _BLOCK_BYTES = 1 << 29  # device float64 work space above which kinds go one at a time
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-MODES = (None, "append", "overwrite")
-CLOSED_AT_EXIT = "exit without close()"  # manifest `closed_by` of a recorder closed for the program
-REPLACED = "replaced"  # overwrite mode moves old results to <run>/replaced/<time>/
-# what counts as results in a run folder (the training loop's, the recorder's and analyze's)
-RESULT_ENTRIES = ("manifest.json", "train.parquet", "eval.parquet", "stats", "hist",
-                  "snapshots", "analysis")
-
-
-def _densities(name: str, value: Any) -> tuple[float, ...]:
-    if isinstance(value, str):  # "0.01" is one density, never its characters
-        try:
-            value = float(value)
-        except ValueError:
-            raise ValueError(f"{name} = {value!r} must be a number in (0, 1] or a list of "
-                             f"them") from None
-    if isinstance(value, numbers.Real):
-        value = [value]
-    elif isinstance(value, Iterable) and not isinstance(value, (str, list, tuple)):
-        value = list(value)  # e.g. a numpy array
-    rhos = validate.list_of(name, value, lambda _, rho: check_density(rho), nonempty=True)
-    return tuple(sorted(set(rhos)))
-
-
-def _sparsifier_names(name: str, value: Any) -> tuple[str, ...]:
-    names = list(dict.fromkeys([value] if isinstance(value, str) else (value or ())))
-    validate.known_keys("sparsifier", names, available(), where=f" in {name}")
-    if "topk" in names:  # its columns would overwrite the exact reference's topk_ratio
-        raise ValueError(f"{name} may not include 'topk': exact Top-k is always recorded "
-                         "(topk_ratio); list approximate methods only")
-    return tuple(names)
-
-
-def _schedule(name: str, value: Any) -> Schedule:
-    return parse_schedule(value)
-
-
-def _at_least(low: int):
-    return lambda name, value: validate.integer(name, value, low)
-
-
-def _kinds(empty_ok: bool = False):
-    return lambda name, value: validate.subset(name, value, KINDS, nonempty=not empty_ok)
-
-
-# The Recorder's settings (its keyword arguments other than out_dir, rank and manifest),
-# each with its check: a `recorder:` config block may hold exactly these.
-_SETTING_CHECKS = {
-    "schedule": _schedule,
-    "hist_schedule": _schedule,
-    "snapshot_schedule": _schedule,
-    "sparsifier_schedule": lambda name, value: None if value is None else parse_schedule(value),
-    "densities": _densities,
-    "sparsifiers": _sparsifier_names,
-    "flush_every": _at_least(1),
-    "kinds": _kinds(),
-    "topk_kinds": _kinds(empty_ok=True),
-    "per_layer": validate.boolean,
-    "hist_bins": _at_least(1),
-    "hist_range": lambda name, value: validate.number(name, value, 0, None, lo_open=True),
-    "snapshot_kinds": _kinds(),
-    "min_free_bytes": _at_least(0),
-    "seed": _at_least(0),
-}
-SETTINGS = tuple(_SETTING_CHECKS)
-
-
-def check_settings(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Check recorder settings (any subset of SETTINGS) without building a Recorder or
-    touching a folder; return them normalised. Raises a one-line ValueError naming the
-    setting (after prefix, e.g. 'recorder.')."""
-    validate.known_keys("recorder setting", settings, SETTINGS)
-    return {key: _SETTING_CHECKS[key](prefix + key, value) for key, value in settings.items()}
 
 
 def _vector(x: Any, what: str, d: int | None = None) -> torch.Tensor:
@@ -165,172 +80,6 @@ def _vector(x: Any, what: str, d: int | None = None) -> torch.Tensor:
     if x.numel() == 0:
         raise ValueError(f"{what} is empty")
     return x.detach()
-
-
-def _check_output_dir(out_dir: str | Path, rank: int, need_bytes: int) -> Path:
-    """check_writable on a probe folder of this process's own, so ranks starting together
-    in one run folder do not race on a shared probe file."""
-    out = Path(out_dir)
-    probe = out / f".recorder-probe-r{rank}-{os.getpid()}"
-    try:
-        check_writable(probe, need_bytes=need_bytes)
-    except OSError as exc:
-        raise OSError(str(exc).replace(str(probe), str(out))) from None
-    finally:
-        shutil.rmtree(probe, ignore_errors=True)
-    return out
-
-
-def _own_files(out: Path, rank: int) -> list[Path]:
-    """This rank's part files and snapshots in a run folder."""
-    prefix = part_name(rank, 0)[: -len("000000.parquet")]
-    found = [f for sub in ("stats", "hist") if (out / sub).is_dir()
-             for f in (out / sub).iterdir() if f.name.startswith(prefix)]
-    snaps = out / "snapshots"
-    if snaps.is_dir():
-        found += [f for f in snaps.iterdir()
-                  if (m := SNAPSHOT_RE.match(f.name)) and int(m.group(2)) == rank]
-    return found
-
-
-def _run_files(out: Path) -> list[Path]:
-    """The result files of a run folder (RESULT_ENTRIES); anything else there (a user's log,
-    earlier replaced results) is neither results nor moved."""
-    found = []
-    for name in RESULT_ENTRIES:
-        entry = out / name
-        if entry.is_file():
-            found.append(entry)
-        elif entry.is_dir():
-            found += [Path(root) / f for root, _, files in os.walk(entry) for f in files]
-    return found
-
-
-def _existing_results(out: Path, rank: int, whole_folder: bool, manifest_given: bool
-                      ) -> list[Path]:
-    """Results already in out that this recorder would add to: this rank's parts and
-    snapshots; with whole_folder (rank 0) every rank's, and manifest.json unless the caller
-    brought its own (the training loop writes a fresh one before the recorder starts)."""
-    if not whole_folder:
-        return sorted(_own_files(out, rank))
-    found = [f for f in _run_files(out) if not f.name.startswith(".")]
-    if manifest_given:
-        found = [f for f in found if f != out / "manifest.json"]
-    return sorted(found)
-
-
-def _move_aside(out: Path, files: list[Path]) -> Path:
-    """Move files into a new folder out/replaced/<time>[-n]/ (same relative paths) and return
-    it. Each call claims a folder of its own, so nothing there is ever overwritten; a file
-    already gone (another rank moved it first) is skipped."""
-    stamp = now_iso().replace(":", "-").replace("+00-00", "Z")
-    (out / REPLACED).mkdir(exist_ok=True)
-    for n in range(1000):
-        dest = out / REPLACED / (stamp if n == 0 else f"{stamp}-{n}")
-        try:
-            dest.mkdir()
-            break
-        except FileExistsError:
-            continue
-    else:
-        raise OSError(f"cannot make a new folder under {str(out / REPLACED)!r}")
-    for f in files:
-        target = dest / f.relative_to(out)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.replace(f, target)
-        except FileNotFoundError:
-            pass
-    return dest
-
-
-def _prepare_folder(out: Path, rank: int, mode: str | None, manifest_given: bool
-                    ) -> Path | None:
-    """Apply `mode` to results already in out; returns where overwrite moved them."""
-    if mode not in MODES:
-        raise ValueError(f"mode = {mode!r}; allowed: None, 'append', 'overwrite'")
-    existing = _existing_results(out, rank, rank == 0, manifest_given)
-    if not existing or mode == "append":
-        return None
-    if mode is None:
-        first = existing[0].relative_to(out)
-        raise ValueError(f"{str(out)!r} already holds results ({len(existing)} file(s), e.g. "
-                         f"{first}); pass mode='append' to add to them or mode='overwrite' to "
-                         f"move them aside into {REPLACED}/, or choose another folder")
-    return _move_aside(out, existing)
-
-
-class _Output:
-    """What a recorder has buffered and written, and its manifest: everything closing needs.
-    Kept apart from the Recorder so that a finalizer can close it without holding the
-    recorder alive."""
-
-    def __init__(self, stats: PartWriter, hist: PartWriter, manifest: Manifest | None,
-                 owns_manifest: bool, settings: dict[str, Any], out_dir: Path, rank: int,
-                 total_steps: int | None) -> None:
-        self.stats, self.hist = stats, hist
-        self.manifest, self.owns_manifest = manifest, owns_manifest
-        self.settings, self.out_dir, self.rank = settings, out_dir, rank
-        self.total_steps = total_steps
-        self.buffered_steps: set[int] = set()
-        self.flushed_through: int | None = None
-        self.rows_written = 0
-        self.snapshots_written = 0
-        self.last_step_seen: int | None = None
-        self.closed = False
-
-    def describe(self) -> dict[str, Any]:
-        return {**self.settings,
-                "flushed_through_step": self.flushed_through,
-                "stats_parts": self.stats.parts_written,
-                "hist_parts": self.hist.parts_written}
-
-    def flush(self) -> None:
-        rows = self.stats.rows + self.hist.rows
-        wrote = self.stats.flush() is not None
-        wrote = (self.hist.flush() is not None) or wrote
-        self.rows_written += rows
-        if self.buffered_steps:
-            self.flushed_through = max(self.buffered_steps)
-        self.buffered_steps = set()
-        if self.manifest is not None and wrote:
-            self.manifest.update(recorder=self.describe())
-
-    def close(self, error: BaseException | str | None = None, closed_by: str | None = None
-              ) -> None:
-        """Flush; warn about an empty record; finish a manifest this recorder owns."""
-        if not self.closed:
-            self.closed = True
-            self.flush()
-            if error is None and self.rows_written == 0 and self.snapshots_written == 0:
-                seen = "it was given no step" if self.last_step_seen is None else \
-                    f"its schedules fired at none of the steps 0..{self.last_step_seen} it saw"
-                warnings.warn(f"recorder of {str(self.out_dir)!r} (rank {self.rank}) closed with "
-                              f"zero rows: {seen} "
-                              f"({self.settings['schedule']}, hist "
-                              f"{self.settings['hist_schedule']}, snapshots "
-                              f"{self.settings['snapshot_schedule']})", stacklevel=3)
-        if not self.owns_manifest:
-            return
-        extra = {} if closed_by is None else {"closed_by": closed_by}
-        if error is not None:
-            self.manifest.data.update(recorder=self.describe(), **extra)
-            self.manifest.fail(error)
-        elif self.manifest.data.get("status") == "running":
-            self.manifest.complete(recorder=self.describe(), **extra)
-
-    def close_unclosed(self) -> None:
-        """The finalizer: at garbage collection or interpreter exit, close what the program
-        left open; an uncaught exception that is ending the process marks the manifest
-        failed. Does nothing if the folder has gone (a scratch folder)."""
-        if self.closed or not self.out_dir.is_dir():
-            return
-        error = getattr(sys, "last_value", None)  # set by the interpreter for an uncaught error
-        try:
-            self.close(error, closed_by=CLOSED_AT_EXIT)
-        except Exception as exc:  # noqa: BLE001 - nothing can be raised from a finalizer
-            print(f"topkscope recorder: could not finish {str(self.out_dir)!r} at exit: {exc}",
-                  file=sys.stderr)
 
 
 class Recorder:
@@ -351,7 +100,7 @@ class Recorder:
     min_free_bytes: the output folder must have this much free space at construction.
     seed: randomised sparsifiers (randk, dgc) evaluated here draw from (seed, rank, step).
     mode: what to do when out_dir already holds results: None refuses (ValueError),
-    "append" adds a segment, "overwrite" moves the old files aside (see the module docstring).
+    "append" adds a segment, "overwrite" moves the old files aside (see hooks.lifecycle).
     total_steps: the run's length, if known; a recorder whose schedules cannot fire at any
     step in [0, total_steps) warns when built.
     """
@@ -407,9 +156,9 @@ class Recorder:
         self.total_steps = None if total_steps is None else \
             validate.integer("total_steps", total_steps, 1)
 
-        self.out_dir = _check_output_dir(out_dir, self.rank, min_free_bytes)
+        self.out_dir = check_output_dir(out_dir, self.rank, min_free_bytes)
         self._owns_manifest = manifest is None and self.rank == 0
-        replaced = _prepare_folder(self.out_dir, self.rank, mode, manifest is not None)
+        replaced = prepare_folder(self.out_dir, self.rank, mode, manifest is not None)
         prefixes = [column_prefix(n) for n in names]
         self._stats = PartWriter(self.out_dir / "stats", self.rank, stats_schema(prefixes))
         self._sel_columns = list(sparsifier_columns(prefixes))
@@ -424,23 +173,15 @@ class Recorder:
         self._handles: list[Any] = []
 
         if self._owns_manifest:
-            self.manifest = self._own_manifest(mode, replaced)
+            self.manifest = own_manifest(self.out_dir, mode, replaced)
         else:
             self.manifest = manifest
-        self._out = _Output(self._stats, self._hist, self.manifest, self._owns_manifest,
+        self._out = RecorderOutput(self._stats, self._hist, self.manifest, self._owns_manifest,
                             self._settings(), self.out_dir, self.rank, self.total_steps)
         self._finalizer = weakref.finalize(self, self._out.close_unclosed)
         if self.manifest is not None:
             self.manifest.update(recorder=self.describe())
         self._warn_if_never(self.total_steps)
-
-    def _own_manifest(self, mode: str | None, replaced: Path | None) -> Manifest:
-        if mode == "append" and (self.out_dir / "manifest.json").is_file():
-            return Manifest.resume(self.out_dir, note="appended_at")
-        fields: dict[str, Any] = {"launcher": "user"}
-        if replaced is not None:
-            fields["replaced"] = str(replaced.relative_to(self.out_dir))
-        return Manifest(self.out_dir, **fields)
 
     def _warn_if_never(self, total_steps: int | None) -> None:
         if total_steps is None:

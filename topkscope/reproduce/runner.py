@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -40,8 +41,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from topkscope.interrupts import SIGNALS, RunInterrupted
 from topkscope.manifest import Manifest, condition_of, find_runs
 
+INTERRUPTED_EXITS = tuple(128 + s for s in SIGNALS)  # `topkscope run` stopped by SIGINT/SIGTERM
 # keys of the resolved config that do not change what a run computes
 NOT_HASHED = ("threads", "device", "launcher", "checkpoint_every_steps", "keep_checkpoints",
               "flush_every_steps", "description")
@@ -174,11 +177,11 @@ def pick_covering(label: str, found: Sequence[Covering]) -> Covering | None:
 
 
 def status_of(run_dir: Path) -> str | None:
-    """The manifest's status (running, complete, failed, interrupted); None when there is no
-    readable manifest."""
+    """'complete' | 'running' | 'failed' | 'interrupted' (manifest.STATUSES) from the
+    manifest; None when there is no run folder or its manifest cannot be read."""
     try:
         return Manifest.load(run_dir).get("status")
-    except (OSError, ValueError):
+    except (FileNotFoundError, ValueError):
         return None
 
 
@@ -227,10 +230,12 @@ def ensure_run(spec: RunSpec, log=print, in_process: InProcess | None = None,
 
     action: 'skipped' (complete results with the plan's settings found: the driver's own
     folder, or another covering run, e.g. a hand run, which is then the folder returned),
-    'resumed', 'ran'. The run starts in a child process, or, given in_process (the
-    `topkscope` entry point, topkscope.cli.main, handed in by the caller), in this process
-    (no interpreter start-up; for tests). Raises RuntimeError with the command when the run
-    fails.
+    'resumed' (a run left running, interrupted or failed with a checkpoint), 'ran'. The run
+    starts in a child process, or, given in_process (the `topkscope` entry point,
+    topkscope.cli.main, handed in by the caller), in this process (no interpreter start-up;
+    for tests). Raises RuntimeError with the command when the run fails, and
+    interrupts.RunInterrupted when it was interrupted (SIGINT/SIGTERM: the plan stops; the
+    next invocation resumes it).
     """
     run_dir = spec.run_dir()
     state = status_of(run_dir)
@@ -250,7 +255,12 @@ def ensure_run(spec: RunSpec, log=print, in_process: InProcess | None = None,
         code = subprocess.run(argv).returncode
     else:
         code = in_process(argv[3:])
-    if code != 0 or status_of(run_dir) != "complete":
+    state = status_of(run_dir)
+    if state == "interrupted" or code in INTERRUPTED_EXITS:
+        signum = code - 128 if code in INTERRUPTED_EXITS else signal.SIGINT
+        raise RunInterrupted(signum, f"run {run_dir} interrupted (exit {code}); the next "
+                             f"`topkscope figures` resumes it")
+    if code != 0 or state != "complete":
         raise RuntimeError(f"run failed (exit {code}): topkscope {' '.join(argv[3:])}")
     return run_dir, "resumed" if resume else "ran"
 
@@ -315,15 +325,21 @@ def run_all(specs: Sequence[tuple[str, RunSpec]], *, parallel: int, in_process: 
     """ensure_run for every (label, spec), `parallel` at a time. Returns label -> folder or error.
 
     record(label, seconds, action) is called as each run ends. In-process runs (in_process given)
-    share this interpreter's global state, so they always go one at a time.
+    share this interpreter's global state, so they always go one at a time. An interrupted run
+    (interrupts.RunInterrupted) stops the plan: runs not yet started are not started, and the
+    interruption is raised once the runs in flight have ended.
     """
     if parallel < 1:
         raise ValueError(f"parallel = {parallel} must be at least 1")
     parallel = parallel if in_process is None else 1
     out: dict[str, Path | Exception] = {}
 
+    interrupted = threading.Event()  # a run was interrupted: the plan stops, no run starts
+
     with Heartbeat(log, heartbeat_s if parallel > 1 else None) as beat:
         def one(label: str, spec: RunSpec) -> None:
+            if interrupted.is_set():
+                return
             t = time.perf_counter()
             beat.started(label, spec.run_dir())
             try:
@@ -334,6 +350,9 @@ def run_all(specs: Sequence[tuple[str, RunSpec]], *, parallel: int, in_process: 
             except (RuntimeError, ValueError, OSError) as exc:
                 out[label] = exc
                 log(f"  FAILED {label}: {exc}")
+            except BaseException:  # RunInterrupted, KeyboardInterrupt
+                interrupted.set()
+                raise
             finally:
                 beat.finished(label)
 

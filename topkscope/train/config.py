@@ -350,3 +350,19 @@ def parse_assignment(text_: str) -> tuple[str, Any]:
     except yaml.YAMLError:
         parsed = value
     return key.strip(), parsed
+
+
+@dataclasses.dataclass
+class RunOptions:
+    """How to run an experiment config (not what it computes): where results go, the run id,
+    resume or not, the profile applied, the data root, the progress bar."""
+
+    out_root: Path = Path("results")
+    run_id: str | None = None
+    resume: bool = False
+    profile: str | None = None
+    data_root: str | None = None
+    progress: bool = True
+    # the `topkscope` arguments that start this run (run CONFIG ...) without --run-id and
+    # --resume: the resume command a stopped run names is built from them
+    command: list[str] | None = None

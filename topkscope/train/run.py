@@ -3,15 +3,29 @@
     results/<experiment>/<run_id>/manifest.json, train.parquet, eval.parquet, checkpoints/,
                                   and what the Recorder writes (stats/, hist/, snapshots/)
 
-Everything that can reject the input (config, dataset, model, sparsifier, a checkpoint that
-does not fit) is checked before anything is written, so bad input leaves no files behind.
+Everything that can reject the input (config, dataset, model, sparsifier, run id, a checkpoint
+that does not fit) is checked before anything is written, so bad input leaves no files behind.
 Under torchrun (WORLD_SIZE set) each process is one worker; otherwise P workers are simulated.
+
+A run survives signals, races and resumes:
+- the run id is a plain name (validate.plain_name), and the run folder is created with a mkdir
+  that fails when it exists, so two processes starting the same run id never share a folder;
+- SIGINT and SIGTERM stop the run cleanly (topkscope.interrupts): recorder parts and tables
+  flushed, manifest `interrupted` with the signal and the command that resumes it, exit
+  128 + signal; under torchrun every rank stops after the same step. SIGKILL leaves status
+  `running` and the last checkpoint;
+- a resume starts a new manifest segment, first setting aside every row and snapshot of the
+  steps it redoes (hooks.lifecycle.supersede_from), so plain readers see each step once; a
+  complete run is not resumed (unless asked for more steps); `--resume` without a run id takes
+  the newest interrupted or failed run of the same config, and a fresh start without a run id
+  is refused while an interrupted run of the same config can be resumed.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,24 +33,30 @@ from typing import Any
 
 import torch
 
+from topkscope import validate
 from topkscope.comm.simulated import SimulatedTransport
 from topkscope.comm.transport import Transport
+from topkscope.hooks.lifecycle import supersede_from
+from topkscope.interrupts import RunInterrupted, StopRequests, handling, interruption_signal
 from topkscope.manifest import Manifest
 from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
 from topkscope.train import checkpoint
 from topkscope.train.config import (
     ExperimentConfig,
+    RunOptions,
     density_schedule_values,
     deviations,
     run_tags,
 )
+from topkscope.train.resume import (
+    check_resumable,
+    find_run,
+    interruption_message,
+    refuse_if_interrupted,
+    resume_command,
+)
 from topkscope.train.tables import Table
 from topkscope.train.trainer import Trainer
-
-# keys that may differ between a run and its resumption
-RESUMABLE_CHANGES = ("steps", "epochs", "launcher", "device", "threads", "eval_every_steps",
-                     "eval_max_batches", "checkpoint_every_steps", "keep_checkpoints",
-                     "flush_every_steps")
 
 
 def under_torchrun() -> bool:
@@ -152,42 +172,6 @@ def make_recorder(cfg: ExperimentConfig, run_dir: Path, rank: int, manifest, mod
     return rec
 
 
-def find_run(out_root: Path, experiment: str, run_id: str | None) -> Path:
-    """The folder to resume: the named one, else the one with the newest complete checkpoint."""
-    base = Path(out_root) / experiment
-    if run_id is not None:
-        run_dir = base / run_id
-        if not (run_dir / "manifest.json").is_file():
-            raise ValueError(f"cannot resume: {str(run_dir)!r} is not a result folder")
-        return run_dir
-    markers = list(base.glob("*/checkpoints/*/COMPLETE"))
-    if not markers:
-        raise ValueError(f"cannot resume: no run of {experiment!r} under {str(base)!r} has a "
-                         f"complete checkpoint")
-    newest = max(markers, key=lambda m: m.stat().st_mtime)
-    return newest.parent.parent.parent
-
-
-def check_resumable(saved: dict[str, Any], cfg: ExperimentConfig, run_dir: Path) -> None:
-    mine = cfg.to_dict()
-    differ = sorted(k for k in set(saved) | set(mine)
-                    if k not in RESUMABLE_CHANGES and saved.get(k) != mine.get(k))
-    if differ:
-        k = differ[0]
-        raise ValueError(f"cannot resume {str(run_dir)!r}: config differs in {', '.join(differ)} "
-                         f"(e.g. {k} = {saved.get(k)!r} there, {mine.get(k)!r} now)")
-
-
-@dataclass
-class RunOptions:
-    out_root: Path = Path("results")
-    run_id: str | None = None
-    resume: bool = False
-    profile: str | None = None
-    data_root: str | None = None
-    progress: bool = True
-
-
 def _due(every: int | None, step_done: int, spe: int, last: int) -> bool:
     """After `step_done` steps: every N steps, or at each epoch end when N is None; always last."""
     if step_done == last:
@@ -195,13 +179,19 @@ def _due(every: int | None, step_done: int, spe: int, last: int) -> bool:
     return step_done % (every if every is not None else spe) == 0
 
 
-def _share_run_id(transport: Transport, run_id: str | None) -> str | None:
-    """Under torchrun rank 0's choice wins, so every process writes to the same folder."""
-    if transport.world_size == len(transport.local_ranks):
-        return run_id
+def _distributed(transport: Transport) -> bool:
+    """Workers in other processes (torchrun)?"""
+    return transport.world_size != len(transport.local_ranks)
+
+
+def _from_main(transport: Transport, value: Any) -> Any:
+    """Rank 0's value on every process (under torchrun: a broadcast), e.g. the run id, so
+    every process writes to the same folder."""
+    if not _distributed(transport):
+        return value
     import torch.distributed as dist
 
-    box = [run_id]
+    box = [value]
     dist.broadcast_object_list(box, src=0)
     return box[0]
 
@@ -220,21 +210,45 @@ class Prepared:
 def prepare(cfg: ExperimentConfig, opts: RunOptions, transport: Transport,
             device: torch.device) -> Prepared:
     """Every check that can reject the input; reads files, writes none."""
+    if opts.run_id is not None:
+        validate.plain_name("run id", opts.run_id)
     trainer, substitute = build_trainer(cfg, transport, device, opts.data_root)
     if opts.resume:
-        run_dir = find_run(opts.out_root, cfg.experiment, _share_run_id(transport, opts.run_id))
-        check_resumable(Manifest.load(run_dir)["config"], cfg, run_dir)
+        run_dir = find_run(opts.out_root, cfg, _from_main(transport, opts.run_id),
+                           announce=transport.is_main)
+        saved = Manifest.load(run_dir)
+        check_resumable(saved["config"], cfg, run_dir)
         ckpt = checkpoint.latest(run_dir)
         if ckpt is None:
             raise ValueError(f"cannot resume {str(run_dir)!r}: it has no complete checkpoint")
+        done = checkpoint.marker_step(ckpt)
+        if saved.get("status") == "complete" and done >= trainer.total_steps:
+            raise ValueError(f"cannot resume {str(run_dir)!r}: it is complete ({done} of "
+                             f"{trainer.total_steps} steps); pass a larger --steps to train it "
+                             f"further, or start another run with a new --run-id")
         checkpoint.load(ckpt, trainer)
     else:
-        run_id = _share_run_id(transport, opts.run_id or default_run_id(cfg))
+        if opts.run_id is None:
+            refuse_if_interrupted(opts.out_root, cfg)
+        run_id = _from_main(transport, opts.run_id or default_run_id(cfg))
         run_dir = Path(opts.out_root) / cfg.experiment / run_id
         if run_dir.exists():
-            raise ValueError(f"run folder {str(run_dir)!r} already exists; pick another --run-id "
-                             f"or add --resume")
+            raise ValueError(_taken(run_dir))
     return Prepared(cfg, opts, trainer, run_dir, substitute)
+
+
+def _taken(run_dir: Path) -> str:
+    return f"run folder {str(run_dir)!r} already exists; pick another --run-id or add --resume"
+
+
+def claim_run_folder(run_dir: Path) -> None:
+    """Create run_dir, or raise ValueError when it exists: mkdir is atomic, so of two processes
+    that start the same run id at once exactly one gets the folder."""
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir()
+    except FileExistsError:
+        raise ValueError(_taken(run_dir)) from None
 
 
 def preflight(cfg: ExperimentConfig, opts: RunOptions) -> Path:
@@ -245,26 +259,45 @@ def preflight(cfg: ExperimentConfig, opts: RunOptions) -> Path:
 
 
 def run(cfg: ExperimentConfig, opts: RunOptions) -> Path:
-    """Train cfg to the end (or from its last checkpoint with opts.resume); return the run folder."""
+    """Train cfg to the end (or from its last checkpoint with opts.resume); return the run folder.
+
+    Raises interrupts.RunInterrupted on SIGINT/SIGTERM (its message names the signal, the step
+    and the command that resumes the run) after the run's files are flushed and its manifest
+    says `interrupted`.
+    """
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
-    device = pick_device(cfg)
-    transport, started = make_transport(cfg, device)
-    try:
-        return execute(prepare(cfg, opts, transport, device))
-    finally:
-        if started:
-            import torch.distributed as dist
+    stop = StopRequests()
+    with handling(stop):
+        device = pick_device(cfg)
+        transport, started = make_transport(cfg, device)
+        try:
+            try:
+                prepared = prepare(cfg, opts, transport, device)
+            except RunInterrupted as exc:
+                raise RunInterrupted(exc.signum, f"interrupted by {exc.signal_name} before "
+                                     f"training started; nothing was written") from None
+            return execute(prepared, stop)
+        finally:
+            if started:
+                import torch.distributed as dist
 
-            dist.destroy_process_group()
+                dist.destroy_process_group()
 
 
 def _manifest(p: Prepared) -> Manifest:
+    """A resumed run's manifest (reopened for a new segment, after setting aside what it will
+    redo) or a new run's (in the folder claimed for it). Rank 0 only."""
     cfg, trainer = p.cfg, p.trainer
     if p.opts.resume:
-        manifest = Manifest.resume(p.run_dir)
+        aside = supersede_from(p.run_dir, trainer.step)
+        segment = {"from_step": trainer.step}
+        if aside is not None:
+            segment["superseded"] = str(aside.relative_to(p.run_dir))
+        manifest = Manifest.resume(p.run_dir, **segment)
         manifest.data.update(config=cfg.to_dict(), total_steps=trainer.total_steps)
         return manifest
+    claim_run_folder(p.run_dir)
     return Manifest(p.run_dir, experiment=cfg.experiment, run_id=p.run_dir.name,
                     config=cfg.to_dict(), profile=p.opts.profile, seed=cfg.seed,
                     world_size=trainer.transport.world_size,
@@ -280,15 +313,26 @@ def _manifest(p: Prepared) -> Manifest:
                     threads=torch.get_num_threads())
 
 
-def execute(p: Prepared) -> Path:
-    """Write the manifest, train, log, checkpoint; the manifest ends complete or failed."""
+def execute(p: Prepared, stop: StopRequests | None = None) -> Path:
+    """Write the manifest, train, log, checkpoint; the manifest ends complete, failed, or
+    interrupted (stop: the run's signal handler; RunInterrupted is raised after the files are
+    flushed, with a message naming the resume command)."""
     transport, trainer = p.trainer.transport, p.trainer
+    if stop is not None and _distributed(transport):
+        stop.raise_now = False  # ranks leave the collective steps together (StopRequests.agreed)
     transport.barrier()  # every process has checked the run folder before anyone creates it
-    manifest = None
+    manifest, refused = None, None
     if transport.is_main:
-        manifest = _manifest(p)
-        manifest.write()
-    transport.barrier()
+        try:
+            manifest = _manifest(p)
+            manifest.write()
+        except (ValueError, OSError) as exc:  # e.g. another process took the run folder first
+            refused = exc
+    message = _from_main(transport, None if refused is None else str(refused))
+    if refused is not None:
+        raise refused
+    if message is not None:  # every rank stops with rank 0's reason
+        raise ValueError(message)
     rank = transport.local_ranks[0] if len(transport.local_ranks) == 1 else 0
     try:
         trainer.recorder = make_recorder(p.cfg, p.run_dir, rank, manifest, trainer.model,
@@ -298,16 +342,34 @@ def execute(p: Prepared) -> Path:
             shutil.rmtree(p.run_dir, ignore_errors=True)  # bad recorder block: leave nothing
         raise
     try:
-        _loop(p.cfg, trainer, p.run_dir, manifest, not p.opts.resume, p.opts.progress)
+        _loop(p.cfg, trainer, p.run_dir, manifest, not p.opts.resume, p.opts.progress, stop)
     except BaseException as exc:
-        if manifest is not None:
-            manifest.fail(exc)
-        raise
+        signame = interruption_signal(exc)
+        if signame is None and stop is not None and stop.received is not None:
+            signame = signal.Signals(stop.received).name  # e.g. a peer that stopped first
+        if signame is None:
+            if manifest is not None:
+                manifest.fail(exc)
+            raise
+        raise _interrupted(p, manifest, signame) from exc
     return p.run_dir
 
 
+def _interrupted(p: Prepared, manifest: Manifest | None, signame: str) -> RunInterrupted:
+    """Mark the manifest interrupted (rank 0) and make the exception that reports it."""
+    fields: dict[str, Any] = {"steps_done": p.trainer.step}
+    ckpt = checkpoint.latest(p.run_dir)
+    if ckpt is not None:
+        fields.update(checkpoint_step=checkpoint.marker_step(ckpt),
+                      resume_command=resume_command(p.opts, p.run_dir.name))
+    if manifest is not None:
+        manifest.interrupt(signame, **fields)
+    return RunInterrupted(signal.Signals[signame],
+                          interruption_message(p.run_dir, {"signal": signame, **fields}))
+
+
 def _loop(cfg: ExperimentConfig, trainer: Trainer, run_dir: Path, manifest: Manifest | None,
-          fresh: bool, progress: bool) -> None:
+          fresh: bool, progress: bool, stop: StopRequests | None = None) -> None:
     from tqdm import tqdm
 
     main = trainer.transport.is_main
@@ -326,7 +388,7 @@ def _loop(cfg: ExperimentConfig, trainer: Trainer, run_dir: Path, manifest: Mani
             eval_log.flush()
 
     try:
-        _steps(cfg, trainer, run_dir, train_log, eval_log, bar, flush)
+        _steps(cfg, trainer, run_dir, train_log, eval_log, bar, flush, stop)
     except BaseException:
         bar.close()
         if rec is not None:  # keep what was measured up to the failure, if that still works
@@ -346,10 +408,13 @@ def _loop(cfg: ExperimentConfig, trainer: Trainer, run_dir: Path, manifest: Mani
 
 
 def _steps(cfg: ExperimentConfig, trainer: Trainer, run_dir: Path, train_log: Table,
-           eval_log: Table, bar, flush) -> None:
+           eval_log: Table, bar, flush, stop: StopRequests | None = None) -> None:
     main, rec = trainer.transport.is_main, trainer.recorder
     last, spe = trainer.total_steps, trainer.steps_per_epoch
+    agree = stop is not None and not stop.raise_now
     while trainer.step < last:
+        if agree:  # one small all-reduce: every rank stops before the same step
+            stop.agreed(lambda mine: trainer.transport.sum_scalars([mine]))
         row = trainer.train_step()
         done = trainer.step
         if main:

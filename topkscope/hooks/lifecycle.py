@@ -1,0 +1,285 @@
+"""A recorder's run folder from opening to closing: the output folder check, what to do with
+results already there (`mode`), the manifest a recorder owns, flushing and closing (also at
+exit, by a finalizer), and setting aside what a resumed run records again.
+
+Modes (what the recorder does when out_dir already holds results):
+
+- None refuses with one line;
+- "append" adds a new segment: new part files after the old ones (`analysis.runs.load`
+  de-duplicates by (step, rank, layer, kind, density), so a step recorded again replaces the
+  older row); an owned manifest lists each segment under `appended_at` and `segments`;
+- "overwrite" first moves the old files into `replaced/<time>/` inside the folder (never
+  deleted; that folder loads as a run of its own).
+
+Each rank checks and moves its own part files and snapshots; rank 0, which owns the manifest,
+also the manifest and every other file of the folder.
+
+A resumed training run sets aside, before it writes again, every row and snapshot of the steps
+it will redo (`supersede_from`: into `superseded/<time>/`), so that plain readers of the folder
+(pandas, duckdb, polars on `stats/*.parquet`) see each step once.
+
+A recorder the process forgets to close is closed when it is garbage collected or at
+interpreter exit (normal exit or an uncaught exception): buffered rows are flushed and a
+manifest it owns is marked complete, failed with the uncaught exception, or interrupted when
+that exception is an interruption (Ctrl-C). SIGKILL keeps what the last flush wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from topkscope.hooks.parts import PartWriter, rank_files
+from topkscope.io import atomic_write, check_writable
+from topkscope.manifest import Manifest, now_iso
+from topkscope.schema import PART_GLOB, PART_RE, SNAPSHOT_RE
+
+MODES = (None, "append", "overwrite")
+CLOSED_AT_EXIT = "exit without close()"  # manifest `closed_by` of a recorder closed for the program
+REPLACED = "replaced"  # overwrite mode moves old results to <run>/replaced/<time>/
+SUPERSEDED = "superseded"  # a resume moves what it redoes to <run>/superseded/<time>/
+# what counts as results in a run folder (the training loop's, the recorder's and analyze's)
+RESULT_ENTRIES = ("manifest.json", "train.parquet", "eval.parquet", "stats", "hist",
+                  "snapshots", "analysis")
+STEP_TABLES = ("train.parquet", "eval.parquet")  # the training loop's tables, one row per step
+
+
+def check_output_dir(out_dir: str | Path, rank: int, need_bytes: int) -> Path:
+    """check_writable on a probe folder of this process's own, so ranks starting together
+    in one run folder do not race on a shared probe file."""
+    out = Path(out_dir)
+    probe = out / f".recorder-probe-r{rank}-{os.getpid()}"
+    try:
+        check_writable(probe, need_bytes=need_bytes)
+    except OSError as exc:
+        raise OSError(str(exc).replace(str(probe), str(out))) from None
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    return out
+
+
+def _run_files(out: Path) -> list[Path]:
+    """The result files of a run folder (RESULT_ENTRIES); anything else there (a user's log,
+    earlier replaced results) is neither results nor moved."""
+    found = []
+    for name in RESULT_ENTRIES:
+        entry = out / name
+        if entry.is_file():
+            found.append(entry)
+        elif entry.is_dir():
+            found += [Path(root) / f for root, _, files in os.walk(entry) for f in files]
+    return found
+
+
+def _existing_results(out: Path, rank: int, whole_folder: bool, manifest_given: bool
+                      ) -> list[Path]:
+    """Results already in out that this recorder would add to: this rank's parts and
+    snapshots; with whole_folder (rank 0) every rank's, and manifest.json unless the caller
+    brought its own (the training loop writes a fresh one before the recorder starts)."""
+    if not whole_folder:
+        return sorted(rank_files(out, rank))
+    found = [f for f in _run_files(out) if not f.name.startswith(".")]
+    if manifest_given:
+        found = [f for f in found if f != out / "manifest.json"]
+    return sorted(found)
+
+
+def _new_aside_folder(out: Path, under: str) -> Path:
+    """A new, empty folder out/under/<time>[-n]/ claimed by this call (mkdir that fails when
+    the name is taken), so nothing there is ever overwritten."""
+    stamp = now_iso().replace(":", "-").replace("+00-00", "Z")
+    (out / under).mkdir(exist_ok=True)
+    for n in range(1000):
+        dest = out / under / (stamp if n == 0 else f"{stamp}-{n}")
+        try:
+            dest.mkdir()
+            return dest
+        except FileExistsError:
+            continue
+    raise OSError(f"cannot make a new folder under {str(out / under)!r}")
+
+
+def _move_aside(out: Path, files: list[Path], under: str = REPLACED) -> Path:
+    """Move files into a new folder out/under/<time>/ (same relative paths) and return it;
+    a file already gone (another rank moved it first) is skipped."""
+    dest = _new_aside_folder(out, under)
+    for f in files:
+        target = dest / f.relative_to(out)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(f, target)
+        except FileNotFoundError:
+            pass
+    return dest
+
+
+def prepare_folder(out: Path, rank: int, mode: str | None, manifest_given: bool
+                   ) -> Path | None:
+    """Apply `mode` to results already in out; returns where overwrite moved them."""
+    if mode not in MODES:
+        raise ValueError(f"mode = {mode!r}; allowed: None, 'append', 'overwrite'")
+    existing = _existing_results(out, rank, rank == 0, manifest_given)
+    if not existing or mode == "append":
+        return None
+    if mode is None:
+        first = existing[0].relative_to(out)
+        raise ValueError(f"{str(out)!r} already holds results ({len(existing)} file(s), e.g. "
+                         f"{first}); pass mode='append' to add to them or mode='overwrite' to "
+                         f"move them aside into {REPLACED}/, or choose another folder")
+    return _move_aside(out, existing)
+
+
+def own_manifest(out: Path, mode: str | None, replaced: Path | None) -> Manifest:
+    """The manifest of a recorder that was given none (rank 0 of a user's script): the
+    existing one reopened for a new segment in append mode, else a new one."""
+    if mode == "append" and (out / "manifest.json").is_file():
+        return Manifest.resume(out, note="appended_at")
+    fields: dict[str, Any] = {"launcher": "user"}
+    if replaced is not None:
+        fields["replaced"] = str(replaced.relative_to(out))
+    return Manifest(out, **fields)
+
+
+def supersede_from(run_dir: str | Path, step: int) -> Path | None:
+    """Set aside everything a run folder holds for steps >= step (what a run resumed from the
+    checkpoint after `step` steps records again) into run_dir/superseded/<time>/, same
+    relative paths, never deleted: rows of train.parquet, eval.parquet and every stats/ and
+    hist/ part, and snapshots. A file with rows on both sides keeps its earlier rows in place
+    (rewritten atomically) after its whole original was copied aside.
+
+    Which files hold such steps is read from their parquet statistics; only a file with rows
+    on both sides is read whole. Everything is read before anything moves, so a file that
+    cannot be read leaves the folder as it was. Returns the folder the rows went to, or None
+    when nothing was at or past step.
+    """
+    run_dir = Path(run_dir)
+    tables = [run_dir / name for name in STEP_TABLES if (run_dir / name).is_file()]
+    for sub in ("stats", "hist"):
+        if (run_dir / sub).is_dir():
+            tables += sorted(p for p in (run_dir / sub).glob(PART_GLOB) if PART_RE.match(p.name))
+    moved, split = [], []
+    for path in tables:
+        span = _step_span(path)
+        if span is None or span[1] < step:
+            continue
+        if span[0] >= step:
+            moved.append(path)
+        else:
+            table = pq.read_table(path)
+            split.append((path, table.filter(pc.less(table["step"], step))))
+    snapshots = run_dir / "snapshots"
+    if snapshots.is_dir():
+        moved += sorted(f for f in snapshots.iterdir()
+                        if (m := SNAPSHOT_RE.match(f.name)) and int(m.group(1)) >= step)
+    if not moved and not split:
+        return None
+    dest = _new_aside_folder(run_dir, SUPERSEDED)
+    for path, kept in split:
+        target = dest / path.relative_to(run_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)  # the whole original first: no row is only in memory
+        atomic_write(path, lambda tmp, kept=kept: pq.write_table(kept, tmp))
+    for path in moved:
+        target = dest / path.relative_to(run_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+    return dest
+
+
+def _step_span(path: Path) -> tuple[int, int] | None:
+    """(first, last) step of a parquet file, from its row-group statistics (no data read)
+    where they are stored; None for a file without rows."""
+    meta = pq.read_metadata(path)
+    if meta.num_rows == 0:
+        return None
+    column = meta.schema.to_arrow_schema().get_field_index("step")
+    spans = []
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            steps = pq.read_table(path, columns=["step"])["step"]
+            return pc.min(steps).as_py(), pc.max(steps).as_py()
+        if meta.row_group(g).num_rows:
+            spans.append((stats.min, stats.max))
+    return min(lo for lo, _ in spans), max(hi for _, hi in spans)
+
+
+class RecorderOutput:
+    """What a recorder has buffered and written, and its manifest: everything closing needs.
+    Kept apart from the Recorder so that a finalizer can close it without holding the
+    recorder alive."""
+
+    def __init__(self, stats: PartWriter, hist: PartWriter, manifest: Manifest | None,
+                 owns_manifest: bool, settings: dict[str, Any], out_dir: Path, rank: int,
+                 total_steps: int | None) -> None:
+        self.stats, self.hist = stats, hist
+        self.manifest, self.owns_manifest = manifest, owns_manifest
+        self.settings, self.out_dir, self.rank = settings, out_dir, rank
+        self.total_steps = total_steps
+        self.buffered_steps: set[int] = set()
+        self.flushed_through: int | None = None
+        self.rows_written = 0
+        self.snapshots_written = 0
+        self.last_step_seen: int | None = None
+        self.closed = False
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.settings,
+                "flushed_through_step": self.flushed_through,
+                "stats_parts": self.stats.parts_written,
+                "hist_parts": self.hist.parts_written}
+
+    def flush(self) -> None:
+        rows = self.stats.rows + self.hist.rows
+        wrote = self.stats.flush() is not None
+        wrote = (self.hist.flush() is not None) or wrote
+        self.rows_written += rows
+        if self.buffered_steps:
+            self.flushed_through = max(self.buffered_steps)
+        self.buffered_steps = set()
+        if self.manifest is not None and wrote:
+            self.manifest.update(recorder=self.describe())
+
+    def close(self, error: BaseException | str | None = None, closed_by: str | None = None
+              ) -> None:
+        """Flush; warn about an empty record; finish a manifest this recorder owns
+        (complete; failed with error; interrupted when error is an interruption)."""
+        if not self.closed:
+            self.closed = True
+            self.flush()
+            if error is None and self.rows_written == 0 and self.snapshots_written == 0:
+                seen = "it was given no step" if self.last_step_seen is None else \
+                    f"its schedules fired at none of the steps 0..{self.last_step_seen} it saw"
+                warnings.warn(f"recorder of {str(self.out_dir)!r} (rank {self.rank}) closed with "
+                              f"zero rows: {seen} "
+                              f"({self.settings['schedule']}, hist "
+                              f"{self.settings['hist_schedule']}, snapshots "
+                              f"{self.settings['snapshot_schedule']})", stacklevel=3)
+        if not self.owns_manifest:
+            return
+        extra = {} if closed_by is None else {"closed_by": closed_by}
+        if error is not None:
+            self.manifest.stop(error, recorder=self.describe(), **extra)
+        elif self.manifest.data.get("status") == "running":
+            self.manifest.complete(recorder=self.describe(), **extra)
+
+    def close_unclosed(self) -> None:
+        """The finalizer: at garbage collection or interpreter exit, close what the program
+        left open; an uncaught exception that is ending the process marks the manifest
+        failed (interrupted for Ctrl-C). Does nothing if the folder has gone (a scratch
+        folder)."""
+        if self.closed or not self.out_dir.is_dir():
+            return
+        error = getattr(sys, "last_value", None)  # set by the interpreter for an uncaught error
+        try:
+            self.close(error, closed_by=CLOSED_AT_EXIT)
+        except Exception as exc:  # noqa: BLE001 - nothing can be raised from a finalizer
+            print(f"topkscope recorder: could not finish {str(self.out_dir)!r} at exit: {exc}",
+                  file=sys.stderr)
