@@ -13,7 +13,6 @@ A model without a compute time is left out (and listed in the returned notes).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ import pandas as pd
 from topkscope.perf import inputs as inp
 from topkscope.perf import model as pm
 from topkscope.perf.networks import Network, available, resolve
+from topkscope.perf.workload import model_size
 
 REFERENCE_BENCH = Path(__file__).resolve().parents[2] / "results" / "reference" / "bench-cpu"
 CLAIM = "gaussiank_speedup_p16"
@@ -45,14 +45,6 @@ CAPTIONS = {
         "dense SGD's ring all-reduce, per model ('any': at every bandwidth; one bar per "
         "latency, the presets sharing alpha coincide)"),
 }
-
-
-@cache
-def model_size(name: str) -> int:
-    """Trainable parameters d of a topkscope model (built once, on the CPU)."""
-    from topkscope import models
-
-    return models.count_parameters(models.create(name))
 
 
 def _bench_table(name: str, reader, results_root, path, hint: str) -> pd.DataFrame:

@@ -1,6 +1,7 @@
 """One worker's training step of each paper model: its per-worker batch, a synthetic step, and
 the step's floating-point operations (forward and backward counted apart).
 
+    model_size(name)           trainable parameters d of a topkscope model
     WORKLOADS[name]            (per-worker batch, input shape per sample or "tokens", source)
     synthetic_step(name, model, batch)   a closure: forward, cross-entropy, backward
     flop_counts(name, batch)   Flops(forward, backward) of one step, counted on the meta device
@@ -34,6 +35,17 @@ WORKLOADS: dict[str, tuple[int, tuple[int, ...] | str, str]] = {
 # two thirds of a step. Used for a model known only by its parameter count.
 DEFAULT_BACKWARD_FRACTION = 2.0 / 3.0
 DEFAULT_BACKWARD_SOURCE = "2/3 (Kaplan et al. arXiv 2001.08361: backward = 2 x forward FLOPs)"
+
+
+@cache
+def model_size(name: str) -> int:
+    """Trainable parameters d of a topkscope model (built once, on the meta device)."""
+    import torch
+
+    from topkscope import models
+
+    with torch.device("meta"):
+        return models.count_parameters(models.create(name))
 
 
 def _workload(name: str) -> tuple[int, tuple[int, ...] | str, str]:
