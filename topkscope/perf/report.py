@@ -48,16 +48,19 @@ FIGURES = {"scaling-breakdown-p16": "breakdown", "scaling-efficiency": "efficien
            "scaling-crossover": "crossover"}
 CAPTIONS = {
     "scaling-breakdown-p16": (
-        "Predicted time of one TopK-SGD step at P = 16 workers, split into forward + backward "
-        "compute, selection and communication, per model (panels), network preset (groups) and "
-        "method (bars); log scale"),
+        "Predicted time of one step at P = 16 workers, split into forward + backward compute, "
+        "selection and communication (linear axis), per model (panels), method and network "
+        "(bars; the published clusters' measured 10 GbE and 100 Gb IB when the table has "
+        "them)"),
     "scaling-efficiency": (
         "Predicted scaling efficiency t_compute / t_step (throughput over P times one worker's "
-        "dense SGD) against the number of workers P, per model, method and network preset"),
+        "dense SGD) against the number of workers P, per model (panels), method (colour) and "
+        "network (line style)"),
     "scaling-crossover": (
         "Predicted bandwidth (Gbit/s) at P = 16 below which each sparse method's step beats "
-        "dense SGD's ring all-reduce, per model ('any': at every bandwidth; one bar per "
-        "latency, the presets sharing alpha coincide)"),
+        "Dense's ring all-reduce, per model; dashed lines: the published clusters' measured "
+        "bandwidths (a method beats Dense on a cluster whose line its bar crosses; 'any "
+        "bandwidth': faster at every bandwidth)"),
 }
 
 
