@@ -27,6 +27,7 @@ which names the file and commit it was read from; this module derives the rest:
                             of exchange ("no-overlap": dense and every method without overlap;
                             "wfbp": dense-wfbp): the error a predicted speed-up has to exceed
     write(out_dir)          regenerate gpu_compute.csv and published.csv
+    *_markdown(table)       the tables of docs/scaling.md (a test compares them)
 
 Published method names map to the model's: BSP-A2A (Horovod all-reduce of all gradients fused
 into one buffer after the backward pass) -> dense; MG-WFBP (merged-gradient wait-free
@@ -257,6 +258,28 @@ def validated_errors(table: pd.DataFrame | None = None) -> dict[str, float]:
         err = float(np.max(np.abs(rows["ratio"].to_numpy(dtype=float) - 1.0)))
         errors[family] = max(errors.get(family, 0.0), err)
     return errors
+
+
+def validation_markdown(table: pd.DataFrame) -> str:
+    """The validation table as docs/scaling.md shows it: one row per published measurement."""
+    lines = ["| model | network | GPUs | method (published) | measured s | predicted s | "
+             "ratio | line-rate ratio | use |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in table.itertuples(index=False):
+        lines.append(f"| {r.published_model} | {r.network} | {r.gpus} | {r.method} "
+                     f"({r.published_method}) | {r.measured_s:.3f} | {r.predicted_s:.3f} | "
+                     f"{r.ratio:.3f} | {r.ratio_line_rate:.3f} | {r.use} |")
+    return "\n".join(lines)
+
+
+def gpu_compute_markdown(table: pd.DataFrame) -> str:
+    """The GPU compute table as docs/scaling.md shows it."""
+    lines = ["| model | batch | compute ms | GFLOP per step | backward share | how |",
+             "|---|---|---|---|---|---|"]
+    for r in table.itertuples(index=False):
+        how = "measured" if r.model == REFERENCE_MODEL else "FLOPs-scaled estimate"
+        lines.append(f"| {r.model} | {r.batch_per_worker} | {r.compute_s * 1e3:.3g} | "
+                     f"{r.flops_per_step / 1e9:.4g} | {r.backward_fraction:.3f} | {how} |")
+    return "\n".join(lines)
 
 
 def write(out_dir: str | Path = REFERENCE_SCALING) -> list[Path]:
