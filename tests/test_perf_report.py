@@ -186,3 +186,21 @@ def test_validation_table_predicts_from_calibration(tmp_path):
     assert table.set_index("method").loc["topk", "predicted_select_s"] == pytest.approx(0.02)
     with pytest.raises(ValueError, match="no dense run"):
         validate.validation_table(pd.DataFrame(steps[3:]), cal, _selection())
+
+
+def test_committed_p16_table_regenerates_and_the_docs_show_it():
+    from topkscope.perf import model as pm
+
+    path = REFERENCE / "scaling" / "p16-published.csv"
+    table, notes = report.scaling_table(pm.PAPER_MODELS, ["10gbe-fit", "ib100-fit"], [16])
+    assert notes == []
+    pd.testing.assert_frame_equal(table.reset_index(drop=True),
+                                  pd.read_csv(path, keep_default_na=False, na_values=[""])
+                                  .astype(table.dtypes.to_dict()),
+                                  check_exact=False, rtol=1e-9)
+    docs = (REFERENCE.parents[1] / "docs" / "scaling.md").read_text()
+    assert report.speedup_markdown(pd.read_csv(path)) in docs
+    # the speed-ups in that table are the ratios of the step times
+    g = table[table["method"] == "gaussiank"].set_index(["model", "network"])
+    d = table[table["method"] == "dense-fp16"].set_index(["model", "network"])
+    np.testing.assert_allclose(g["speedup_vs_dense_fp16"], d["t_step"] / g["t_step"])

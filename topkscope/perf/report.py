@@ -318,6 +318,25 @@ def claims_rows(table: pd.DataFrame, workers: int = CLAIM_P, sparsifier: str = "
     return pd.DataFrame(rows)
 
 
+def speedup_markdown(table: pd.DataFrame, methods: Sequence[str] = ("gaussiank",
+                                                                   "gaussiank-2019"),
+                     workers: int = CLAIM_P) -> str:
+    """The predicted speed-ups at P as docs/scaling.md shows them: one row per (model,
+    network, method), one column per reference method of the table."""
+    from topkscope.plots.titles import sparsifier_name
+
+    at = table[(table["workers"] == workers) & table["method"].isin(methods)]
+    refs = [r for r in pm.SPEEDUP_REFERENCES if r in set(table["method"])]
+    lines = ["| model | network | method | " + " | ".join(f"over {sparsifier_name(r)}"
+                                                        for r in refs) + " |",
+             "|---|---|---|" + "---|" * len(refs)]
+    for row in at.itertuples(index=False):
+        cells = [f"{getattr(row, pm.speedup_column(r)):.3f}" for r in refs]
+        lines.append(f"| {row.model} | {row.network} | {sparsifier_name(row.method)} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def draw(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     """The three figures of topkscope.plots.scaling into out_dir (png/pdf)."""
     return [p for _, _, paths in draw_captioned(table, out_dir) for p in paths]
