@@ -204,3 +204,22 @@ def test_committed_p16_table_regenerates_and_the_docs_show_it():
     g = table[table["method"] == "gaussiank"].set_index(["model", "network"])
     d = table[table["method"] == "dense-fp16"].set_index(["model", "network"])
     np.testing.assert_allclose(g["speedup_vs_dense_fp16"], d["t_step"] / g["t_step"])
+
+
+def test_each_predicted_verdict_reads_as_a_sentence_with_its_speedups():
+    from topkscope.reproduce.findings import findings_markdown, verdict_sentence
+
+    table, _ = report.scaling_table(["fnn3"], ["1gbe", "nvlink"], [16], selection=_selection(),
+                                    compute_s=0.01)
+    claims = report.claims_rows(table, errors=ERRORS)
+    start = {"holds": "Predicted faster", "fails": "Predicted slower",
+             "inconclusive": "Within the model's validated error"}
+    for row in claims.itertuples(index=False):
+        sentence = verdict_sentence(row)
+        assert sentence.startswith(start[row.verdict])
+        g = table[(table.workers == 16) & (table.method == "gaussiank")
+                  & (table.network == row.statement.split("(")[-1].rstrip(")"))].iloc[0]
+        assert f"{g.speedup_vs_dense_fp16:.3f}x over Dense fp16" in sentence \
+            or not row.claim.endswith("_fp16")
+    md = findings_markdown(claims)
+    assert "| fnn3 | over Dense + WFBP |" in md and "user" in md

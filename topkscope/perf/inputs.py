@@ -15,7 +15,9 @@
   density) maxed over ranks per step; else train.parquet `selected` (a mean over workers:
   an underestimate of the largest); else the nominal k. The source says which.
 
-Every value is an `Input(value, source)`; the model and the tables print the sources.
+Every value is an `Input(value, source, device)`; the model and the tables print the sources,
+and `device_mismatch` warns when a selection time was measured on another device than the
+compute time it is added to.
 """
 
 from __future__ import annotations

@@ -41,6 +41,16 @@ def verdict_sentence(row) -> str:
                 "inconclusive": f"Not decided: the accuracy interval or the seeds' traffic "
                                 f"ratios straddle the limits{sent.replace(' and', ';')}.",
                 }.get(verdict, "Not judged: fewer than 3 paired seeds.")
+    if "_speedup_p" in claim and verdict in ("holds", "fails", "inconclusive"):
+        speedups = ", ".join(f"{value}x over {name}"
+                             for name, value in _SPEEDUPS.findall(
+                                 str(row.evidence).split(" (validated")[0]))
+        return {"holds": f"Predicted faster than every baseline by more than the model's "
+                         f"validated error ({speedups}).",
+                "fails": f"Predicted slower than a baseline by more than the model's validated "
+                         f"error ({speedups}).",
+                "inconclusive": f"Within the model's validated error of a baseline: the model "
+                                f"cannot tell them apart ({speedups})."}[verdict]
     units = int(row.n_units) if not pd.isna(row.n_units) else 0
     share = "" if pd.isna(row.fraction) else f" ({row.fraction:.0%} of {units} units)"
     return {"holds": f"The criterion held almost everywhere{share}.",
