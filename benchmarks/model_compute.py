@@ -33,42 +33,12 @@ import time
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from _options import benchmark_parser
 
-# model: (per-worker batch, input shape per sample or "tokens", where the batch comes from)
-MODELS = {
-    "fnn3": (128, (784,), "paper setting (experiments/fnn3-mnist.yaml)"),
-    "resnet20": (32, (3, 32, 32), "paper setting (experiments/resnet20-cifar10.yaml)"),
-    "vgg16": (128, (3, 32, 32), "paper setting (experiments/vgg16-cifar10.yaml)"),
-    "resnet50": (32, (3, 224, 224), "authors' code, exp_configs/resnet50.conf"),
-    "lstm-ptb": (20, "tokens", "paper setting (experiments/lstm-ptb.yaml), bptt 35"),
-    "alexnet": (128, (3, 224, 224), "authors' code, exp_configs/alexnet.conf"),
-}
-BPTT = 35
+from topkscope.perf.workload import WORKLOADS as MODELS
+from topkscope.perf.workload import synthetic_step
+
 MIN_BATCH = 8  # never scale from a smaller batch: tiny batches under-use the CPU
-
-
-def _step_fn(name: str, model: torch.nn.Module, batch: int):
-    """A closure running one forward + backward at this batch on fixed synthetic data."""
-    gen = torch.Generator().manual_seed(0)
-    shape = MODELS[name][1]
-    if shape == "tokens":
-        vocab = model.vocab_size
-        x = torch.randint(vocab, (BPTT, batch), generator=gen)
-        y = torch.randint(vocab, (BPTT, batch), generator=gen)
-
-        def step() -> None:
-            logits, _ = model(x)
-            F.cross_entropy(logits.reshape(-1, vocab), y.reshape(-1)).backward()
-    else:
-        x = torch.randn((batch, *shape), generator=gen)
-        y = torch.randint(10 if name in ("fnn3", "resnet20", "vgg16") else 1000, (batch,),
-                          generator=gen)
-
-        def step() -> None:
-            F.cross_entropy(model(x), y).backward()
-    return step
 
 
 def _time(step) -> float:
@@ -87,8 +57,8 @@ def measure(name: str, threads: int, max_step_s: float, budget_s: float,
     model.train()
     full, _, source = MODELS[name]
     probe = min(full, 4)
-    _time(_step_fn(name, model, probe))  # warm-up: allocations, kernel choice
-    estimate = _time(_step_fn(name, model, probe)) * full / probe
+    _time(synthetic_step(name, model, probe))  # warm-up: allocations, kernel choice
+    estimate = _time(synthetic_step(name, model, probe)) * full / probe
     batch = full
     while batch > MIN_BATCH and estimate * batch / full > max_step_s:
         batch = max(MIN_BATCH, batch // 2)
@@ -100,7 +70,7 @@ def measure(name: str, threads: int, max_step_s: float, budget_s: float,
                 "compute_s": float("nan"),
                 "note": f"not measured: the probe predicted {estimate * batch / full:.3g} s "
                         f"per step at batch {batch} (limit {give_up_s:g} s)"}
-    step = _step_fn(name, model, batch)
+    step = synthetic_step(name, model, batch)
     first = _time(step)  # warm-up at the measured batch
     repeats = int(np.clip(budget_s // max(first, 1e-9), 2, max_repeats))
     times = [_time(step) for _ in range(repeats)]

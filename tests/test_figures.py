@@ -17,7 +17,7 @@ from tests._figures_results import JOBS, shared_small_results
 from topkscope.analysis import claims as claims_rules
 from topkscope.analysis.runs import load
 from topkscope.cli import main as cli_main
-from topkscope.perf.report import CLAIM as SPEEDUP_CLAIM
+from topkscope.perf.report import SPEEDUP_CLAIMS
 from topkscope.reproduce import plan
 from topkscope.reproduce.driver import SCALING_EXPERIMENT, reproduce
 from topkscope.reproduce.runner import RunSpec, command, ensure_run, status_of
@@ -73,7 +73,7 @@ def test_claims_verdicts_follow_from_their_numbers(small):
     for row in table.itertuples(index=False):
         assert row.verdict in claims_rules.VERDICTS
         assert row.rule and str(row.evidence)
-        if row.claim.endswith(("_accuracy", "_traffic")) or row.claim == SPEEDUP_CLAIM:
+        if row.claim.endswith(("_accuracy", "_traffic")) or row.claim in SPEEDUP_CLAIMS:
             continue
         n_pass = round(row.fraction * row.n_units) if row.n_units else 0
         assert row.verdict == claims_rules.fraction_verdict(n_pass, row.n_units), row

@@ -1,5 +1,6 @@
 """`topkscope scale`: the table, its CSV, the sources, one-line errors."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -15,7 +16,7 @@ def test_scale_prints_and_writes_the_table(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "sources: compute user" in text and "select user" in text and "preset" in text
     df = pd.read_csv(out)
-    assert len(df) == 2 * 4  # methods x workers
+    assert len(df) == 2 * 6  # methods (dense, its two baselines, three sparse) x workers
     for col in ("method", "workers", "t_compute", "t_select", "t_comm", "t_step"):
         assert col in df.columns
     g = df[(df.method == "gaussiank") & (df.workers == 16)].iloc[0]
@@ -49,7 +50,7 @@ def test_scale_without_compute_time_says_how_to_give_it(tmp_path, capsys):
     pd.DataFrame({"model": ["vgg16"], "threads": [1], "batch_per_worker": [128],
                   "compute_s": [2.0]}).to_csv(bench, index=False)
     assert main(["scale", "--model", "fnn3", "--network", "1gbe", "--workers", "2",
-                 "--results", str(tmp_path), "--compute-csv", str(bench)]) == 2
+                 "--inputs", "here", "--results", str(tmp_path), "--compute-csv", str(bench)]) == 2
     assert "--compute-s" in capsys.readouterr().err
 
 
@@ -60,7 +61,7 @@ def test_scale_takes_compute_from_the_benchmark_when_no_run(tmp_path, capsys):
                   "device": ["cpu", "cpu"]}).to_csv(bench, index=False)
     out = tmp_path / "t.csv"
     assert main(["scale", "--model", "fnn3", "--network", "1gbe", "--workers", "16",
-                 "--results", str(tmp_path), "--compute-csv", str(bench),
+                 "--inputs", "here", "--results", str(tmp_path), "--compute-csv", str(bench),
                  "--csv", str(out)]) == 0
     table = pd.read_csv(out)
     assert (table["t_compute"] == 0.25).all() and (table["batch_per_worker"] == 128).all()
@@ -73,3 +74,131 @@ def test_scale_bad_select_pair():
         main(["scale", "--model", "fnn3", "--network", "1gbe", "--workers", "2",
               "--select-s", "gaussiank"])
     assert exc.value.code == 2
+
+
+def _scale(args, capsys, tmp_path, csv=False):
+    """(exit code, stdout, stderr[, table]) of one `topkscope scale` run."""
+    out = tmp_path / "t.csv"
+    rc = main(["scale", *args, "--results", str(tmp_path / "none")]
+              + (["--csv", str(out)] if csv else []))
+    captured = capsys.readouterr()
+    return (rc, captured.out, captured.err) + ((pd.read_csv(out),) if csv else ())
+
+
+@pytest.mark.parametrize("args", [
+    ["--model", "fnn3", "--network", "10gbe", "--workers", "16", "--compute-s", "0.25"],
+    ["--model", "resnet50", "--network", "ib100-fit", "--workers", "1", "16"],
+    ["--model", "fnn3", "--network", "1gbe", "--workers", "4", "--compute-s", "0.01",
+     "--select-s", "gaussiank=0", "--methods", "gaussiank"],  # faster at any bandwidth
+    ["--params", "5000", "--network", "10gbe", "--workers", "2", "--compute-s", "0.01",
+     "--methods", "dense-wfbp"],
+])
+def test_scale_text_has_no_nan_and_explains_each_dash(args, capsys, tmp_path):
+    rc, text, _ = _scale(args, capsys, tmp_path)
+    assert rc == 0
+    words = text.replace(",", " ").replace(";", " ").split()
+    assert not {"nan", "NaN", "None", "inf", "<NA>"} & set(words), text
+    assert ("—" in text) == text.rstrip().endswith("—: does not apply (dense methods have no "
+                                                   "crossover with dense; no batch is known for "
+                                                   "the throughput; or the method compared with "
+                                                   "was not predicted)")
+    if "gaussiank=0" in args:
+        assert "beats dense at any bandwidth" in text
+
+
+def test_scale_warns_when_compute_and_selection_devices_differ(capsys, tmp_path):
+    base = ["--model", "fnn3", "--network", "10gbe", "--workers", "16"]
+    rc, text, _, table = _scale(base, capsys, tmp_path, csv=True)  # published GPU compute
+    assert rc == 0
+    warning = next(line for line in text.splitlines() if line.startswith("warning:"))
+    assert "compute on a GPU but selection measured on a CPU" in warning
+    assert "topk" in warning and "gaussiank" in warning
+    assert (table["inputs"] == "GPU inputs from published measurements").all()
+    assert table.loc[table["method"] == "gaussiank", "inputs_warning"].str.contains("CPU").all()
+    # every selecting method timed by the user: nothing to warn about (dense selects nothing)
+    given = [a for m in ("topk", "gaussiank", "gaussiank-2019") for a in ("--select-s", f"{m}=0.001")]
+    rc, text, _ = _scale(base + given, capsys, tmp_path)
+    assert rc == 0 and "warning:" not in text
+    # this machine's CPU compute with CPU selection times: the devices agree
+    bench = tmp_path / "compute.csv"
+    pd.DataFrame({"model": ["fnn3"], "threads": [1], "batch_per_worker": [128],
+                  "compute_s": [0.5], "device": ["cpu"]}).to_csv(bench, index=False)
+    rc, text, _ = _scale(base + ["--inputs", "here", "--compute-csv", str(bench)], capsys,
+                         tmp_path)
+    assert rc == 0 and "warning:" not in text and "inputs: this machine" in text
+
+
+def test_scale_params_and_batch_give_size_and_throughput(capsys, tmp_path):
+    rc, text, _, table = _scale(["--params", "1000000", "--batch", "32", "--compute-s", "0.1",
+                                 "--network", "10gbe", "--workers", "4", "8"], capsys, tmp_path,
+                                csv=True)
+    assert rc == 0 and text.startswith("params:1000000: d = 1,000,000")
+    assert (table["d"] == 1_000_000).all() and (table["batch_per_worker"] == 32).all()
+    np.testing.assert_allclose(table["throughput"], table["workers"] * 32 / table["t_step"])
+    assert "samples/s" in text
+    wfbp = table[(table["method"] == "dense-wfbp")].iloc[0]
+    assert wfbp["overlap"] == pytest.approx(2 / 3) and "Kaplan" in wfbp["overlap_source"]
+
+
+def test_scale_batch_rescales_the_published_compute(capsys, tmp_path):
+    from topkscope.perf import published
+
+    row = published.measurements()
+    row = row[(row["model"] == "resnet50") & (row["gpus"] == 1)].iloc[0]
+    rc, _, _, table = _scale(["--model", "resnet50", "--network", "10gbe", "--workers", "16",
+                              "--batch", str(int(row["batch_per_gpu"]))], capsys, tmp_path,
+                             csv=True)
+    assert rc == 0
+    # the published table holds ResNet-50 at the paper's batch 32, scaled from the measured
+    # batch 64: asking for batch 64 gives back the measured 1-GPU time
+    assert table["t_compute"].iloc[0] == pytest.approx(row["batch_per_gpu"] / row["samples_per_s"])
+    assert "scaled linearly from batch 32 to 64" in table["compute_source"].iloc[0]
+
+
+@pytest.mark.parametrize("model, network, method", [
+    ("bert-base", "ib100", "dense"), ("bert-base", "10gbe", "dense-wfbp"),
+    ("bert-large", "ib100", "dense"),
+])
+def test_scale_params_reproduces_the_published_validation_rows(model, network, method, capsys,
+                                                                tmp_path):
+    from topkscope.perf.published import PUBLISHED_CSV
+
+    row = pd.read_csv(PUBLISHED_CSV)
+    row = row[(row["model"] == model) & (row["network"] == network) & (row["method"] == method)
+              & (row["gpus"] == 16)].iloc[0]
+    rc, _, _, table = _scale(["--params", str(int(row["params"])), "--batch",
+                              str(int(row["batch_per_gpu"])), "--compute-s", repr(float(row["compute_s"])),
+                              "--network", f"{network}-fit", "--workers", "16", "--methods",
+                              method], capsys, tmp_path, csv=True)
+    assert rc == 0
+    got = table.set_index("method").loc[method]
+    assert got["t_step"] == pytest.approx(row["predicted_s"], rel=1e-9)
+    assert got["throughput"] == pytest.approx(16 * row["batch_per_gpu"] / row["predicted_s"])
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--params", "0", "--network", "1gbe", "--workers", "2", "--compute-s", "1"], "--params"),
+    (["--model", "fnn3", "--params", "5", "--network", "1gbe", "--workers", "2"], "exactly one"),
+    (["--network", "1gbe", "--workers", "2", "--compute-s", "1"], "exactly one"),
+    (["--model", "fnn3", "--batch", "0", "--network", "1gbe", "--workers", "2"], "--batch"),
+    (["--params", "5000", "--network", "1gbe", "--workers", "2"], "--compute-s"),
+])
+def test_scale_bad_params_or_batch_is_one_line(argv, match, capsys, tmp_path):
+    assert main(["scale", *argv, "--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert match in err and err.startswith("topkscope scale: error:")
+
+
+def test_every_scale_column_is_documented(capsys, tmp_path):
+    import re
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "scaling.md").read_text()
+    section = docs[docs.index("## Columns"):]
+    section = section[:section.index("\n## ", 3)] if "\n## " in section[3:] else section
+    documented = set(re.findall(r"^\| `([a-z_0-9]+)` \|", section, flags=re.M))
+    rc, _, _, table = _scale(["--model", "fnn3", "--network", "10gbe", "--workers", "2", "16"],
+                             capsys, tmp_path, csv=True)
+    assert rc == 0
+    assert set(table.columns) <= documented, sorted(set(table.columns) - documented)
+    assert documented <= set(table.columns), sorted(documented - set(table.columns))

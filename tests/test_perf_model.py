@@ -103,3 +103,44 @@ def test_overlap_hides_communication_and_is_named():
         pm.Options(overlap=1.5)
     with pytest.raises(ValueError, match="layout"):
         pm.Options(layout="three")
+
+
+def test_dense_fp16_moves_half_the_bytes_of_dense():
+    net = resolve("10gbe")
+    for P in (2, 16, 64):
+        fp16 = pm.step("dense-fp16", P, 10**7, 0.001, net, COMPUTE, METHODS["dense"])
+        assert fp16["t_comm"] == pytest.approx(patterns.ring_allreduce(P, 2 * 10**7, net.alpha,
+                                                                       net.beta))
+        dense = pm.step("dense", P, 10**7, 0.001, net, COMPUTE, METHODS["dense"])
+        alpha_part = 2 * (P - 1) * net.alpha
+        assert fp16["t_comm"] - alpha_part == pytest.approx((dense["t_comm"] - alpha_part) / 2)
+        assert fp16["count_sent"] == 10**7 and fp16["t_select"] == 0
+
+
+@pytest.mark.parametrize("network, P", [("1gbe", 16), ("10gbe", 8), ("ib100", 64), ("nvlink", 2)])
+def test_dense_wfbp_is_forward_plus_max_of_backward_and_exchange(network, P):
+    """t = t_forward + max(t_backward, t_comm): the exchange overlaps the backward pass."""
+    net, fraction = resolve(network), 0.65
+    wfbp = pm.MethodInputs(Input(0.0, "none"), Input(1.0, "exact"), Input(fraction, "test"))
+    row = pm.step("dense-wfbp", P, 10**7, 0.001, net, COMPUTE, wfbp)
+    comm = pm.step("dense", P, 10**7, 0.001, net, COMPUTE, METHODS["dense"])["t_comm"]
+    forward, backward = (1 - fraction) * COMPUTE.value, fraction * COMPUTE.value
+    assert row["t_step"] == pytest.approx(forward + max(backward, comm))
+    assert row["t_comm_total"] == pytest.approx(comm) and row["overlap"] == fraction
+    assert row["overlap_source"] == "test" and "overlap" not in row["options"]
+
+
+def test_baseline_speedups_and_no_crossover_for_dense_methods():
+    wfbp = pm.MethodInputs(Input(0.0, "none"), Input(1.0, "exact"), Input(0.6, "test"))
+    methods = {**METHODS, "dense-wfbp": wfbp, "dense-fp16": METHODS["dense"]}
+    rows = pm.predict("m", 10**7, 32, 0.001, resolve("1gbe"), [16], COMPUTE, methods)
+    by = {r["method"]: r for r in rows}
+    for ref in pm.SPEEDUP_REFERENCES:
+        assert by["gaussiank"][pm.speedup_column(ref)] == pytest.approx(
+            by[ref]["t_step"] / by["gaussiank"]["t_step"])
+    assert pm.speedup_column("dense-wfbp") == "speedup_vs_dense_wfbp"
+    for m in pm.DENSE_METHODS:
+        assert math.isnan(by[m]["crossover_gbit"])
+    assert by["gaussiank"]["crossover_gbit"] > 0
+    partial = pm.predict("m", 10**7, 32, 0.001, resolve("1gbe"), [16], COMPUTE, METHODS)
+    assert all(math.isnan(r["speedup_vs_dense_fp16"]) for r in partial)

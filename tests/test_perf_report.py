@@ -20,22 +20,65 @@ def _selection():
     return pd.DataFrame(rows)
 
 
+ERRORS = {"no-overlap": 0.05, "wfbp": 0.3}
+
+
 def test_claims_rows_have_the_claims_columns_and_a_verdict():
     table, notes = report.scaling_table(["fnn3"], ["1gbe", "nvlink"], [2, 16],
                                         selection=_selection(), compute_s=0.01)
     assert notes == []
-    claims = report.claims_rows(table)
+    claims = report.claims_rows(table, errors=ERRORS)
     header = pd.read_csv(REFERENCE / "claims-quick.csv", nrows=0).columns
     assert set(header) <= set(claims.columns)
     assert {"condition", "n_seeds", "ci_low", "ci_high", "traffic_ratio"} <= set(claims.columns)
-    assert len(claims) == 2 and set(claims["verdict"]) <= {"holds", "fails", "mixed"}
-    row = claims.iloc[0]
-    assert row["condition"].startswith("prediction") and "compute user" in row["condition"]
-    g = table[(table.network == row["statement"].split("(")[-1].rstrip(")"))
-              & (table.workers == 16) & (table.method == "gaussiank")].iloc[0]
-    expect = {2: "holds", 0: "fails"}.get(int(g.speedup_vs_dense > 1) + int(g.speedup_vs_topk > 1),
-                                          "mixed")
-    assert row["verdict"] == expect
+    # one row per network and baseline: over Dense and Top-k, over Dense + WFBP, over fp16
+    assert len(claims) == 2 * 3 and set(claims["claim"]) == set(report.SPEEDUP_CLAIMS)
+    assert set(claims["verdict"]) <= {"holds", "fails", "inconclusive"}
+    for row in claims.itertuples(index=False):
+        assert row.condition.startswith("prediction, not a measurement: user")
+        assert "compute user" in row.condition
+        network = row.statement.split("(")[-1].rstrip(")")
+        at = table[(table.network == network) & (table.workers == 16)].set_index("method")
+        references = {"gaussiank_speedup_p16": ("dense", "topk"),
+                      "gaussiank_speedup_p16_wfbp": ("dense-wfbp",),
+                      "gaussiank_speedup_p16_fp16": ("dense-fp16",)}[row.claim]
+        speedups = [at.loc[r, "t_step"] / at.loc["gaussiank", "t_step"] for r in references]
+        errors = [ERRORS["wfbp" if r == "dense-wfbp" else "no-overlap"] for r in references]
+        faster = [s > 1 + e for s, e in zip(speedups, errors)]
+        slower = [s < 1 - e for s, e in zip(speedups, errors)]
+        expect = "holds" if all(faster) else "fails" if any(slower) else "inconclusive"
+        assert row.verdict == expect and row.n_units == len(references)
+        assert row.fraction == sum(faster) / len(references)
+        for s in speedups:
+            assert f"{s:.3f}x" in row.evidence
+
+
+@pytest.mark.parametrize("speedups, errors, verdict", [
+    ([1.2, 1.1], [0.05, 0.05], "holds"),
+    ([1.2, 1.04], [0.05, 0.05], "inconclusive"),   # within the error: cannot be told apart
+    ([1.2, 0.94], [0.05, 0.05], "fails"),
+    ([1.25], [0.3], "inconclusive"),
+    ([0.69], [0.3], "fails"),
+])
+def test_speedup_verdict_against_the_validated_error(speedups, errors, verdict):
+    assert report.speedup_verdict(speedups, errors)[0] == verdict
+
+
+def test_comparison_error_is_the_larger_family_error():
+    assert report.comparison_error("gaussiank", "topk", ERRORS) == 0.05
+    assert report.comparison_error("gaussiank", "dense-wfbp", ERRORS) == 0.3
+    with pytest.raises(ValueError, match="no validated error"):
+        report.comparison_error("gaussiank", "dense-wfbp", {"no-overlap": 0.05})
+
+
+def test_inputs_warning_only_when_devices_differ():
+    gpu_selection = _selection().assign(device="cuda:0")
+    table, _ = report.scaling_table(["fnn3"], ["10gbe"], [16], selection=gpu_selection)
+    assert (table["inputs_warning"] == "").all()  # published GPU compute, GPU selection
+    table, _ = report.scaling_table(["fnn3"], ["10gbe"], [16], selection=_selection())
+    warned = table[table["inputs_warning"] != ""]
+    assert set(warned["model"]) == {"fnn3"}
+    assert "compute on a GPU but selection measured on a CPU" in warned["inputs_warning"].iloc[0]
 
 
 def _compute_csv(path, rows):
@@ -57,9 +100,10 @@ def test_write_scaling_from_a_results_folder(tmp_path):
     _compute_csv(tmp_path / "bench" / "model_compute.csv",
                  [("fnn3", 1, 128, 128, 9.0), ("resnet20", 1, 32, 32, 0.5),
                   ("resnet20", 2, 32, 8, 0.25)])
-    claims, figures = report.write_scaling(tmp_path, "quick", log=lambda s: None)
+    claims, figures = report.write_scaling(tmp_path, "quick", log=lambda s: None, inputs="here")
     table = pd.read_csv(tmp_path / "scaling.csv")
     assert set(table["model"]) == {"fnn3", "resnet20"} and table["workers"].max() == 64
+    assert (table["inputs"] == "this machine").all()
     by = table.drop_duplicates("model").set_index("model")
     assert by.loc["fnn3", "t_compute"] == pytest.approx(0.01)
     assert by.loc["fnn3", "compute_source"].startswith("measured here (median time_compute")
@@ -72,20 +116,51 @@ def test_write_scaling_from_a_results_folder(tmp_path):
     for name, caption, files in figures:
         assert (tmp_path / "figures" / f"{name}.png") in files
         assert "prediction" in caption and "resnet20: measured here, CPU, benchmark" in caption
-    assert len(claims) == 2 * table["network"].nunique()
+        assert "this machine" in caption
+    assert len(claims) == 2 * table["network"].nunique() * len(report.CLAIMS)
+
+
+def test_write_scaling_uses_the_published_gpu_inputs_by_default(tmp_path):
+    from topkscope.perf import published
+
+    logged = []
+    claims, figures = report.write_scaling(tmp_path, "quick", log=logged.append)
+    table = pd.read_csv(tmp_path / "scaling.csv")
+    gpu = pd.read_csv(published.GPU_COMPUTE_CSV).set_index("model")
+    assert set(table["model"]) == set(gpu.index)
+    by = table.drop_duplicates("model").set_index("model")
+    np.testing.assert_allclose(by.loc[gpu.index, "t_compute"], gpu["compute_s"])
+    assert (by["batch_per_worker"] == gpu.loc[by.index, "batch_per_worker"]).all()
+    assert (table["inputs"] == report.INPUTS["published"]).all()
+    assert by["compute_source"].str.startswith("published, GPU").all()
+    # the committed selection times are a CPU's: every model is warned about, and says so
+    assert any("warning: topk" in line for line in logged)
+    assert claims["condition"].str.startswith(
+        "prediction, not a measurement: GPU inputs from published measurements").all()
+    assert claims["condition"].str.contains("warning:").all()
+    assert len(claims) == len(gpu) * table["network"].nunique() * len(report.CLAIMS)
+    assert all("GPU inputs from published measurements" in caption for _, caption, _ in figures)
 
 
 def test_compute_input_precedence_and_no_source():
     bench = pd.DataFrame({"model": ["vgg16", "vgg16", "alexnet"], "threads": [1, 2, 1],
                           "batch_per_worker": [128, 128, 128],
-                          "compute_s": [3.0, np.nan, np.nan]})  # nan: not measured
-    got, batch = report.compute_input("vgg16", None, None, bench)
+                          "compute_s": [3.0, np.nan, np.nan],  # nan: not measured
+                          "device": ["cpu"] * 3})
+    got, batch = report.compute_input("vgg16", None, None, bench, inputs="here")
     assert got.value == 3.0 and batch == 128 and "benchmark" in got.source
-    got, _ = report.compute_input("vgg16", None, 0.2, bench)
-    assert got.value == 0.2 and got.source == "user"
-    assert report.compute_input("alexnet", None, None, bench) == (None, None)
+    assert got.device == "cpu"
+    got, _ = report.compute_input("vgg16", None, 0.2, bench, inputs="here")
+    assert got.value == 0.2 and got.source == "user" and got.device is None
+    assert report.compute_input("alexnet", None, None, bench, inputs="here") == (None, None)
+    got, batch = report.compute_input("vgg16", None, None, bench)  # published by default
+    assert got.device == "gpu" and got.source.startswith("published") and batch == 128
+    half, batch = report.compute_input("vgg16", None, None, bench, batch=64)
+    assert half.value == pytest.approx(got.value / 2) and batch == 64
+    with pytest.raises(ValueError, match="inputs must be one of"):
+        report.compute_input("vgg16", inputs="cloud")
     table, notes = report.scaling_table(["alexnet"], ["10gbe"], [16], selection=_selection(),
-                                        compute=bench)
+                                        compute=bench, inputs="here")
     assert table.empty and notes and "no compute time" in notes[0]
 
 
@@ -111,3 +186,40 @@ def test_validation_table_predicts_from_calibration(tmp_path):
     assert table.set_index("method").loc["topk", "predicted_select_s"] == pytest.approx(0.02)
     with pytest.raises(ValueError, match="no dense run"):
         validate.validation_table(pd.DataFrame(steps[3:]), cal, _selection())
+
+
+def test_committed_p16_table_regenerates_and_the_docs_show_it():
+    from topkscope.perf import model as pm
+
+    path = REFERENCE / "scaling" / "p16-published.csv"
+    table, notes = report.scaling_table(pm.PAPER_MODELS, ["10gbe-fit", "ib100-fit"], [16])
+    assert notes == []
+    pd.testing.assert_frame_equal(table.reset_index(drop=True),
+                                  pd.read_csv(path, keep_default_na=False, na_values=[""])
+                                  .astype(table.dtypes.to_dict()),
+                                  check_exact=False, rtol=1e-9)
+    docs = (REFERENCE.parents[1] / "docs" / "scaling.md").read_text()
+    assert report.speedup_markdown(pd.read_csv(path)) in docs
+    # the speed-ups in that table are the ratios of the step times
+    g = table[table["method"] == "gaussiank"].set_index(["model", "network"])
+    d = table[table["method"] == "dense-fp16"].set_index(["model", "network"])
+    np.testing.assert_allclose(g["speedup_vs_dense_fp16"], d["t_step"] / g["t_step"])
+
+
+def test_each_predicted_verdict_reads_as_a_sentence_with_its_speedups():
+    from topkscope.reproduce.findings import findings_markdown, verdict_sentence
+
+    table, _ = report.scaling_table(["fnn3"], ["1gbe", "nvlink"], [16], selection=_selection(),
+                                    compute_s=0.01)
+    claims = report.claims_rows(table, errors=ERRORS)
+    start = {"holds": "Predicted faster", "fails": "Predicted slower",
+             "inconclusive": "Within the model's validated error"}
+    for row in claims.itertuples(index=False):
+        sentence = verdict_sentence(row)
+        assert sentence.startswith(start[row.verdict])
+        g = table[(table.workers == 16) & (table.method == "gaussiank")
+                  & (table.network == row.statement.split("(")[-1].rstrip(")"))].iloc[0]
+        assert f"{g.speedup_vs_dense_fp16:.3f}x over Dense fp16" in sentence \
+            or not row.claim.endswith("_fp16")
+    md = findings_markdown(claims)
+    assert "| fnn3 | over Dense + WFBP |" in md and "user" in md

@@ -1,18 +1,26 @@
 """`topkscope scale`: predicted TopK-SGD step time on a network, per method and worker count.
 
     topkscope scale --model resnet50 --network 10gbe --workers 16 64 256
+    topkscope scale --params 110000000 --batch 64 --compute-s 0.30 --network ib100-fit --workers 32
 
-Compute comes from --compute-s, else the model's complete runs under --results, else the
-model-compute benchmark CSV (this machine's CPU).
+Compute comes from --compute-s, else (--inputs published, the default) the published GPU
+compute table (topkscope.perf.published), or (--inputs here) the model's complete runs under
+--results, else the model-compute benchmark CSV (this machine's CPU). --params N predicts a
+model given only by its parameter count (then --compute-s is needed); --batch B is the
+per-worker batch: it rescales a table's compute time linearly and gives the throughput.
 
-Prints one row per (method, P): compute, selection and communication seconds, t_step, the
-speed-ups over dense and Top-k, the crossover bandwidth, and where each input came from
-(measured here, preset, user, nominal). --csv writes the same table (every column).
+Prints one row per (method, P): compute, selection and communication milliseconds, t_step, the
+speed-ups over dense, Top-k, Dense + WFBP and Dense fp16, the throughput, the crossover
+bandwidth, and where each input came from (measured here, published, preset, user, nominal);
+a warning when the selection times come from another device than the compute. A value that
+does not apply prints as a dash, explained in a footnote. --csv writes the same table (every
+column; docs/scaling.md documents each).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -33,14 +41,26 @@ def _select_pair(text: str) -> tuple[str, float]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="model name (topkscope.models.available())")
-    p.add_argument("--network", help="preset (1gbe, 10gbe, 25gbe, ib100, nvlink) or a "
-                   "calibration CSV of benchmarks/calibrate_comm.py (default with --alpha and "
-                   "--beta: none)")
+    p.add_argument("--model", help="model name (topkscope.models.available()); or --params")
+    p.add_argument("--params", type=int, metavar="N",
+                   help="a model given only by its parameter count d (needs --compute-s)")
+    p.add_argument("--batch", type=int, metavar="B",
+                   help="per-worker batch: the throughput, and a table's compute time scaled "
+                        "linearly to it (default: the batch of the compute's source)")
+    p.add_argument("--inputs", choices=("published", "here"), default="published",
+                   help="where the compute time comes from: published (default; GPU inputs "
+                        "from published measurements, results/reference/scaling/"
+                        "gpu_compute.csv) or here (this machine: runs under --results, else "
+                        "the model-compute benchmark)")
+    p.add_argument("--network", help="preset (1gbe, 10gbe, 10gbe-fit, 25gbe, ib100, ib100-fit, "
+                   "nvlink) or a calibration CSV of benchmarks/calibrate_comm.py (default with "
+                   "--alpha and --beta: none)")
     p.add_argument("--workers", type=int, nargs="+", required=True, metavar="P")
     p.add_argument("--methods", nargs="+", metavar="METHOD",
-                   help="sparsifiers (default: dense topk gaussiank gaussiank-2019; gtopk "
-                        "= Top-k selection with gTop-k's tree exchange)")
+                   help="sparsifiers and baselines (default: dense dense-wfbp dense-fp16 topk "
+                        "gaussiank gaussiank-2019; gtopk = Top-k selection with gTop-k's tree "
+                        "exchange; dense-wfbp = dense overlapping the backward pass; dense-fp16 "
+                        "= dense with 2-byte values)")
     p.add_argument("--density", type=float, default=0.001, help="rho = k/d (default 0.001)")
     p.add_argument("--alpha", type=float, help="latency, seconds per message (overrides)")
     p.add_argument("--beta", type=float, help="seconds per byte (overrides)")
@@ -51,9 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="selection benchmark CSV (default: RESULTS/bench/selection.csv, else "
                         "the committed CPU reference)")
     p.add_argument("--compute-csv", type=Path,
-                   help="model-compute benchmark CSV, used when the model has no complete run "
-                        "(default: RESULTS/bench/model_compute.csv, else the committed CPU "
-                        "reference)")
+                   help="model-compute benchmark CSV of --inputs here, used when the model has "
+                        "no complete run (default: RESULTS/bench/model_compute.csv, else the "
+                        "committed CPU reference)")
     p.add_argument("--results", type=Path, default=Path("results"),
                    help="results root whose runs give compute times and counts")
     p.add_argument("--layout", choices=("two", "packed"), default="two",
@@ -67,6 +87,48 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--csv", type=Path, help="write the table here")
 
 
+DASH = "—"
+FOOTNOTE = (f"{DASH}: does not apply (dense methods have no crossover with dense; no batch is "
+            "known for the throughput; or the method compared with was not predicted)")
+
+
+def _number(value, spec: str, unit: str = "") -> str:
+    """value formatted by spec (and unit), or a dash when it is missing or not a number."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return DASH
+    return f"{value:{spec}}{unit}"
+
+
+def _crossover(gbit: float) -> str:
+    if gbit is None or math.isnan(gbit):
+        return f"crossover {DASH}"
+    if math.isinf(gbit):
+        return "beats dense at any bandwidth"
+    if gbit == 0:
+        return "beats dense at no lower bandwidth"
+    return f"beats dense below {gbit:.3g} Gbit/s"
+
+
+def _validate(args: argparse.Namespace, models) -> str:
+    """The model's label; raises ValueError naming a bad argument."""
+    if (args.model is None) == (args.params is None):
+        raise ValueError("give exactly one of --model NAME and --params N")
+    if args.params is not None and not args.params >= 1:
+        raise ValueError(f"--params must be >= 1, got {args.params}")
+    if args.model is not None and args.model not in models.available():
+        raise ValueError(f"unknown model {args.model!r}; available: "
+                         f"{', '.join(models.available())}")
+    if args.batch is not None and not args.batch >= 1:
+        raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    if any(p < 1 for p in args.workers):
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if not 0 < args.density <= 1:
+        raise ValueError(f"--density must be in (0, 1], got {args.density}")
+    if args.compute_s is not None and not args.compute_s >= 0:
+        raise ValueError(f"--compute-s must be >= 0, got {args.compute_s}")
+    return args.model if args.model is not None else f"params:{args.params}"
+
+
 def main(args: argparse.Namespace) -> int:
     from topkscope import models
     from topkscope.io import write_bytes_atomic
@@ -76,48 +138,54 @@ def main(args: argparse.Namespace) -> int:
     from topkscope.sparsify import available as sparsifiers
 
     try:
-        if args.model not in models.available():
-            raise ValueError(f"unknown model {args.model!r}; available: "
-                             f"{', '.join(models.available())}")
-        if any(p < 1 for p in args.workers):
-            raise ValueError(f"--workers must be >= 1, got {args.workers}")
-        if not 0 < args.density <= 1:
-            raise ValueError(f"--density must be in (0, 1], got {args.density}")
+        label = _validate(args, models)
         methods = args.methods or list(pm.DEFAULT_METHODS)
-        known = set(sparsifiers()) | {"gtopk"}
+        known = set(sparsifiers()) | set(pm.MODEL_METHODS)
         unknown = [m for m in methods if m not in known]
         if unknown:
             raise ValueError(f"unknown method(s) {unknown}; allowed: {', '.join(sorted(known))}")
         if "dense" not in methods:
             methods = ["dense", *methods]
-        if args.compute_s is not None and not args.compute_s >= 0:
-            raise ValueError(f"--compute-s must be >= 0, got {args.compute_s}")
         net = resolve(args.network, args.alpha, args.beta)
         opts = pm.Options(layout=args.layout, padded=not args.unpadded,
                           algorithm=args.algorithm, overlap=args.overlap)
         results = args.results if args.results.is_dir() else None
         selection = report.selection_table(results, args.selection_csv)
-        compute = report.compute_table(results, args.compute_csv)
+        compute = report.compute_table(results, args.compute_csv) \
+            if args.inputs == "here" else None
         table, notes = report.scaling_table(
-            [args.model], [net], sorted(set(args.workers)), methods, density=args.density,
+            [label], [net], sorted(set(args.workers)), methods, density=args.density,
             results_root=results, selection=selection, compute_s=args.compute_s,
-            select_s=dict(args.select_s), opts=opts, compute=compute)
+            select_s=dict(args.select_s), opts=opts, compute=compute, inputs=args.inputs,
+            batch=args.batch, d=args.params)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if table.empty:
-        raise CommandError(f"nothing to predict for {args.model}: " + "; ".join(notes))
-    print(f"{args.model}: d = {int(table['d'].iloc[0]):,}, density {args.density:g}, network "
-          f"{net.name} (alpha {net.alpha:.3g} s, beta {net.beta:.3g} s/B = "
-          f"{net.bandwidth_gbit:.3g} Gbit/s), {opts.label()}")
+        raise CommandError(f"nothing to predict for {label}: " + "; ".join(notes))
+    first = table.iloc[0]
+    lines = [f"{label}: d = {int(first['d']):,}, density {args.density:g}, network "
+             f"{net.name} (alpha {net.alpha:.3g} s, beta {net.beta:.3g} s/B = "
+             f"{net.bandwidth_gbit:.3g} Gbit/s), inputs: {first['inputs']}, batch per worker "
+             f"{_number(first['batch_per_worker'], '.0f')}, {opts.label()}"]
+    if first["inputs_warning"]:
+        lines.append(f"warning: {first['inputs_warning']}")
     for row in table.itertuples(index=False):
-        print(f"  P={row.workers:<5} {row.method:<15} t_step {row.t_step * 1e3:10.3f} ms = "
-              f"compute {row.t_compute * 1e3:.3f} + select {row.t_select * 1e3:.3f} + comm "
-              f"{row.t_comm * 1e3:.3f}; vs dense {row.speedup_vs_dense:.3f}x, vs topk "
-              f"{row.speedup_vs_topk:.3f}x; crossover {row.crossover_gbit:.3g} Gbit/s")
-        print(f"      sources: compute {row.compute_source}; select {row.select_source}; "
-              f"counts {row.count_source}; comm {row.comm_source}")
+        overlap = f" (overlaps {row.overlap:.3g} of compute)" if row.overlap else ""
+        speedups = ", ".join(f"{ref} {_number(getattr(row, pm.speedup_column(ref)), '.3f', 'x')}"
+                             for ref in pm.SPEEDUP_REFERENCES if ref in methods)
+        lines += [f"  P={row.workers:<5} {row.method:<15} t_step {row.t_step * 1e3:10.3f} ms = "
+                  f"compute {row.t_compute * 1e3:.3f} + select {row.t_select * 1e3:.3f} + comm "
+                  f"{row.t_comm * 1e3:.3f}{overlap}",
+                  f"      speed-up over {speedups}; throughput "
+                  f"{_number(row.throughput, '.1f', ' samples/s')}; "
+                  f"{_crossover(row.crossover_gbit)}",
+                  f"      sources: compute {row.compute_source}; select {row.select_source}; "
+                  f"counts {row.count_source}; comm {row.comm_source}"]
+    if any(DASH in line for line in lines):
+        lines.append(FOOTNOTE)
+    print("\n".join(lines))
     if args.csv is not None:
         write_bytes_atomic(args.csv, table.to_csv(index=False).encode())
         print(f"wrote {args.csv}")

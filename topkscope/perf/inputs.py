@@ -15,7 +15,9 @@
   density) maxed over ranks per step; else train.parquet `selected` (a mean over workers:
   an underestimate of the largest); else the nominal k. The source says which.
 
-Every value is an `Input(value, source)`; the model and the tables print the sources.
+Every value is an `Input(value, source, device)`; the model and the tables print the sources,
+and `device_mismatch` warns when a selection time was measured on another device than the
+compute time it is added to.
 """
 
 from __future__ import annotations
@@ -33,16 +35,31 @@ from topkscope.manifest import find_runs
 WARMUP_STEPS = 2
 SELECTION_COLUMNS = {"method", "d", "density", "median_ms"}
 COMPUTE_COLUMNS = {"model", "threads", "batch_per_worker", "compute_s"}
-# the sparsifier names of topkscope.sparsify whose selection costs nothing
-NO_SELECTION = ("dense",)
+# the methods whose selection costs nothing (dense SGD and its baselines send everything)
+NO_SELECTION = ("dense", "dense-wfbp", "dense-fp16")
 
 
 @dataclass(frozen=True)
 class Input:
-    """A model input and where it came from (measured here, preset, user, nominal)."""
+    """A model input, where it came from (measured here, published, preset, user, nominal) and
+    the device it was measured on ("cpu", "gpu"; None: not a device's time, or not known)."""
 
     value: float
     source: str
+    device: str | None = None
+
+
+def device_mismatch(compute: Input, select: Input) -> str | None:
+    """A warning when the selection time was measured on another device than the compute
+    time (or the compute's device is not known), None when they agree or nothing is selected."""
+    if select.device is None or select.value == 0:
+        return None
+    if compute.device == select.device:
+        return None
+    where = f"on a {compute.device.upper()}" if compute.device else "given without a device"
+    return (f"compute {where} but selection measured on a {select.device.upper()}: the "
+            "selection times are another device's (give --select-s METHOD=SECONDS or a "
+            "selection CSV of the compute's device)")
 
 
 def complete_runs(results_root: str | Path, model: str | None = None) -> list[tuple[Path, dict]]:
@@ -74,7 +91,14 @@ def compute_time(results_root: str | Path, model: str) -> Input | None:
         return None
     return Input(float(np.median(medians)),
                  f"measured here (median time_compute of {len(medians)} {model} run(s), "
-                 f"device {'/'.join(sorted(devices))}, batch {'/'.join(sorted(batches))})")
+                 f"device {'/'.join(sorted(devices))}, batch {'/'.join(sorted(batches))})",
+                 _device_kind(devices))
+
+
+def _device_kind(devices) -> str | None:
+    """"cpu" or "gpu" of a set of torch device strings (None: unknown or mixed)."""
+    kinds = {"gpu" if str(d).startswith("cuda") else str(d).split(":")[0] for d in devices}
+    return kinds.pop() if len(kinds) == 1 and kinds <= {"cpu", "gpu"} else None
 
 
 def read_compute_csv(path: str | Path) -> pd.DataFrame:
@@ -95,9 +119,11 @@ def benchmark_compute_time(table: pd.DataFrame, model: str) -> tuple[Input, int]
               if "batch_measured" in row and int(row["batch_measured"]) != batch else "")
     load = f", load average {row['load_avg_1min']}" if "load_avg_1min" in row else ""
     name = table.attrs.get("name", "model-compute CSV")
+    device = str(row.get("device", "?"))
     return Input(float(row["compute_s"]),
-                 f"measured here, {str(row.get('device', '?')).upper()}, benchmark ({name}, "
-                 f"{int(row['threads'])} thread(s), batch {batch}{scaled}{load})"), batch
+                 f"measured here, {device.upper()}, benchmark ({name}, "
+                 f"{int(row['threads'])} thread(s), batch {batch}{scaled}{load})",
+                 _device_kind({device})), batch
 
 
 def _read_bench_csv(path: str | Path, columns: set[str], what: str) -> pd.DataFrame:
@@ -151,7 +177,8 @@ def selection_time(table: pd.DataFrame, method: str, d: int, density: float,
     device = str(rows["device"].iloc[0]) if "device" in rows else "?"
     name = table.attrs.get("name", "selection CSV")
     density_note = f"rho={near:g}" + ("" if np.isclose(near, density) else f" for {density:g}")
-    return Input(seconds, f"measured here ({name}, {device}, {dist_label}, {density_note}, {how})")
+    return Input(seconds, f"measured here ({name}, {device}, {dist_label}, {density_note}, {how})",
+                 _device_kind({device}))
 
 
 # ------------------------------------------------------------------ counts
@@ -202,7 +229,7 @@ def count_ratio(results_root: str | Path | None, model: str, method: str, densit
     """
     from topkscope.sparsify.base import k_from_density
 
-    if method in ("topk", "torch.topk", "dense", "randk"):
+    if method in ("topk", "torch.topk", "randk", *NO_SELECTION):
         return Input(1.0, "exact (k by definition)")
     runs = complete_runs(results_root, model) if results_root is not None else []
     k = k_from_density(density, d)

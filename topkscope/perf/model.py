@@ -6,10 +6,23 @@ t_compute: forward + backward per worker (measured, or given); t_select: the sel
 at this d (selection benchmark, or given); t_communicate: the exchange of
 topkscope.perf.patterns on a network of topkscope.perf.networks:
 
-    dense             ring all-reduce of d float32 values
+    dense             ring all-reduce of d float32 values after the backward pass (the
+                      published setting: no overlap)
+    dense-wfbp        dense with wait-free back-propagation: the all-reduce overlaps the
+                      backward pass, t_step = t_forward + max(t_backward, t_comm), i.e. an
+                      overlap of the backward share of t_compute (MethodInputs.overlap, from
+                      the model's FLOPs; topkscope.perf.workload). One fused all-reduce (one
+                      alpha), started with the first gradient: a bound no real WFBP beats
+    dense-fp16        dense with 2-byte (fp16) values in the all-reduce, compute unchanged
+                      (Horovod's fp16 compression of the all-reduce)
     topk, gaussiank,  sparse all-gather of the (value, index) pairs, counts = ratio * k with
     dgc, redsync, ...   ratio the median over steps of the largest count over workers / k
     gtopk             Top-k selection, gTop-k's tree exchange of k pairs
+
+dense-wfbp and dense-fp16 are the baselines reviewers of gradient compression ask for
+(Agarwal et al., "On the Utility of Gradient Compression in Distributed Training Systems",
+arXiv 2103.00543; arXiv 2407.01378): a compressor has to beat a well-built dense exchange,
+not only the plain one.
 
 Options that deviate from the published setting, each off by default and written into every
 row: `overlap` (fraction of t_compute the exchange may hide behind; the authors' code does not
@@ -21,12 +34,14 @@ Derived quantities per (model, network, method, P):
     throughput        P * batch / t_step samples per second (batch per worker)
     efficiency        t_compute / t_step: throughput over P times one worker's dense SGD
                       (which neither selects nor communicates)
-    speedup_vs_dense  t_step(dense) / t_step(method); speedup_vs_topk likewise
+    speedup_vs_dense  t_step(dense) / t_step(method); speedup_vs_topk, speedup_vs_dense_wfbp,
+                      speedup_vs_dense_fp16 likewise (NaN when that method is not predicted)
     crossover         the bandwidth (Gbit/s) below which the method's step is faster than dense
                       SGD's: t is linear in beta, so t_m(beta) = t_dense(beta) is solved
                       exactly, every collective's beta scaled by the same factor and alpha
                       fixed. inf: faster at every bandwidth; 0: at no bandwidth below the
                       network's (its exchange moves more bytes than the all-reduce's).
+                      NaN for the dense methods themselves.
 """
 
 from __future__ import annotations
@@ -39,7 +54,14 @@ from topkscope.perf import patterns
 from topkscope.perf.inputs import Input
 from topkscope.perf.networks import Network
 
-DEFAULT_METHODS = ("dense", "topk", "gaussiank", "gaussiank-2019")
+DEFAULT_METHODS = ("dense", "dense-wfbp", "dense-fp16", "topk", "gaussiank", "gaussiank-2019")
+# dense SGD and its two stronger baselines: they send every gradient and select nothing
+DENSE_METHODS = ("dense", "dense-wfbp", "dense-fp16")
+# methods of this model that are not sparsifiers of topkscope.sparsify
+MODEL_METHODS = ("gtopk", "dense-wfbp", "dense-fp16")
+# the step times every method's speed-up is given against: column speedup_vs_<name, _ for ->
+SPEEDUP_REFERENCES = ("dense", "topk", "dense-wfbp", "dense-fp16")
+FP16_BYTES = 2
 PAPER_MODELS = ("fnn3", "resnet20", "vgg16", "resnet50", "lstm-ptb", "alexnet")
 PAPER_DENSITY = 0.001
 PAPER_WORKERS = tuple(2**i for i in range(1, 11))  # 2, 4, ..., 1024
@@ -76,10 +98,12 @@ class Options:
 
 @dataclass(frozen=True)
 class MethodInputs:
-    """What one method's step needs besides the network: its selection time, count ratio."""
+    """What one method's step needs besides the network: its selection time, count ratio, and
+    (dense-wfbp) the fraction of t_compute its exchange overlaps (the backward pass's share)."""
 
     select: Input
     count_ratio: Input
+    overlap: Input | None = None
 
 
 def communicate_time(method: str, P: int, d: int, density: float, count_ratio: float,
@@ -88,10 +112,11 @@ def communicate_time(method: str, P: int, d: int, density: float, count_ratio: f
     from topkscope.sparsify.base import k_from_density
 
     if P == 1:
-        return 0.0, (d if method == "dense" else k_from_density(density, d))
-    if method == "dense":
+        return 0.0, (d if method in DENSE_METHODS else k_from_density(density, d))
+    if method in DENSE_METHODS:
         alpha, beta = net.constants("allreduce")
-        return patterns.ring_allreduce(P, patterns.dense_bytes(d), alpha, beta), d
+        value_bytes = FP16_BYTES if method == "dense-fp16" else patterns.VALUE_BYTES
+        return patterns.ring_allreduce(P, patterns.dense_bytes(d, value_bytes), alpha, beta), d
     alpha, beta = net.constants("allgather")
     k = k_from_density(density, d)
     if method == "gtopk":
@@ -105,9 +130,13 @@ def communicate_time(method: str, P: int, d: int, density: float, count_ratio: f
 
 def step(method: str, P: int, d: int, density: float, net: Network, compute: Input,
          inputs: MethodInputs, opts: Options = Options()) -> dict:
-    """One row: the step-time parts (seconds), the count, and where each input came from."""
+    """One row: the step-time parts (seconds), the count, and where each input came from.
+
+    The exchange hides behind max(opts.overlap, inputs.overlap) of t_compute: t_comm is the
+    exposed part, max(0, t_comm_total - overlap * t_compute)."""
     comm, count = communicate_time(method, P, d, density, inputs.count_ratio.value, net, opts)
-    exposed = max(0.0, comm - opts.overlap * compute.value)
+    overlap = max(opts.overlap, inputs.overlap.value if inputs.overlap else 0.0)
+    exposed = max(0.0, comm - overlap * compute.value)
     t_step = compute.value + inputs.select.value + exposed
     alpha_src, beta_src = net.alpha_source, net.beta_source
     return {
@@ -115,12 +144,20 @@ def step(method: str, P: int, d: int, density: float, net: Network, compute: Inp
         "count_sent": int(count), "count_ratio": inputs.count_ratio.value,
         "t_compute": compute.value, "t_select": inputs.select.value, "t_comm": exposed,
         "t_comm_total": comm, "t_step": t_step,
+        "overlap": overlap, "overlap_source": _overlap_source(opts, inputs),
         "network": net.name, "alpha": net.alpha, "beta": net.beta,
+        "bandwidth_factor": net.bandwidth_factor,
         "compute_source": compute.source, "select_source": inputs.select.source,
         "count_source": inputs.count_ratio.source,
         "comm_source": alpha_src if alpha_src == beta_src else f"alpha {alpha_src}; beta {beta_src}",
         "options": opts.label(),
     }
+
+
+def _overlap_source(opts: Options, inputs: MethodInputs) -> str:
+    if inputs.overlap is not None and inputs.overlap.value >= opts.overlap:
+        return inputs.overlap.source
+    return "option overlap (deviation)" if opts.overlap else "none (published setting)"
 
 
 def _scaled(net: Network, factor: float) -> Network:
@@ -132,8 +169,9 @@ def _scaled(net: Network, factor: float) -> Network:
 
 def crossover_gbit(method: str, P: int, d: int, density: float, net: Network, compute: Input,
                    inputs: MethodInputs, dense: MethodInputs, opts: Options = Options()) -> float:
-    """Bandwidth (Gbit/s, of the all-gather's beta) below which `method` beats dense SGD."""
-    if method == "dense" or P == 1:
+    """Bandwidth (Gbit/s, of the all-gather's beta) below which `method` beats dense SGD
+    (NaN for the dense methods and for one worker)."""
+    if method in DENSE_METHODS or P == 1:
         return float("nan")
 
     def line(m: str, mi: MethodInputs) -> tuple[float, float]:  # t = a + b * factor
@@ -141,7 +179,7 @@ def crossover_gbit(method: str, P: int, d: int, density: float, net: Network, co
         b = step(m, P, d, density, net, compute, mi, opts)["t_step"] - a
         return a, b
 
-    if opts.overlap:  # exposed communication is not linear in beta: solve numerically
+    if opts.overlap or inputs.overlap or dense.overlap:  # not linear in beta: bisect
         return _crossover_bisect(method, P, d, density, net, compute, inputs, dense, opts)
     (am, bm), (ad, bd) = line(method, inputs), line("dense", dense)
     # faster where am + bm f < ad + bd f, f = beta / beta(net) (larger f: slower network)
@@ -186,14 +224,19 @@ def predict(model: str, d: int, batch: int | None, density: float, net: Network,
             row["throughput"] = (P * batch / row["t_step"]) if batch and row["t_step"] > 0 \
                 else float("nan")
             row["efficiency"] = compute.value / row["t_step"] if row["t_step"] > 0 else 1.0
-            for ref in ("dense", "topk"):
-                row[f"speedup_vs_{ref}"] = (at_p[ref]["t_step"] / row["t_step"]) \
+            for ref in SPEEDUP_REFERENCES:
+                row[speedup_column(ref)] = (at_p[ref]["t_step"] / row["t_step"]) \
                     if ref in at_p else float("nan")
             row["crossover_gbit"] = crossover_gbit(m, P, d, density, net, compute, methods[m],
                                                    methods["dense"], opts) \
                 if "dense" in methods else float("nan")
             rows.append(row)
     return rows
+
+
+def speedup_column(reference: str) -> str:
+    """The table column of the speed-up over `reference`: speedup_vs_dense_wfbp etc."""
+    return "speedup_vs_" + reference.replace("-", "_")
 
 
 def options_dict(opts: Options) -> dict:

@@ -4,16 +4,23 @@
     claims = claims_rows(table)                 # rows of results/claims.csv (P = 16)
     claims, figures = write_scaling(results_root, profile)  # results/scaling.csv + figures
 
-Inputs per model (topkscope.perf.inputs): compute from the user's value, else the model's
-complete runs under results_root, else the model-compute benchmark CSV (this machine's CPU);
-selection times from a selection-benchmark CSV (or the user's); counts from each method's own run (else nominal k); each row names its sources.
-A model without a compute time is left out (and listed in the returned notes).
+Inputs per model (topkscope.perf.inputs): compute from the user's value, else by `inputs`:
+"published" (the default; "GPU inputs from published measurements"): the GPU compute table of
+topkscope.perf.published; "here" ("this machine"): the model's complete runs under
+results_root, else the model-compute benchmark CSV (this machine's CPU). Selection times from
+a selection-benchmark CSV (or the user's); counts from each method's own run (else nominal k);
+dense-wfbp's overlap from the model's FLOPs. Each row names its sources, and warns when the
+selection was measured on another device than the compute. A model without a compute time is
+left out (and listed in the returned notes).
+
+The claims rows judge each predicted speed-up against the model's validated error (measured on
+published cluster rows held out of the bandwidth fit): holds above 1 + error, fails below
+1 - error, inconclusive in between.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -22,37 +29,39 @@ import pandas as pd
 from topkscope.perf import inputs as inp
 from topkscope.perf import model as pm
 from topkscope.perf.networks import Network, available, resolve
+from topkscope.perf.workload import backward_fraction, model_size
 
 REFERENCE_BENCH = Path(__file__).resolve().parents[2] / "results" / "reference" / "bench-cpu"
 CLAIM = "gaussiank_speedup_p16"
 CLAIM_P = 16
-STATEMENT = "Gaussian-k gives an end-to-end speed-up over Dense and over Top-k at P = 16"
-RULE = ("prediction of the step-time model (topkscope.perf) at P = 16, density 0.001, "
-        "published exchange (two all-gathers, padded); holds if Gaussian-k's predicted step is "
-        "shorter than both Dense's and Top-k's, fails if longer than both, else mixed")
+# claim-name suffix: (the methods the speed-up is over, what the statement says)
+CLAIMS = {
+    "": (("dense", "topk"), "an end-to-end speed-up over Dense and over Top-k"),
+    "_wfbp": (("dense-wfbp",), "a shorter step than Dense with wait-free back-propagation"),
+    "_fp16": (("dense-fp16",), "a shorter step than Dense with an fp16 all-reduce"),
+}
+SPEEDUP_CLAIMS = tuple(CLAIM + suffix for suffix in CLAIMS)
+# where the compute (and batch) of a prediction come from: "published" is the default
+INPUTS = {"published": "GPU inputs from published measurements", "here": "this machine"}
+DEFAULT_INPUTS = "published"
 FIGURES = {"scaling-breakdown-p16": "breakdown", "scaling-efficiency": "efficiency",
            "scaling-crossover": "crossover"}
 CAPTIONS = {
     "scaling-breakdown-p16": (
-        "Predicted time of one TopK-SGD step at P = 16 workers, split into forward + backward "
-        "compute, selection and communication, per model (panels), network preset (groups) and "
-        "method (bars); log scale"),
+        "Predicted time of one step at P = 16 workers, split into forward + backward compute, "
+        "selection and communication (linear axis), per model (panels), method and network "
+        "(bars; the published clusters' measured 10 GbE and 100 Gb IB when the table has "
+        "them)"),
     "scaling-efficiency": (
         "Predicted scaling efficiency t_compute / t_step (throughput over P times one worker's "
-        "dense SGD) against the number of workers P, per model, method and network preset"),
+        "dense SGD) against the number of workers P, per model (panels), method (colour) and "
+        "network (line style)"),
     "scaling-crossover": (
         "Predicted bandwidth (Gbit/s) at P = 16 below which each sparse method's step beats "
-        "dense SGD's ring all-reduce, per model ('any': at every bandwidth; one bar per "
-        "latency, the presets sharing alpha coincide)"),
+        "Dense's ring all-reduce, per model; dashed lines: the published clusters' measured "
+        "bandwidths (a method beats Dense on a cluster whose line its bar crosses; 'any "
+        "bandwidth': faster at every bandwidth)"),
 }
-
-
-@cache
-def model_size(name: str) -> int:
-    """Trainable parameters d of a topkscope model (built once, on the CPU)."""
-    from topkscope import models
-
-    return models.count_parameters(models.create(name))
 
 
 def _bench_table(name: str, reader, results_root, path, hint: str) -> pd.DataFrame:
@@ -97,31 +106,56 @@ def _batch(results_root, model: str) -> int | None:
     return int(next(iter(batches))) if len(batches) == 1 else None
 
 
+def _check_inputs(inputs: str) -> None:
+    if inputs not in INPUTS:
+        raise ValueError(f"inputs must be one of {', '.join(INPUTS)}, got {inputs!r}")
+
+
 def compute_input(model: str, results_root=None, compute_s: float | None = None,
-                  bench: pd.DataFrame | None = None) -> tuple[inp.Input | None, int | None]:
-    """(compute Input, batch per worker) of `model`: the user's value, else its complete runs'
-    time_compute, else the model-compute benchmark; (None, None) when none has it."""
-    batch = _batch(results_root, model)
+                  bench: pd.DataFrame | None = None, inputs: str = DEFAULT_INPUTS,
+                  batch: int | None = None) -> tuple[inp.Input | None, int | None]:
+    """(compute Input, batch per worker) of `model`: the user's value; else, with inputs
+    "published", the published GPU compute table (topkscope.perf.published); with "here", its
+    complete runs' time_compute, else the model-compute benchmark of this machine. (None, None)
+    when none has it. `batch` (the user's per-worker batch) rescales a table's compute time
+    linearly from the batch it was measured at, and is the batch returned."""
+    from topkscope.perf import published
+
+    _check_inputs(inputs)
+    if batch is not None and not batch >= 1:
+        raise ValueError(f"batch must be >= 1, got {batch!r}")
     if compute_s is not None:
-        return inp.Input(float(compute_s), "user"), batch
-    measured = inp.compute_time(results_root, model) if results_root is not None else None
-    if measured is not None:
-        return measured, batch
-    found = inp.benchmark_compute_time(bench, model) if bench is not None else None
-    return found if found is not None else (None, None)
+        return inp.Input(float(compute_s), "user"), batch or _batch(results_root, model)
+    if inputs == "published":
+        found = published.gpu_compute(model)
+    else:
+        measured = inp.compute_time(results_root, model) if results_root is not None else None
+        found = (measured, _batch(results_root, model)) if measured is not None else (
+            inp.benchmark_compute_time(bench, model) if bench is not None else None)
+    if found is None:
+        return None, None
+    compute, at = found
+    if batch is not None and at is not None and batch != at:
+        compute = inp.Input(compute.value * batch / at,
+                            f"{compute.source}, scaled linearly from batch {at} to {batch}",
+                            compute.device)
+    return compute, batch or at
 
 
 def model_inputs(model: str, methods: Sequence[str], density: float, selection: pd.DataFrame,
                  results_root=None, compute_s: float | None = None,
                  select_s: dict[str, float] | None = None, d: int | None = None,
-                 bench: pd.DataFrame | None = None):
+                 bench: pd.DataFrame | None = None, inputs: str = DEFAULT_INPUTS,
+                 batch: int | None = None):
     """(d, batch, compute Input or None, {method: MethodInputs}, notes); without a compute
-    time the model is not built and d, the methods' inputs are None, {}."""
+    time the model is not built and d, the methods' inputs are None, {}. dense-wfbp overlaps
+    the backward share of the compute (topkscope.perf.workload.backward_fraction)."""
     select_s = select_s or {}
-    compute, batch = compute_input(model, results_root, compute_s, bench)
+    compute, batch = compute_input(model, results_root, compute_s, bench, inputs, batch)
     if compute is None:
-        return None, None, None, {}, [f"{model}: no compute time (no complete run here, not in "
-                                      "the model-compute benchmark; give --compute-s)"]
+        where = ("the published GPU compute table" if inputs == "published" else
+                 "no complete run here, not in the model-compute benchmark")
+        return None, None, None, {}, [f"{model}: no compute time ({where}; give --compute-s)"]
     d = d or model_size(model)
     notes = []
     out = {}
@@ -135,8 +169,23 @@ def model_inputs(model: str, methods: Sequence[str], density: float, selection: 
             notes.append(f"{model}/{m}: no selection time (not in the selection CSV; give "
                          f"--select-s {m}=SECONDS)")
             continue
-        out[m] = pm.MethodInputs(sel, inp.count_ratio(results_root, model, m, density, d))
+        overlap = None
+        if m == "dense-wfbp":
+            fraction, source = backward_fraction(model)
+            overlap = inp.Input(fraction, f"backward share of compute: {source}")
+        out[m] = pm.MethodInputs(sel, inp.count_ratio(results_root, model, m, density, d),
+                                 overlap)
     return d, batch, compute, out, notes
+
+
+def inputs_warning(compute: inp.Input, methods: dict[str, pm.MethodInputs]) -> str:
+    """One warning naming the methods whose selection time comes from another device than the
+    compute time ("" when every one agrees)."""
+    found = {m: inp.device_mismatch(compute, mi.select) for m, mi in methods.items()}
+    found = {m: w for m, w in found.items() if w}
+    if not found:
+        return ""
+    return f"{', '.join(found)}: {next(iter(found.values()))}"
 
 
 def scaling_table(models: Iterable[str], networks: Iterable[Network | str],
@@ -146,62 +195,146 @@ def scaling_table(models: Iterable[str], networks: Iterable[Network | str],
                   selection: pd.DataFrame | None = None, compute_s: float | None = None,
                   select_s: dict[str, float] | None = None,
                   opts: pm.Options | None = None,
-                  compute: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[str]]:
+                  compute: pd.DataFrame | None = None, inputs: str = DEFAULT_INPUTS,
+                  batch: int | None = None, d: int | None = None,
+                  ) -> tuple[pd.DataFrame, list[str]]:
     """The tidy table: one row per (model, network, method, workers); and notes on what was
-    left out. opts: the exchange options (default: the published setting); compute: the
-    model-compute benchmark (default: compute_table(results_root))."""
+    left out. opts: the exchange options (default: the published setting); inputs: "published"
+    (GPU inputs from published measurements) or "here" (this machine's runs and benchmarks);
+    compute: the model-compute benchmark of "here" (default: compute_table(results_root));
+    batch: the per-worker batch (rescales a table's compute, gives the throughput); d: the
+    parameter count (default: the model's; for a model given only by its size)."""
+    _check_inputs(inputs)
     opts = opts or pm.Options()
     selection = selection if selection is not None else selection_table(results_root)
-    compute = compute if compute is not None else compute_table(results_root)
+    if inputs == "here" and compute is None:
+        compute = compute_table(results_root)
     nets = [n if isinstance(n, Network) else resolve(n) for n in networks]
     rows, notes = [], []
     for model in models:
-        d, batch, t_compute, mi, more = model_inputs(model, methods, density, selection,
-                                                     results_root, compute_s, select_s,
-                                                     bench=compute)
+        size, per_worker, t_compute, mi, more = model_inputs(
+            model, methods, density, selection, results_root, compute_s, select_s, d,
+            compute, inputs, batch)
         notes += more
         if t_compute is None:
             continue
+        warning = inputs_warning(t_compute, mi)
+        label = "user" if compute_s is not None else INPUTS[inputs]
         for net in nets:
-            rows += pm.predict(model, d, batch, density, net, workers, t_compute, mi, opts)
+            rows += [{**row, "inputs": label, "inputs_warning": warning}
+                     for row in pm.predict(model, size, per_worker, density, net, workers,
+                                           t_compute, mi, opts)]
     return pd.DataFrame(rows), notes
 
 
-def _claim_row(sub: pd.DataFrame, model: str, network: str) -> dict | None:
+# ------------------------------------------------------------------ the P = 16 claims
+def speedup_verdict(speedups: Sequence[float], errors: Sequence[float]) -> tuple[str, int]:
+    """(verdict, comparisons won): holds when every speed-up exceeds 1 + its error, fails when
+    one falls below 1 - its error, else inconclusive (the model cannot tell them apart)."""
+    faster = sum(s > 1 + e for s, e in zip(speedups, errors))
+    if faster == len(speedups):
+        return "holds", faster
+    if any(s < 1 - e for s, e in zip(speedups, errors)):
+        return "fails", faster
+    return "inconclusive", faster
+
+
+def comparison_error(method: str, reference: str, errors: dict[str, float]) -> float:
+    """The validated error of the speed-up of `method` over `reference`: the larger of the two
+    predictions' (topkscope.perf.published.error_family)."""
+    from topkscope.perf.published import error_family
+
+    missing = {error_family(method), error_family(reference)} - set(errors)
+    if missing:
+        raise ValueError(f"no validated error for {sorted(missing)}; errors: {errors}")
+    return max(errors[error_family(method)], errors[error_family(reference)])
+
+
+def _rule(errors: dict[str, float]) -> str:
+    measured = ", ".join(f"{family} {err:.1%}" for family, err in sorted(errors.items()))
+    return (f"prediction of the step-time model (topkscope.perf) at P = {CLAIM_P}, density "
+            "0.001, published exchange (two all-gathers, padded); holds if every predicted "
+            "speed-up exceeds 1 + the model's validated error (largest |predicted / measured - "
+            "1| over the held-out published cluster rows, results/reference/scaling/"
+            f"published.csv: {measured}), fails if one falls below 1 - that error, else "
+            "inconclusive")
+
+
+def _claim_row(sub: pd.DataFrame, model: str, network: str, sparsifier: str, suffix: str,
+               errors: dict[str, float]) -> dict | None:
+    from topkscope.models import DATASET
+    from topkscope.plots.titles import sparsifier_name
+
+    references, what = CLAIMS[suffix]
     by = sub.set_index("method")
-    if not {"dense", "topk", "gaussiank"} <= set(by.index):
+    if not {sparsifier, *references} <= set(by.index):
         return None
-    g = by.loc["gaussiank"]
-    vs_dense, vs_topk = float(g["speedup_vs_dense"]), float(g["speedup_vs_topk"])
-    faster = (vs_dense > 1) + (vs_topk > 1)
-    verdict = {2: "holds", 0: "fails"}.get(faster, "mixed")
+    g = by.loc[sparsifier]
+    speedups = [float(g[pm.speedup_column(r)]) for r in references]
+    errs = [comparison_error(sparsifier, r, errors) for r in references]
+    verdict, faster = speedup_verdict(speedups, errs)
     parts = lambda m: (f"{m} {by.loc[m, 't_step'] * 1e3:.3g} ms (compute "  # noqa: E731
                        f"{by.loc[m, 't_compute'] * 1e3:.3g}, select {by.loc[m, 't_select'] * 1e3:.3g}"
                        f", comm {by.loc[m, 't_comm'] * 1e3:.3g})")
-    evidence = (f"predicted speed-up over Dense {vs_dense:.3f}x, over Top-k {vs_topk:.3f}x; "
-                + "; ".join(parts(m) for m in ("dense", "topk", "gaussiank")))
-    condition = (f"prediction, not a measurement: network {network} ({g['comm_source']}); "
-                 f"compute {g['compute_source']}; selection {g['select_source']}; "
-                 f"Gaussian-k counts {g['count_source']}; {g['options']}")
-    from topkscope.models import DATASET
+    evidence = ("predicted speed-up " + ", ".join(
+        f"over {sparsifier_name(r)} {s:.3f}x" for r, s in zip(references, speedups))
+        + " (validated model error " + ", ".join(f"±{e:.1%}" for e in errs) + "); "
+        + "; ".join(parts(m) for m in (*references, sparsifier)))
+    warning = g.get("inputs_warning") or ""
+    condition = (f"prediction, not a measurement: {g['inputs']}; network {network} "
+                 f"({g['comm_source']}); compute {g['compute_source']}; selection "
+                 f"{g['select_source']}; {sparsifier_name(sparsifier)} counts "
+                 f"{g['count_source']}; {g['options']}"
+                 + "".join(f"; {r} overlap {by.loc[r, 'overlap_source']}" for r in references
+                           if by.loc[r, "overlap"])
+                 + (f"; warning: {warning}" if warning else ""))
+    return {"model": model, "dataset": DATASET.get(model), "dataset_substitute": None,
+            "claim": f"{sparsifier.split('-')[0]}_speedup_p{CLAIM_P}{suffix}",
+            "sparsifier": sparsifier,
+            "statement": f"{sparsifier_name(sparsifier)} gives {what} at P = {CLAIM_P} "
+                         f"({network})",
+            "n_runs": np.nan, "n_units": len(references), "fraction": faster / len(references),
+            "evidence": evidence, "verdict": verdict, "rule": _rule(errors), "profile": None,
+            "model_args": "", "condition": condition, "n_seeds": np.nan, "ci_low": np.nan,
+            "ci_high": np.nan, "traffic_ratio": float(g["count_ratio"])}
 
-    return {"model": model, "dataset": DATASET.get(model), "dataset_substitute": None, "claim": CLAIM,
-            "sparsifier": "gaussiank", "statement": f"{STATEMENT} ({network})",
-            "n_runs": np.nan, "n_units": 2, "fraction": faster / 2, "evidence": evidence,
-            "verdict": verdict, "rule": RULE, "profile": None, "model_args": "",
-            "condition": condition, "n_seeds": np.nan, "ci_low": np.nan, "ci_high": np.nan,
-            "traffic_ratio": float(g["count_ratio"])}
 
+def claims_rows(table: pd.DataFrame, workers: int = CLAIM_P, sparsifier: str = "gaussiank",
+                errors: dict[str, float] | None = None) -> pd.DataFrame:
+    """claims.csv rows per (model, network, baseline) at P: `sparsifier`'s predicted speed-up
+    over Dense and Top-k, over Dense with WFBP, and over Dense in fp16; each verdict judged
+    against the model's validated error (default: topkscope.perf.published.validated_errors)."""
+    if errors is None:
+        from topkscope.perf.published import validated_errors
 
-def claims_rows(table: pd.DataFrame, workers: int = CLAIM_P) -> pd.DataFrame:
-    """One claims.csv row per (model, network): Gaussian-k's predicted speed-ups at P."""
+        errors = validated_errors()
     rows = []
     at = table[table["workers"] == workers] if not table.empty else table
     for (model, network), sub in at.groupby(["model", "network"], sort=False):
-        row = _claim_row(sub, model, network)
-        if row is not None:
-            rows.append(row)
+        for suffix in CLAIMS:
+            row = _claim_row(sub, model, network, sparsifier, suffix, errors)
+            if row is not None:
+                rows.append(row)
     return pd.DataFrame(rows)
+
+
+def speedup_markdown(table: pd.DataFrame, methods: Sequence[str] = ("gaussiank",
+                                                                   "gaussiank-2019"),
+                     workers: int = CLAIM_P) -> str:
+    """The predicted speed-ups at P as docs/scaling.md shows them: one row per (model,
+    network, method), one column per reference method of the table."""
+    from topkscope.plots.titles import sparsifier_name
+
+    at = table[(table["workers"] == workers) & table["method"].isin(methods)]
+    refs = [r for r in pm.SPEEDUP_REFERENCES if r in set(table["method"])]
+    lines = ["| model | network | method | " + " | ".join(f"over {sparsifier_name(r)}"
+                                                        for r in refs) + " |",
+             "|---|---|---|" + "---|" * len(refs)]
+    for row in at.itertuples(index=False):
+        cells = [f"{getattr(row, pm.speedup_column(r)):.3f}" for r in refs]
+        lines.append(f"| {row.model} | {row.network} | {sparsifier_name(row.method)} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def draw(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:
@@ -227,26 +360,37 @@ def inputs_caption(table: pd.DataFrame) -> str:
     compute = "; ".join(f"{m}: {src}" for m, src in
                         table.drop_duplicates("model")[["model", "compute_source"]].itertuples(
                             index=False))
-    return (f"A prediction of the step-time model (topkscope.perf), not a measurement: density "
-            f"{first['density']:g}, {first['options']}; selection times from the selection "
-            f"benchmark (scaling.csv column select_source); compute per worker: {compute}.")
+    warned = sorted(set(table.loc[table["inputs_warning"].fillna("") != "", "model"])) \
+        if "inputs_warning" in table else []
+    warning = (f" Warning: for {', '.join(warned)} the selection times were measured on another "
+               "device than the compute (scaling.csv column inputs_warning)." if warned else "")
+    return (f"A prediction of the step-time model (topkscope.perf), not a measurement: "
+            f"{first.get('inputs', INPUTS['here'])}; density {first['density']:g}, "
+            f"{first['options']}; selection times from the selection benchmark (scaling.csv "
+            f"column select_source); compute per worker: {compute}.{warning}")
 
 
-def write_scaling(results_root: str | Path, profile: str = "quick",
-                  log=print) -> tuple[pd.DataFrame, list[tuple[str, str, list[Path]]]]:
+def write_scaling(results_root: str | Path, profile: str = "quick", log=print,
+                  inputs: str = DEFAULT_INPUTS,
+                  ) -> tuple[pd.DataFrame, list[tuple[str, str, list[Path]]]]:
     """results_root/scaling.csv and the figures under results_root/figures/; returns the
     claims rows and the figures drawn as (name, caption, files). The paper's models and any
-    other model with a complete run, each with a compute time (its runs, else the
-    model-compute benchmark); quick: P up to 64; full: P up to 1024. Every preset in both."""
+    other model with a complete run, each with a compute time (inputs "published": the
+    published GPU compute table; "here": its runs, else the model-compute benchmark); quick:
+    P up to 64; full: P up to 1024. Every preset in both."""
     from topkscope.io import write_bytes_atomic
 
     root = Path(results_root)
     measured = {m.get("model") for _, m in inp.complete_runs(root)} - {None}
     models = list(pm.PAPER_MODELS) + sorted(measured - set(pm.PAPER_MODELS))
     workers = pm.PAPER_WORKERS if profile == "full" else tuple(2**i for i in range(1, 7))
-    table, notes = scaling_table(models, available(), workers, results_root=root)
+    table, notes = scaling_table(models, available(), workers, results_root=root, inputs=inputs)
     for note in notes:
         log(f"  scaling: {note}")
+    for model, warning in (table.drop_duplicates("model")[["model", "inputs_warning"]]
+                           .itertuples(index=False) if not table.empty else []):
+        if warning:
+            log(f"  scaling: {model}: warning: {warning}")
     if table.empty:
         log("  scaling: no model with a compute time; nothing predicted")
         return pd.DataFrame(), []

@@ -1,16 +1,21 @@
 """Figures of the predicted scaling table (topkscope.perf.report, results/scaling.csv).
 
-    breakdown   step time at one P, split into compute / selection / communication, per model
-                (panels) and network (groups), one bar per method
-    efficiency  scaling efficiency t_compute / t_step against P, per model (panels), one line
-                per method and network
-    crossover   the bandwidth below which each method's step beats dense SGD's, per model,
-                at one P (log scale; an arrow at the top: faster at every bandwidth)
+    breakdown   step time at one P, split into compute / selection / communication: one panel
+                per model (at most three per row), one horizontal stacked bar per method and
+                network (the published clusters' networks when the table has them)
+    efficiency  scaling efficiency t_compute / t_step against P: one panel per model, one line
+                per method (colour) and network (line style)
+    crossover   the bandwidth below which each sparse method's step beats dense SGD's, per model
+                and method, at one P, with the published clusters' networks marked
 
-Every figure is a prediction: the titles say so, with P and the density.
+Every figure has one shared legend and a value axis that is linear unless its values span 10x
+or more (the breakdown's is always linear: a log axis would hide the stacked compute part).
+Every figure is a prediction: the titles say so, with P.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -22,6 +27,18 @@ from topkscope.plots.titles import model_name, sparsifier_name
 
 PARTS = (("t_compute", "compute"), ("t_select", "selection"), ("t_comm", "communication"))
 NEEDED = ("model", "network", "method", "workers", "t_compute", "t_select", "t_comm", "t_step")
+MAX_COLUMNS = 3
+# the networks of the published clusters (topkscope.perf.published), drawn when present
+CLUSTER_NETWORKS = ("10gbe-fit", "ib100-fit")
+NETWORK_NAMES = {"10gbe-fit": "10 GbE (measured)", "ib100-fit": "100 Gb IB (measured)",
+                 "1gbe": "1 GbE", "10gbe": "10 GbE", "25gbe": "25 GbE", "ib100": "100 Gb IB",
+                 "nvlink": "NVLink"}
+LOG_SPAN = 10.0  # a value axis turns logarithmic when its positive values span this factor
+DENSE_METHODS = ("dense", "dense-wfbp", "dense-fp16")
+
+
+def network_name(name: str) -> str:
+    return NETWORK_NAMES.get(str(name), str(name))
 
 
 def _at(table: pd.DataFrame, workers: int, what: str) -> pd.DataFrame:
@@ -31,94 +48,152 @@ def _at(table: pd.DataFrame, workers: int, what: str) -> pd.DataFrame:
     return rows
 
 
+def _networks(table: pd.DataFrame) -> list[str]:
+    """The published clusters' networks when the table has them, else every network."""
+    present = list(dict.fromkeys(table["network"]))
+    clusters = [n for n in CLUSTER_NETWORKS if n in present]
+    return clusters or present
+
+
+def _grid(n: int, **kwargs):
+    """A figure of n panels, at most MAX_COLUMNS per row; unused panels hidden."""
+    ncols = min(n, MAX_COLUMNS)
+    nrows = math.ceil(n / ncols)
+    fig, axes = new_figure(ncols, nrows, **kwargs)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def _scale_for(ax, values, axis: str) -> None:
+    """Linear unless the positive values span LOG_SPAN x or more (then log)."""
+    v = np.asarray([x for x in values if np.isfinite(x) and x > 0], dtype=float)
+    if v.size and v.max() / v.min() >= LOG_SPAN:
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+
+
+def _shared_legend(fig: Figure, handles, labels, ncol: int) -> None:
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, frameon=False)
+
+
 def breakdown(table: pd.DataFrame, workers: int = 16) -> Figure:
     rows = _at(table, workers, "scaling table")
+    nets = _networks(rows)
+    rows = rows[rows["network"].isin(nets)]
     models = list(dict.fromkeys(rows["model"]))
-    nets = list(dict.fromkeys(rows["network"]))
     methods = list(dict.fromkeys(rows["method"]))
-    shades = dict(zip([p for p, _ in PARTS], (1.0, 0.65, 0.35)))
-    colors = palette(methods)
+    colors = dict(zip([p for p, _ in PARTS], palette(["compute", "selection", "comm"]).values()))
+    # one bar per (network, method), networks as blocks, first at the top
+    bars = [(n, m) for n in nets for m in methods]
+    y = np.arange(len(bars))[::-1].astype(float)
+    for i in range(1, len(nets)):  # a gap between network blocks
+        y[: i * len(methods)] += 0.6
+    labels = [f"{sparsifier_name(m)} · {network_name(n)}" for n, m in bars]
     with figure_style():
-        fig, axes = new_figure(len(models))
-        width = 0.8 / max(len(methods), 1)
-        for ax, model in zip(axes[0], models):
-            sub = rows[rows["model"] == model]
-            for j, method in enumerate(methods):
-                base = np.zeros(len(nets))
-                for part, label in PARTS:
-                    vals = np.array([float(sub[(sub["network"] == n) & (sub["method"] == method)]
-                                           [part].sum()) for n in nets])
-                    ax.bar(np.arange(len(nets)) + (j - (len(methods) - 1) / 2) * width, vals,
-                           width, bottom=base, color=colors[method], alpha=shades[part],
-                           label=f"{sparsifier_name(method)}: {label}" if model == models[0]
-                           else None)
-                    base += vals
-            ax.set_xticks(np.arange(len(nets)), nets, rotation=30)
-            ax.set_yscale("log")
-            ax.set_ylabel("seconds per step")
+        fig, axes = _grid(len(models), sharey=True)
+        for ax, model in zip(axes, models):
+            sub = rows[rows["model"] == model].set_index(["network", "method"])
+            base = np.zeros(len(bars))
+            totals = [float(sub.loc[b, "t_step"]) * 1e3 if b in sub.index else np.nan
+                      for b in bars]
+            for part, label in PARTS:
+                vals = np.array([float(sub.loc[b, part]) * 1e3 if b in sub.index else 0.0
+                                 for b in bars])
+                ax.barh(y, vals, 0.8, left=base, color=colors[part], label=label)
+                base += vals
+            ax.set_xlim(0, np.nanmax(totals) * 1.02)  # stacked parts need a linear axis
             ax.set_title(model_name(model))
-        axes[0][0].legend(ncol=1, fontsize=6)
-        fig.suptitle(f"Predicted step time at P = {workers}: compute (dark), selection, "
-                     "communication (light)")
+            ax.set_xlabel("ms per step")
+            ax.grid(axis="y", visible=False)
+        axes[0].set_yticks(y, labels)
+        handles, names = axes[0].get_legend_handles_labels()
+        _shared_legend(fig, handles, names, len(PARTS))
+        fig.suptitle(f"Predicted step time at P = {workers}, split into compute, selection "
+                     "and communication")
     return fig
 
 
 def efficiency(table: pd.DataFrame) -> Figure:
     require_columns(table, (*NEEDED, "efficiency"), "scaling table")
+    nets = _networks(table)
+    table = table[table["network"].isin(nets)]
     models = list(dict.fromkeys(table["model"]))
     methods = list(dict.fromkeys(table["method"]))
-    nets = list(dict.fromkeys(table["network"]))
     colors, styles = palette(methods), linestyles(nets)
     with figure_style():
-        fig, axes = new_figure(len(models), sharey=True)
-        for ax, model in zip(axes[0], models):
+        fig, axes = _grid(len(models))
+        for ax, model in zip(axes, models):
             sub = table[table["model"] == model]
             for method in methods:
                 for net in nets:
                     s = sub[(sub["method"] == method) & (sub["network"] == net)]
                     s = s.sort_values("workers")
                     ax.plot(s["workers"], s["efficiency"], color=colors[method],
-                            linestyle=styles[net], marker=".",
-                            label=f"{sparsifier_name(method)}, {net}" if model == models[0]
-                            else None)
+                            linestyle=styles[net], marker=".")
+            _scale_for(ax, sub["efficiency"], "y")
             ax.set_xscale("log", base=2)
             ax.set_xlabel("workers P")
+            ax.set_ylabel("efficiency")
             ax.set_title(model_name(model))
-        axes[0][0].set_ylabel("scaling efficiency t_compute / t_step")
-        axes[0][0].legend(fontsize=6, ncol=2)
-        fig.suptitle("Predicted scaling efficiency against P")
+        from matplotlib.lines import Line2D
+
+        handles = [Line2D([], [], color=colors[m], marker=".") for m in methods] + \
+            [Line2D([], [], color="0.3", linestyle=styles[n]) for n in nets]
+        names = [sparsifier_name(m) for m in methods] + [network_name(n) for n in nets]
+        _shared_legend(fig, handles, names, min(len(names), 4))
+        fig.suptitle("Predicted scaling efficiency t_compute / t_step against P")
     return fig
 
 
 def crossover(table: pd.DataFrame, workers: int = 16) -> Figure:
     rows = _at(table, workers, "scaling table")
-    require_columns(rows, ("crossover_gbit",), "scaling table")
-    rows = rows[rows["method"] != "dense"]
-    require_rows(rows, "sparse methods in the scaling table")
-    # the crossover depends on the network's latency, not on its bandwidth: one per alpha
-    rows = rows.drop_duplicates(["model", "method", "alpha"])
-    models = list(dict.fromkeys(rows["model"]))
-    methods = list(dict.fromkeys(rows["method"]))
+    require_columns(rows, ("crossover_gbit", "alpha", "beta"), "scaling table")
+    sparse = rows[~rows["method"].isin(DENSE_METHODS)]
+    require_rows(sparse, "sparse methods in the scaling table")
+    # the crossover depends on the network's latency, not on its bandwidth: the clusters' one
+    alpha = float(rows[rows["network"] == _networks(rows)[0]]["alpha"].iloc[0])
+    sparse = sparse[np.isclose(sparse["alpha"], alpha)].drop_duplicates(["model", "method"])
+    models = list(dict.fromkeys(sparse["model"]))
+    methods = list(dict.fromkeys(sparse["method"]))
     colors = palette(methods)
+    marks = (rows[rows["network"].isin(_networks(rows))]
+             .drop_duplicates("network")[["network", "beta"]])
     with figure_style():
         fig, axes = new_figure(1)
+        fig.set_size_inches(7.5, 1.6 + 0.18 * len(models) * len(methods))
         ax = axes[0][0]
-        width = 0.8 / len(methods)
-        finite = rows["crossover_gbit"].replace([np.inf, 0], np.nan).dropna()
-        top = float(finite.max() * 10) if not finite.empty else 1e3
+        height = 0.8 / len(methods)
+        finite = sparse["crossover_gbit"].replace([np.inf, 0], np.nan).dropna()
+        cluster_gbit = [8.0 / b / 1e9 for b in marks["beta"]]
+        span = list(finite) + cluster_gbit
+        low, high = min(span) / 3, max(span) * 6
         for j, method in enumerate(methods):
-            s = rows[rows["method"] == method].drop_duplicates("model").set_index("model")
-            vals = np.array([float(s["crossover_gbit"].get(m, np.nan)) for m in models])
-            shown = np.where(np.isinf(vals), top, vals)
-            x = np.arange(len(models)) + (j - (len(methods) - 1) / 2) * width
-            ax.bar(x, shown, width, color=colors[method], label=sparsifier_name(method))
-            for xi, v in zip(x, vals):
-                if np.isinf(v):
-                    ax.annotate("any", (xi, top), ha="center", va="bottom", fontsize=6)
-        ax.set_xticks(np.arange(len(models)), [model_name(m) for m in models], rotation=30)
-        ax.set_yscale("log")
-        ax.set_ylabel("crossover bandwidth (Gbit/s)")
-        ax.legend(fontsize=7)
-        fig.suptitle(f"Predicted bandwidth below which each method beats dense SGD (P = "
-                     f"{workers}; 'any': at every bandwidth)")
+            s = sparse[sparse["method"] == method].set_index("model")["crossover_gbit"]
+            vals = np.array([float(s.get(m, np.nan)) for m in models])
+            yy = np.arange(len(models))[::-1] + (len(methods) - 1) / 2 * height - j * height
+            shown = np.where(np.isinf(vals), high, np.where(vals == 0, np.nan, vals))
+            ax.barh(yy, shown - low, height, left=low, color=colors[method],
+                    label=sparsifier_name(method))
+            for yi, v in zip(yy, vals):
+                if np.isinf(v) or v == 0:
+                    ax.annotate("any bandwidth" if np.isinf(v) else "never",
+                                (high if np.isinf(v) else low, yi),
+                                xytext=(-3 if np.isinf(v) else 3, 0),
+                                textcoords="offset points", va="center",
+                                ha="right" if np.isinf(v) else "left", fontsize=7)
+        for net, gbit in zip(marks["network"], cluster_gbit):
+            ax.axvline(gbit, color="0.2", linestyle="--", linewidth=1)
+            ax.annotate(f"{network_name(net)}\n{gbit:.3g} Gbit/s", (gbit, 1.0),
+                        xycoords=("data", "axes fraction"), xytext=(0, 3),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=7)
+        ax.set_xscale("log")
+        ax.set_xlim(low, high)
+        ax.set_yticks(np.arange(len(models))[::-1], [model_name(m) for m in models])
+        ax.set_xlabel("bandwidth (Gbit/s) below which the method beats Dense\n(dashed: the "
+                      "published clusters' measured bandwidth)")
+        ax.grid(axis="y", visible=False)
+        handles, names = ax.get_legend_handles_labels()
+        _shared_legend(fig, handles, names, len(methods))
+        fig.suptitle(f"Predicted crossover with Dense at P = {workers}")
     return fig

@@ -21,6 +21,9 @@ MODEL_NAMES = {
 DATASET_NAMES = {"mnist": "MNIST", "cifar10": "CIFAR-10", "ptb": "PTB", "imagenet": "ImageNet"}
 SPARSIFIER_NAMES = {
     "dense": "Dense",
+    "dense-wfbp": "Dense + WFBP",
+    "dense-fp16": "Dense fp16",
+    "gtopk": "gTop-k",
     "topk": "Top-k",
     "randk": "Rand-k",
     "gaussiank": "Gaussian-k",

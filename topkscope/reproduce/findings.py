@@ -42,6 +42,16 @@ def verdict_sentence(row) -> str:
                 "inconclusive": f"Not decided: the accuracy interval or the seeds' traffic "
                                 f"ratios straddle the limits{sent.replace(' and', ';')}.",
                 }.get(verdict, "Not judged: fewer than 3 paired seeds.")
+    if "_speedup_p" in claim and verdict in ("holds", "fails", "inconclusive"):
+        speedups = ", ".join(f"{value}x over {name}"
+                             for name, value in _SPEEDUPS.findall(
+                                 str(row.evidence).split(" (validated")[0]))
+        return {"holds": f"Predicted faster than every baseline by more than the model's "
+                         f"validated error ({speedups}).",
+                "fails": f"Predicted slower than a baseline by more than the model's validated "
+                         f"error ({speedups}).",
+                "inconclusive": f"Within the model's validated error of a baseline: the model "
+                                f"cannot tell them apart ({speedups})."}[verdict]
     units = int(row.n_units) if not pd.isna(row.n_units) else 0
     share = "" if pd.isna(row.fraction) else f" ({row.fraction:.0%} of {units} units)"
     return {"holds": f"The criterion held almost everywhere{share}.",
@@ -110,33 +120,49 @@ def _measured_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-_SPEEDUPS = re.compile(r"over Dense ([0-9.]+)x, over Top-k ([0-9.]+)x")
+_SPEEDUPS = re.compile(r"over ([^,;()]+?) ([0-9.]+)x")
+_INPUTS = re.compile(r"^prediction, not a measurement: (GPU inputs from published measurements|"
+                     r"this machine|user);")
 
 
 def _prediction_markdown(table: pd.DataFrame) -> str:
-    """One row per model, one column per network preset: the verdict and the predicted
-    speed-ups of Gaussian-k over Dense / over Top-k (the inputs are in each row's condition)."""
+    """One row per (model, claim), one column per network preset: the verdict and the
+    predicted speed-ups over the claim's baselines (the inputs are in each row's condition)."""
     networks: list[str] = []
-    cells: dict[str, dict[str, str]] = {}
+    cells: dict[tuple[str, str], dict[str, str]] = {}
     for row in table.itertuples(index=False):
         net = re.search(r"\(([^()]+)\)$", str(row.statement))
         net = net.group(1) if net else "?"
         networks += [net] if net not in networks else []
-        found = _SPEEDUPS.search(str(row.evidence))
+        found = _SPEEDUPS.findall(str(row.evidence).split(" (validated")[0])
         text = f"**{row.verdict}**" if row.verdict == "fails" else str(row.verdict)
         if found:
-            text += f" ({found.group(1)}× / {found.group(2)}×)"
-        cells.setdefault(str(row.model), {})[net] = text
-    lines = ["| model | " + " | ".join(networks) + " |", "|---|" + "---|" * len(networks)]
-    for model, by_net in cells.items():
-        lines.append("| " + " | ".join([model] + [by_net.get(n, "—") for n in networks]) + " |")
+            text += " (" + " / ".join(f"{value}×" for _, value in found) + ")"
+        versus = ", ".join(name for name, _ in found) or str(row.claim)
+        cells.setdefault((str(row.model), f"over {versus}"), {})[net] = text
+    lines = ["| model | speed-up | " + " | ".join(networks) + " |",
+             "|---|---|" + "---|" * len(networks)]
+    for (model, versus), by_net in cells.items():
+        lines.append("| " + " | ".join([model, versus] + [by_net.get(n, "—") for n in networks])
+                     + " |")
     return "\n".join(lines)
+
+
+def _prediction_intro(table: pd.DataFrame) -> str:
+    inputs = sorted({m.group(1) for m in map(_INPUTS.match, table["condition"].astype(str)) if m})
+    sparsifiers = ", ".join(sparsifier_name(s) for s in dict.fromkeys(table["sparsifier"]))
+    named = f"inputs: {'; '.join(inputs)}; " if inputs else ""
+    return (f"Predicted, not measured — the step-time speed-up of {sparsifiers} at P = 16 over "
+            "each baseline: verdict (predicted speed-ups) per network preset; "
+            f"{named}the rule and every input are in each claims row (rule, condition); see "
+            "docs/scaling.md.")
 
 
 def findings_markdown(table: pd.DataFrame) -> str:
     """The README's findings: the measured claims as one row per (claim, sparsifier,
     condition) and one column per model, each cell the verdict with its share of units or its
-    95% interval; then the predicted P = 16 speed-up claims as a model x network table."""
+    95% interval; then the predicted P = 16 speed-up claims as a (model, baseline) x network
+    table."""
     if len(table) == 0:
         return "_no claims (no runs)_"
     table = table.copy()
@@ -145,10 +171,8 @@ def findings_markdown(table: pd.DataFrame) -> str:
     predicted = _is_prediction(table)
     parts = [_measured_markdown(table[~predicted])] if (~predicted).any() else []
     if predicted.any():
-        parts.append("Predicted, not measured — " + str(table[predicted]["statement"].iloc[0])
-                     .rsplit(" (", 1)[0] + ": verdict (speed-up over Dense / over Top-k) per "
-                     "network preset; inputs from this machine's CPU runs and benchmarks, see "
-                     "docs/scaling.md.\n\n" + _prediction_markdown(table[predicted]))
+        parts.append(_prediction_intro(table[predicted]) + "\n\n"
+                     + _prediction_markdown(table[predicted]))
     return "\n\n".join(parts)
 
 

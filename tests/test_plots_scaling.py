@@ -1,0 +1,148 @@
+"""The scaling figures fit a page: at most three panels per row, one shared legend, linear
+value axes unless the values span 10x, and no text outside the canvas or over other text
+(measured with the renderer's extents of every title, label, tick label and annotation)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from topkscope.perf import model as pm
+from topkscope.perf import report
+from topkscope.perf.networks import available
+from topkscope.plots import scaling
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    """The paper's models on every preset, as `make reproduce-figures` predicts them."""
+    selection = report.selection_table()
+    frame, _ = report.scaling_table(pm.PAPER_MODELS, available(), (2, 4, 8, 16, 32, 64),
+                                    selection=selection)
+    return frame
+
+
+def _texts(fig):
+    """Every visible, non-empty text artist that is drawn: figure texts, legends, axes titles,
+    axis labels, tick labels within the view, annotations."""
+    out = list(fig.texts)  # the suptitle is one of them
+    for legend in fig.legends:
+        out += legend.get_texts()
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        out += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
+        out += ax.texts
+        for axis in (ax.xaxis, ax.yaxis):  # the tick labels drawn: those inside the view
+            lo, hi = sorted(axis.get_view_interval())
+            out += [label for loc, label in zip(axis.get_majorticklocs(),
+                                                axis.get_majorticklabels())
+                    if lo - 1e-9 * abs(hi - lo) <= loc <= hi + 1e-9 * abs(hi - lo)]
+        if ax.get_legend():
+            out += ax.get_legend().get_texts()
+    unique = {id(t): t for t in out}.values()
+    return [t for t in unique if t.get_visible() and t.get_text().strip()]
+
+
+def _check_layout(fig, max_columns: int = 3) -> None:
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    rows: dict[float, int] = {}
+    for ax in panels:
+        y = round(ax.get_position().y0, 3)
+        rows[y] = rows.get(y, 0) + 1
+    assert max(rows.values()) <= max_columns, rows
+    assert len(fig.legends) == 1 and not any(ax.get_legend() for ax in panels)
+    canvas_box = fig.bbox
+    boxes = []
+    for text in _texts(fig):
+        box = text.get_window_extent(renderer)
+        assert (box.x0 >= canvas_box.x0 - 1 and box.y0 >= canvas_box.y0 - 1
+                and box.x1 <= canvas_box.x1 + 1 and box.y1 <= canvas_box.y1 + 1), \
+            f"{text.get_text()!r} outside the canvas: {box} vs {canvas_box}"
+        boxes.append((text.get_text(), box))
+    for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
+        overlap_w = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
+        overlap_h = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+        assert overlap_w <= 1 or overlap_h <= 1, f"{a!r} overlaps {b!r}"
+
+
+def _linear_unless_wide(ax, values, axis: str) -> None:
+    v = np.asarray([x for x in values if np.isfinite(x) and x > 0])
+    scale = ax.get_xscale() if axis == "x" else ax.get_yscale()
+    assert scale == ("log" if v.max() / v.min() >= 10 else "linear"), (ax.get_title(), scale)
+
+
+def test_breakdown_fits_a_page_with_linear_stacked_bars(table):
+    fig = scaling.breakdown(table)
+    _check_layout(fig)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == len(pm.PAPER_MODELS)
+    assert all(ax.get_xscale() == "linear" for ax in panels)  # stacked parts stay visible
+    # the bars are the published clusters' networks, each bar's parts add up to t_step
+    at = table[(table["workers"] == 16) & table["network"].isin(scaling.CLUSTER_NETWORKS)]
+    ax = panels[0]
+    sub = at[at["model"] == pm.PAPER_MODELS[0]]
+    widths = np.array([p.get_width() for p in ax.patches]).reshape(3, -1).sum(axis=0)
+    np.testing.assert_allclose(np.sort(widths), np.sort(sub["t_step"].to_numpy() * 1e3))
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == \
+        ["compute", "selection", "communication"]
+
+
+def test_efficiency_fits_a_page_and_is_linear_unless_wide(table):
+    fig = scaling.efficiency(table)
+    _check_layout(fig)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == len(pm.PAPER_MODELS)
+    shown = table[table["network"].isin(scaling.CLUSTER_NETWORKS)]
+    for ax, model in zip(panels, pm.PAPER_MODELS):
+        _linear_unless_wide(ax, shown[shown["model"] == model]["efficiency"], "y")
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "Dense + WFBP" in labels and "100 Gb IB (measured)" in labels
+    assert len(labels) == table["method"].nunique() + len(scaling.CLUSTER_NETWORKS)
+
+
+def test_crossover_marks_the_published_clusters_and_reads_at_a_glance(table):
+    fig = scaling.crossover(table)
+    _check_layout(fig, max_columns=1)
+    ax = fig.axes[0]
+    lines = sorted(round(line.get_xdata()[0], 6) for line in ax.lines)
+    expect = sorted(round(8.0 / b / 1e9, 6) for b in table[table["network"].isin(
+        scaling.CLUSTER_NETWORKS)].drop_duplicates("network")["beta"])
+    assert lines == expect
+    # each bar ends at its method's crossover bandwidth (finite ones)
+    at = table[(table["workers"] == 16) & (table["network"] == "10gbe-fit")]
+    sparse = at[~at["method"].isin(pm.DENSE_METHODS)]
+    ends = sorted(round(p.get_x() + p.get_width(), 6) for p in ax.patches)
+    for value in sparse["crossover_gbit"]:
+        if np.isfinite(value) and value > 0:
+            assert round(value, 6) in ends
+    assert [t.get_text() for t in ax.get_yticklabels()][0] == "FNN-3"
+
+
+def test_the_layout_check_catches_crowded_figures():
+    """The check above fails on what the old figures did: a row of more than three panels,
+    text over text, text off the canvas."""
+    from topkscope.plots.style import new_figure
+
+    fig, axes = new_figure(4)
+    fig.legend(["x"])
+    with pytest.raises(AssertionError):
+        _check_layout(fig)
+    fig, axes = new_figure(1)
+    fig.legend(["x"])
+    axes[0][0].annotate("first label", (0.5, 0.5))
+    axes[0][0].annotate("second label", (0.5, 0.5))
+    with pytest.raises(AssertionError, match="overlaps"):
+        _check_layout(fig)
+    fig, axes = new_figure(1)
+    fig.legend(["x"])
+    fig.text(0.98, 0.5, "a title cut at the right edge")
+    with pytest.raises(AssertionError, match="outside the canvas"):
+        _check_layout(fig)
