@@ -182,3 +182,34 @@ def test_hook_state_load_state_dict_leaves_the_callers_dict_unchanged():
         assert not torch.equal(state.compressor.feedback.residual("__global__"), before)
     finally:
         dist.destroy_process_group()
+
+
+def test_ddp_hook_state_carries_an_adapting_sparsifier():
+    """sidco's stage count is part of TopKHookState.state_dict(), and load_state_dict restores
+    it, so a user's checkpoint resumes the adaptation where it stopped."""
+    import torch.distributed as dist
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel
+
+    from topkscope.comm import TopKHookState, topk_hook
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = nn.Linear(400, 100)
+        ddp = DistributedDataParallel(model)
+        state = TopKHookState(model, sparsifier="sidco", density=0.001, dense_steps=0)
+        ddp.register_comm_hook(state, topk_hook)
+        for _ in range(7):
+            ddp(torch.randn(5, 400)).square().sum().backward()
+        saved = state.state_dict()
+        assert saved["sparsifier"]["calls"] == 2 and saved["sparsifier"]["ratio_sum"] > 0
+        restored = TopKHookState(model, sparsifier="sidco", density=0.001, dense_steps=0)
+        assert restored.source.state_dict()["calls"] == 0
+        restored.load_state_dict(saved)
+        assert restored.source.state_dict() == saved["sparsifier"]
+        assert TopKHookState(model, sparsifier="topk").state_dict()["sparsifier"] is None
+    finally:
+        dist.destroy_process_group()

@@ -29,7 +29,9 @@ larger values. After ten 0.8 steps (thr x 0.107) a count still below 0.8 k is se
 Ours differs from their code only where theirs is unspecified or global: ties among the k
 largest of S go to the lowest index (theirs: torch.topk's order), the sample offset is drawn
 from the instance's generator (theirs: Python's global `random`), and rho is k / d (theirs:
-the configured ratio, whose k is ceil(rho d)).
+the configured ratio, whose k is ceil(rho d)); a sample_ratio below 0.01 is refused (theirs
+raises it to 0.01), and their non-default options (a uniform sample with replacement; x1.3
+instead of the re-selection) are not offered.
 
 `dgc-sampled` — the sampled threshold alone (this project's earlier reading of the paper, not
 the authors' rule): m = max(min_sample, ceil(sample_ratio d)) positions drawn uniformly with
