@@ -46,14 +46,22 @@ class Capture:
             self.vectors.append((f"step{step}", u.detach().float().clone()))
 
 
-def vectors_from_training(steps: int, every: int, data_root: str | None) -> list[tuple[str, torch.Tensor]]:
+def short_fnn3_trainer(steps: int, data_root: str | None, sparsifier: str = "topk"):
+    """A TopK-SGD trainer of FNN-3 / MNIST with the quick profile's settings (2 workers, batch
+    128, lr 0.01, momentum 0.9, rho = 0.001), selecting with `sparsifier`."""
     from topkscope.comm import SimulatedTransport
     from topkscope.train import build_trainer, validate
 
-    cfg = validate(dict(experiment="redsync-versions", model="fnn3", dataset="mnist", workers=2,
+    cfg = validate(dict(experiment="selector-versions", model="fnn3", dataset="mnist", workers=2,
                         batch_size=128, lr=0.01, momentum=0.9, weight_decay=1e-4,
-                        no_decay_1d=True, density=0.001, steps=steps, seed=0))
-    trainer = build_trainer(cfg, SimulatedTransport(cfg.workers), "cpu", data_root)[0]
+                        no_decay_1d=True, density=0.001, steps=steps, seed=0,
+                        sparsifier=sparsifier))
+    return build_trainer(cfg, SimulatedTransport(cfg.workers), "cpu", data_root)[0]
+
+
+def vectors_from_training(steps: int, every: int, data_root: str | None) -> list[tuple[str, torch.Tensor]]:
+    """u of rank 0 every `every` steps of a short FNN-3 / MNIST TopK-SGD run (rho = 0.001)."""
+    trainer = short_fnn3_trainer(steps, data_root)
     trainer.recorder = Capture(every)
     for _ in range(steps):
         trainer.train_step()
@@ -61,6 +69,7 @@ def vectors_from_training(steps: int, every: int, data_root: str | None) -> list
 
 
 def vectors_from_run(run_dir: Path) -> list[tuple[str, torch.Tensor]]:
+    """The u snapshots of a result folder, by step and rank."""
     from topkscope.analysis.runs import load
 
     run = load(run_dir)
@@ -94,41 +103,68 @@ def compare(vectors: list[tuple[str, torch.Tensor]], density: float) -> pd.DataF
     return pd.DataFrame(rows)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = benchmark_parser(__file__, __doc__,
-                          quick=f"without --run, {QUICK_STEPS} steps, u every {QUICK_EVERY}")
+def add_vector_arguments(ap: argparse.ArgumentParser, steps: int, quick_steps: int) -> None:
+    """The options that choose the vectors (a run's snapshots or a short training) and the
+    density; shared by the scripts that compare selector versions (--quick and --out come from
+    benchmark_parser)."""
     ap.add_argument("--run", type=Path, default=None, help="a result folder with u snapshots")
     ap.add_argument("--steps", type=int, default=None,
-                    help=f"training steps without --run (default {STEPS}; --quick {QUICK_STEPS})")
+                    help=f"training steps without --run (default {steps}; --quick {quick_steps})")
     ap.add_argument("--every", type=int, default=None,
                     help=f"capture u every N steps (default {EVERY}; --quick {QUICK_EVERY})")
     ap.add_argument("--density", type=float, default=0.001)
     ap.add_argument("--data-root", default=None)
+    ap.set_defaults(default_steps=steps, quick_steps=quick_steps)
+
+
+def vectors_of(args: argparse.Namespace) -> list[tuple[str, torch.Tensor]]:
+    """The vectors the options of add_vector_arguments name; ValueError on bad options."""
+    args.steps = args.steps or (args.quick_steps if args.quick else args.default_steps)
+    args.every = args.every or (QUICK_EVERY if args.quick else EVERY)
+    if args.steps < 1 or args.every < 1:
+        raise ValueError(f"--steps = {args.steps} and --every = {args.every} must be >= 1")
+    if not 0.0 < args.density <= 1.0:
+        raise ValueError(f"--density = {args.density} is outside the allowed range (0, 1]")
+    if args.run is not None:
+        return vectors_from_run(args.run)
+    return vectors_from_training(args.steps, args.every, args.data_root)
+
+
+def write_and_summarise(table: pd.DataFrame, out: Path, keys: list[str], header: str,
+                        by: str | None = None) -> None:
+    """Write the CSV atomically and print min / median / max of every column but `keys`
+    (and `by`), for each value of the column `by` when given."""
+    from topkscope.io import write_bytes_atomic
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(out, table.to_csv(index=False, float_format="%.4g").encode())
+    print(header)
+    groups = table.groupby(by, sort=False) if by else [(None, table)]
+    for name, part in groups:
+        summary = part.drop(columns=keys + ([by] if by else [])).agg(["min", "median", "max"])
+        if name is not None:
+            print(f"{by} = {name} ({len(part)} rows):")
+        print(summary.T.to_string(float_format=lambda v: f"{v:.3f}"))
+    print(f"-> {out}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = benchmark_parser(__file__, __doc__,
+                          quick=f"without --run, {QUICK_STEPS} steps, u every {QUICK_EVERY}")
+    add_vector_arguments(ap, steps=STEPS, quick_steps=QUICK_STEPS)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    args.steps = args.steps or (QUICK_STEPS if args.quick else STEPS)
-    args.every = args.every or (QUICK_EVERY if args.quick else EVERY)
-    if args.steps < 1 or args.every < 1:
-        print(f"--steps = {args.steps} and --every = {args.every} must be >= 1", file=sys.stderr)
-        return 2
     try:
-        vectors = (vectors_from_run(args.run) if args.run is not None
-                   else vectors_from_training(args.steps, args.every, args.data_root))
-        table = compare(vectors, args.density)
+        table = compare(vectors_of(args), args.density)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from topkscope.io import write_bytes_atomic
-
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(args.out, table.to_csv(index=False, float_format="%.4g").encode())
-    summary = table.drop(columns=["vector", "d", "density", "k"]).agg(["min", "median", "max"])
-    print(f"{len(table)} vectors, rho = {args.density}, k = {int(table['k'].iloc[0])}")
-    print(summary.T.to_string(float_format=lambda v: f"{v:.3f}"))
-    print(f"-> {args.out}")
+    write_and_summarise(table, args.out, ["vector", "d", "density", "k"],
+                        f"{len(table)} vectors, rho = {args.density}, "
+                        f"k = {int(table['k'].iloc[0])}")
     return 0
 
 

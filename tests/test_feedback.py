@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -156,17 +157,27 @@ def test_load_state_dict_leaves_the_callers_dict_unchanged(device):
     assert not torch.equal(compressor.feedback.residual(RESIDUAL_KEY), before)  # it trained
 
 
-def test_hook_state_load_state_dict_leaves_the_callers_dict_unchanged():
+@contextmanager
+def one_process_group():
+    """A gloo group of world size 1 in this process, destroyed afterwards."""
     import torch.distributed as dist
-    from torch import nn
-    from torch.nn.parallel import DistributedDataParallel
-
-    from topkscope.comm import TopKHookState, topk_hook
 
     if dist.is_initialized():
         pytest.skip("a process group is already initialised in this process")
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def test_hook_state_load_state_dict_leaves_the_callers_dict_unchanged():
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel
+
+    from topkscope.comm import TopKHookState, topk_hook
+
+    with one_process_group():
         torch.manual_seed(0)
         model = nn.Linear(8, 2)
         ddp = DistributedDataParallel(model)
@@ -180,5 +191,28 @@ def test_hook_state_load_state_dict_leaves_the_callers_dict_unchanged():
         assert state.step == 7
         assert torch.equal(saved["residual"]["__global__"], before)
         assert not torch.equal(state.compressor.feedback.residual("__global__"), before)
-    finally:
-        dist.destroy_process_group()
+
+
+def test_ddp_hook_state_carries_an_adapting_sparsifier():
+    """sidco's stage count is part of TopKHookState.state_dict(), and load_state_dict restores
+    it, so a user's checkpoint resumes the adaptation where it stopped."""
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel
+
+    from topkscope.comm import TopKHookState, topk_hook
+
+    with one_process_group():
+        torch.manual_seed(0)
+        model = nn.Linear(400, 100)
+        ddp = DistributedDataParallel(model)
+        state = TopKHookState(model, sparsifier="sidco", density=0.001, dense_steps=0)
+        ddp.register_comm_hook(state, topk_hook)
+        for _ in range(7):
+            ddp(torch.randn(5, 400)).square().sum().backward()
+        saved = state.state_dict()
+        assert saved["sparsifier"]["calls"] == 2 and saved["sparsifier"]["ratio_sum"] > 0
+        restored = TopKHookState(model, sparsifier="sidco", density=0.001, dense_steps=0)
+        assert restored.source.state_dict()["calls"] == 0
+        restored.load_state_dict(saved)
+        assert restored.source.state_dict() == saved["sparsifier"]
+        assert TopKHookState(model, sparsifier="topk").state_dict()["sparsifier"] is None

@@ -51,3 +51,29 @@ def test_different_steps_and_seeds_draw_differently(tmp_path):
     r2 = s2.sort_values("step").randk_ratio.to_numpy()
     assert r1[0] != r1[1]  # a new draw every step on the same vector
     assert r1[0] != r2[0]  # and another one for another seed
+
+
+def test_a_stateful_selector_adapts_on_each_rank_alone(tmp_path):
+    """sidco's stage count adapts on the vectors of one rank: a recorder of every rank and a
+    recorder of rank 1 alone record the same sidco numbers for rank 1."""
+    from tests.test_sparsify_cases import mixture, normal
+
+    common = dict(densities=[0.001], sparsifiers=["sidco"], kinds=("u",), per_layer=False)
+    whole = [("w", 0, 100_000)]
+    vectors = {0: [normal(100_000, s) for s in range(8)],   # one stage keeps 7 k: M stays 1
+               1: [mixture(100_000, s) for s in range(8)]}  # one stage keeps k / 4: M climbs
+    with Recorder(tmp_path / "sim", **common) as rec:
+        for step in range(8):
+            for rank in range(2):
+                rec.record(step, rank, u=vectors[rank][step], layout=whole)
+    Manifest(tmp_path / "proc").write()
+    with Recorder(tmp_path / "proc", rank=1, **common) as rec:
+        for step in range(8):
+            rec.record(step, 1, u=vectors[1][step], layout=whole)
+    counts = {}
+    for name in ("sim", "proc"):
+        stats = load(tmp_path / name).stats
+        mine = stats[stats["rank"] == 1].sort_values("step")
+        counts[name] = mine["sidco_count"].astype(int).tolist()
+    assert counts["sim"] == counts["proc"]
+    assert min(counts["sim"][:5]) > max(counts["sim"][5:])  # rank 1 adapted (M = 2) at step 4

@@ -38,6 +38,7 @@ EMPTY_CASES = {
     "redsync": ({}, constant_magnitude),
     "redsync-2019": ({}, constant_magnitude),
     "sidco": ({}, constant_magnitude),
+    "sidco-fixed": ({}, constant_magnitude),
     "threshold": ({"threshold": 2.0}, constant_magnitude),
 }
 
@@ -69,7 +70,7 @@ def test_empty_is_sent_as_empty_unless_the_named_fallback_is_set(name):
     assert get_sparsifier(name, **params, empty_fallback="none").deviations == ()
 
 
-@pytest.mark.parametrize("name", ["topk", "gaussiank", "randk", "dgc", "dense"])
+@pytest.mark.parametrize("name", ["topk", "gaussiank", "randk", "dgc", "dgc-sampled", "dense"])
 def test_the_fallback_is_refused_where_the_rule_always_selects(name):
     with pytest.raises(ValueError, match="always selects at least one element"):
         get_sparsifier(name, empty_fallback="topk")

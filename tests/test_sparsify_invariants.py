@@ -23,8 +23,8 @@ EDGES = edge_vectors()
 
 def test_registry_has_every_method():
     assert NAMES == sorted(
-        ["dense", "dgc", "gaussiank", "gaussiank-2019", "randk", "redsync", "redsync-2019",
-         "sidco", "threshold", "topk"]
+        ["dense", "dgc", "dgc-sampled", "gaussiank", "gaussiank-2019", "randk", "redsync",
+         "redsync-2019", "sidco", "sidco-fixed", "threshold", "topk"]
     )
 
 
@@ -53,6 +53,8 @@ def test_selection_is_unique_in_range_int64_and_empty_only_where_allowed(name, c
             assert idx.numel() >= 1
         if sparsifier.fixed_count:
             assert idx.numel() == k
+        if getattr(sparsifier, "at_most_k", False):
+            assert idx.numel() <= k
         if name == "dense":
             assert idx.numel() == d
 
@@ -131,19 +133,28 @@ def test_unknown_name_lists_the_available_ones():
     ("name", "params", "message"),
     [
         ("topk", {"ratio": 0.1}, "unknown parameter 'ratio' for sparsifier 'topk'; allowed: none"),
-        ("dgc", {"ratio": 0.1}, "'ratio' for sparsifier 'dgc'; allowed: sample_ratio, min_sample, "),
+        ("dgc", {"ratio": 0.1}, "'ratio' for sparsifier 'dgc'; allowed: sample_ratio, seed$"),
+        ("dgc", {"trim": True}, "'trim' for sparsifier 'dgc'; allowed: sample_ratio, seed$"),
+        ("dgc", {"sample_ratio": 0.005},
+         r"sample_ratio = 0.005 is outside the allowed range \[0.01, 1.0\]"),
+        ("dgc-sampled", {"ratio": 0.1},
+         "'ratio' for sparsifier 'dgc-sampled'; allowed: sample_ratio, min_sample, "),
         ("gaussiank", {"band": 1.0}, r"band = 1.0 is outside the allowed range \(1.0, 64.0\]"),
         ("gaussiank", {"max_iter": -1}, r"max_iter = -1 is outside the allowed range \[0, 100\]"),
         ("gaussiank", {"sample_size": 2.5}, r"sample_size = 2.5 must be an integer in \[16, "),
-        ("dgc", {"sample_ratio": 0.0}, r"sample_ratio = 0.0 is outside the allowed range \(0.0, 1"),
+        ("dgc-sampled", {"sample_ratio": 0.0},
+         r"sample_ratio = 0.0 is outside the allowed range \(0.0, 1"),
         ("dgc", {"sample_ratio": float("nan")}, "sample_ratio = nan is outside"),
-        ("dgc", {"trim": "yes"}, "trim must be True or False"),
+        ("dgc-sampled", {"trim": "yes"}, "trim must be True or False"),
         ("dgc", {"seed": -1}, r"seed = -1 is outside the allowed range \[0, "),
         ("randk", {"seed": 1.5}, "seed = 1.5 must be an integer"),
         ("redsync", {"band": 0.5}, r"band = 0.5 is outside the allowed range \[1.0, 64.0\]"),
         ("redsync", {"max_iter": 0}, r"max_iter = 0 is outside the allowed range \[1, 100\]"),
         ("sidco", {"dist": "normal"}, "dist = 'normal' is not one of exponential, gamma, gpareto"),
-        ("sidco", {"stages": 9}, r"stages = 9 is outside the allowed range \[1, 8\]"),
+        ("sidco", {"stages": 0}, r"stages = 0 is outside the allowed range \[1, 64\]"),
+        ("sidco", {"sample_size": 4096}, "'sample_size' for sparsifier 'sidco'; allowed: dist, "),
+        ("sidco-fixed", {"stages": 9}, r"stages = 9 is outside the allowed range \[1, 8\]"),
+        ("sidco-fixed", {"dist": "normal"}, "dist = 'normal' is not one of exponential, "),
         ("sidco", {"first_ratio": 1.5}, r"first_ratio = 1.5 is outside the allowed range"),
         ("threshold", {"threshold": -0.1}, r"threshold = -0.1 is outside .* \[0.0, inf\)"),
         ("threshold", {"threshold": float("inf")}, "threshold = inf is outside"),

@@ -30,7 +30,10 @@ def state_of(trainer) -> list[torch.Tensor]:
     return out
 
 
-@pytest.mark.parametrize("spec", [FNN, LSTM], ids=["fnn3", "lstm"])
+SIDCO = dict(FNN, sparsifier="sidco", density=0.001)  # its stage count adapts every 5 steps
+
+
+@pytest.mark.parametrize("spec", [FNN, LSTM, SIDCO], ids=["fnn3", "lstm", "fnn3-sidco"])
 def test_resume_mid_epoch_equals_the_uninterrupted_run(tmp_path, spec):
     whole = trainer_for(spec)
     rows_whole = [whole.train_step() for _ in range(12)]
@@ -39,6 +42,9 @@ def test_resume_mid_epoch_equals_the_uninterrupted_run(tmp_path, spec):
     for _ in range(7):
         first.train_step()
     checkpoint.save(tmp_path, first, keep=2)
+    if spec is SIDCO:  # mid-way between two adaptations: the state is not the initial one
+        states = [first.worker_state(i)["sparsifier"] for i in range(2)]
+        assert all(s["calls"] == 2 and s["stages"] > 1 for s in states)
     del first
     second = trainer_for(spec)
     checkpoint.load(checkpoint.latest(tmp_path), second)
@@ -66,7 +72,7 @@ def test_checkpoint_folder_layout_marker_and_pruning(tmp_path):
     assert checkpoint.latest(tmp_path) == done[-1]
     # files hold only tensors and plain containers
     state = torch.load(done[-1] / "rank-00001.pt", weights_only=True)
-    assert set(state) == {"rank", "residual", "hidden"} and state["rank"] == 1
+    assert set(state) == {"rank", "residual", "hidden", "sparsifier"} and state["rank"] == 1
 
 
 @pytest.mark.parametrize("changes, words", [

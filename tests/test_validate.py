@@ -109,7 +109,9 @@ def test_unknown_sparsifier_parameters_list_the_allowed_ones():
         allowed = ", ".join(parameters(name)) or "none"
         assert message == (f"unknown parameter 'no_such_parameter' for sparsifier {name!r}; "
                            f"allowed: {allowed}")
-    assert parameters("dgc") == ["sample_ratio", "min_sample", "trim", "seed"]
+    assert parameters("dgc") == ["sample_ratio", "seed"]
+    assert parameters("dgc-sampled") == ["sample_ratio", "min_sample", "trim", "seed"]
+    assert parameters("sidco") == ["dist", "stages", "first_ratio", "empty_fallback"]
 
 
 @pytest.mark.parametrize("name", available())

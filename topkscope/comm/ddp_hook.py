@@ -131,13 +131,16 @@ class TopKHookState:
         return check_density(self.density(step) if callable(self.density) else self.density)
 
     def state_dict(self) -> dict:
-        """Step and this rank's residual, for the user's checkpoint (torch.save-able)."""
-        return {"step": self.step, "residual": self.compressor.state_dict()}
+        """Step, this rank's residual and its sparsifier's state (None unless the method
+        adapts between steps, e.g. sidco), for the user's checkpoint (torch.save-able)."""
+        return {"step": self.step, "residual": self.compressor.state_dict(),
+                "sparsifier": self.source.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what state_dict() returned (the residual goes to the model's device)."""
         self.step = int(state["step"])
         self.compressor.load_state_dict(state["residual"], self.device)
+        self.source.load_state_dict(state.get("sparsifier"))
 
 
 def _release_at_exit(ref: "weakref.ref[TopKHookState]") -> None:

@@ -28,8 +28,8 @@ from topkscope.plots.style import figure_style, linestyles, new_figure, palette
 from topkscope.plots.titles import figure_title, format_density, sparsifier_name
 
 METRIC_UNITS = {"accuracy": "accuracy (fraction correct)", "perplexity": "perplexity (log scale)"}
-ORDER = ["dense", "topk", "gaussiank", "gaussiank-2019", "dgc", "redsync", "redsync-2019",
-         "sidco", "randk"]
+ORDER = ["dense", "topk", "gaussiank", "gaussiank-2019", "dgc", "dgc-sampled", "redsync",
+         "redsync-2019", "sidco", "sidco-fixed", "randk"]
 REFERENCE = ("dense",)
 
 

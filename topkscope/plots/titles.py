@@ -29,9 +29,11 @@ SPARSIFIER_NAMES = {
     "gaussiank": "Gaussian-k",
     "gaussiank-2019": "Gaussian-k (2019)",
     "dgc": "DGC",
+    "dgc-sampled": "DGC (sampled threshold only)",
     "redsync": "RedSync",
     "redsync-2019": "RedSync (2019)",
     "sidco": "SIDCo",
+    "sidco-fixed": "SIDCo (fixed stages)",
     "threshold": "Threshold",
     "torch.topk": "torch.topk (baseline)",
 }

@@ -13,9 +13,11 @@ Convergence design (ConvergenceDesign), per seed:
     density sensitivity                   topk and gaussiank-2019 at rho = 0.005, 0.01
                                           (warmup=none; rho = 0.001 is the main grid's run)
 
-Approximate methods: gaussiank-2019 (the paper's Gaussian-k), dgc, redsync, redsync-2019 (the
-RedSync the paper compared against), sidco, randk. The robust `gaussiank` is not run: it selects
-the exact top-k set by construction, and a test shows that it trains identically to topk.
+Approximate methods: gaussiank-2019 (the paper's Gaussian-k), dgc (DGC as its authors published
+it), redsync, redsync-2019 (the RedSync the paper compared against), sidco (with its adaptive
+stage count), randk. The earlier variants dgc-sampled and sidco-fixed are not run. The robust
+`gaussiank` is not run: it selects the exact top-k set by construction, and a test shows that
+it trains identically to topk.
 Pairing is per (seed, condition, density): every method's seed s is compared with topk's seed s.
 
 Quick-profile budget (2 cores, two runs at a time, after set-up): 20 minutes in all. Seconds

@@ -7,10 +7,12 @@
 | gaussiank      | Gaussian guess on block maxima, corrected, trimmed| exactly k, exact set   |
 | gaussiank-2019 | published: mean + z std, x0.5 / x1.5, 3 evaluations| none; may be 0         |
 | randk          | uniform k-subset, seedable                        | exactly k              |
-| dgc            | k_s-th largest of a random sample, optional trim  | >= 1; trim: <= k       |
+| dgc            | published: strided-sample threshold, x0.8 / top-k | [1, k]                 |
+| dgc-sampled    | k_s-th largest of a random sample, optional trim  | >= 1; trim: <= k       |
 | redsync        | bisection of r in mean|u| + r (max|u| - mean|u|) | [k, band k] if reached |
 | redsync-2019   | the same, as in the Gaussian-k authors' code      | none                   |
-| sidco          | multi-stage exponential / gamma / GPD tail fit    | none                   |
+| sidco          | published: multi-stage tail fit, stages adapted   | none                   |
+| sidco-fixed    | multi-stage tail fit, fixed stage count           | none                   |
 | threshold      | |u| > lambda, k ignored                           | none (may be 0)        |
 
 An empty selection is sent as empty. `empty_fallback="topk"` (accepted by the methods
@@ -34,13 +36,13 @@ from topkscope.sparsify.base import (
     k_from_density,
 )
 from topkscope.sparsify.dense import Dense
-from topkscope.sparsify.dgc import DGC
+from topkscope.sparsify.dgc import DGC, DGCSampled
 from topkscope.sparsify.engine import top_k_indices
 from topkscope.sparsify.gaussiank import GaussianK
 from topkscope.sparsify.gaussiank_2019 import GaussianK2019
 from topkscope.sparsify.randk import RandK
 from topkscope.sparsify.redsync import RedSync, RedSync2019
-from topkscope.sparsify.sidco import SIDCo
+from topkscope.sparsify.sidco import SIDCo, SIDCoFixed
 from topkscope.sparsify.threshold import Threshold
 from topkscope.sparsify.topk import TopK
 
@@ -52,9 +54,11 @@ _FACTORIES: dict[str, Callable[..., Sparsifier]] = {
     "gaussiank-2019": GaussianK2019,
     "randk": RandK,
     "dgc": DGC,
+    "dgc-sampled": DGCSampled,
     "redsync": RedSync,
     "redsync-2019": RedSync2019,
     "sidco": SIDCo,
+    "sidco-fixed": SIDCoFixed,
     "threshold": Threshold,
 }
 
@@ -110,6 +114,7 @@ def deviations_of(name: str, params: dict | None = None) -> tuple[str, ...]:
 
 __all__ = [
     "DGC",
+    "DGCSampled",
     "Dense",
     "GaussianK",
     "GaussianK2019",
@@ -118,6 +123,7 @@ __all__ = [
     "RedSync",
     "RedSync2019",
     "SIDCo",
+    "SIDCoFixed",
     "Sparsifier",
     "Threshold",
     "TopK",

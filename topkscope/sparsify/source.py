@@ -1,9 +1,13 @@
 """Which sparsifier instance a worker uses at a step, with randomness fixed by (seed, rank, step).
 
-Deterministic methods: one instance, reused. Randomised ones (class attribute
+Deterministic methods: one instance per rank, reused. Randomised ones (class attribute
 `randomised`, e.g. randk, dgc): a fresh instance per step seeded with step_seed(seed, rank, step), so each worker
 draws independently, draws the same whether it is simulated or its own process, and a resumed
-run draws what the uninterrupted run drew. Training and the Recorder both use this.
+run draws what the uninterrupted run drew. Stateful ones (class attribute `stateful`, e.g.
+sidco's adaptive stage count): one instance per rank that keeps its state between steps, so a
+simulated worker adapts only on its own vectors, as its own process would; `state_dict()` /
+`load_state_dict()` carry the own rank's state through a checkpoint. Training and the Recorder
+both use this.
 """
 
 from __future__ import annotations
@@ -26,11 +30,26 @@ class SparsifierSource:
         self.seed, self.rank = seed, rank
         self._get = get_sparsifier
         self._fixed = get_sparsifier(name, **self.params)
+        self._other_ranks: dict[int, Sparsifier] = {}
         self.randomised = self._fixed.randomised and "seed" not in self.params
+        self.stateful = bool(getattr(self._fixed, "stateful", False))
 
     def at(self, step: int, rank: int | None = None) -> Sparsifier:
         """The instance for `step` (and `rank`, default the source's own)."""
-        if not self.randomised:
-            return self._fixed
         r = self.rank if rank is None else rank
-        return self._get(self.name, **self.params, seed=step_seed(self.seed, r, step))
+        if self.randomised:
+            return self._get(self.name, **self.params, seed=step_seed(self.seed, r, step))
+        if r == self.rank or not self.stateful:
+            return self._fixed
+        if r not in self._other_ranks:
+            self._other_ranks[r] = self._get(self.name, **self.params)
+        return self._other_ranks[r]
+
+    def state_dict(self) -> dict | None:
+        """The own rank's sparsifier state (None for a method that keeps none)."""
+        return self._fixed.state_dict() if self.stateful else None
+
+    def load_state_dict(self, state: dict | None) -> None:
+        """Restore what state_dict() gave; None (a stateless method's) restores nothing."""
+        if self.stateful and state is not None:
+            self._fixed.load_state_dict(state)

@@ -1,8 +1,9 @@
 """Checkpoints: one folder per step, one file per worker, a marker written last.
 
     checkpoints/step-000000040/rank-00000.pt   step, model, optimizer, RNG state, identity
-                              /rank-0000p.pt   worker p's error-feedback residual and carried
-                                               data state (LM hidden), for every rank p
+                              /rank-0000p.pt   worker p's error-feedback residual, carried
+                                               data state (LM hidden) and sparsifier state
+                                               (an adapting rule's, e.g. sidco), every rank p
                               /COMPLETE        written by rank 0 after every rank's file exists
 
 Each file is written under a temporary name and renamed; a folder without COMPLETE (a run

@@ -164,12 +164,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ state
     def worker_state(self, i: int) -> dict[str, Any]:
-        """What worker i needs to continue: its residual and its data-carried state."""
+        """What worker i needs to continue: its residual, its data-carried state and its
+        sparsifier's state (None unless the method adapts between steps, e.g. sidco)."""
         hidden = self.workers[i].hidden
         if hidden is not None and not isinstance(hidden, torch.Tensor):
             hidden = list(hidden)
         return {"rank": self.workers[i].rank, "residual": self.compressors[i].state_dict(),
-                "hidden": hidden}
+                "hidden": hidden, "sparsifier": self.sources[i].state_dict()}
 
     def shared_state(self) -> dict[str, Any]:
         """What all workers share: step, model, optimizer, random state (from rank 0's process)."""
@@ -192,6 +193,7 @@ class Trainer:
             raise ValueError(f"worker state of rank {state['rank']} given to rank "
                              f"{self.workers[i].rank}")
         self.compressors[i].load_state_dict(state["residual"], self.device)
+        self.sources[i].load_state_dict(state.get("sparsifier"))
         hidden = state.get("hidden")
         if isinstance(hidden, list):
             hidden = tuple(h.to(self.device) for h in hidden)
