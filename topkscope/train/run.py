@@ -29,7 +29,9 @@ from topkscope.train.config import (
     density_schedule_values,
     deviations,
     run_tags,
+    with_defaults,
 )
+from topkscope.train.optimizer import describe as describe_optimizer
 from topkscope.train.tables import Table
 from topkscope.train.trainer import Trainer
 
@@ -112,6 +114,11 @@ def build_task(cfg: ExperimentConfig, model, train, ev, world_size: int, device:
         if not hasattr(train, "tokens"):
             raise ValueError(f"model {cfg.model!r} is a language model; dataset "
                              f"{cfg.dataset!r} is not a token stream (use ptb)")
+        context = getattr(model, "context", None)
+        if context is not None and cfg.bptt is not None and cfg.bptt > context:
+            raise ValueError(f"bptt = {cfg.bptt} exceeds the context = {context} of model "
+                             f"{cfg.model!r}; allowed bptt in [1, {context}] (or raise "
+                             f"model_args.context)")
         return LanguageModelTask(cfg, train, ev, world_size, device)
     if not hasattr(train, "batch"):
         raise ValueError(f"model {cfg.model!r} is a classifier; dataset {cfg.dataset!r} "
@@ -169,7 +176,7 @@ def find_run(out_root: Path, experiment: str, run_id: str | None) -> Path:
 
 
 def check_resumable(saved: dict[str, Any], cfg: ExperimentConfig, run_dir: Path) -> None:
-    mine = cfg.to_dict()
+    mine, saved = cfg.to_dict(), with_defaults(saved)
     differ = sorted(k for k in set(saved) | set(mine)
                     if k not in RESUMABLE_CHANGES and saved.get(k) != mine.get(k))
     if differ:
@@ -275,6 +282,8 @@ def _manifest(p: Prepared) -> Manifest:
                     density_schedule_values=density_schedule_values(cfg), k_rule=cfg.k_rule,
                     deviations=deviations(cfg),
                     lr_in_residual=cfg.lr_in_residual, error=None,
+                    optimizer={**describe_optimizer(trainer.optimizer), "lr": cfg.lr,
+                               "lr_schedule": cfg.lr_schedule},
                     num_parameters=trainer.layout.d, steps_per_epoch=trainer.steps_per_epoch,
                     total_steps=trainer.total_steps, device=str(trainer.device),
                     threads=torch.get_num_threads())
