@@ -53,6 +53,9 @@ def test_sim_run_writes_a_complete_result_folder(tmp_path, capsys):
     assert (manifest["world_size"], manifest["launcher"], manifest["sparsifier"]) == (2, "sim",
                                                                                    "topk")
     assert manifest["config"]["density"] == 0.01 and manifest["dataset_substitute"] is None
+    assert manifest["optimizer"] == {"name": "sgd", "momentum": 0.9, "nesterov": False,
+                                     "weight_decay": 1e-4, "no_decay_1d": False, "lr": 0.05,
+                                     "lr_schedule": "milestones"}
     train = pd.read_parquet(run_dir / "train.parquet")
     assert list(train.columns) == list(TRAIN_COLUMNS)
     assert train["step"].tolist() == list(range(12))
@@ -72,6 +75,10 @@ def test_sim_run_writes_a_complete_result_folder(tmp_path, capsys):
     (["--profile", "huge"], ["profile 'huge' is not defined"]),
     (["--set", "recorder={schedul: 3}"], ["unknown key 'schedul' in recorder"]),
     (["--set", "density=2e0"], ["density = 2 is outside the allowed range (0, 1]"]),
+    (["--set", "optimizer=adam"], ["optimizer = 'adam' is not allowed; choose one of: sgd, "
+                                   "adamw"]),
+    (["--set", "optimizer=adamw"], ["momentum = 0.9 does not apply to optimizer = 'adamw'; "
+                                    "allowed with it: betas, eps"]),
     (["--set", "density=[1e-1, 1e-2]"], ["density = [0.1, 0.01] must be a single number",
                                          "set density_schedule: [0.1, 0.01]"]),
     (["--launcher", "torchrun", "--density", "2"], ["density = 2.0"]),
