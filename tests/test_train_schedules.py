@@ -89,6 +89,17 @@ def test_cosine_follows_the_run_length_from_epochs_and_an_epoch_warmup():
     assert lr_at(cfg, 29, spe) == pytest.approx(0.0, abs=1e-15)
 
 
+def test_a_run_shorter_than_its_warmup_only_warms_up():
+    cfg = validate({**BASE, "steps": 4, "lr_schedule": "cosine", "lr_warmup_steps": 40,
+                    "lr_final_factor": 0.1})
+    assert [lr_at(cfg, t, 10) for t in range(4)] == pytest.approx([0.1 * (t + 1) / 40
+                                                                   for t in range(4)])
+    ends = validate({**BASE, "steps": 5, "lr_schedule": "cosine", "lr_warmup_steps": 4,
+                     "lr_final_factor": 0.1})  # the last step is the first after the warm-up
+    assert [lr_at(ends, t, 10) for t in range(5)] == pytest.approx([0.025, 0.05, 0.075, 0.1,
+                                                                    0.01])
+
+
 @pytest.mark.parametrize("change, message", [
     ({"lr_schedule": "cosine", "lr_milestones": [3]},
      "lr_milestones = [3.0] does not apply to lr_schedule = 'cosine'; allowed with it: "

@@ -13,6 +13,7 @@ Learning rate: a linear warm-up w(t) over W steps (Goyal et al.), times a decay 
     lr_schedule cosine (Loshchilov & Hutter, SGDR; the GPT recipes), from the end of the
     warm-up to the last step T - 1, ending at lr * f (f = lr_final_factor):
         c(t) = f + (1 - f) * (1 + cos(pi * p(t))) / 2,   p(t) = clamp((t - W) / (T - 1 - W), 0, 1)
+        (p = 0 throughout the warm-up, also when the run is shorter than it)
 
 Density warm-up: one density per epoch, then the target density:
 
@@ -39,7 +40,10 @@ def lr_at(cfg: ExperimentConfig, step: int, steps_per_epoch: int) -> float:
     warm_steps = warmup_steps(cfg, steps_per_epoch)
     if cfg.lr_schedule == "cosine":
         span = total_steps(cfg, steps_per_epoch) - 1 - warm_steps
-        progress = min(1.0, max(0.0, (step - warm_steps) / span)) if span > 0 else 1.0
+        if span > 0:
+            progress = min(1.0, max(0.0, (step - warm_steps) / span))
+        else:  # the run ends before (or as) the warm-up does: no decay while warming up
+            progress = 0.0 if step < warm_steps else 1.0
         f = cfg.lr_final_factor
         lr = cfg.lr * (f + (1.0 - f) * 0.5 * (1.0 + math.cos(math.pi * progress)))
     else:
