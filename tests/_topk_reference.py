@@ -110,6 +110,14 @@ def worker_batch(ds, rank: int, world: int, step: int, batch_size: int, seed: in
     return ds.batch(idx)
 
 
+def masked_send(u: torch.Tensor, k: int, select: Callable[[torch.Tensor, int], torch.Tensor]
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sent, residual) of u = e + g: u times a dense 0/1 mask of the selected set, and the rest."""
+    mask = torch.zeros_like(u)
+    mask[select(u, k)] = 1.0
+    return u * mask, u - u * mask
+
+
 def reference_topk_sgd(model: torch.nn.Module, ds, *, world: int, steps: int, batch_size: int,
                        seed: int, density: float, lr: float, momentum: float,
                        weight_decay: float, select: Callable[[torch.Tensor, int], torch.Tensor],
@@ -130,11 +138,8 @@ def reference_topk_sgd(model: torch.nn.Module, ds, *, world: int, steps: int, ba
             if step < dense_steps:
                 sent.append(g)
                 continue
-            u = residual[rank] + g
-            mask = torch.zeros(d)
-            mask[select(u, k)] = 1.0
-            sent.append(u * mask)
-            residual[rank] = u - u * mask
+            sent_part, residual[rank] = masked_send(residual[rank] + g, k, select)
+            sent.append(sent_part)
         mean = torch.stack(sent).sum(0) / world
         with torch.no_grad():
             offset = 0
@@ -152,6 +157,14 @@ def mnist() -> tuple:
     from topkscope.data import load
 
     return load("mnist", "train"), load("mnist", "test")
+
+
+@functools.lru_cache(maxsize=1)
+def ptb() -> tuple:
+    """(train, valid) PTB, loaded once per process."""
+    from topkscope.data import load
+
+    return load("ptb", "train"), load("ptb", "valid")
 
 
 def trainer_on(cfg, transport, data: tuple):

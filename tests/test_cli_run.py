@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -54,6 +55,9 @@ def test_sim_run_writes_a_complete_result_folder(tmp_path, capsys):
     assert (manifest["world_size"], manifest["launcher"], manifest["sparsifier"]) == (2, "sim",
                                                                                    "topk")
     assert manifest["config"]["density"] == 0.01 and manifest["dataset_substitute"] is None
+    assert manifest["optimizer"] == {"name": "sgd", "momentum": 0.9, "nesterov": False,
+                                     "weight_decay": 1e-4, "no_decay_1d": False, "lr": 0.05,
+                                     "lr_schedule": "milestones"}
     train = pd.read_parquet(run_dir / "train.parquet")
     assert list(train.columns) == list(TRAIN_COLUMNS)
     assert train["step"].tolist() == list(range(12))
@@ -73,6 +77,10 @@ def test_sim_run_writes_a_complete_result_folder(tmp_path, capsys):
     (["--profile", "huge"], ["profile 'huge' is not defined"]),
     (["--set", "recorder={schedul: 3}"], ["unknown key 'schedul' in recorder"]),
     (["--set", "density=2e0"], ["density = 2 is outside the allowed range (0, 1]"]),
+    (["--set", "optimizer=adam"], ["optimizer = 'adam' is not allowed; choose one of: sgd, "
+                                   "adamw"]),
+    (["--set", "optimizer=adamw"], ["momentum = 0.9 does not apply to optimizer = 'adamw'; "
+                                    "allowed with it: betas, eps"]),
     (["--set", "density=[1e-1, 1e-2]"], ["density = [0.1, 0.01] must be a single number",
                                          "set density_schedule: [0.1, 0.01]"]),
     (["--launcher", "torchrun", "--density", "2"], ["density = 2.0"]),
@@ -242,3 +250,33 @@ def test_sigkilled_torchrun_run_resumes_to_the_uninterrupted_result(tmp_path):
     a, b = final_model(run_dir), final_model(whole)
     assert all(torch.equal(a[name], b[name]) for name in a)
     assert pd.read_parquet(run_dir / "train.parquet")["step"].tolist() == list(range(steps + 10))
+
+
+def test_the_gpt_experiment_trains_with_adamw_and_records(tmp_path, capsys):
+    """experiments/gpt-ptb.yaml as shipped (quick profile), cut to 4 steps."""
+    out = tmp_path / "results"
+    code = main(["run", str(REPO / "experiments" / "gpt-ptb.yaml"), "--out", str(out),
+                 "--run-id", "g", "--no-progress", "--steps", "4",
+                 "--set", "eval_every_steps=2", "--set", "eval_subset=2000",
+                 "--set", "recorder={schedule: 1, hist_schedule: 0, snapshot_schedule: [3], "
+                          "densities: [0.001]}"])
+    assert code == 0, capsys.readouterr().err
+    run_dir = out / "gpt-ptb" / "g"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert (manifest["model"], manifest["num_parameters"], manifest["profile"]) == \
+        ("gpt-mini", 744_192, "quick")
+    assert manifest["optimizer"] == {"name": "adamw", "betas": [0.9, 0.99], "eps": 1e-8,
+                                     "weight_decay": 0.1, "no_decay_1d": True, "lr": 3e-3,
+                                     "lr_schedule": "cosine"}
+    train = pd.read_parquet(run_dir / "train.parquet")
+    assert train["lr"].tolist() == pytest.approx([3e-3 * (t + 1) / 40 for t in range(4)])
+    assert (train["metric_name"] == "perplexity").all()
+    evals = pd.read_parquet(run_dir / "eval.parquet")
+    assert evals["step"].tolist() == [1, 3]
+    assert evals["metric"].tolist() == pytest.approx(np.exp(evals["loss"]).tolist())
+    assert evals["metric"].iloc[1] < evals["metric"].iloc[0]  # warming up, already learning
+    from topkscope.analysis.runs import load
+
+    run = load(run_dir)
+    assert sorted(run.stats["step"].unique()) == [0, 1, 2, 3]
+    assert sorted(run.snapshots["step"].unique()) == [3]

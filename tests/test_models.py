@@ -8,7 +8,17 @@ import torch
 from topkscope import models
 from topkscope.models import count_parameters, create, detach_hidden
 
-# Published parameter counts (10 classes for CIFAR, 1,000 for ImageNet, vocabulary 10,000).
+
+def gpt_count(vocab: int, layers: int, width: int, context: int) -> int:
+    """Tied V x C embedding/output, T x C positions, per block LN 2C + qkv 3C^2+3C + attention
+    output C^2+C + LN 2C + fc1 4C^2+4C + fc2 4C^2+C, final LN 2C."""
+    c = width
+    block = 2 * c + (3 * c * c + 3 * c) + (c * c + c) + 2 * c + (4 * c * c + 4 * c) + (4 * c * c + c)
+    return vocab * c + context * c + layers * block + 2 * c
+
+
+# Published parameter counts (10 classes for CIFAR, 1,000 for ImageNet, vocabulary 10,000);
+# the GPTs' by the formula above (nanoGPT's baby GPT 6 x 384, context 256; the mini 2 x 64, 64).
 PARAMETERS = {
     "fnn3": 199_210,
     "resnet20": 269_722,
@@ -18,6 +28,8 @@ PARAMETERS = {
     "lstm-ptb-small": 4_653_200,
     "resnet50": 25_557_032,
     "alexnet": 61_100_840,
+    "gpt-ptb": 14_585_856,
+    "gpt-mini": 744_192,
 }
 
 # A tiny input per classifier: (batch, shape) -- big models get small images.
@@ -40,7 +52,8 @@ def test_parameter_count(name):
     with torch.device("meta"):  # no memory, no initialisation cost
         model = create(name)
     assert count_parameters(model) == PARAMETERS[name]
-    assert model.task == ("language_model" if name.startswith("lstm") else "classification")
+    assert model.task == ("language_model" if name.startswith(("lstm", "gpt"))
+                          else "classification")
     assert model.name == name
 
 
@@ -91,6 +104,86 @@ def test_lstm_count_matches_the_formula(hidden, layers, vocab):
     assert count_parameters(model) == formula
 
 
+def test_gpt_published_counts_are_the_formula():
+    assert PARAMETERS["gpt-ptb"] == gpt_count(10_000, 6, 384, 256)
+    assert PARAMETERS["gpt-mini"] == gpt_count(10_000, 2, 64, 64)
+
+
+@pytest.mark.parametrize("vocab, layers, heads, width, context",
+                         [(13, 1, 1, 4, 3), (101, 3, 4, 16, 10)])
+def test_gpt_count_matches_the_formula(vocab, layers, heads, width, context):
+    model = create("gpt-ptb", vocab_size=vocab, layers=layers, heads=heads, width=width,
+                   context=context)
+    assert count_parameters(model) == gpt_count(vocab, layers, width, context)
+    assert model.head.weight is model.token.weight  # tied: one matrix, counted once
+
+
+def naive_gpt(model, x: torch.Tensor) -> torch.Tensor:
+    """The GPT's forward pass written out in float64 with an explicit causal mask and
+    explicit softmax, attention head by head (the reference for SDPA and the reshapes)."""
+    f = torch.nn.functional
+    w = {n: p.detach().double() for n, p in model.named_parameters()}
+    T, B = x.shape
+    idx = x.t()
+    h = w["token.weight"][idx] + w["position.weight"][:T]
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+    for i, block in enumerate(model.blocks):
+        pre = f"blocks.{i}."
+        a = f.layer_norm(h, (h.shape[-1],), w[pre + "ln1.weight"], w[pre + "ln1.bias"])
+        qkv = a @ w[pre + "attn.qkv.weight"].t() + w[pre + "attn.qkv.bias"]
+        C, H = h.shape[-1], block.attn.heads
+        q, k, v = qkv.split(C, dim=-1)
+        heads = []
+        for j in range(H):
+            sl = slice(j * C // H, (j + 1) * C // H)
+            scores = q[..., sl] @ k[..., sl].transpose(1, 2) / (C // H) ** 0.5
+            scores = scores.masked_fill(mask, float("-inf"))
+            heads.append(torch.softmax(scores, -1) @ v[..., sl])
+        att = torch.cat(heads, -1) @ w[pre + "attn.proj.weight"].t() + w[pre + "attn.proj.bias"]
+        h = h + att
+        m = f.layer_norm(h, (C,), w[pre + "ln2.weight"], w[pre + "ln2.bias"])
+        m = f.gelu(m @ w[pre + "fc1.weight"].t() + w[pre + "fc1.bias"])
+        h = h + m @ w[pre + "fc2.weight"].t() + w[pre + "fc2.bias"]
+    h = f.layer_norm(h, (h.shape[-1],), w["ln_f.weight"], w["ln_f.bias"])
+    return (h @ w["token.weight"].t()).transpose(0, 1)
+
+
+def test_gpt_forward_matches_the_float64_reference_and_is_causal():
+    torch.manual_seed(0)
+    model = create("gpt-ptb", vocab_size=50, layers=2, heads=4, width=16, context=8, dropout=0.0)
+    with torch.no_grad():  # non-trivial LayerNorm and bias values
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.normal_(0.0 if name.endswith("bias") else 1.0, 0.1)
+    model.eval()
+    x = torch.randint(0, 50, (7, 3))
+    with torch.no_grad():
+        logits = model(x)
+        changed = x.clone()
+        changed[4] = (changed[4] + 1) % 50  # a later token changes no earlier prediction
+        other = model(changed)
+    assert logits.shape == (7, 3, 50)
+    torch.testing.assert_close(logits.double(), naive_gpt(model, x), rtol=1e-4, atol=1e-5)
+    assert torch.equal(logits[:4], other[:4]) and not torch.allclose(logits[4:], other[4:])
+    model.double()
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), naive_gpt(model, x), rtol=1e-10, atol=1e-12)
+
+
+def test_gpt_backward_reaches_every_parameter_and_the_tied_matrix_twice():
+    torch.manual_seed(0)
+    model = create("gpt-mini", vocab_size=40, width=8, heads=2, context=6)
+    x = torch.randint(0, 40, (6, 2))
+    logits = model(x)
+    torch.nn.functional.cross_entropy(logits[:-1].flatten(0, 1), x[1:].flatten()).backward()
+    for pname, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0, \
+            pname
+    assert not hasattr(model, "init_hidden")  # stateless: the task carries nothing
+    with pytest.raises(ValueError, match="a window of 7 tokens exceeds the context = 6"):
+        model(torch.randint(0, 40, (7, 2)))
+
+
 def test_fnn_count_matches_the_formula():
     model = create("fnn3", in_features=30, hidden=(5, 4), num_classes=3)
     assert count_parameters(model) == 30 * 5 + 5 + 5 * 4 + 4 + 4 * 3 + 3
@@ -117,7 +210,7 @@ def test_overrides_change_the_model():
 
 
 def test_unknown_model_lists_available_names():
-    with pytest.raises(ValueError, match="available: alexnet, fnn3, lstm-ptb"):
+    with pytest.raises(ValueError, match="available: alexnet, fnn3, gpt-mini, gpt-ptb, lstm-ptb"):
         create("resnet18")
 
 
@@ -132,6 +225,9 @@ def test_unknown_override_lists_allowed_ones():
         ("lstm-ptb-small", {"dropout": 1.0}, r"dropout = 1.0 outside the allowed range \[0, 1\)"),
         ("vgg16", {"width_multiplier": 0}, r"width_multiplier = 0 outside \(0, 4\]"),
         ("resnet20", {"width": 1}, "width = 1 must be >= 2"),
+        ("gpt-mini", {"width": 10, "heads": 4}, "width = 10 must be a multiple of heads = 4"),
+        ("gpt-mini", {"context": 0}, "context = 0 must be >= 1"),
+        ("gpt-ptb", {"dropout": -0.1}, r"dropout = -0.1 outside the allowed range \[0, 1\)"),
     ],
 )
 def test_bad_override_values(name, kwargs, pattern):
@@ -140,10 +236,12 @@ def test_bad_override_values(name, kwargs, pattern):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("name", ["resnet20", "lstm-ptb-small"])
+@pytest.mark.parametrize("name", ["resnet20", "lstm-ptb-small", "gpt-mini"])
 def test_forward_backward_on_the_gpu(name):
     model = create(name).cuda()
-    if model.task == "language_model":
+    if name == "gpt-mini":
+        logits = model(torch.randint(0, 10_000, (5, 4), device="cuda"))
+    elif model.task == "language_model":
         hidden = model.init_hidden(4)
         assert hidden[0].device.type == "cuda"
         logits, _ = model(torch.randint(0, 10_000, (5, 4), device="cuda"), hidden)

@@ -5,6 +5,7 @@ figures, skips with a hint what a run lacks, and is committed with its outputs s
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -136,7 +137,112 @@ def test_a_run_without_some_data_skips_those_cells_with_a_hint(name, hints, thin
     for hint in hints:
         assert [line for line in skipped if hint in line], (hint, skipped)
     images = [o for o in outputs if "image/png" in o.get("data", {})]
-    assert len(images) == {"distributions": 0, "contraction": 1, "selectors": 0}[name]
+    # distributions: skewness and kurtosis over training come from the statistics rows
+    assert len(images) == {"distributions": 1, "contraction": 1, "selectors": 0}[name]
+
+
+HOOK_RUN = """
+# a user's one-rank DDP script with the TopK hook, the recorder (statistics only) and AdamW
+import sys
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from tests._hooks_loop import tiny_model
+from topkscope.comm import TopKHookState, topk_hook
+from topkscope.hooks import Recorder
+
+torch.set_num_threads(1)
+dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=0, world_size=1)
+model = tiny_model(0)
+ddp = DDP(model)
+opt = torch.optim.AdamW(ddp.parameters(), lr=1e-2)
+with Recorder(sys.argv[1], schedule=1, densities=[0.05], rank=0) as rec, \\
+        TopKHookState(model, density=0.05, recorder=rec, optimizer=opt) as state:
+    ddp.register_comm_hook(state, topk_hook)
+    for step in range(30):
+        x, y = torch.randn(16, 12), torch.randint(0, 3, (16,))
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(ddp(x), y)
+        loss.backward()
+        opt.step()
+        state.note(loss=loss.item())
+dist.destroy_process_group()
+"""
+
+
+@pytest.fixture(scope="module")
+def hook_run(tmp_path_factory) -> Path:
+    """A DDP-hook run (one gloo rank): train.parquet with the noted loss, statistics rows, no
+    evaluation, no snapshots, no histograms."""
+    root = tmp_path_factory.mktemp("hook")
+    run_dir = root / "results" / "my-exp" / "run1"
+    done = subprocess.run([sys.executable, "-c", HOOK_RUN, str(run_dir), str(root / "store")],
+                          cwd=REPO, env=kernel_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run_dir
+
+
+def test_a_hook_run_records_the_optimizer_it_was_given(hook_run):
+    from topkscope.analysis.runs import load
+
+    m = load(hook_run).manifest
+    assert (m["launcher"], m["status"], m["world_size"]) == ("ddp-hook", "complete", 1)
+    opt = m["optimizer"]
+    assert (opt["name"], opt["lr"], opt["betas"], opt["eps"], opt["weight_decay"]) == \
+        ("adamw", 1e-2, [0.9, 0.999], 1e-8, 0.01)  # torch.optim.AdamW's defaults but lr
+    assert opt["param_groups"] == [{"tensors": 6, "elements": m["num_parameters"]}]
+
+
+def cell_outputs(book, needle: str) -> list:
+    """The outputs of the one code cell whose source contains needle."""
+    (cell,) = [c for c in book.cells if c.cell_type == "code" and needle in c.source]
+    return cell.outputs
+
+
+@pytest.mark.parametrize("name, plotting_cell", [
+    ("convergence", "plots.convergence("),
+    ("distributions", "plots.normality_over_training("),
+])
+def test_a_hook_run_plots_loss_and_moments_from_its_tables(name, plotting_cell, hook_run,
+                                                           tmp_path):
+    import papermill
+
+    out = tmp_path / f"{name}.ipynb"
+    params = ({"results_root": str(hook_run.parent.parent), "experiment": "my-exp"}
+              if name == "convergence" else {"run_dir": str(hook_run)})
+    papermill.execute_notebook(str(REPO / "notebooks" / f"{name}.ipynb"), str(out),
+                               parameters=params, kernel_name="python3", progress_bar=False,
+                               cwd=str(tmp_path))
+    book = nbformat.read(out, as_version=4)
+    assert not [o for o in outputs_of(out) if o.output_type == "error"]
+    plotted = cell_outputs(book, plotting_cell)
+    assert [o for o in plotted if "image/png" in o.get("data", {})], name  # the plot, drawn
+    text = "".join(o.get("text", "") for o in plotted)
+    assert "skipped" not in text, text
+    if name == "convergence":
+        assert f"{hook_run} has no evaluation rows (eval.parquet): training loss only" in text
+    else:  # the snapshot cells before it were the ones skipped
+        skipped = "".join(o.get("text", "") for o in cell_outputs(book, "have_snapshots = "))
+        assert "skipped: " in skipped and "no snapshots of u" in skipped
+
+
+def test_a_hook_run_without_a_noted_loss_says_how_to_note_it(hook_run, tmp_path):
+    import pandas as pd
+    import papermill
+
+    bare = tmp_path / "results" / "my-exp" / "run1"
+    shutil.copytree(hook_run, bare)
+    train = pd.read_parquet(bare / "train.parquet").assign(loss=float("nan"))
+    train.to_parquet(bare / "train.parquet")
+    out = tmp_path / "convergence.ipynb"
+    papermill.execute_notebook(str(REPO / "notebooks" / "convergence.ipynb"), str(out),
+                               parameters={"results_root": str(tmp_path / "results"),
+                                           "experiment": "my-exp"},
+                               kernel_name="python3", progress_bar=False, cwd=str(tmp_path))
+    book = nbformat.read(out, as_version=4)
+    text = "".join(o.get("text", "") for o in cell_outputs(book, "plots.convergence("))
+    assert "skipped: " in text and "state.note(loss=loss.item())" in text
+    assert not [o for o in outputs_of(out) if "image/png" in o.get("data", {})]
 
 
 def test_default_paths_come_from_the_environment_or_the_repository(tmp_path, monkeypatch):

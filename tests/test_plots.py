@@ -243,6 +243,11 @@ def test_titles_declare_substitution_and_model_arguments():
                         "sparsifier": "topk", "density": 0.001, "config": {"train_subset": 200000}},
                        with_sparsifier=False)
     assert ptb == "LSTM-PTB (small) on PTB (first 200,000 tokens) · 2 workers · ρ = 0.001"
+    gpt = describe_run({"model": "gpt-mini", "dataset": "ptb", "world_size": 2,
+                        "sparsifier": "topk", "density": 0.001,
+                        "optimizer": {"name": "adamw", "betas": [0.9, 0.99]}})
+    assert gpt == "GPT (mini, 2x64) on PTB · 2 workers · Top-k, ρ = 0.001 · AdamW"
+    assert "SGD" not in describe_run({"model": "fnn3", "optimizer": {"name": "sgd"}})
 
 
 def test_save_figure_writes_png_and_pdf(run, tmp_path):

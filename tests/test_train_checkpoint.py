@@ -17,6 +17,10 @@ LSTM = dict(FNN, model="lstm-ptb-small", dataset="ptb", bptt=4, batch_size=3,
             model_args={"hidden_size": 8, "num_layers": 2, "dropout": 0.3},
             train_subset=300, eval_subset=60, eval_batch_size=3, momentum=0.0,
             weight_decay=0.0, grad_clip=0.25, lr=2.0)
+GPT = dict(LSTM, model="gpt-mini", model_args={"layers": 1, "heads": 2, "width": 8,
+                                                "context": 4, "dropout": 0.2},
+           optimizer="adamw", betas=[0.9, 0.95], weight_decay=0.1, no_decay_1d=True, lr=1e-2,
+           lr_schedule="cosine", lr_warmup_steps=3, grad_clip=1.0)
 
 
 def trainer_for(spec: dict, **changes):
@@ -33,7 +37,8 @@ def state_of(trainer) -> list[torch.Tensor]:
 SIDCO = dict(FNN, sparsifier="sidco", density=0.001)  # its stage count adapts every 5 steps
 
 
-@pytest.mark.parametrize("spec", [FNN, LSTM, SIDCO], ids=["fnn3", "lstm", "fnn3-sidco"])
+@pytest.mark.parametrize("spec", [FNN, LSTM, SIDCO, GPT],
+                         ids=["fnn3", "lstm", "fnn3-sidco", "gpt-adamw"])
 def test_resume_mid_epoch_equals_the_uninterrupted_run(tmp_path, spec):
     whole = trainer_for(spec)
     rows_whole = [whole.train_step() for _ in range(12)]

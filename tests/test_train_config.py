@@ -14,6 +14,7 @@ from topkscope.train.config import (
     parse_assignment,
     resolve,
     validate,
+    with_defaults,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,6 +68,18 @@ def test_profile_then_overrides_take_precedence_and_mappings_merge():
     ({"steps": None}, ["set epochs or steps"]),
     ({"model": None}, ["'model' is required"]),
     ({"allow_substitute": "yes"}, ["allow_substitute = 'yes'", "true or false"]),
+    ({"optimizer": "adam"}, ["optimizer = 'adam' is not allowed", "sgd, adamw"]),
+    ({"optimizer": "adamw", "momentum": 0.9},
+     ["momentum = 0.9 does not apply to optimizer = 'adamw'", "allowed with it: betas, eps"]),
+    ({"betas": [0.9, 0.95]},
+     ["betas = [0.9, 0.95] does not apply to optimizer = 'sgd'", "momentum, nesterov"]),
+    ({"optimizer": "adamw", "betas": [0.9]}, ["betas = [0.9] must be a list of two numbers"]),
+    ({"optimizer": "adamw", "betas": 0.9}, ["betas = 0.9 must be a list of two numbers"]),
+    ({"optimizer": "adamw", "betas": [0.9, 1.0]}, ["betas[1] = 1.0", "[0, 1)"]),
+    ({"optimizer": "adamw", "eps": 0}, ["eps = 0", "(0, inf)"]),
+    ({"optimizer": "adamw", "lr_in_residual": True},
+     ["lr_in_residual = true needs optimizer = 'sgd'"]),
+    ({"lr_warmup_steps": -1}, ["lr_warmup_steps = -1", "[0, inf)"]),
 ])
 def test_bad_values_name_the_key_and_the_allowed_range(change, words):
     with pytest.raises(ValueError) as err:
@@ -141,3 +154,28 @@ def test_a_list_for_density_names_density_schedule():
     assert str(err.value) == ("density = [0.1, 0.01] must be a single number; for one value "
                               "per epoch set density_schedule: [0.1, 0.01] (density applies "
                               "once that list runs out)")
+
+
+def test_a_config_saved_before_a_key_existed_reads_as_its_default():
+    """A run written before `optimizer` (and its keys) existed trained with momentum SGD."""
+    mine = validate(MINIMAL).to_dict()
+    old = {k: v for k, v in mine.items()
+           if k not in ("optimizer", "betas", "eps", "lr_schedule", "lr_warmup_steps")}
+    assert with_defaults(old) == mine
+    assert with_defaults({**old, "lr": 0.3})["lr"] == 0.3  # saved values win
+    adamw = validate({**MINIMAL, "optimizer": "adamw"}).to_dict()
+    assert with_defaults(adamw) == adamw
+
+
+def test_gpt_experiment_profiles():
+    quick, used = load_config(REPO / "experiments" / "gpt-ptb.yaml")
+    full, _ = load_config(REPO / "experiments" / "gpt-ptb.yaml", profile="full")
+    assert used == "quick" and quick.model == "gpt-mini" and full.model == "gpt-ptb"
+    for cfg in (quick, full):
+        assert (cfg.optimizer, cfg.lr_schedule, cfg.dataset) == ("adamw", "cosine", "ptb")
+        assert cfg.recorder is not None and cfg.bptt is not None
+    # nanoGPT's baby GPT (config/train_shakespeare_char.py) on PTB
+    assert (full.lr, full.betas, full.weight_decay, full.lr_warmup_steps, full.steps) == \
+        (1e-3, [0.9, 0.99], 0.1, 100, 5000)
+    assert (full.batch_size * full.workers, full.bptt, full.grad_clip, full.lr_final_factor) == \
+        (64, 256, 1.0, 0.1)  # nanoGPT's 64 sequences per step, over the paper's 16 workers

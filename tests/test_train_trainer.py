@@ -143,6 +143,28 @@ def test_language_model_hidden_state_matters():
     assert rows[1]["loss"] == pytest.approx(float(expected), rel=1e-5)
 
 
+def test_a_stateless_language_model_sees_each_window_alone():
+    """The GPT carries no state: worker 0's second window by hand, without the first."""
+    args = dict(model="gpt-mini", dataset="ptb", workers=1, batch_size=2, bptt=3,
+                model_args={"layers": 1, "heads": 2, "width": 8, "context": 4, "dropout": 0.0},
+                train_subset=100, eval_subset=50, eval_batch_size=5, sparsifier="dense",
+                momentum=0.0, weight_decay=0.0, lr=1e-9, steps=2)
+    trainer = trainer_for(**args)
+    model, source = trainer.model, trainer.task.streams[0]
+    with torch.no_grad():
+        logits = model(source[3:6])
+        expected = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), source[4:7].reshape(-1))
+    rows = [trainer.train_step() for _ in range(2)]
+    assert rows[1]["loss"] == pytest.approx(float(expected), rel=1e-5)
+    assert rows[1]["metric_name"] == "perplexity" and trainer.workers[0].hidden is None
+    ev = trainer.evaluate()
+    assert ev["split"] == "valid" and ev["metric"] == pytest.approx(math.exp(ev["loss"]))
+    with pytest.raises(ValueError) as err:
+        trainer_for(**{**args, "bptt": 5})
+    assert str(err.value) == ("bptt = 5 exceeds the context = 4 of model 'gpt-mini'; allowed "
+                              "bptt in [1, 4] (or raise model_args.context)")
+
+
 def test_randomised_selection_is_per_worker_and_reproducible():
     runs = []
     for _ in range(2):

@@ -335,3 +335,41 @@ def runs_at(paths: Iterable[str | Path], status: Any = "complete") -> list[Found
 
 def _as_tuple(value: Any) -> tuple:
     return tuple(value) if isinstance(value, (tuple, list, set, frozenset)) else (value,)
+
+
+# --- what ran with what: the optimizer -------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    """A hyper-parameter as a JSON value (tuples as lists, 0-d tensors as numbers)."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and getattr(value, "numel", lambda: 0)() == 1:
+        return value.item()  # a 0-d tensor or numpy scalar
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def describe_optimizer(optimizer: Any) -> dict[str, Any]:
+    """{"name", hyper-parameters...} of an optimizer, as JSON values, for a manifest.
+
+    Ours (MomentumSGD, AdamW): the name of the config's `optimizer` key and its settings.
+    A torch.optim optimizer: its class name in lower case ("adamw", "sgd"), its `defaults`,
+    and `param_groups`: per group the number of tensors and elements and the settings that
+    differ from the defaults (e.g. a group without weight decay).
+    """
+    if hasattr(optimizer, "settings") and hasattr(optimizer, "name"):
+        return {"name": optimizer.name, **optimizer.settings}
+    if not (hasattr(optimizer, "defaults") and hasattr(optimizer, "param_groups")):
+        raise ValueError(f"optimizer = {optimizer!r} is not an optimizer; allowed: a "
+                         f"torch.optim optimizer (defaults, param_groups)")
+    defaults = {k: _plain(v) for k, v in optimizer.defaults.items()}
+    groups = []
+    for group in optimizer.param_groups:
+        params = group["params"]
+        own = {k: _plain(v) for k, v in group.items()
+               if k != "params" and _plain(v) != defaults.get(k)}
+        groups.append({"tensors": len(params), "elements": sum(p.numel() for p in params),
+                       **own})
+    return {"name": type(optimizer).__name__.lower(), **defaults, "param_groups": groups}

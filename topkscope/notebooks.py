@@ -40,6 +40,9 @@ HINTS = {
     "train": ("no train.parquet",
               "it is written by `topkscope run` and by a TopKHookState with a recorder or "
               "run_dir=..."),
+    "loss": ("no training loss in train.parquet",
+             "a DDP-hook run gets it from the script: state.note(loss=loss.item()) after "
+             "backward()"),
     "eval": ("no evaluation rows (eval.parquet)",
              "they are written by `topkscope run` (eval_every_steps); a DDP-hook run has none"),
 }
@@ -125,6 +128,8 @@ def missing(run, what: str, rank: int | None = None) -> str | None:
         absent = run.stats.empty or not any(c.endswith("_count") for c in run.stats.columns)
     elif what == "layers":
         absent = run.stats.empty or bool((run.stats["layer"] == "__global__").all())
+    elif what == "loss":
+        absent = run.train.empty or bool(run.train["loss"].isna().all())
     else:
         absent = getattr(run, what).empty
     if not absent:

@@ -49,6 +49,7 @@ from topkscope.comm.layout import Layout
 from topkscope.comm.run_log import HookRunLog, manifest_fields
 from topkscope.comm.sparse import dense_payload_bytes
 from topkscope.hooks.lifecycle import CLOSED_AT_EXIT
+from topkscope.manifest import describe_optimizer
 from topkscope.sparsify import check_density
 from topkscope.sparsify.source import SparsifierSource
 
@@ -65,6 +66,9 @@ class TopKHookState:
     run_dir: where rank 0 writes train.parquet and the run's manifest fields (default: the
     recorder's folder; None without a recorder: nothing is written). run_fields: manifest
     fields to add or override (e.g. model="resnet20", dataset="cifar10").
+    optimizer: the script's optimizer (e.g. torch.optim.AdamW); its name and hyper-parameters
+    go into the manifest (`optimizer`; manifest.describe_optimizer). The hook does not use it:
+    it hands DDP the mean of the sparsified u, which the optimizer then takes as the gradient.
     """
 
     def __init__(self, model: nn.Module, sparsifier: str = "topk", density: float |
@@ -72,8 +76,10 @@ class TopKHookState:
                  error_feedback: bool = True, dense_steps: int = 2, recorder=None,
                  process_group: dist.ProcessGroup | None = None,
                  sparsifier_args: dict | None = None, seed: int = 0,
-                 k_rule: str = "round", run_dir=None, run_fields: dict | None = None) -> None:
+                 k_rule: str = "round", run_dir=None, run_fields: dict | None = None,
+                 optimizer=None) -> None:
         validate.integer("dense_steps", dense_steps, 0)
+        described = None if optimizer is None else describe_optimizer(optimizer)  # every rank
         if not callable(density):
             check_density(density)
         trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -98,7 +104,7 @@ class TopKHookState:
             if folder is not None:
                 fields = manifest_fields(self, model, Path(folder), sparsifier, sparsifier_args,
                                          density, selection, error_feedback, seed, k_rule,
-                                         run_fields)
+                                         run_fields, optimizer=described)
                 self.log = HookRunLog.start(folder, recorder, fields)
         atexit.register(_release_at_exit, weakref.ref(self))
 

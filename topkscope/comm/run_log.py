@@ -7,7 +7,8 @@ On rank 0 only (every rank knows every rank's count after the all-gather):
   and name), world_size, launcher "ddp-hook", sparsifier and sparsifier_args, density (or
   `density_function` when it is a function of the step), selection, k_rule, error_feedback,
   dense_steps, seed, model (the module's class name unless given), num_parameters (d), layers
-  ([name, numel] in parameter order), device, threads; versions and the git commit come with
+  ([name, numel] in parameter order), device, threads, optimizer (name and hyper-parameters of
+  the optimizer given to the state, manifest.describe_optimizer; else null); versions and the git commit come with
   every Manifest. `run_fields` add to or override them (e.g. model="resnet20",
   dataset="cifar10").
 * train.parquet (TRAIN_COLUMNS), one row per step from the hook's own bookkeeping: density, k,
@@ -41,7 +42,7 @@ NOTABLE = ("loss", "lr", "metric", "metric_name", "epoch", "time_compute")
 def manifest_fields(state, model: torch.nn.Module, run_dir: Path, sparsifier: str,
                     sparsifier_args: dict | None, density: float | Callable, selection: str,
                     error_feedback: bool, seed: int, k_rule: str,
-                    run_fields: dict | None) -> dict[str, Any]:
+                    run_fields: dict | None, optimizer: dict | None = None) -> dict[str, Any]:
     layout = state.layout
     fields: dict[str, Any] = {
         "experiment": run_dir.parent.name, "run_id": run_dir.name,
@@ -54,6 +55,7 @@ def manifest_fields(state, model: torch.nn.Module, run_dir: Path, sparsifier: st
         "num_parameters": layout.d,
         "layers": [[name, int(n)] for name, n in zip(layout.names, layout.numels)],
         "device": str(state.device), "threads": torch.get_num_threads(),
+        "optimizer": optimizer,
     }
     if callable(density):
         fields["density_function"] = getattr(density, "__name__", repr(density))

@@ -1,7 +1,8 @@
 """The paper's models, by name: `create(name, **overrides)`, `available()`.
 
 Every model has `task` ("classification" | "language_model") and `name`. Classifiers take
-(B, C, H, W) float; LSTM language models take (T, B) int64 and return (logits, hidden).
+(B, C, H, W) float; language models take (T, B) int64: LSTMs return (logits, hidden) and carry
+the hidden state between windows (`init_hidden`), the GPT returns logits and carries nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from torch import nn
 
 from topkscope.models.alexnet import alexnet
 from topkscope.models.fnn import fnn3
+from topkscope.models.gpt import gpt_mini, gpt_ptb
 from topkscope.models.lstm import detach_hidden, lstm_ptb, lstm_ptb_small
 from topkscope.models.resnet_cifar import resnet20, resnet56
 from topkscope.models.resnet_imagenet import resnet50
@@ -28,11 +30,14 @@ _FACTORIES: dict[str, Callable[..., nn.Module]] = {
     "lstm-ptb-small": lstm_ptb_small,
     "resnet50": resnet50,
     "alexnet": alexnet,
+    "gpt-ptb": gpt_ptb,
+    "gpt-mini": gpt_mini,
 }
 # the dataset each model is trained on in the paper (the scaling claims name it)
 DATASET = {
     "fnn3": "mnist", "resnet20": "cifar10", "resnet56": "cifar10", "vgg16": "cifar10",
     "lstm-ptb": "ptb", "lstm-ptb-small": "ptb", "resnet50": "imagenet", "alexnet": "imagenet",
+    "gpt-ptb": "ptb", "gpt-mini": "ptb",
 }
 
 

@@ -47,9 +47,10 @@ def seed_band(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     return out.rename(columns={"min": "lo", "max": "hi", "count": "n"}).sort_values(x)
 
 
-def draw_band(ax, agg: pd.DataFrame, x: str, *, color, ls: str, label: str) -> None:
+def draw_band(ax, agg: pd.DataFrame, x: str, *, color, ls: str, label: str,
+              marker: str | None = "o") -> None:
     """The mean line, and the seed band where more than one seed was drawn."""
-    ax.plot(agg[x], agg["mean"], color=color, ls=ls, lw=1.6, marker="o", ms=2.5, label=label)
+    ax.plot(agg[x], agg["mean"], color=color, ls=ls, lw=1.6, marker=marker, ms=2.5, label=label)
     if (agg["n"] > 1).any():
         ax.fill_between(agg[x], agg["lo"], agg["hi"], color=color, alpha=0.15, lw=0)
 
@@ -102,54 +103,64 @@ def metric_axis(ax, split: str | None, metric: str) -> None:
 
 
 def convergence(
-    train: pd.DataFrame, evaluation: pd.DataFrame, *, manifest: Mapping[str, Any] | None = None,
-    smooth: int = 20, split: str | None = None, reference: Sequence[str] = REFERENCE,
+    train: pd.DataFrame, evaluation: pd.DataFrame | None = None, *,
+    manifest: Mapping[str, Any] | None = None, smooth: int = 20, split: str | None = None,
+    reference: Sequence[str] = REFERENCE,
 ) -> Figure:
     """Training loss vs step and held-out metric vs step, one line per sparsifier (mean over
-    seeds with a band), one row of panels per condition."""
+    seeds with a band), one row of panels per condition. Without evaluation rows (None or
+    empty: a DDP-hook run, whose hook sees no evaluation) only the training-loss panels are
+    drawn. Steps without a loss (a hook run's rows the script did not note()) are left out."""
     require_columns(train, ["sparsifier", "step", "loss"], "train")
-    require_columns(evaluation, ["sparsifier", "step", "split", "metric", "metric_name"], "eval")
-    require_rows(train, "train")
+    train = train[train["loss"].notna()]
+    require_rows(train, "train", "with a loss")
     if smooth < 1:
         raise ValueError(f"smooth = {smooth} must be at least 1 (steps in the running mean)")
-    ev, split = pick_split(evaluation, split)
+    with_eval = evaluation is not None and len(evaluation) > 0
+    if with_eval:
+        require_columns(evaluation, ["sparsifier", "step", "split", "metric", "metric_name"],
+                        "eval")
+        ev, split = pick_split(evaluation, split)
+        metric = str(ev["metric_name"].iloc[0])
+    else:
+        ev = train.iloc[:0]
     names = ordered(set(train["sparsifier"]) | set(ev["sparsifier"]))
     colors, styles = palette(names), linestyles(names)
-    metric = str(ev["metric_name"].iloc[0])
     keys = [c for c in ("seed", "condition") if c in train.columns]
     smoothed = train.sort_values("step").assign(
         loss=lambda d: d.groupby(["sparsifier", *keys])["loss"].transform(
             lambda s: s.rolling(smooth, min_periods=1).mean()))
     conditions = conditions_of(train, ev, reference=reference)
     with figure_style():
-        fig, axes = new_figure(2, nrows=len(conditions))
+        fig, axes = new_figure(2 if with_eval else 1, nrows=len(conditions))
         for row, cond in enumerate(conditions):
-            lax, max_ = axes[row]
+            lax = axes[row][0]
             tr_c, ev_c = in_condition(smoothed, cond, reference), in_condition(ev, cond, reference)
             for name in names:
                 tr = tr_c[tr_c["sparsifier"] == name]
                 if len(tr):
-                    agg = seed_band(tr, "step", "loss")
-                    lax.plot(agg["step"], agg["mean"], color=colors[name], ls=styles[name],
-                             lw=1.6, label=sparsifier_name(name))
-                    if (agg["n"] > 1).any():
-                        lax.fill_between(agg["step"], agg["lo"], agg["hi"], color=colors[name],
-                                         alpha=0.15, lw=0)
-                e = ev_c[ev_c["sparsifier"] == name]
-                if len(e):
-                    draw_band(max_, seed_band(e, "step", "metric"), "step", color=colors[name],
-                              ls=styles[name], label=sparsifier_name(name))
+                    draw_band(lax, seed_band(tr, "step", "loss"), "step", color=colors[name],
+                              ls=styles[name], label=sparsifier_name(name), marker=None)
             where = f" · {cond}" if cond else ""
             lax.set_xlabel("iteration (step)")
             lax.set_ylabel("training loss (cross-entropy, nats)")
             lax.set_title(f"training loss (running mean over {smooth} steps){where}")
             lax.legend(loc="upper right")
+            if not with_eval:
+                continue
+            max_ = axes[row][1]
+            for name in names:
+                e = ev_c[ev_c["sparsifier"] == name]
+                if len(e):
+                    draw_band(max_, seed_band(e, "step", "metric"), "step", color=colors[name],
+                              ls=styles[name], label=sparsifier_name(name))
             max_.set_xlabel("iteration (step)")
             metric_axis(max_, split, metric)
             max_.set_title(f"{split} {metric}{where}")
             max_.legend(loc="best")
-        fig.suptitle(titled("Convergence: dense vs sparsified SGD", manifest, conditions,
-                            train, ev))
+        what = "Convergence: dense vs sparsified SGD" + ("" if with_eval else
+                                                         " (training loss; no evaluation rows)")
+        fig.suptitle(titled(what, manifest, conditions, train, ev))
     return fig
 
 

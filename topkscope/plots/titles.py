@@ -17,6 +17,8 @@ MODEL_NAMES = {
     "lstm-ptb-small": "LSTM-PTB (small)",
     "resnet50": "ResNet-50",
     "alexnet": "AlexNet",
+    "gpt-ptb": "GPT (6x384)",
+    "gpt-mini": "GPT (mini, 2x64)",
 }
 DATASET_NAMES = {"mnist": "MNIST", "cifar10": "CIFAR-10", "ptb": "PTB", "imagenet": "ImageNet"}
 SPARSIFIER_NAMES = {
@@ -85,8 +87,18 @@ def _subset(manifest: Mapping[str, Any]) -> int | None:
     return (manifest.get("config") or {}).get("train_subset")
 
 
+def optimizer_label(manifest: Mapping[str, Any]) -> str | None:
+    """The optimizer's name when it is not the paper's momentum SGD ('AdamW'), else None."""
+    optimizer = manifest.get("optimizer")
+    name = optimizer.get("name") if isinstance(optimizer, Mapping) else None
+    if name in (None, "sgd"):
+        return None
+    return {"adamw": "AdamW", "adam": "Adam"}.get(str(name), str(name))
+
+
 def describe_run(manifest: Mapping[str, Any], *, with_sparsifier: bool = True) -> str:
-    """One line naming model, dataset (+ substitution), workers, sparsifier and density of a run."""
+    """One line naming model, dataset (+ substitution), workers, sparsifier and density of a
+    run, and its optimizer when that is not momentum SGD."""
     parts = [
         f"{model_name(manifest.get('model'), _model_args(manifest))} on "
         f"{dataset_name(manifest.get('dataset'), manifest.get('dataset_substitute'), _subset(manifest))}",
@@ -97,6 +109,8 @@ def describe_run(manifest: Mapping[str, Any], *, with_sparsifier: bool = True) -
                      f"{format_density(manifest.get('density'))}")
     elif manifest.get("density") is not None:
         parts.append(format_density(manifest.get("density")))
+    if optimizer_label(manifest):
+        parts.append(optimizer_label(manifest))
     profile = manifest.get("profile")
     if profile:
         parts.append(f"{profile} profile")

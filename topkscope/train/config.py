@@ -28,6 +28,8 @@ LAUNCHERS = ("sim", "torchrun")
 SELECTIONS = ("global", "layerwise")
 DEVICES = ("auto", "cpu", "cuda")
 CLIP_SCOPES = ("local", "aggregate")
+OPTIMIZERS = ("sgd", "adamw")          # applied to the aggregated update (train/optimizer.py)
+LR_SCHEDULES = ("milestones", "cosine")  # after the linear warm-up (train/schedules.py)
 RECORDER_OWN_KEYS = ("attach",)  # recorder: keys the run itself handles (attach: rec.attach(model))
 MERGED_KEYS = ("model_args", "sparsifier_args", "recorder")  # profiles merge these key by key
 LIST_KEYS = {"density": "density_schedule"}  # a single-number key -> its list-valued sibling
@@ -100,6 +102,13 @@ def density_schedule(key: str, v: Any) -> str | list:
     return checks.list_of(key, v, rule(checks.number, 0, 1, lo_open=True))
 
 
+def betas(key: str, v: Any) -> list[float]:
+    """AdamW's (beta1, beta2): two numbers in [0, 1)."""
+    if not isinstance(v, (list, tuple)) or len(v) != 2:
+        raise ValueError(f"{key} = {v!r} must be a list of two numbers [beta1, beta2] in [0, 1)")
+    return checks.list_of(key, v, rule(checks.number, 0, 1, hi_open=True))
+
+
 def recorder_block(key: str, v: Any) -> dict | None:
     """The `recorder:` block: hooks.Recorder's settings (checked here, without building a
     Recorder) plus attach. Returned as written; the run passes it to the Recorder."""
@@ -137,14 +146,20 @@ class ExperimentConfig:
     epochs: float | None = None
     steps: int | None = None             # total optimizer steps; wins over epochs
     eval_batch_size: int = 1000
-    momentum: float = 0.0
-    nesterov: bool = False
-    weight_decay: float = 0.0
+    optimizer: str = "sgd"               # sgd (momentum SGD) or adamw, after aggregation
+    momentum: float = 0.0                # sgd only
+    nesterov: bool = False               # sgd only
+    betas: list = dataclasses.field(default_factory=lambda: [0.9, 0.999])  # adamw only
+    eps: float = 1e-8                    # adamw only
+    weight_decay: float = 0.0            # sgd: L2 added to the update; adamw: decoupled
     no_decay_1d: bool = False            # no weight decay on 1-D tensors (biases, norms)
     lr_warmup_epochs: float = 0.0        # linear ramp to lr over these epochs
+    lr_warmup_steps: int = 0             # ... or over these steps (one of the two)
     lr_warmup_start: float = 0.0         # ramp starts at lr * this factor
+    lr_schedule: str = "milestones"      # after the warm-up: milestones or cosine
     lr_milestones: list = dataclasses.field(default_factory=list)  # epochs
     lr_gamma: float = 0.1
+    lr_final_factor: float = 0.0         # cosine: lr * this at the last step
     grad_clip: float | None = None       # max L2 norm of the gradient
     grad_clip_scope: str = "local"       # local: each worker's g; aggregate: the averaged update
     sparsifier: str = "topk"
@@ -190,15 +205,21 @@ SCHEMA: dict[str, Check] = {
     "epochs": optional(rule(checks.number, 0, lo_open=True)),
     "steps": optional(rule(checks.integer, 1)),
     "lr": rule(checks.number, 0, lo_open=True),
+    "optimizer": rule(checks.choice, OPTIMIZERS),
     "momentum": rule(checks.number, 0, 1, hi_open=True),
     "nesterov": checks.boolean,
+    "betas": betas,
+    "eps": rule(checks.number, 0, lo_open=True),
     "weight_decay": rule(checks.number, 0),
     "no_decay_1d": checks.boolean,
     "lr_warmup_epochs": rule(checks.number, 0),
+    "lr_warmup_steps": rule(checks.integer, 0),
     "lr_warmup_start": rule(checks.number, 0, 1),
+    "lr_schedule": rule(checks.choice, LR_SCHEDULES),
     "lr_milestones": rule(checks.list_of, rule(checks.number, 0, lo_open=True),
                           increasing=True),
     "lr_gamma": rule(checks.number, 0, 1, lo_open=True),
+    "lr_final_factor": rule(checks.number, 0, 1),
     "grad_clip": optional(rule(checks.number, 0, lo_open=True)),
     "grad_clip_scope": rule(checks.choice, CLIP_SCOPES),
     "sparsifier": rule(checks.choice, available()),
@@ -238,6 +259,7 @@ def validate(raw: Mapping[str, Any]) -> ExperimentConfig:
     cfg = ExperimentConfig(**values)
     if cfg.nesterov and cfg.momentum == 0:
         raise ValueError("nesterov = true needs momentum in (0, 1), got momentum = 0")
+    check_options(cfg)
     from topkscope.sparsify import get_sparsifier
 
     try:
@@ -245,6 +267,46 @@ def validate(raw: Mapping[str, Any]) -> ExperimentConfig:
     except ValueError as exc:
         raise ValueError(f"sparsifier_args: {exc}") from None
     return cfg
+
+
+# keys that belong to one choice of another key: set with another choice they are errors
+OPTION_KEYS = {
+    "optimizer": {"sgd": ("momentum", "nesterov"), "adamw": ("betas", "eps")},
+    "lr_schedule": {"milestones": ("lr_milestones", "lr_gamma"), "cosine": ("lr_final_factor",)},
+}
+
+
+def _default(key: str) -> Any:
+    spec = ExperimentConfig.__dataclass_fields__[key]
+    return spec.default_factory() if spec.default is dataclasses.MISSING else spec.default
+
+
+def with_defaults(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """A config as saved by a run (manifest `config`), plus the default of every key added
+    since (a run written before `optimizer` existed trained with its default, sgd)."""
+    fields = ExperimentConfig.__dataclass_fields__.values()
+    added = {f.name: _default(f.name) for f in fields if f.name not in saved and (
+        f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)}
+    return {**added, **saved}
+
+
+def check_options(cfg: ExperimentConfig) -> None:
+    """A key of another optimizer or lr_schedule than the chosen one, set to anything but its
+    default, is an error naming the keys that apply (rather than silently ignored)."""
+    for choice_key, by_choice in OPTION_KEYS.items():
+        chosen = getattr(cfg, choice_key)
+        for choice, keys in by_choice.items():
+            for key in keys:
+                if choice != chosen and getattr(cfg, key) != _default(key):
+                    raise ValueError(f"{key} = {getattr(cfg, key)!r} does not apply to "
+                                     f"{choice_key} = {chosen!r}; allowed with it: "
+                                     f"{', '.join(by_choice[chosen])}")
+    if cfg.optimizer == "adamw" and cfg.lr_in_residual:
+        raise ValueError("lr_in_residual = true needs optimizer = 'sgd' (AdamW normalises the "
+                         "update, so lr cannot move into u); set lr_in_residual: false")
+    if cfg.lr_warmup_epochs and cfg.lr_warmup_steps:
+        raise ValueError(f"lr_warmup_epochs = {cfg.lr_warmup_epochs} and lr_warmup_steps = "
+                         f"{cfg.lr_warmup_steps} are both set; allowed: one of them")
 
 
 def density_schedule_values(cfg: ExperimentConfig) -> list[float]:

@@ -23,7 +23,7 @@ from typing import Any
 from topkscope.interrupts import signal_name
 from topkscope.manifest import FoundRun, Manifest, find_runs
 from topkscope.train import checkpoint
-from topkscope.train.config import ExperimentConfig, RunOptions
+from topkscope.train.config import ExperimentConfig, RunOptions, with_defaults
 
 # keys that may differ between a run and its resumption
 RESUMABLE_CHANGES = ("steps", "epochs", "launcher", "device", "threads", "eval_every_steps",
@@ -34,7 +34,7 @@ RESUMABLE_CHANGES = ("steps", "epochs", "launcher", "device", "threads", "eval_e
 def config_differences(saved: dict[str, Any], cfg: ExperimentConfig) -> list[str]:
     """Config keys whose values differ between a run's saved config and cfg, sorted, except
     the keys a resumed run may change (RESUMABLE_CHANGES)."""
-    mine = cfg.to_dict()
+    mine, saved = cfg.to_dict(), with_defaults(saved)  # runs saved before newer config keys
     return sorted(k for k in set(saved) | set(mine)
                   if k not in RESUMABLE_CHANGES and saved.get(k) != mine.get(k))
 

@@ -38,7 +38,7 @@ from topkscope.comm.simulated import SimulatedTransport
 from topkscope.comm.transport import Transport
 from topkscope.hooks.lifecycle import supersede_from
 from topkscope.interrupts import RunInterrupted, StopRequests, handling, interruption_signal
-from topkscope.manifest import Manifest
+from topkscope.manifest import Manifest, describe_optimizer
 from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
 from topkscope.train import checkpoint
 from topkscope.train.config import (
@@ -132,6 +132,11 @@ def build_task(cfg: ExperimentConfig, model, train, ev, world_size: int, device:
         if not hasattr(train, "tokens"):
             raise ValueError(f"model {cfg.model!r} is a language model; dataset "
                              f"{cfg.dataset!r} is not a token stream (use ptb)")
+        context = getattr(model, "context", None)
+        if context is not None and cfg.bptt is not None and cfg.bptt > context:
+            raise ValueError(f"bptt = {cfg.bptt} exceeds the context = {context} of model "
+                             f"{cfg.model!r}; allowed bptt in [1, {context}] (or raise "
+                             f"model_args.context)")
         return LanguageModelTask(cfg, train, ev, world_size, device)
     if not hasattr(train, "batch"):
         raise ValueError(f"model {cfg.model!r} is a classifier; dataset {cfg.dataset!r} "
@@ -308,6 +313,8 @@ def _manifest(p: Prepared) -> Manifest:
                     density_schedule_values=density_schedule_values(cfg), k_rule=cfg.k_rule,
                     deviations=deviations(cfg),
                     lr_in_residual=cfg.lr_in_residual, error=None,
+                    optimizer={**describe_optimizer(trainer.optimizer), "lr": cfg.lr,
+                               "lr_schedule": cfg.lr_schedule},
                     num_parameters=trainer.layout.d, steps_per_epoch=trainer.steps_per_epoch,
                     total_steps=trainer.total_steps, device=str(trainer.device),
                     threads=torch.get_num_threads())

@@ -3,8 +3,9 @@
 Classification: worker r at step t takes the (t mod S)-th batch of its shard of epoch
 floor(t / S) (topkscope.data.shard_indices), loss = mean cross-entropy, metric = accuracy.
 Language model: the training tokens are cut into P contiguous pieces, worker r batchifies
-piece r into B columns and walks it in bptt windows (window t mod S), carrying its LSTM
-hidden state across windows (detached; reset at each epoch start); metric = perplexity
+piece r into B columns and walks it in bptt windows (window t mod S); a recurrent model (one
+with `init_hidden`, the LSTM) carries its hidden state across windows (detached; reset at each
+epoch start), a stateless one (the GPT) sees each window alone; metric = perplexity
 exp(mean token cross-entropy).
 """
 
@@ -134,6 +135,16 @@ def _to(hidden: Any, device: torch.device) -> Any:
     return type(hidden)(_to(h, device) for h in hidden)
 
 
+def carries_state(model: nn.Module) -> bool:
+    """A recurrent language model (init_hidden) carries a hidden state between windows."""
+    return hasattr(model, "init_hidden")
+
+
+def _window_loss(logits: torch.Tensor, y: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                           reduction=reduction)
+
+
 class LanguageModelTask:
     metric_name = "perplexity"
     eval_split = "valid"
@@ -162,12 +173,15 @@ class LanguageModelTask:
         from topkscope.data import bptt_batch
 
         window = step % self.steps_per_epoch
-        if window == 0 or worker.hidden is None:
-            worker.hidden = _to(model.init_hidden(self.cfg.batch_size), self.device)
         x, y = bptt_batch(self.streams[worker.rank], window * self.cfg.bptt, self.cfg.bptt)
-        logits, hidden = model(x, _detach(worker.hidden))
-        worker.hidden = _detach(hidden)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        if carries_state(model):
+            if window == 0 or worker.hidden is None:
+                worker.hidden = _to(model.init_hidden(self.cfg.batch_size), self.device)
+            logits, hidden = model(x, _detach(worker.hidden))
+            worker.hidden = _detach(hidden)
+        else:
+            logits = model(x)
+        loss = _window_loss(logits, y)
         n = float(y.numel())
         return loss, StepStats(float(loss.detach()) * n, 0.0, n)
 
@@ -176,20 +190,24 @@ class LanguageModelTask:
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module) -> tuple[float, float]:
-        """(mean token loss, perplexity) over the evaluation stream, hidden state carried."""
+        """(mean token loss, perplexity) over the evaluation stream in bptt windows, the
+        hidden state carried for a recurrent model."""
         from topkscope.data import bptt_batch, num_windows
 
         was_training = model.training
         model.eval()
-        hidden = _to(model.init_hidden(self.cfg.eval_batch_size), self.device)
+        stateful = carries_state(model)
+        hidden = _to(model.init_hidden(self.cfg.eval_batch_size), self.device) if stateful else None
         loss_sum, count = 0.0, 0
         for w in range(num_windows(self.eval_source, self.cfg.bptt)):
             if self.cfg.eval_max_batches is not None and w >= self.cfg.eval_max_batches:
                 break
             x, y = bptt_batch(self.eval_source, w * self.cfg.bptt, self.cfg.bptt)
-            logits, hidden = model(x, hidden)
-            loss_sum += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                              y.reshape(-1), reduction="sum"))
+            if stateful:
+                logits, hidden = model(x, hidden)
+            else:
+                logits = model(x)
+            loss_sum += float(_window_loss(logits, y, reduction="sum"))
             count += y.numel()
         model.train(was_training)
         mean = loss_sum / count

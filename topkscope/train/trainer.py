@@ -6,8 +6,10 @@ Step t, every worker p (Shi et al., arXiv 1911.08772, Alg. 1; docs/training.md):
     g_p  <- lr_t * g_p                                      only if lr_in_residual
     u_p   = e_p + g_p ; I_p = C(u_p, k_t) ; e_p = u_p - u_p[I_p]    (comm.exchange.contribute)
     s     = (1/P) sum_p scatter(u_p[I_p], I_p)               (comm.exchange.combine)
-    x    <- MomentumSGD(x, s, lr_t)                         momentum and weight decay applied
-                                                             after aggregation, no correction
+    x    <- Optimizer(x, s, lr_t)                           momentum SGD or AdamW (optimizer
+                                                             key), applied after aggregation:
+                                                             s is its gradient, no correction;
+                                                             weight decay never enters u
     (lr_in_residual: the step runs with lr = 1 and weight decay lr_t * wd, since s holds lr)
 
 One model replica per process: every worker applies the same s, so replicas never differ.
@@ -33,7 +35,7 @@ from topkscope.comm.transport import Transport
 from topkscope.sparsify.base import NonFiniteError
 from topkscope.sparsify.source import SparsifierSource, step_seed
 from topkscope.train.config import ExperimentConfig
-from topkscope.train.optimizer import MomentumSGD
+from topkscope.train.optimizer import make_optimizer
 from topkscope.train.schedules import density_at, lr_at, total_steps
 
 
@@ -75,8 +77,7 @@ class Trainer:
             for src in self.sources
         ]
         self.workers = [task.new_worker(r) for r in transport.local_ranks]
-        self.optimizer = MomentumSGD(self.params, cfg.momentum, cfg.weight_decay, cfg.nesterov,
-                                     cfg.no_decay_1d)
+        self.optimizer = make_optimizer(cfg, self.params)
         self._mean = torch.empty(self.layout.d, device=self.device)  # reused by every step
         self.steps_per_epoch = task.steps_per_epoch
         self.total_steps = total_steps(cfg, self.steps_per_epoch)

@@ -1,0 +1,75 @@
+"""The scripts the docs give users run as written: each is cut out of its page here (so the page
+and the test cannot drift), run the way the page says, and its results read with pandas."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from topkscope.analysis.runs import load
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def script_under(page: Path, heading: str) -> str:
+    """The first ```python block after the markdown heading `## {heading}` in page."""
+    text = page.read_text()
+    start = text.index(f"\n## {heading}\n")
+    block = re.search(r"```python\n(.*?)```", text[start:], re.S)
+    assert block, f"no python block under '## {heading}' in {page.name}"
+    return block.group(1)
+
+
+def test_the_transformer_recipe_is_found_in_its_page():
+    script = script_under(REPO / "docs" / "training.md", "Your own transformer with AdamW")
+    for piece in ("torch.optim.AdamW(", "TopKHookState(", "optimizer=opt", "Recorder(",
+                  "state.note(loss=", "self.head.weight = self.token.weight", "is_causal=True"):
+        assert piece in script, piece
+    compile(script, "train_gpt.py", "exec")
+
+
+@pytest.mark.slow
+def test_the_transformer_recipe_runs_under_torchrun_with_two_ranks(tmp_path, data_root):
+    script = tmp_path / "train_gpt.py"
+    script.write_text(script_under(REPO / "docs" / "training.md", "Your own transformer with AdamW"))
+    run_dir = tmp_path / "results" / "my-gpt" / "run1"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOPKSCOPE_DATA": str(data_root),
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc-per-node", "2", str(script), str(run_dir)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert (manifest["status"], manifest["launcher"], manifest["world_size"]) == \
+        ("complete", "ddp-hook", 2)
+    assert (manifest["model"], manifest["dataset"], manifest["sparsifier"]) == \
+        ("GPT", "ptb", "topk")
+    opt = manifest["optimizer"]
+    assert (opt["name"], opt["lr"], opt["betas"]) == ("adamw", 3e-3, [0.9, 0.95])
+    groups = opt["param_groups"]
+    assert [g["weight_decay"] for g in groups] == [0.1, 0.0]
+    assert sum(g["elements"] for g in groups) == manifest["num_parameters"]
+
+    train = pd.read_parquet(run_dir / "train.parquet")
+    assert train["step"].tolist() == list(range(40))
+    assert train["loss"].notna().all() and train["lr"].notna().all()
+    assert train["loss"].iloc[-5:].mean() < train["loss"].iloc[:5].mean()  # it learns
+    assert train["lr"].max() == pytest.approx(3e-3) and train["lr"].iloc[-1] < 3e-4
+    d = manifest["num_parameters"]
+    assert (train["k"].iloc[:2] == d).all()  # the hook's dense all-reduce steps
+    assert (train["k"].iloc[2:] == round(0.01 * d)).all()
+    assert (train["selected_min"].iloc[2:] == round(0.01 * d)).all()
+
+    stats = load(run_dir).stats
+    steps = sorted(stats["step"].unique())
+    assert steps == [5, 10, 15, 20, 25, 30, 35] and sorted(stats["rank"].unique()) == [0, 1]
+    u = stats[(stats["kind"] == "u") & (stats["layer"] == "__global__")]
+    assert set(u["density"]) == {0.001, 0.01} and u["topk_ratio"].between(0, 1).all()
