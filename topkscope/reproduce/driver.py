@@ -7,7 +7,11 @@
               the quick profile)
     3. draw   analyze each run's snapshots and draw its figures into <results>/figures/
     4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims), with the predicted
-              scaling rows; <results>/scaling.csv and its figures (topkscope.perf.report)
+              scaling rows; <results>/scaling.csv and its figures (topkscope.perf.report);
+              <results>/time_to_accuracy.csv, its figure and claims rows from the seeded
+              convergence runs (topkscope.perf.time_to_accuracy). The selection times are
+              Options.selection_csv, else the first selection CSV measured on the compute's
+              device (topkscope.perf.report.selection_table)
     5. tables <results>/tables/*.csv + *.tex: claims and key numbers for papers (paper_tables)
     6. notebooks  every notebook executed on the runs just made: <results>/notebooks/*.ipynb
               with its figures inline, plus a static .html of each (notebook_runs)
@@ -78,6 +82,7 @@ class Options:
     notebooks: bool = True      # execute every notebook into <results>/notebooks/ (+ HTML)
     tables: bool = True         # CSV + LaTeX tables for papers into <results>/tables/
     jobs: Sequence[plan.TrainingJob | plan.BenchmarkJob] | None = None  # None: plan.JOBS
+    selection_csv: Path | None = None  # the predictions' selection times (None: found)
 
     @property
     def figures_dir(self) -> Path:
@@ -219,15 +224,22 @@ def write_claims(runs: list, opts: Options, clock: Clock, differing: dict[str, s
     table = claims_table(runs, differing)
     root = Path(opts.results_root)
     entries: list[FigureEntry] = []
-    try:  # predicted scaling: results/scaling.csv, its figures, the P = 16 speed-up rows
-        from topkscope.perf.report import write_scaling
+    # predictions: results/scaling.csv, its figures, the P = 16 speed-up rows; then the time
+    # to accuracy of the seeded convergence runs
+    from topkscope.perf.report import write_scaling
+    from topkscope.perf.time_to_accuracy import write_time_to_accuracy
 
-        rows, figures = write_scaling(root, opts.profile)
+    for what, write in (("scaling prediction", write_scaling),
+                        ("time to accuracy", write_time_to_accuracy)):
+        try:
+            kwargs = {"profile": opts.profile} if write is write_scaling else {}
+            rows, figures = write(root, selection_csv=opts.selection_csv, **kwargs)
+        except (ValueError, OSError) as exc:
+            print(f"  {what} skipped: {exc}")
+            continue
         table = pd.concat([table, rows], ignore_index=True)
-        entries = [FigureEntry(name=name, experiment=SCALING_EXPERIMENT, caption=caption,
-                               files=tuple(files)) for name, caption, files in figures]
-    except (ValueError, OSError) as exc:
-        print(f"  scaling prediction skipped: {exc}")
+        entries += [FigureEntry(name=name, experiment=SCALING_EXPERIMENT, caption=caption,
+                                files=tuple(files)) for name, caption, files in figures]
     write_bytes_atomic(root / "claims.csv", table.to_csv(index=False).encode())
     md = claims_markdown(table)
     write_bytes_atomic(root / "claims.md", (md + "\n").encode())
@@ -335,6 +347,10 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     plan.check_profile(opts.profile)
     if opts.parallel is not None and opts.parallel < 1:
         raise ValueError(f"parallel = {opts.parallel} must be at least 1")
+    if opts.selection_csv is not None:  # checked before anything runs
+        from topkscope.perf.inputs import read_selection_csv
+
+        read_selection_csv(opts.selection_csv)
     jobs = plan.jobs(list(opts.only) if opts.only else None, opts.jobs, opts.profile)
     if not Path(opts.experiments_dir).is_dir():
         raise ValueError(f"no experiments folder at {str(opts.experiments_dir)!r} (outside the "

@@ -18,10 +18,35 @@ def _interval(row) -> str:
     return f"[{row.ci_low:+.2f}, {row.ci_high:+.2f}]{unit}"
 
 
+_TIME_SENTENCE = {"holds": "Predicted to reach the target sooner than Top-k",
+                  "fails": "Predicted not to reach the target sooner than Top-k",
+                  "inconclusive": "Not decided", "insufficient-data": "Not judged"}
+_BREAKEVEN_SENTENCE = {
+    "fails": "Predicted slower than a baseline even if its selection cost nothing",
+    "inconclusive": "Decided by its selection time on the compute's device, which was not "
+                    "measured (break-even selection times)"}
+
+
+def _is_time_to_accuracy(claim) -> bool:
+    from topkscope.perf.time_to_accuracy import CLAIM_SUFFIX
+
+    return str(claim).endswith(CLAIM_SUFFIX)
+
+
+def _is_breakeven(row) -> bool:
+    from topkscope.perf.report import BREAKEVEN_EVIDENCE
+
+    return str(row.evidence).startswith(BREAKEVEN_EVIDENCE)
+
+
 def verdict_sentence(row) -> str:
     """One plain sentence saying what a claims row's verdict means (its numbers included)."""
     claim, verdict = str(row.claim), str(row.verdict)
     n_seeds = getattr(row, "n_seeds", float("nan"))
+    if _is_time_to_accuracy(claim):
+        return f"{_TIME_SENTENCE.get(verdict, 'Not judged')}: {row.cause}."
+    if "_speedup_p" in claim and _is_breakeven(row) and verdict in _BREAKEVEN_SENTENCE:
+        return f"{_BREAKEVEN_SENTENCE[verdict]}: {row.cause}."
     if claim.endswith("_accuracy") and claim != "gaussiank_count":
         if verdict == "insufficient-data":
             have = 0 if pd.isna(n_seeds) else int(n_seeds)
@@ -123,29 +148,89 @@ def _measured_markdown(table: pd.DataFrame) -> str:
 _SPEEDUPS = re.compile(r"over ([^,;()]+?) ([0-9.]+)x")
 _INPUTS = re.compile(r"^prediction, not a measurement: (GPU inputs from published measurements|"
                      r"this machine|user);")
+_TRAINING = re.compile(r"; training condition ([^;]+)")
+_BELOW = re.compile(r"below (.+?) ms$")
+_SOONER = re.compile(r"([0-9.]+)x \(seeds")
+_NEVER = re.compile(r"never reaches the target on (\d+) of (\d+) seeds")
+
+
+def _network(row) -> str:
+    net = re.search(r"\(([^()]+)\)$", str(row.statement))
+    return net.group(1) if net else "?"
+
+
+def _variant(row) -> str:
+    """The row's method and the training condition of its counts, in words."""
+    found = _TRAINING.search(str(row.condition))
+    return sparsifier_name(str(row.sparsifier)) + (f" [{found.group(1)}]" if found else "")
+
+
+def _breakeven_cell(row) -> str:
+    """'inconclusive (select < 161 / Top-k's + 0 ms)': the break-even selection times."""
+    from topkscope.perf.report import BREAKEVEN_EVIDENCE
+
+    part = str(row.evidence).split("; with free selection")[0].split(": ", 1)[-1]
+    limits = []
+    for piece in part.split("; "):
+        found = _BELOW.search(piece)
+        limits.append("never" if "even with free selection" in piece or not found
+                      else found.group(1))
+    text = f"**{row.verdict}**" if row.verdict == "fails" else str(row.verdict)
+    return f"{text} ({BREAKEVEN_EVIDENCE.split()[0]}: select < {' / '.join(limits)} ms)"
 
 
 def _prediction_markdown(table: pd.DataFrame) -> str:
-    """One row per (model, claim), one column per network preset: the verdict and the
-    predicted speed-ups over the claim's baselines (the inputs are in each row's condition)."""
+    """One row per (model, claim[, method]), one column per network preset: the verdict and the
+    predicted speed-ups over the claim's baselines, or the break-even selection times where no
+    selection time of the compute's device was measured (the inputs are in each row's
+    condition). The method and its training condition name the row when the table has
+    several."""
+    networks: list[str] = []
+    cells: dict[tuple[str, str], dict[str, str]] = {}
+    several = len({_variant(r) for r in table.itertuples(index=False)}) > 1
+    for row in table.itertuples(index=False):
+        net = _network(row)
+        networks += [net] if net not in networks else []
+        found = _SPEEDUPS.findall(str(row.evidence).split(" (validated")[0])
+        versus = ", ".join(name for name, _ in found) or str(row.claim)
+        if _is_breakeven(row):
+            text = _breakeven_cell(row)
+        else:
+            text = f"**{row.verdict}**" if row.verdict == "fails" else str(row.verdict)
+            if found:
+                text += " (" + " / ".join(f"{value}×" for _, value in found) + ")"
+        label = f"over {versus}" + (f" — {_variant(row)}" if several else "")
+        cells.setdefault((str(row.model), label), {})[net] = text
+    return _by_network("speed-up", networks, cells)
+
+
+def _by_network(second: str, networks: list[str], cells: dict[tuple[str, str], dict]) -> str:
+    """A markdown table: model, `second`, one column per network; "—" where a cell is empty."""
+    lines = [f"| model | {second} | " + " | ".join(networks) + " |",
+             "|---|---|" + "---|" * len(networks)]
+    for (model, label), by_net in cells.items():
+        lines.append("| " + " | ".join([model, label] + [by_net.get(n, "—") for n in networks])
+                     + " |")
+    return "\n".join(lines)
+
+
+def _time_to_accuracy_markdown(table: pd.DataFrame) -> str:
+    """One row per (model, method [condition]), one column per network: the verdict of
+    reaching the accuracy target sooner than Top-k, with the mean speed-up to it or how many
+    seeds never reached it."""
     networks: list[str] = []
     cells: dict[tuple[str, str], dict[str, str]] = {}
     for row in table.itertuples(index=False):
-        net = re.search(r"\(([^()]+)\)$", str(row.statement))
-        net = net.group(1) if net else "?"
+        net = _network(row)
         networks += [net] if net not in networks else []
-        found = _SPEEDUPS.findall(str(row.evidence).split(" (validated")[0])
         text = f"**{row.verdict}**" if row.verdict == "fails" else str(row.verdict)
-        if found:
-            text += " (" + " / ".join(f"{value}×" for _, value in found) + ")"
-        versus = ", ".join(name for name, _ in found) or str(row.claim)
-        cells.setdefault((str(row.model), f"over {versus}"), {})[net] = text
-    lines = ["| model | speed-up | " + " | ".join(networks) + " |",
-             "|---|---|" + "---|" * len(networks)]
-    for (model, versus), by_net in cells.items():
-        lines.append("| " + " | ".join([model, versus] + [by_net.get(n, "—") for n in networks])
-                     + " |")
-    return "\n".join(lines)
+        never, sooner = _NEVER.search(str(row.cause)), _SOONER.search(str(row.cause))
+        if never:
+            text += f" (never on {never.group(1)}/{never.group(2)} seeds)"
+        elif sooner:
+            text += f" ({sooner.group(1)}×)"
+        cells.setdefault((str(row.model), _variant(row)), {})[net] = text
+    return _by_network("method", networks, cells)
 
 
 def _prediction_intro(table: pd.DataFrame) -> str:
@@ -169,10 +254,18 @@ def findings_markdown(table: pd.DataFrame) -> str:
     if "condition" not in table:
         table["condition"] = float("nan")
     predicted = _is_prediction(table)
+    timed = predicted & table["claim"].map(_is_time_to_accuracy)
+    speedups = predicted & ~timed
     parts = [_measured_markdown(table[~predicted])] if (~predicted).any() else []
-    if predicted.any():
-        parts.append(_prediction_intro(table[predicted]) + "\n\n"
-                     + _prediction_markdown(table[predicted]))
+    if speedups.any():
+        parts.append(_prediction_intro(table[speedups]) + "\n\n"
+                     + _prediction_markdown(table[speedups]))
+    if timed.any():
+        parts.append("Predicted from the measured convergence — reaching the accuracy target "
+                     "(Top-k's final accuracy of the same seed less the claims' margin) sooner "
+                     "than Top-k at P = 16: verdict (mean speed-up to the target, or the seeds "
+                     "that never reached it) per network; see docs/scaling.md.\n\n"
+                     + _time_to_accuracy_markdown(table[timed]))
     return "\n\n".join(parts)
 
 
