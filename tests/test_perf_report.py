@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from topkscope.perf import calibrate, report, validate
+from topkscope.plots.frames import text_column
 from topkscope.plots.titles import sparsifier_name
 
 REFERENCE = Path(__file__).resolve().parents[1] / "results" / "reference"
@@ -239,9 +240,10 @@ def test_committed_p16_table_regenerates_and_the_docs_show_it():
     path = REFERENCE / "scaling" / "p16-published.csv"
     table, notes = report.scaling_table(pm.PAPER_MODELS, ["10gbe-fit", "ib100-fit"], [16])
     assert notes == []
+    committed = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    committed["condition"] = text_column(committed, "condition")  # no training condition
     pd.testing.assert_frame_equal(table.reset_index(drop=True),
-                                  pd.read_csv(path, keep_default_na=False, na_values=[""])
-                                  .astype(table.dtypes.to_dict()),
+                                  committed.astype(table.dtypes.to_dict()),
                                   check_exact=False, rtol=1e-9)
     docs = (REFERENCE.parents[1] / "docs" / "scaling.md").read_text()
     assert report.breakeven_markdown(pd.read_csv(path)) in docs
@@ -284,3 +286,30 @@ def test_each_predicted_verdict_reads_as_a_sentence_with_its_speedups():
     g = table[table.method == "gaussiank"].iloc[0]
     assert f"select < {g.breakeven_select_vs_dense * 1e3:.3g} / Top-k's + 0 ms" in md
     assert "| fnn3 | over Dense, Top-k — Gaussian-k (2019) |" in md  # two methods: named
+
+
+def test_selection_table_prefers_the_computes_device(tmp_path, monkeypatch):
+    cpu = tmp_path / "results" / "bench" / "selection.csv"
+    cpu.parent.mkdir(parents=True)
+    _selection().to_csv(cpu, index=False)
+    gpu = tmp_path / "bench-gpu" / "selection.csv"
+    gpu.parent.mkdir()
+    _selection().assign(device="cuda:0", median_ms=1.0).to_csv(gpu, index=False)
+    monkeypatch.setattr(report, "REFERENCE_GPU_BENCH", gpu.parent)
+    root = tmp_path / "results"
+    from topkscope.perf.inputs import table_device
+
+    assert table_device(report.selection_table(root, device="gpu")) == "gpu"
+    assert table_device(report.selection_table(root, device="cpu")) == "cpu"
+    assert table_device(report.selection_table(root)) == "cpu"  # any: the results' own first
+    assert table_device(report.selection_table(root, path=gpu, device="cpu")) == "gpu"
+    assert report.selection_device("published") == "gpu"
+    assert report.selection_device("here") == "cpu" and report.selection_device(
+        "published", compute_s=0.1) is None
+    # with the GPU CSV the published predictions are judged on their speed-ups
+    table, _ = report.scaling_table(["fnn3"], ["10gbe-fit"], [16], results_root=root)
+    assert (table["selection_basis"] == "measured").all() and (table["inputs_warning"] == "").all()
+    claims = report.claims_rows(table, errors=ERRORS)
+    assert claims["evidence"].str.startswith("predicted speed-up").all()
+    with pytest.raises(ValueError, match="does not exist"):
+        report.selection_table(root, path=tmp_path / "none.csv")

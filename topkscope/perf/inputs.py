@@ -161,7 +161,7 @@ def selection_time(table: pd.DataFrame, method: str, d: int, density: float,
     """
     if method in NO_SELECTION:
         return Input(0.0, "none (dense sends everything)")
-    rows = table[table["method"] == method]
+    rows = table[(table["method"] == method) & table["median_ms"].notna()]  # NaN: not timed
     if rows.empty:
         return None
     if "distribution" in rows and (rows["distribution"] == distribution).any():

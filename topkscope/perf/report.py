@@ -13,9 +13,13 @@ dense-wfbp's overlap from the model's FLOPs. Each row names its sources, and war
 selection was measured on another device than the compute. A model without a compute time is
 left out (and listed in the returned notes).
 
-The claims rows judge each predicted speed-up against the model's validated error (measured on
-published cluster rows held out of the bandwidth fit): holds above 1 + error, fails below
-1 - error, inconclusive in between.
+The claims rows (CLAIM_SPARSIFIERS: the robust gaussiank and the published gaussiank-2019, the
+latter once per training condition of its runs) judge each predicted speed-up against the
+model's validated error (measured on published cluster rows held out of the bandwidth fit):
+holds above 1 + error, fails below 1 - error, inconclusive in between. Where a selection time
+was measured on another device than the compute (column selection_basis "break-even"), they
+rest on the break-even selection times (topkscope.perf.model.breakeven_select) instead: see
+_rule.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from topkscope.perf import inputs as inp
 from topkscope.perf import model as pm
 from topkscope.perf.networks import Network, available, resolve
 from topkscope.perf.workload import backward_fraction, model_size
+from topkscope.plots.frames import text_column
 
 REFERENCE_BENCH = Path(__file__).resolve().parents[2] / "results" / "reference" / "bench-cpu"
 # a selection benchmark run on a GPU, committed here by whoever has one (docs/scaling.md)
@@ -435,7 +440,7 @@ def claims_rows(table: pd.DataFrame, workers: int = CLAIM_P,
     rows = []
     at = table[table["workers"] == workers] if not table.empty else table
     for (model, network), sub in at.groupby(["model", "network"], sort=False):
-        condition = sub["condition"].fillna("").astype(str)
+        condition = text_column(sub, "condition")
         refs = sub[condition == ""].set_index("method")
         for sparsifier in sparsifiers:
             for _, g in sub[sub["method"] == sparsifier].iterrows():

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from topkscope.plots.frames import require_columns, require_rows
+from topkscope.plots.frames import require_columns, require_rows, text_column
 from topkscope.plots.style import figure_style, linestyles, new_figure, palette
 from topkscope.plots.titles import model_name, sparsifier_name
 
@@ -209,9 +209,7 @@ def crossover(table: pd.DataFrame, workers: int = 16) -> Figure:
 
 def _variants(rows: pd.DataFrame) -> list[tuple[str, str]]:
     """(method, training condition) pairs in the table's order ("" where none)."""
-    cond = rows["condition"].fillna("").astype(str) if "condition" in rows else \
-        pd.Series("", index=rows.index)
-    return list(dict.fromkeys(zip(rows["method"], cond)))
+    return list(dict.fromkeys(zip(rows["method"], text_column(rows, "condition"))))
 
 
 def variant_name(method: str, condition: str) -> str:
@@ -226,8 +224,7 @@ def breakeven(table: pd.DataFrame, workers: int = 16) -> Figure:
     nets = _networks(rows)
     sparse = rows[~rows["method"].isin(DENSE_METHODS) & rows["network"].isin(nets)].copy()
     require_rows(sparse, "sparse methods in the scaling table")
-    sparse["condition"] = sparse["condition"].fillna("").astype(str) \
-        if "condition" in sparse else ""
+    sparse["condition"] = text_column(sparse, "condition")
     variants = _variants(sparse)
     models = list(dict.fromkeys(sparse["model"]))
     bars = [(n, v) for n in nets for v in variants]
@@ -272,7 +269,7 @@ def time_to_target(table: pd.DataFrame, workers: int = 16) -> Figure:
     require_columns(table, TIME_TO_TARGET_NEEDED, "time-to-accuracy table")
     rows = table[table["workers"] == workers].copy()
     require_rows(rows, f"time-to-accuracy table at P = {workers}")
-    rows["condition"] = rows["condition"].fillna("").astype(str)
+    rows["condition"] = text_column(rows, "condition")
     panels = list(dict.fromkeys(zip(rows["experiment"], rows["network"])))
     variants = _variants(rows)
     colors = palette(list(dict.fromkeys(m for m, _ in variants)))
@@ -300,6 +297,10 @@ def time_to_target(table: pd.DataFrame, workers: int = 16) -> Figure:
             ax.set_xlabel("seconds to the target (predicted)")
             ax.grid(axis="y", visible=False)
         axes[0].set_yticks(y, [variant_name(*v) for v in variants])
-        fig.suptitle(f"Predicted wall-clock to the accuracy target at P = {workers} (mean over "
-                     "seeds; line: the seeds' range)")
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
+
+        _shared_legend(fig, [Patch(color="0.6"), Line2D([], [], color="0.15", linewidth=1)],
+                       ["mean over seeds", "the seeds' range"], 2)
+        fig.suptitle(f"Predicted wall-clock to the accuracy target at P = {workers}")
     return fig

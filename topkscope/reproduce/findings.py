@@ -9,6 +9,7 @@ import re
 
 import pandas as pd
 
+from topkscope.plots.frames import text_column
 from topkscope.plots.titles import dataset_name, model_name, sparsifier_name
 
 
@@ -123,7 +124,7 @@ def _cell(row) -> str:
 
 def _is_prediction(table: pd.DataFrame) -> pd.Series:
     """Rows of the predicted-scaling claims (their condition says they are predictions)."""
-    cond = table["condition"].astype(object).fillna("").astype(str)  # all-NaN: a float column
+    cond = text_column(table, "condition")
     return cond.str.startswith("prediction")
 
 
