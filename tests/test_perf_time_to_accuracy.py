@@ -120,6 +120,13 @@ def test_times_to_target_are_steps_times_each_runs_own_step(tmp_path):
         assert "training condition warmup=none" in row.condition
         dense = 20 * _step_time("dense", 1.0, net) / (20 * _step_time(G19, 2.0, net))
         assert f"{dense:.3g}x sooner than Dense" in row.evidence
+        # in words, and in the README's findings: the verdict and the speed-up to the target
+        from topkscope.reproduce.findings import findings_markdown, verdict_sentence
+
+        assert verdict_sentence(row).endswith(f"{row.cause}.")
+        cell = f"{row.verdict} ({speedup:.3g}×)" if row.verdict != "fails" else "**fails**"
+        assert cell in findings_markdown(claims)
+    assert "| fnn3 | Gaussian-k (2019) [warmup=none] |" in findings_markdown(claims)
 
 
 def test_a_failed_seed_never_reaches_the_target_and_fails_the_claim(tmp_path):

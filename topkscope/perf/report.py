@@ -367,7 +367,7 @@ def _claim_row(refs: pd.DataFrame, g: pd.Series, model: str, network: str, suffi
     if not set(references) <= set(refs.index):
         return None
     sparsifier = str(g["method"])
-    training = g["condition"] if isinstance(g["condition"], str) else ""
+    training = g.get("condition") if isinstance(g.get("condition"), str) else ""
     names = [sparsifier_name(r) for r in references]
     speedups = [float(g[pm.speedup_column(r)]) for r in references]
     errs = [comparison_error(sparsifier, r, errors) for r in references]

@@ -380,17 +380,17 @@ def _claim(rows: pd.DataFrame, topk: pd.DataFrame, dense: pd.DataFrame, n_densit
     elif never:
         cause = f"never reaches the target on {never} of {len(seeds)} seeds"
     elif not counted:
-        cause = (f"with selection not counted, reaches the target {spread} sooner than Top-k "
-                 f"at {where}; its selection time on the compute's device decides")
+        cause = (f"with selection not counted, speed-up to the target over Top-k {spread} at "
+                 f"{where}; its selection time on the compute's device decides")
     elif verdict == "holds":
-        cause = (f"reaches the target {spread} sooner than Top-k at {where}, beyond the "
-                 f"validated error ±{error:.1%}")
+        cause = (f"reaches the target sooner than Top-k at {where}: speed-up {spread}, beyond "
+                 f"the validated error ±{error:.1%}")
     elif verdict == "fails":
-        cause = (f"reaches the target later than Top-k at {where}: {spread}, beyond the "
-                 f"validated error ±{error:.1%}")
+        cause = (f"reaches the target later than Top-k at {where}: speed-up {spread}, beyond "
+                 f"the validated error ±{error:.1%}")
     else:
         cause = (f"within the validated error ±{error:.1%} of Top-k or the seeds disagree at "
-                 f"{where}: {spread}")
+                 f"{where}: speed-up {spread}")
     metric = str(first["metric_name"])
     target = ("Top-k's final perplexity + 3%" if metric == "perplexity" else
               f"Top-k's final accuracy - {ACCURACY_LIMIT_POINTS:g} point")
