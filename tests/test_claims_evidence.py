@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from tests.test_analysis_claims import D, DENSITIES, RunLike, eval_run, stats_rows
+from tests.test_analysis_claims import DENSITIES, D, RunLike, eval_run, stats_rows
 from topkscope.analysis import claims
 
 PAPER = (0.015625, 0.004)  # the paper warm-up: one density per epoch

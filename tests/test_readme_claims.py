@@ -9,9 +9,12 @@ import pytest
 
 from topkscope.reproduce import gallery
 from topkscope.reproduce.findings import (
+    PROSE_END,
+    PROSE_START,
     README_END,
     README_START,
     findings_markdown,
+    findings_prose,
     replace_findings,
     verdict_sentence,
 )
@@ -24,6 +27,8 @@ def test_committed_readme_table_equals_the_reference_claims():
     block = readme[readme.index(README_START) + len(README_START): readme.index(README_END)]
     table = pd.read_csv(REPO / "results" / "reference" / "claims-quick.csv")
     assert block.strip() == findings_markdown(table).strip()
+    prose = readme[readme.index(PROSE_START) + len(PROSE_START): readme.index(PROSE_END)]
+    assert prose.strip() == findings_prose(table).strip()
 
 
 def test_update_readme_rewrites_only_the_block(tmp_path):
@@ -40,10 +45,12 @@ def test_update_readme_rewrites_only_the_block(tmp_path):
     gallery.update_readme(readme, tmp_path / "claims.csv")
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("outro\n") and "old table" not in text
-    assert "| gaussiank-2019 trains as well as exact Top-k (warmup=paper) | inconclusive " \
-           "[-2.50, +0.40] points |" in text
+    assert ("| FNN-3 | Gaussian-k (2019) | warmup=paper | −1.05 [−2.5, +0.4] points | 3 | "
+            "1.9× (whole run) | inconclusive: interval [−2.5, +0.4] points contains −1 point |"
+            in text)
     row = next(table.itertuples(index=False))
-    assert "contains the limit" in verdict_sentence(row)
+    assert verdict_sentence(row) == ("Not decided: interval [−2.5, +0.4] points contains "
+                                     "−1 point.")
 
 
 def test_a_readme_without_markers_is_refused():
