@@ -195,9 +195,10 @@ def _floats(column: pd.Series) -> np.ndarray:
     return column.astype("float64").to_numpy()
 
 
-def _conditions(run, steps: Sequence[int]) -> list[str]:
+def unit_conditions(run, steps: Sequence[int]) -> list[str]:
     """The condition of each recorded step of a run: condition_of and the target density,
-    plus the density trained at when the step lies in the density warm-up."""
+    plus the density trained at when the step lies in the density warm-up
+    ("warmup=paper; rho=0.001; during warm-up at rho=0.015625")."""
     m = run.manifest
     density = m.get("density")
     base = condition_of(m) + (f"; rho={float(density):g}" if density is not None else "")
@@ -224,7 +225,7 @@ def _u_rows(runs: list) -> pd.DataFrame:
         if not rows.empty:
             steps = rows["step"].astype(int).to_numpy()
             unique = sorted(set(steps.tolist()))
-            label = dict(zip(unique, _conditions(run, unique)))
+            label = dict(zip(unique, unit_conditions(run, unique)))
             frames.append(rows.assign(_run=i, _sparsifier=run.manifest.get("sparsifier"),
                                       _condition=[label[s] for s in steps]))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -399,7 +400,7 @@ def _snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> lis
         if not keys:
             continue
         steps = sorted({s for s, _ in keys})
-        label = dict(zip(steps, _conditions(run, steps)))
+        label = dict(zip(steps, unit_conditions(run, steps)))
         for step, rank in keys:
             where = (run.manifest.get("sparsifier"), label[step])
             listed.setdefault(where, []).append((i, step, rank))

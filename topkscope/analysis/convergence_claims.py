@@ -166,6 +166,19 @@ def _phase_ratio(mine: SeedRun, topk: SeedRun, phase: str | None) -> float:
     return float(mine.sent.reindex(steps).sum()) / ref if ref > 0 else math.nan
 
 
+def traffic_ratios(method_run, topk_run) -> dict[str, float]:
+    """The elements a method's run sent over those of Top-k's run of the same seed, on the
+    steps both logged, per phase: {"warm-up": ..., "target": ..., "whole run": ...} (NaN where
+    a phase is empty or unknown)."""
+    mine, topk = _seed_run(method_run), _seed_run(topk_run)
+    return {phases.WARMUP: _phase_ratio(mine, topk, phases.WARMUP),
+            phases.TARGET: _phase_ratio(mine, topk, phases.TARGET),
+            WHOLE_RUN: _phase_ratio(mine, topk, None)}
+
+
+WHOLE_RUN = "whole run"
+
+
 def _mean(values: list[float]) -> float:
     x = np.asarray(values, dtype=np.float64)
     return float(x.mean()) if x.size and np.isfinite(x).all() else math.nan

@@ -86,17 +86,20 @@ FRACTION_RULE = (
 
 
 # ------------------------------------------------------------------ paired-seed rule
-def paired_interval(diffs: Sequence[float]) -> tuple[float, float, float]:
-    """(mean, low, high): the two-sided 95% Student-t interval of the mean paired difference
-    (NaN ends for fewer than 2 values or a non-finite difference)."""
+def t_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, low, high): the two-sided 95% Student-t interval of the mean of `values` (NaN
+    ends for fewer than 2 values or a non-finite one)."""
     from scipy import stats
 
-    x = np.asarray(diffs, dtype=np.float64)
+    x = np.asarray(values, dtype=np.float64)
     mean = float(x.mean()) if x.size else math.nan
     if x.size < 2 or not np.isfinite(x).all():
         return mean, math.nan, math.nan
     half = float(stats.t.ppf(0.975, x.size - 1)) * float(x.std(ddof=1)) / math.sqrt(x.size)
     return mean, mean - half, mean + half
+
+
+paired_interval = t_interval  # of the paired differences method - Top-k
 
 
 def interval_verdict(low: float, high: float, n_seeds: int, threshold: float,

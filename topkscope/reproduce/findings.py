@@ -59,7 +59,7 @@ def with_derived_columns(table: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     """(table, derived): the table with the structured columns the formatting reads; for a
     table written before they existed, derived from its rows by the claims' own rules
     (section_of, fraction_cause, convergence_verdict), and derived = True."""
-    table = table.copy()
+    table = table.reset_index(drop=True)
     derived = False
     for col in ("condition", "cause", "metric", "section"):
         if col not in table:
