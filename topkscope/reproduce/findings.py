@@ -379,7 +379,7 @@ def findings_prose(table: pd.DataFrame) -> str:
         traffic = conv[conv["claim"].astype(str).str.endswith("_traffic")]
         sentences.append(
             f"Against exact Top-k over {seeds} seeds, {len(acc)} (method, condition) "
-            f"comparisons on {', '.join(model_name(m) for m in dict.fromkeys(acc['model']))}: "
+            f"comparison{'s' if len(acc) != 1 else ''} on {', '.join(model_name(m) for m in dict.fromkeys(acc['model']))}: "
             f"{told}; {failed} method seed(s) failed. The largest shortfall: "
             f"{sparsifier_name(worst['sparsifier'])} ({_condition(worst['condition'])}), "
             f"{_interval(next(worst.to_frame().T.itertuples(index=False)))}. Traffic-matched "
