@@ -6,8 +6,10 @@
               lies: runner.covering_runs), `parallel` runs at a time (two on a 2-core CPU in
               the quick profile)
     3. draw   analyze each run's snapshots and draw its figures into <results>/figures/
-    4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims), with the predicted
-              scaling rows; <results>/scaling.csv and its figures (topkscope.perf.report)
+    4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims, margins from
+              Options.margin / perplexity_margin), with the predicted scaling rows;
+              <results>/scaling.csv and its figures (topkscope.perf.report). The failed runs
+              of convergence variants (failed_runs) are counted as failed seeds
     5. tables <results>/tables/*.csv + *.tex: claims and key numbers for papers (paper_tables)
     6. notebooks  every notebook executed on the runs just made: <results>/notebooks/*.ipynb
               with its figures inline, plus a static .html of each (notebook_runs)
@@ -20,7 +22,9 @@ from that run, named with what differs in the log, in the index notes and in the
 `differs_from_plan` column.
 
 Each phase prints what it does and how long it took; a failing experiment is reported and the
-others still run, and the command exits non-zero at the end.
+others still run, and the command exits non-zero at the end. A convergence design whose
+variants partly failed is drawn from the runs it has (each failed variant reported), so a
+method that diverges on a seed is never dropped from its figures' experiment or its claims.
 
 Benchmark experiment configs (e.g. experiments/selection-speed.yaml), validated.
 
