@@ -329,10 +329,17 @@ def test_reproduce_executes_the_notebooks_and_writes_the_tables(small, tmp_path)
         assert not [o for o in outputs if o.output_type == "error"], name
         html = (root / "notebooks" / name.replace(".ipynb", ".html")).read_text()
         assert "<html" in html and "data:image/png;base64" in html
-    tables = sorted(p.stem for p in (root / "tables").glob("*.tex"))
+    tables = sorted(p.stem for p in (root / "tables").glob("*.csv"))
     assert tables == ["claims", "contraction", "convergence", "normality", "selectors", "speed"]
-    assert sorted(p.stem for p in (root / "tables").glob("*.csv")) == tables
+    tex = sorted((root / "tables").glob("*.tex"))
+    assert sorted(p.stem for p in tex) == sorted(tables + ["claims-evidence", "claims-rules"])
     assert "profile quick" in (root / "tables" / "contraction.tex").read_text()
+    from tests._latex import MAX_CLAIMS_COLUMNS, check_structure, compile_tables, have_pdflatex
+
+    for path in tex:
+        check_structure(path, MAX_CLAIMS_COLUMNS if path.stem == "claims" else None)
+    if have_pdflatex():
+        compile_tables(tex, tmp_path / "latex")
 
 
 def test_claims_over_seeds_give_paired_intervals(small):

@@ -261,7 +261,7 @@ CLAIM_LABELS = {  # how claims.tex names each claim (formatting only; rules: ana
 }
 CLAIMS_HEADER = ("no.", "model", "claim", "method", "condition", "result", "sent", "verdict")
 # each column's share of the line width (its padding included); they add up to 1
-CLAIMS_WIDTHS = (0.045, 0.11, 0.155, 0.13, 0.16, 0.18, 0.065, 0.155)
+CLAIMS_WIDTHS = (0.055, 0.11, 0.15, 0.13, 0.16, 0.17, 0.075, 0.15)
 
 
 def _long_table(widths: Sequence[float], header: Sequence[str], caption_text: str,
@@ -343,7 +343,7 @@ def claims_latex(table: pd.DataFrame, caption_text: str) -> dict[str, str]:
     main = _long_table(CLAIMS_WIDTHS, CLAIMS_HEADER, latex_escape(caption_text) + (
         r" The cause of each verdict is on the line under its row; evidence: "
         r"Table~\ref{tab:claims-evidence}; rules: Table~\ref{tab:claims-rules}."), "claims")
-    evidence = _long_table((0.06, 0.94), ("no.", "evidence"), r"Evidence of each claims row "
+    evidence = _long_table((0.07, 0.93), ("no.", "evidence"), r"Evidence of each claims row "
                            r"(numbered as in Table~\ref{tab:claims}).", "claims-evidence")
     for i, row in enumerate(table.itertuples(index=False), 1):
         cells, cause = _claims_cells(row)
