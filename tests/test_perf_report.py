@@ -51,6 +51,14 @@ def test_claims_rows_have_the_claims_columns_and_a_verdict():
         assert row.fraction == sum(faster) / len(references)
         for s in speedups:
             assert f"{s:.3f}x" in row.evidence
+        # the structured columns the README's prediction table prints
+        assert row.section == "prediction" and row.network == network
+        assert row.baselines == {"gaussiank_speedup_p16": "Dense, Top-k",
+                                 "gaussiank_speedup_p16_wfbp": "Dense + WFBP",
+                                 "gaussiank_speedup_p16_fp16": "Dense fp16"}[row.claim]
+        assert row.cause.startswith("predicted " + ", ".join(
+            f"{s:.3g}× over" for s in speedups[:1]))
+        assert f"(model error ±{max(errors):.1%})" in row.cause
 
 
 @pytest.mark.parametrize("speedups, errors, verdict", [
@@ -219,7 +227,7 @@ def test_each_predicted_verdict_reads_as_a_sentence_with_its_speedups():
         assert sentence.startswith(start[row.verdict])
         g = table[(table.workers == 16) & (table.method == "gaussiank")
                   & (table.network == row.statement.split("(")[-1].rstrip(")"))].iloc[0]
-        assert f"{g.speedup_vs_dense_fp16:.3f}x over Dense fp16" in sentence \
+        assert f"{g.speedup_vs_dense_fp16:.3g}× over Dense fp16" in sentence \
             or not row.claim.endswith("_fp16")
     md = findings_markdown(claims)
     assert "| fnn3 | over Dense + WFBP |" in md and "user" in md

@@ -296,7 +296,12 @@ def _claim_row(sub: pd.DataFrame, model: str, network: str, sparsifier: str, suf
             "n_runs": np.nan, "n_units": len(references), "fraction": faster / len(references),
             "evidence": evidence, "verdict": verdict, "rule": _rule(errors), "profile": None,
             "model_args": "", "condition": condition, "n_seeds": np.nan, "ci_low": np.nan,
-            "ci_high": np.nan, "traffic_ratio": float(g["count_ratio"])}
+            "ci_high": np.nan, "traffic_ratio": float(g["count_ratio"]),
+            "section": "prediction", "network": network, "inputs": g["inputs"],
+            "baselines": ", ".join(sparsifier_name(r) for r in references),
+            "cause": "predicted " + ", ".join(f"{s:.3g}× over {sparsifier_name(r)}"
+                                              for r, s in zip(references, speedups))
+                     + f" (model error ±{max(errs):.1%})"}
 
 
 def claims_rows(table: pd.DataFrame, workers: int = CLAIM_P, sparsifier: str = "gaussiank",
