@@ -128,12 +128,36 @@ def table() -> pd.DataFrame:
     return claims.build(runs, max_snapshots=3)
 
 
+def test_the_design_docs_name_the_claims_columns_of_the_code():
+    """docs/design.md's column contract: claims.COLUMNS and the figures driver's run columns,
+    then the prediction rows' PREDICTION_COLUMNS, each list in the code's order."""
+    import re
+    from pathlib import Path
+
+    from topkscope.reproduce.draw import RUN_COLUMNS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text()
+    paragraph = " ".join(text.split("**Claims table.**", 1)[1].split("\n\n", 1)[0].split())
+
+    def listed(after: str) -> list[str]:
+        found = re.search(re.escape(after) + r" `([^`]+)`", paragraph)
+        assert found, f"docs/design.md's claims paragraph has no '{after} `...`'"
+        return [c.strip() for c in found.group(1).split(",")]
+
+    assert listed("has the columns") == [*claims.COLUMNS, *RUN_COLUMNS]
+    assert listed("accuracy) add") == claims.PREDICTION_COLUMNS
+    assert not set(claims.PREDICTION_COLUMNS) & set(claims.COLUMNS)
+
+
 def test_table_layout(table):
     assert list(table.columns) == claims.COLUMNS
     assert set(table["verdict"]) <= set(claims.VERDICTS)
     assert (table["rule"] == table["claim"].map(claims.RULES)).all()
-    assert table["statement"].notna().all()
+    assert table["statement"].notna().all() and table["cause"].notna().all()
     assert table["model"].tolist() == sorted(table["model"].tolist())
+    assert set(table["section"]) == {"distribution"}
+    # one condition per model here (warmup=none at rho = 0.001): no pooled row
+    assert set(table.loc[table["model"] == "gauss", "condition"]) == {"warmup=none; rho=0.001"}
 
 
 def test_gaussian_vectors_satisfy_the_papers_claims(table):
@@ -148,7 +172,7 @@ def test_gaussian_vectors_satisfy_the_papers_claims(table):
     assert row["fraction"] == 1.0
     assert "Top-k keeps" in row["evidence"]
     conv = table[(table["model"] == "gauss") & (table["claim"] == "convexity_condition")].iloc[0]
-    assert conv["n_units"] == 3 and conv["verdict"] == "holds"
+    assert conv["n_units"] == 3 * len(DENSITIES) and conv["verdict"] == "holds"  # (snapshot, rho)
 
 
 def test_heavy_tails_fail_gaussianity_and_gaussiank_count(table):
@@ -177,17 +201,19 @@ def test_models_without_topk_runs_have_insufficient_data(table):
 def test_convexity_condition_counts_snapshots_and_reports_the_bound_where_it_failed():
     runs = [make_run("flat", lambda r: r.choice([-1.0, 1.0], D), snapshot_steps=(0, 1, 2, 3))]
     row = claims.build(runs).query("claim == 'convexity_condition'").iloc[0]
-    assert row["n_units"] == 4 and row["verdict"] == "fails"
+    assert row["n_units"] == 8 and row["verdict"] == "fails"
     assert "still held in 0 of 8" in row["evidence"]
+    assert row["cause"] == "0 of 8 units (0%) meet the criterion"
     gauss = [make_run("g", lambda r: r.standard_normal(D), snapshot_steps=(0, 1, 2, 3))]
     row = claims.build(gauss).query("claim == 'convexity_condition'").iloc[0]
-    assert row["n_units"] == 4 and row["verdict"] == "holds"
+    assert row["n_units"] == 8 and row["verdict"] == "holds"
 
 
 def test_too_few_snapshots_are_insufficient_data():
-    run = make_run("g", lambda r: r.standard_normal(D), snapshot_steps=(0, 3))
+    run = make_run("g", lambda r: r.standard_normal(D), snapshot_steps=(0,))
     row = claims.build([run]).query("claim == 'convexity_condition'").iloc[0]
     assert row["n_units"] == 2 and row["verdict"] == "insufficient-data"
+    assert row["cause"] == "2 unit(s) measured, 3 needed"
 
 
 def test_snapshots_alone_feed_the_gaussian_claim():
@@ -318,7 +344,7 @@ def test_traffic_matched_claim_needs_the_accuracy_and_at_most_four_thirds_the_el
     assert cheap["verdict"] == "holds" and cheap["traffic_ratio"] == pytest.approx(1.2)
     costly = accuracy_row(seeded("redsync-2019", *same, sent=(100.0, 350.0)),
                           claim="redsync_traffic")
-    assert costly["verdict"] == "fails" and "3.5x Top-k's" in costly["evidence"]
+    assert costly["verdict"] == "fails" and "target density 3.5× Top-k's" in costly["evidence"]
     accurate = accuracy_row(seeded("redsync-2019", *same, sent=(100.0, 350.0)),
                             claim="redsync_accuracy")
     assert accurate["verdict"] == "holds"  # the accuracy claim alone ignores the traffic
@@ -346,5 +372,8 @@ def test_a_density_sensitivity_gives_one_named_row_per_density():
     from topkscope.reproduce.findings import findings_markdown
 
     md = findings_markdown(table)  # each density keeps its own row in the README table
-    assert "(warmup=none; rho=0.001) | fails" in md.replace("**", "")
-    assert "(warmup=none; rho=0.005) | holds" in md
+    assert "| Gaussian-k (2019) | warmup=none; rho=0.001 | " in md
+    row = next(ln for ln in md.splitlines() if "| warmup=none; rho=0.001 |" in ln)
+    assert "| **fails**: interval [" in row
+    row = next(ln for ln in md.splitlines() if "| warmup=none; rho=0.005 |" in ln)
+    assert "| holds: interval [" in row

@@ -81,7 +81,7 @@ def test_bell_shaped_vectors_satisfy_condition_and_bound(family):
 
 
 def test_convexity_gap_bounds_the_excess_over_the_paper_bound():
-    """delta <= (1 - k/d)^2 + gap (+ O(1/d)) for any curve, convex or not."""
+    """delta <= (1 - k/d)^2 + gap (1 - (1 - k/d)^2) (+ O(1/d)) for any curve, convex or not."""
     rng = np.random.default_rng(4)
     d = 20_000
     vectors = [
@@ -94,11 +94,42 @@ def test_convexity_gap_bounds_the_excess_over_the_paper_bound():
     for u in vectors:
         report = C.analyze(u, densities, points=400)
         gap = report.convexity["convexity_gap"]
-        excess = report.ratios["topk_ratio"] - report.ratios["paper_bound"]
-        assert (excess <= gap + 5.0 / d).all(), (gap, excess.max())
+        paper = report.ratios["paper_bound"]
+        excess = report.ratios["topk_ratio"] - paper
+        assert (excess <= gap * (1 - paper) + 5.0 / d).all(), (gap, excess.max())
     # and the plateau is flagged as non-convex while its bound fails at small density
     plateau = C.analyze(vectors[0], [0.01])
     assert not plateau.convexity["condition_holds"] and not plateau.ratios["below_paper"].all()
+
+
+@pytest.mark.parametrize("rho", [0.001, 0.01, 0.1])
+def test_the_condition_tells_the_two_bounds_apart(rho):
+    """Sorted squares a(t) = (1 - t)^p: delta = (1 - rho)^(p+1), between the paper's bound
+    (p = 1) and the classic one (p = 0) for p in (0, 1). Where delta sits above the paper's
+    bound by more than CONVEXITY_SHARE of the gap between the bounds, the condition fails; the
+    convex curves (p >= 1) meet it. The tolerance, from the formula written out here."""
+    d = 200_000
+    t = (np.arange(d) + 0.5) / d
+    k = C.k_from_density(rho, d)
+    bounds_gap = (1 - k / d) - (1 - k / d) ** 2
+    tol = C.CONVEXITY_SHARE * bounds_gap / (1 - (1 - k / d) ** 2) + 30.0 / d
+    for p in (0.5, 0.7, 0.9, 0.95, 1.0, 1.5, 3.0):
+        row = C.analyze(np.sqrt((1 - t) ** p), [rho]).ratios.iloc[0]
+        position = (row["topk_ratio"] - row["paper_bound"]) / bounds_gap  # 0 paper, 1 classic
+        assert row["convexity_tol"] == pytest.approx(tol)
+        if p < 1:
+            assert 0 < position < 1  # between the two bounds
+            assert position > C.CONVEXITY_SHARE and not row["condition_holds"], (p, position)
+        else:
+            assert position <= 1e-9 and row["condition_holds"], (p, position)
+
+
+def test_the_earlier_tolerance_is_restated_at_the_papers_density():
+    """gap <= 0.01 + 30/d at rho = 0.001 (the earlier criterion) is the share 2% of the bounds'
+    gap: share (1 - rho)/(2 - rho) = 0.009995."""
+    d = 1_000_000
+    assert C.convexity_tolerance(C.k_from_density(0.001, d), d) == pytest.approx(
+        0.01 + 30.0 / d, abs=1e-5)
 
 
 def test_magnitude_gap_is_at_least_as_strict_for_convex_magnitudes():
@@ -153,7 +184,9 @@ def test_bad_densities_are_rejected(densities):
 def test_other_bad_arguments():
     with pytest.raises(ValueError, match="points"):
         C.sorted_magnitudes(np.ones(10), points=2)
-    with pytest.raises(ValueError, match="tol"):
-        C.analyze(np.ones(10), [0.5], tol=1.5)
+    with pytest.raises(ValueError, match="share"):
+        C.analyze(np.ones(10), [0.5], share=1.5)
+    with pytest.raises(ValueError, match="density"):
+        C.convexity(C.sorted_magnitudes(np.ones(10)), density=0.0)
     with pytest.raises(ValueError, match="max_n"):
         C.analyze(np.ones(10), [0.5], max_n=1)

@@ -204,11 +204,15 @@ def test_predictions_name_their_training_condition_and_time_to_accuracy(small):
     assert len(tiny) == 2 * 2  # two conditions x two networks
     assert set(tiny["verdict"]) <= {"fails", "inconclusive"}  # CPU selection: not counted
     for row in tiny.itertuples(index=False):
-        network = row.statement.split("(")[-1].rstrip(")")
-        condition = "warmup=paper" if "condition warmup=paper" in row.condition else "warmup=none"
-        got = seeded[(seeded["method"] == "gaussiank-2019") & (seeded["network"] == network)
+        condition, rho = row.training_condition.split("; rho=")
+        got = seeded[(seeded["method"] == "gaussiank-2019") & (seeded["network"] == row.network)
                      & (seeded["condition"] == condition)]
-        assert len(got) == 3 and row.n_failed_seeds == (~got["reached"]).sum()
+        assert len(got) == 3 and float(rho) == got["density"].iloc[0]
+        assert row.n_failed_seeds == (got["status"] == "failed").sum()
+        never = int((~got["reached"]).sum())
+        assert (f"never reaches the target on {never} of 3 seeds" in row.cause) == (
+            never > 0 and row.n_failed_seeds < 3)
+        assert row.margin == 1.0 and row.metric == "accuracy"  # the driver's default margin
     index = (small.root / "figures" / "index.md").read_text()
     assert "### time-to-accuracy-p16" in index and "### scaling-breakeven-p16" in index
 
@@ -362,10 +366,17 @@ def test_reproduce_executes_the_notebooks_and_writes_the_tables(small, tmp_path)
         assert not [o for o in outputs if o.output_type == "error"], name
         html = (root / "notebooks" / name.replace(".ipynb", ".html")).read_text()
         assert "<html" in html and "data:image/png;base64" in html
-    tables = sorted(p.stem for p in (root / "tables").glob("*.tex"))
+    tables = sorted(p.stem for p in (root / "tables").glob("*.csv"))
     assert tables == ["claims", "contraction", "convergence", "normality", "selectors", "speed"]
-    assert sorted(p.stem for p in (root / "tables").glob("*.csv")) == tables
+    tex = sorted((root / "tables").glob("*.tex"))
+    assert sorted(p.stem for p in tex) == sorted(tables + ["claims-evidence", "claims-rules"])
     assert "profile quick" in (root / "tables" / "contraction.tex").read_text()
+    from tests._latex import MAX_CLAIMS_COLUMNS, check_structure, compile_tables, have_pdflatex
+
+    for path in tex:
+        check_structure(path, MAX_CLAIMS_COLUMNS if path.stem == "claims" else None)
+    if have_pdflatex():
+        compile_tables(tex, tmp_path / "latex")
 
 
 def test_claims_over_seeds_give_paired_intervals(small):
@@ -428,7 +439,8 @@ def test_figures_and_claims_analyse_each_snapshot_once(small, monkeypatch):
     assert {r for _, r in seen} == {0, 1}  # the claims added rank 1, reusing rank 0
     assert set(analysis.ratios["seed"]) == {SEED}
     convexity = table[table["claim"] == "convexity_condition"].iloc[0]
-    assert convexity["n_units"] == len(seen)
+    # a unit per (snapshot, density): the recorder's densities of the run
+    assert convexity["n_units"] == len(seen) * analysis.ratios["density"].nunique() == 12
 
 
 @pytest.mark.slow
@@ -439,3 +451,53 @@ def test_one_invocation_analyses_each_snapshot_once(small, tmp_path, monkeypatch
                         log=lambda m: None)
     assert outcome.failures == []
     assert seen and len(seen) == len(set(seen))
+
+
+def test_a_failed_seed_is_counted_never_dropped(small, tmp_path, capsys):
+    """A convergence run that diverged: the driver still draws the experiment from the other
+    runs, reports the failure, and the claims (driver and `topkscope claims`) count the seed
+    with its last evaluated accuracy; the margin set on the command line reaches the rows."""
+    root = copy_runs(small, tmp_path, "tiny-seeds")
+    runs = {(m["sparsifier"], m["seed"], m["density_schedule"], m["density"]): p
+            for p in (root / "tiny-seeds").iterdir()
+            for m in [json.loads((p / "manifest.json").read_text())]}
+    broken = runs[("gaussiank-2019", 1, "none", 0.01)]
+    manifest = json.loads((broken / "manifest.json").read_text())
+    manifest.update(status="failed", error="training diverged at step 9: loss = nan on worker 0")
+    (broken / "manifest.json").write_text(json.dumps(manifest))
+    ev = pd.read_parquet(broken / "eval.parquet")
+    ev[ev["step"] <= 8].to_parquet(broken / "eval.parquet")  # evaluated before diverging
+    outcome = reproduce(small.options(results_root=root, run=False, only=["tiny-seeds"],
+                                      margin=0.5), log=lambda m: None)
+    assert len(outcome.failures) == 1 and "gaussiank-2019 seed 1" in outcome.failures[0]
+    assert (root / "figures" / "tiny-seeds-convergence.png").exists()  # drawn from the rest
+
+    def final(path: Path) -> float:
+        e = pd.read_parquet(path / "eval.parquet")
+        e = e[e["split"] == "test"].sort_values("step")
+        return float(e["metric"].iloc[-1])
+
+    diffs = [100 * (final(runs[("gaussiank-2019", s, "none", 0.01)])
+                    - final(runs[("topk", s, "none", 0.01)])) for s in range(3)]
+    for table in (outcome.claims,
+                  (cli_main(["claims", str(root / "tiny-seeds"), "--out",
+                             str(tmp_path / "c.csv"), "--margin", "0.5"]),
+                   pd.read_csv(tmp_path / "c.csv"))[1]):
+        row = table[(table["claim"] == "gaussiank_accuracy")
+                    & (table["condition"] == "warmup=none; rho=0.01")].iloc[0]
+        assert row["n_seeds"] == 3 and row["n_failed_seeds"] == 1 and row["margin"] == 0.5
+        assert row["verdict"] != "holds" and row["cause"].startswith("1 of 3 seeds failed")
+        assert row["diff_mean"] == pytest.approx(np.mean(diffs))
+        assert f"seed 1 {diffs[1]:+.3g}".replace("-", "−") in row["evidence"]
+        assert "training diverged at step 9" in row["evidence"]
+    # the time to accuracy of the same runs: the same margin, the same failed seed
+    timed = outcome.claims[(outcome.claims["claim"] == "gaussiank_time_to_accuracy")
+                           & (outcome.claims["training_condition"] == "warmup=none; rho=0.01")]
+    assert len(timed) == 2 and (timed["margin"] == 0.5).all()  # two networks
+    assert (timed["n_failed_seeds"] == 1).all() and (timed["verdict"] != "holds").all()
+    capsys.readouterr()
+    assert cli_main(["claims", str(root / "tiny-seeds"), "--out", str(tmp_path / "d.csv"),
+                     "--margin", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "margin = -1.0 is outside the allowed range" in err
+    assert not (tmp_path / "d.csv").exists()

@@ -60,7 +60,10 @@ def test_complete_results_publish_small_copies_and_the_findings(published):
         with Image.open(png) as img:
             assert img.width == 900
     cells = findings_cells(findings_block(readme.read_text()))
-    assert {column for _, _, column in cells} == {"fnn3", "resnet20"} and len(cells) == 4
+    assert {column for _, _, column in cells} == {"Gaussian-like", "δ ≤ (1 − k/d)²"}
+    assert {label for _, label, _ in cells} == {"FNN-3 · all runs pooled",
+                                                "ResNet-20 · all runs pooled"}
+    assert len(cells) == 4
 
 
 def test_partial_results_are_refused_naming_what_would_be_lost(published, tmp_path, capsys):
@@ -72,7 +75,7 @@ def test_partial_results_are_refused_naming_what_would_be_lost(published, tmp_pa
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("topkscope gallery: error: ")
     assert "would lose 1 figure(s): b-convergence.png" in err
-    assert "findings would lose 2 cell(s), in columns resnet20" in err
+    assert "findings would lose 2 cell(s), in rows ResNet-20 · all runs pooled" in err
     assert "--allow-shrink" in err
     assert snapshot(out, readme) == before  # nothing written
 
@@ -98,7 +101,7 @@ def test_more_results_are_published_without_asking(published, tmp_path):
     assert cli(["gallery", "--results", str(more), "--out", str(out), "--readme",
                 str(readme)]) == 0
     assert len(list(out.glob("*.png"))) == 3
-    assert "vgg16" in findings_block(readme.read_text())
+    assert "VGG-16" in findings_block(readme.read_text())
 
 
 def test_bad_input_writes_nothing(published, tmp_path, capsys):

@@ -138,7 +138,7 @@ def test_claims_bad_input_is_one_line_exit_2_and_writes_nothing(results, tmp_pat
     manifest = json.loads((stopped / "manifest.json").read_text())
     (stopped / "manifest.json").write_text(json.dumps({**manifest, "status": "interrupted"}))
     assert cli(["claims", str(results), str(stopped), "--out", str(out)]) == 2
-    assert "holds no complete run (its runs are: interrupted)" in one_line_error(capsys)
+    assert "holds no complete or failed run (its runs are: interrupted)" in one_line_error(capsys)
     assert cli(["claims", str(results), "--out", str(tmp_path)]) == 2
     assert "is a folder" in one_line_error(capsys)
     damaged = tmp_path / "damaged"

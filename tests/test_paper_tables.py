@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy import stats
 
 from topkscope.analysis.runs import load
 from topkscope.hooks import Recorder
@@ -97,6 +98,13 @@ def test_contraction_table_equals_the_exact_ratio_of_known_vectors(tmp_path):
         assert row["delta_emp"] == pytest.approx(np.median(exact), rel=1e-9)
         assert row["classic_bound"] == pytest.approx(1 - k / d)
         assert row["paper_bound"] == pytest.approx((1 - k / d) ** 2)
+        t = stats.norm.isf(k / d / 2)  # the Gaussian value, written out
+        gaussian = 1 - k / d - 2 * t * stats.norm.pdf(t)
+        assert row["share_at_most_gaussian"] == pytest.approx(np.mean(np.array(exact)
+                                                                      <= gaussian))
+        assert row["share_at_most_paper"] == pytest.approx(np.mean(np.array(exact)
+                                                                   <= (1 - k / d) ** 2))
+        assert row["condition"] == "warmup=none"  # a recorder run without a manifest density
     csv, tex = pt.write_table(table, tmp_path, "contraction", pt.caption("m", "toy", "quick"))
     assert_tex_matches_csv(csv, tex)
 

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from topkscope.perf import calibrate, report, validate
+from topkscope.perf import model as pm
 from topkscope.plots.frames import text_column
 from topkscope.plots.titles import sparsifier_name
 
@@ -43,8 +44,11 @@ def test_claims_rows_have_the_claims_columns_and_a_verdict():
     claims = report.claims_rows(table, errors=ERRORS)
     header = pd.read_csv(REFERENCE / "claims-quick.csv", nrows=0).columns
     assert set(header) <= set(claims.columns)
-    assert {"condition", "n_seeds", "ci_low", "ci_high", "traffic_ratio", "section", "cause",
-            "margin", "n_failed_seeds"} <= set(claims.columns)
+    from topkscope.analysis.claims import COLUMNS, PREDICTION_COLUMNS
+
+    assert set(COLUMNS) - {"diff_mean", "traffic_warmup", "traffic_target", "gennorm_beta"} \
+        <= set(claims.columns) <= {*COLUMNS, *PREDICTION_COLUMNS, "profile", "model_args"}
+    assert set(PREDICTION_COLUMNS) <= set(claims.columns)
     # one row per network, sparsifier and baseline: over Dense and Top-k, Dense + WFBP, fp16
     assert len(claims) == 2 * 2 * 3 and set(claims["claim"]) == set(report.SPEEDUP_CLAIMS)
     assert set(claims["sparsifier"]) == set(report.CLAIM_SPARSIFIERS)
@@ -62,10 +66,22 @@ def test_claims_rows_have_the_claims_columns_and_a_verdict():
         slower = [s < 1 - e for s, e in zip(speedups, errors)]
         expect = "holds" if all(faster) else "fails" if any(slower) else "inconclusive"
         assert row.verdict == expect and row.n_units == len(references)
-        assert row.fraction == sum(faster) / len(references) and row.margin == max(errors)
+        assert row.fraction == sum(faster) / len(references)
+        assert row.model_error == max(errors) and np.isnan(row.margin)
         for s in speedups:
             assert f"{s:.3f}x" in row.evidence
         assert _claim_network(row) in row.cause
+        # the structured columns the README's prediction table prints
+        assert row.section == "prediction" and row.network == _claim_network(row)
+        assert row.baselines == {"gaussiank_speedup_p16": "Dense, Top-k",
+                                 "gaussiank_speedup_p16_wfbp": "Dense + WFBP",
+                                 "gaussiank_speedup_p16_fp16": "Dense fp16"}[row.claim]
+        assert row.selection_basis == "measured" and row.training_condition == ""
+        g = at.loc[row.sparsifier]
+        assert row.breakeven_ms == pytest.approx(
+            g[pm.breakeven_column(references[0])] * 1e3)
+        assert (row.breakeven_topk_ms == pytest.approx(g[pm.breakeven_column("topk")] * 1e3)
+                if "topk" in references else np.isnan(row.breakeven_topk_ms))
 
 
 def test_break_even_claims_when_the_selection_is_another_devices():
@@ -94,6 +110,10 @@ def test_break_even_claims_when_the_selection_is_another_devices():
         assert row.evidence.startswith(report.BREAKEVEN_EVIDENCE) and np.isnan(row.fraction)
         assert f"{g['t_select'] * 1e3:.3g}" not in row.evidence.split("; dense")[0]
         assert "not counted: break-even selection times" in row.condition
+        assert row.selection_basis == "break-even"
+        for ref in REFERENCES[row.claim]:
+            column = "breakeven_ms" if ref != "topk" else "breakeven_topk_ms"
+            assert getattr(row, column) == pytest.approx(g[pm.breakeven_column(ref)] * 1e3)
 
 
 @pytest.mark.parametrize("speedups, errors, verdict", [
@@ -235,8 +255,6 @@ def test_validation_table_predicts_from_calibration(tmp_path):
 
 
 def test_committed_p16_table_regenerates_and_the_docs_show_it():
-    from topkscope.perf import model as pm
-
     path = REFERENCE / "scaling" / "p16-published.csv"
     table, notes = report.scaling_table(pm.PAPER_MODELS, ["10gbe-fit", "ib100-fit"], [16])
     assert notes == []
@@ -270,10 +288,10 @@ def test_each_predicted_verdict_reads_as_a_sentence_with_its_speedups():
         assert sentence.startswith(start[row.verdict])
         g = table[(table.workers == 16) & (table.method == "gaussiank")
                   & (table.network == row.statement.split("(")[-1].rstrip(")"))].iloc[0]
-        assert f"{g.speedup_vs_dense_fp16:.3f}x over Dense fp16" in sentence \
+        assert f"{g.speedup_vs_dense_fp16:.3g}× over Dense fp16" in sentence \
             or not row.claim.endswith("_fp16")
     md = findings_markdown(claims)
-    assert "| fnn3 | over Dense + WFBP |" in md and "user" in md
+    assert "| FNN-3 | Gaussian-k | over Dense + WFBP | " in md and "user" in md
     # another device's selection times: the break-even sentence and cells
     table, _ = report.scaling_table(["fnn3"], ["1gbe"], [16], selection=_selection())
     claims = report.claims_rows(table, errors=ERRORS)
@@ -283,9 +301,14 @@ def test_each_predicted_verdict_reads_as_a_sentence_with_its_speedups():
         assert verdict_sentence(row).startswith(start[row.verdict]) and row.cause in \
             verdict_sentence(row)
     md = findings_markdown(claims)
-    g = table[table.method == "gaussiank"].iloc[0]
-    assert f"select < {g.breakeven_select_vs_dense * 1e3:.3g} / Top-k's + 0 ms" in md
-    assert "| fnn3 | over Dense, Top-k — Gaussian-k (2019) |" in md  # two methods: named
+    for method in ("gaussiank", "gaussiank-2019"):  # the cells formatted from the columns
+        g = table[table.method == method].iloc[0]
+        row = claims[(claims.sparsifier == method)
+                     & (claims.claim == "gaussiank_speedup_p16")].iloc[0]
+        over_topk = g.breakeven_select_over_topk * 1e3
+        assert (f"| FNN-3 | {sparsifier_name(method)} | over Dense, Top-k | {row.verdict}: "
+                f"break-even selection < {g.breakeven_select_vs_dense * 1e3:.3g} ms vs Dense, "
+                f"Top-k's {'+' if over_topk >= 0 else '−'}{abs(over_topk):.3g} ms |") in md
 
 
 def test_selection_table_prefers_the_computes_device(tmp_path, monkeypatch):

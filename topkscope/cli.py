@@ -44,10 +44,10 @@ def _figures_driver(log, **options):
     return reproduce(Options(**options), log=log)
 
 
-def _claims_table(runs):
+def _claims_table(runs, **options):
     from topkscope.reproduce.draw import claims_table
 
-    return claims_table(runs)
+    return claims_table(runs, **options)
 
 
 def _claims_summary(table) -> str:

@@ -33,15 +33,21 @@ from topkscope.sparsify.engine import sample_threshold
 
 DEFAULT_MAX_N = 250_000  # subsample for the bulk of the sorted-magnitude curve
 DEFAULT_POINTS = 128  # log-spaced ranks on the curve
-DEFAULT_TOL = 0.01  # convexity gap below which the (1-k/d)^2 condition counts as held
-SAMPLE_NOISE = 30.0  # + SAMPLE_NOISE/d: finite-sample allowance added to DEFAULT_TOL
+# The convexity tolerance on the scale of the gap between the two bounds. A convexity gap g
+# allows delta at most g (1 - (1 - k/d)^2) above (1 - k/d)^2 (see `convexity`); the condition
+# asks that this be at most CONVEXITY_SHARE of the bounds' gap (k/d)(1 - k/d), plus a sample-
+# noise allowance SAMPLE_NOISE/d on g. At rho = 0.001 that is g <= 0.009995 + 30/d: the
+# earlier criterion g <= 0.01 + 30/d, restated on this scale.
+CONVEXITY_SHARE = 0.02
+SAMPLE_NOISE = 30.0  # the spacing of a finite sample's largest order statistics (~10/d Gaussian)
+DEFAULT_DENSITY = 0.001  # the paper's density: where `convexity` judges a curve given none
 REL_TOL = 1e-9  # comparisons with a bound are decided beyond float64 rounding
 _EXACT_FULL_SORT = 2_000_000  # below this d everything is sorted exactly
 
 RATIO_COLUMNS = [
     "density", "d", "k", "nonfinite", "topk_ratio", "classic_bound", "paper_bound",
     "gaussian_ratio", "below_classic", "below_paper", "convexity_gap",
-    "magnitude_convexity_gap", "condition_holds", "note",
+    "magnitude_convexity_gap", "condition_holds", "note", "convexity_tol",
 ]  # fmt: skip
 
 
@@ -64,7 +70,7 @@ def analyze(
     points: int = DEFAULT_POINTS,
     max_n: int = DEFAULT_MAX_N,
     seed: int = 0,
-    tol: float = DEFAULT_TOL,
+    share: float = CONVEXITY_SHARE,
 ) -> ContractionReport:
     """delta_emp at every density, the bounds, the sorted-magnitude curve and its convexity.
 
@@ -72,8 +78,10 @@ def analyze(
     max(k) magnitudes come from one exact selection and one sort of a candidate set, so all
     densities share it: delta(k) = sum_{i>k} |u|_(i)^2 / sum_i |u|_(i)^2, accumulated in float64.
     below_classic: delta < (1 - k/d)(1 - 1e-9); below_paper: delta <= (1 - k/d)^2 (1 + 1e-9)
-    (`is_below_classic`, `is_below_paper`: decided beyond float rounding). condition_holds:
-    convexity_gap <= tol + 30/d (see `convexity`). A zero vector has undefined ratios (NaN + note).
+    (`is_below_classic`, `is_below_paper`: decided beyond float rounding). condition_holds at
+    each density: convexity_gap <= convexity_tol = share (k/d)(1 - k/d) (see `convexity`); the
+    report's `convexity` dict is judged at the smallest density (the strictest tolerance). A
+    zero vector has undefined ratios (NaN + note).
     """
     raw = list(np.atleast_1d(np.asarray(densities, dtype=object)))
     if not raw:
@@ -83,30 +91,28 @@ def analyze(
     rhos = [float(r) for r in raw]
     points = _check_points(points)
     check_max_n(max_n)
-    if not 0.0 <= float(tol) < 1.0:
-        raise ValueError(f"tol = {tol!r} is outside the allowed range [0, 1)")
+    share = _check_share(share)
     values, nonfinite = finite_values(u)
     d = int(values.size)
     if d == 0:
         rows = [_ratio_row(r, 0, 0, nonfinite, math.nan, "no finite values") for r in rhos]
-        return ContractionReport(_frame(rows), _curve_frame([], [], [], 0), convexity(None, tol))
+        return ContractionReport(_frame(rows), _curve_frame([], [], [], 0),
+                                 convexity(None, min(rhos), share))
     ks = [k_from_density(r, d) for r in rhos]
     mags = _Magnitudes(values, max(ks), max_n, seed)
     curve = mags.curve(points)
-    conv = convexity(curve, tol)
     rows = []
     for r, k in zip(rhos, ks):
         if mags.total == 0.0:
             rows.append(_ratio_row(r, d, k, nonfinite, math.nan, "zero vector: ratio undefined"))
             continue
         row = _ratio_row(r, d, k, nonfinite, kernel.delta_from_rest(mags.tail(k), mags.total), "")
-        row.update(
-            convexity_gap=conv["convexity_gap"],
-            magnitude_convexity_gap=conv["magnitude_convexity_gap"],
-            condition_holds=conv["condition_holds"],
-        )
+        conv = convexity(curve, r, share)
+        row.update({key: conv[key] for key in ("convexity_gap", "magnitude_convexity_gap",
+                                                "condition_holds")},
+                   convexity_tol=conv["tol_effective"])
         rows.append(row)
-    return ContractionReport(_frame(rows), curve, conv)
+    return ContractionReport(_frame(rows), curve, convexity(curve, min(rhos), share))
 
 
 def topk_ratios(u, densities) -> pd.DataFrame:
@@ -131,7 +137,16 @@ def sorted_magnitudes(
     return _Magnitudes(values, 1, max_n, seed).curve(points)
 
 
-def convexity(curve: pd.DataFrame | None, tol: float = DEFAULT_TOL) -> dict:
+def convexity_tolerance(k: int, d: int, share: float = CONVEXITY_SHARE) -> float:
+    """The largest convexity gap g for which the excess over the paper's bound that g allows,
+    g (1 - (1 - k/d)^2), is at most `share` of the gap between the bounds, (k/d)(1 - k/d); plus
+    SAMPLE_NOISE/d:  share (1 - k/d) / (2 - k/d) + 30/d."""
+    bounds_gap = classic_bound(k, d) - paper_bound(k, d)
+    return float(share) * bounds_gap / (1.0 - paper_bound(k, d)) + SAMPLE_NOISE / d
+
+
+def convexity(curve: pd.DataFrame | None, density: float = DEFAULT_DENSITY,
+              share: float = CONVEXITY_SHARE) -> dict:
     """Is the sorted squared-magnitude curve convex and decreasing to zero? A scale-free gap.
 
     With a(t) = |u|_(r)^2 at t = (r - 1/2)/d, extended by a(1) = 0, and h the greatest convex
@@ -140,21 +155,33 @@ def convexity(curve: pd.DataFrame | None, tol: float = DEFAULT_TOL) -> dict:
         convexity_gap = (integral of a - integral of h) / integral of a      (trapezoids)
 
     is 0 for a convex curve that falls to zero and 1/2 for a flat vector. The paper's bound
-    delta <= (1-k/d)^2 holds for every k when a is convex decreasing to zero, and in general
-    delta <= (1-k/d)^2 + convexity_gap (write a = h + (a - h); the hull part obeys the bound).
+    delta <= (1-k/d)^2 holds for every k when a is convex decreasing to zero. In general, with
+    a = h + r (r >= 0, integral R = g A, A the integral of a), the hull part obeys the bound:
+    delta <= ((1-k/d)^2 (A - R) + R) / A, i.e.
+
+        delta <= (1-k/d)^2 + g (1 - (1-k/d)^2)
+
     magnitude_convexity_gap is the same measure on |u|_(r) itself (the paper's wording; a
     convex |u| curve implies a convex squared one).
 
-    condition_holds: convexity_gap <= tol_effective = tol + 30/d. The 30/d allows for the random
-    spacing of the largest order statistics of a finite sample (Gaussian samples give ~10/d).
+    condition_holds at `density` (k = k_from_density(density, d)): g <= tol_effective =
+    convexity_tolerance(k, d, share), i.e. the excess that g allows is at most `share` of the
+    gap (k/d)(1 - k/d) between 1 - k/d and (1 - k/d)^2 (plus 30/d on g for the random
+    spacing of a finite sample's largest order statistics; a Gaussian sample has g ~ 10/d).
+    A curve whose delta lies between the bounds, above the paper's by more than that share,
+    therefore never meets the condition.
     """
+    density = float(density)
+    k_from_density(density, 1)  # validates
+    share = _check_share(share)
     out = {"convexity_gap": math.nan, "magnitude_convexity_gap": math.nan,
-           "condition_holds": False, "tol": float(tol), "tol_effective": math.nan, "note": ""}
+           "condition_holds": False, "density": density, "share": share,
+           "tol_effective": math.nan, "note": ""}
     if curve is None or len(curve) == 0:
         out["note"] = "no finite values"
         return out
-    d = float(curve.attrs.get("d", curve["rank"].max()))
-    out["tol_effective"] = float(tol) + SAMPLE_NOISE / d
+    d = int(curve.attrs.get("d", curve["rank"].max()))
+    out["tol_effective"] = convexity_tolerance(k_from_density(density, d), d, share)
     t = (curve["rank"].to_numpy(np.float64) - 0.5) / d
     mag = curve["magnitude"].to_numpy(np.float64)
     if not np.any(mag > 0):
@@ -291,7 +318,20 @@ def is_below_classic(ratio, bound):
 
 def is_below_paper(ratio, bound):
     """delta <= (1 - k/d)^2 up to float rounding: ratio <= bound (1 + REL_TOL)."""
+    return is_at_most(ratio, bound)
+
+
+def is_at_most(ratio, bound):
+    """ratio <= bound up to float rounding: ratio <= bound (1 + REL_TOL) (the paper's bound,
+    the Gaussian value)."""
     return ratio <= bound * (1.0 + REL_TOL)
+
+
+def _check_share(share: float) -> float:
+    share = float(share)
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"share = {share!r} is outside the allowed range [0, 1]")
+    return share
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:

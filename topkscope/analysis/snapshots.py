@@ -48,10 +48,9 @@ NORMALITY_COLUMNS = [*KEY_COLUMNS, *normality.KEYS, *PARAM_COLUMNS]
 # fits.compare's own `rank` (1 = lowest BIC) is renamed: here rank is the worker's rank
 FITS_COLUMNS = [*KEY_COLUMNS, *(FAMILY_RANK if c == "rank" else c for c in fits.COLUMNS),
                 *PARAM_COLUMNS]  # fmt: skip
-CONTRACTION_COLUMNS = [*KEY_COLUMNS, *contraction.RATIO_COLUMNS, "convexity_tol",
-                       *PARAM_COLUMNS]  # fmt: skip
+CONTRACTION_COLUMNS = [*KEY_COLUMNS, *contraction.RATIO_COLUMNS, *PARAM_COLUMNS]
 SEED = 0  # the subsampling seed of every snapshot statistic, for every caller
-DEFAULT_DENSITY = 0.001  # the contraction density of a run that names none
+DEFAULT_DENSITY = contraction.DEFAULT_DENSITY  # the contraction density of a run naming none
 CURVE_COLUMNS = ["step", "rank", "fraction", "magnitude", "exact"]  # rank: order rank
 QQ_COLUMNS = ["step", "p", "theoretical", "sample"]
 CONVEXITY_KEYS = ["convexity_gap", "magnitude_convexity_gap", "condition_holds"]
@@ -115,8 +114,7 @@ def analyze_snapshot(
     if len(densities):
         c_max = used_max_n("contraction", max_n)
         report = contraction.analyze(u, list(densities), max_n=c_max, seed=seed)
-        ratios = report.ratios.assign(convexity_tol=report.convexity["tol_effective"])
-        contr_rows = _with_keys(ratios, keys, seed, c_max)
+        contr_rows = _with_keys(report.ratios, keys, seed, c_max)
         extra["curve"] = report.curve.assign(step=int(step))
         extra["convexity"] = report.convexity
     return SnapshotTables(

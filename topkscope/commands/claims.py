@@ -1,16 +1,18 @@
 """`topkscope claims RUN_OR_RESULTS... [--out FILE]`: the paper's claims table for any runs.
 
-Each path is a run folder, an experiment folder or a results root; its complete runs are
-found by manifest content (topkscope.manifest.runs_at), `topkscope run` folders and users'
-own runs alike (a DDP-hook run, launcher "ddp-hook", or a Recorder in their own loop). The
+Each path is a run folder, an experiment folder or a results root; its complete and failed
+runs are found by manifest content (topkscope.manifest.runs_at), `topkscope run` folders and
+users' own runs alike (a DDP-hook run, launcher "ddp-hook", or a Recorder in their own loop);
+a failed run (e.g. one that diverged) counts as a failed seed in the convergence claims.
+`--margin POINTS` and `--perplexity-margin PERCENT` set the non-inferiority margins. The
 table is the figures driver's (topkscope.analysis.claims.build, with the profile and model
 arguments of the runs behind each row; columns as results/claims.csv), written atomically to
 FILE (default ./claims.csv; `--out -`: the CSV on stdout), and one plain sentence per row,
 the sentences of claims.md, is printed (on stderr with `--out -`). The table and the
 sentences come from topkscope.reproduce, handed in by topkscope.cli.
 
-Bad input (a path that holds no complete run, a damaged run, --out a folder): one line,
-exit 2, nothing written.
+Bad input (a path that holds no complete or failed run, a damaged run, --out a folder, a
+negative margin): one line, exit 2, nothing written.
 """
 
 from __future__ import annotations
@@ -31,10 +33,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run folder, experiment folder or results root (complete runs are used)")
     p.add_argument("--out", default="claims.csv", metavar="FILE",
                    help="where the table goes (default: ./claims.csv; '-': stdout)")
+    add_margin_arguments(p)
+
+
+def add_margin_arguments(p: argparse.ArgumentParser) -> None:
+    """--margin and --perplexity-margin: the claims' non-inferiority margins (also used by
+    `topkscope figures`, where they set the time-to-accuracy target too)."""
+    from topkscope.analysis.verdicts import ACCURACY_MARGIN_POINTS, PERPLEXITY_MARGIN_PCT
+
+    p.add_argument("--margin", type=float, default=ACCURACY_MARGIN_POINTS, metavar="POINTS",
+                   help="non-inferiority margin of the accuracy claims, in points of accuracy "
+                        f"(default {ACCURACY_MARGIN_POINTS:g})")
+    p.add_argument("--perplexity-margin", type=float, default=PERPLEXITY_MARGIN_PCT,
+                   metavar="PERCENT",
+                   help="the same for perplexity, in %% of Top-k's perplexity (default "
+                        f"{PERPLEXITY_MARGIN_PCT:g})")
 
 
 def main(args: argparse.Namespace, tabulate: Callable, summarize: Callable) -> int:
-    """tabulate(runs) -> the claims DataFrame, summarize(table) -> its sentences (cli.py)."""
+    """tabulate(runs, margin=, perplexity_margin=) -> the claims DataFrame, summarize(table)
+    -> its sentences (cli.py)."""
     from topkscope.analysis.runs import load
     from topkscope.io import write_bytes_atomic
     from topkscope.manifest import runs_at
@@ -44,8 +62,8 @@ def main(args: argparse.Namespace, tabulate: Callable, summarize: Callable) -> i
         if out is not None and out.is_dir():
             raise ValueError(f"--out {str(out)!r} is a folder; give a file name (e.g. "
                              f"{out / 'claims.csv'}) or '-' for stdout")
-        runs = [load(r.path) for r in runs_at(args.paths)]
-        table = tabulate(runs)
+        runs = [load(r.path) for r in runs_at(args.paths, status=("complete", "failed"))]
+        table = tabulate(runs, margin=args.margin, perplexity_margin=args.perplexity_margin)
     except ValueError as exc:  # nothing has been written yet
         raise CommandError(str(exc)) from None
     csv = table.to_csv(index=False)

@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from topkscope.commands import CommandError
+from topkscope.commands import CommandError, claims
 
 HELP = "run the experiments of a profile (skipping complete ones) and draw every figure"
 
@@ -45,6 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "selection.py run on a GPU; default: the first of RESULTS/bench/"
                         "selection.csv and the committed references measured on the compute's "
                         "device)")
+    claims.add_margin_arguments(p)
     p.add_argument("--dry-run", action="store_true",
                    help="print every run folder, its state and its `topkscope run` command; "
                         "run nothing (e.g. to submit the full profile to a cluster)")
@@ -57,7 +58,8 @@ def main(args: argparse.Namespace, driver: Callable) -> int:
                    data_root=args.data, only=args.only, run=not args.no_run,
                    bench=not args.no_bench, launcher=args.launcher, dry_run=args.dry_run,
                    parallel=args.parallel, notebooks=not args.no_notebooks,
-                   tables=not args.no_tables, selection_csv=args.selection_csv)
+                   tables=not args.no_tables, selection_csv=args.selection_csv,
+                   margin=args.margin, perplexity_margin=args.perplexity_margin)
     try:
         outcome = driver(lambda m: print(m, flush=True), **options)
     except ValueError as exc:

@@ -67,27 +67,36 @@ def histogram_figure(run, analysis: SnapshotAnalysis, out_dir: Path, experiment:
 
 def sorted_magnitudes_figure(run, analysis: SnapshotAnalysis, densities: Sequence[float],
                              out_dir: Path, experiment: str) -> FigureEntry:
+    from topkscope.analysis.contraction import CONVEXITY_SHARE
+
     fig = plots.sorted_magnitudes(analysis.curves, manifest=run.manifest, densities=densities)
-    conv = analysis.convexity
-    held = conv["condition_holds"].astype(bool).mean() if len(conv) else float("nan")
-    gaps = ", ".join(f"{g:.3f}" for g in conv["convexity_gap"]) if len(conv) else "n/a"
+    conv, ratios = analysis.convexity, analysis.ratios
+    gaps = ", ".join(f"{g:.3g}" for g in conv["convexity_gap"]) if len(conv) else "n/a"
+    held = "; ".join(f"at ρ = {rho:g} on {_pct(g['condition_holds'].astype(bool).mean())}"
+                     for rho, g in ratios.groupby("density")) if len(ratios) else "n/a"
     caption = (f"Sorted magnitudes |u|_(i)/|u|_(1) against i/d at the snapshot steps. The paper's "
                f"(1-k/d)^2 bound assumes this curve is convex: the convexity gap of the squared "
-               f"curve is {gaps} (0 = convex), so the condition held on {_pct(held)} of the "
+               f"curve is {gaps} (0 = convex). The condition (the gap may move δ at most "
+               f"{CONVEXITY_SHARE:.0%} of the way from (1-k/d)^2 to 1-k/d) held {held} of the "
                f"snapshots. {describe_run(run.manifest)}.")
     return _save(fig, out_dir, experiment, "sorted_magnitudes", caption)
 
 
 def contraction_figure(run, out_dir: Path, experiment: str) -> FigureEntry:
+    from topkscope.analysis.contraction import is_at_most, is_below_paper
+
     fig = plots.contraction_over_iterations(run.stats, manifest=run.manifest)
     u = _global_u(run.stats).dropna(subset=["topk_ratio"])
     parts = []
     for rho, g in u.groupby("density"):
+        ratio = g["topk_ratio"].to_numpy(float)
         parts.append(
             f"ρ = {rho:g}: median δ_emp {g['topk_ratio'].median():.3f} vs 1-k/d "
             f"{g['classic_bound'].median():.4f}, (1-k/d)^2 {g['paper_bound'].median():.4f}, "
             f"Gaussian {g['gaussian_ratio'].median():.4f}; below (1-k/d)^2 in "
-            f"{_pct((g['topk_ratio'] <= g['paper_bound']).mean())} of "
+            f"{_pct(is_below_paper(ratio, g['paper_bound'].to_numpy(float)).mean())} and at "
+            f"most the Gaussian value in "
+            f"{_pct(is_at_most(ratio, g['gaussian_ratio'].to_numpy(float)).mean())} of "
             f"{len(g)} (step, worker) records")
     caption = ("Measured Top-k contraction δ_emp = ‖u − TopK(u)‖²/‖u‖² per iteration (median over "
                "workers, band min–max) against 1−k/d, (1−k/d)² and the Gaussian value. "
@@ -124,18 +133,22 @@ def qq_figure(run, analysis: SnapshotAnalysis, out_dir: Path, experiment: str) -
 
 
 def selectors_figure(run, out_dir: Path, experiment: str) -> FigureEntry:
+    from topkscope.analysis.verdicts import count_band_text, in_count_band
+
     fig = plots.selected_over_k(run.stats, manifest=run.manifest)
     u = _global_u(run.stats)
     u = u[u["k"] > 0]
     parts = []
     for s in approximate_selectors(u.columns):
-        col = f"{s}_count"
-        ratio = (u[col] / u["k"]).dropna()
-        if len(ratio):
+        have = u.dropna(subset=[f"{s}_count"])
+        if len(have):
+            ratio = have[f"{s}_count"].astype(float) / have["k"]
+            inside = in_count_band(have[f"{s}_count"], have["k"]).mean()
             parts.append(f"{sparsifier_name(s)} median {ratio.median():.2f}, inside "
-                         f"[2/3, 4/3] {_pct(((ratio >= 2 / 3) & (ratio <= 4 / 3)).mean())}")
+                         f"{count_band_text()} {_pct(inside)}")
     caption = ("Elements selected by approximate selectors as a multiple of k over training (1 = "
-               "exact; the published Gaussian-k band [2k/3, 4k/3] shaded) and their recall of the "
+               f"exact; the published Gaussian-k band {count_band_text()} shaded) and their "
+               "recall of the "
                "exact top-k set, evaluated by the recorder on the same u as training. Selected/k "
                "over all recorded (step, worker, density): " + "; ".join(parts)
                + f". {describe_run(run.manifest)}.")
@@ -219,25 +232,36 @@ def convergence_figure(runs: Sequence, out_dir: Path, experiment: str) -> Figure
 
 
 def traffic_figure(runs: Sequence, out_dir: Path, experiment: str) -> FigureEntry:
+    from topkscope.analysis.claims import condition_of
+    from topkscope.analysis.convergence_claims import WHOLE_RUN, traffic_ratios
+    from topkscope.analysis.phases import TARGET
+
     rho = main_density(runs)
     runs = [r for r in runs if float(r.manifest["density"]) == rho]
     _, ev = run_frames(runs)
     fig = plots.accuracy_vs_elements(ev, manifest=dict(runs[0].manifest))
-    finals = _finals(ev)
-    topk = finals[finals["sparsifier"] == "topk"].set_index(["condition", "seed"])["elements"]
+    topk = {(condition_of(r.manifest), int(r.manifest.get("seed", 0) or 0)): r
+            for r in runs if r.manifest["sparsifier"] == "topk"}
+    rows = []
+    for r in runs:
+        m = r.manifest
+        ref = topk.get((condition_of(m).split("; ")[0], int(m.get("seed", 0) or 0)))
+        if m["sparsifier"] not in ("dense", "topk") and ref is not None:
+            rows.append({"sparsifier": m["sparsifier"], "condition": condition_of(m),
+                         **traffic_ratios(r, ref)})
+    ratios = pd.DataFrame(rows, columns=["sparsifier", "condition", TARGET, WHOLE_RUN])
 
     def ratio(g: pd.DataFrame) -> str:
-        ref = topk.reindex(list(zip(g["condition"], g["seed"]))).to_numpy()
-        return _mean_text(pd.Series(g["elements"].to_numpy() / ref)) + "x"
+        return (_mean_text(g[TARGET]) + "x at the target density, "
+                + _mean_text(g[WHOLE_RUN]) + "x over the whole run")
 
     metric = str(ev["metric_name"].iloc[0]) if len(ev) else "metric"
     caption = (f"Held-out {metric} against the elements communicated so far by all workers "
                f"(cumulative train `selected` x workers; log scale), at ρ = {rho:g}, one panel "
                f"per condition; mean over seeds, band over seeds on the {metric}. Elements sent "
-               f"over the whole run relative to Top-k's (same seed and condition), mean (range "
-               f"over seeds): "
-               + _by_condition(finals[finals["sparsifier"] != "dense"], ratio)
-               + f". {_experiment_note(runs)}.")
+               f"relative to Top-k's (same seed and condition; the claims' traffic_target and "
+               f"traffic_ratio), mean (range over seeds): "
+               + _by_condition(ratios, ratio) + f". {_experiment_note(runs)}.")
     return _save(fig, out_dir, experiment, "traffic", caption)
 
 
@@ -276,7 +300,7 @@ def density_sensitivity_figure(runs: Sequence, out_dir: Path, experiment: str) -
 
 def selected_per_step_figure(runs: Sequence, out_dir: Path, experiment: str) -> FigureEntry | None:
     """None when the experiment ran no approximate method."""
-    from topkscope.analysis.claims import COUNT_BAND
+    from topkscope.analysis.verdicts import count_band_text, in_count_band
 
     rho = main_density(runs)
     runs = [r for r in runs if float(r.manifest["density"]) == rho
@@ -287,7 +311,7 @@ def selected_per_step_figure(runs: Sequence, out_dir: Path, experiment: str) -> 
     fig = plots.selected_per_step(train, manifest=dict(runs[0].manifest))
     train = train[train["k"] > 0]
     ratio = train["selected_median"] / train["k"]
-    inside = (ratio >= COUNT_BAND[0]) & (ratio <= COUNT_BAND[1])
+    inside = pd.Series(in_count_band(train["selected_median"], train["k"]), index=train.index)
     parts = []
     for (name, cond), idx in train.groupby(["sparsifier", "condition"], sort=False).groups.items():
         lo = (train.loc[idx, "selected_min"] / train.loc[idx, "k"]).min()
@@ -295,8 +319,8 @@ def selected_per_step_figure(runs: Sequence, out_dir: Path, experiment: str) -> 
         parts.append(f"{sparsifier_name(name)} ({cond}) median {ratio[idx].median():.2f}, in "
                      f"the band on {_pct(inside[idx].mean())} of steps, workers {lo:.2g}-{hi:.2g}")
     caption = ("Elements each approximate method sent per step in its own training run, as a "
-               "multiple of that step's k (log scale; the published Gaussian-k band [2k/3, 4k/3] "
-               "shaded): median over workers, mean over seeds, band from the fewest to the most "
+               "multiple of that step's k (log scale; the published Gaussian-k band "
+               f"{count_band_text()} shaded): median over workers, mean over seeds, band from the fewest to the most "
                "any worker sent (train.parquet selected_min / selected_max, over seeds too). "
                "Selected/k over all (step, seed): " + "; ".join(parts)
                + f". {_experiment_note(runs)}.")
@@ -400,17 +424,22 @@ VERDICT_MARKS = {"holds": "holds ✅", "fails": "fails ❌", "mixed": "mixed ⚠
                  "inconclusive": "inconclusive ❔", "insufficient-data": "insufficient data"}
 
 
-def claims_table(runs: Iterable, differing: dict[str, str] | None = None) -> pd.DataFrame:
-    """topkscope.analysis.claims.build over the loaded runs, plus what was run: the profile and
-    the model arguments (e.g. a narrower width) of the runs behind each row, and
-    `differs_from_plan`: for each run among them named in `differing` (resolved run folder ->
-    what differs, from the figures driver), "<run folder>: <what differs>"; empty when every
-    run has the plan's settings or there is no plan (`topkscope claims`)."""
+RUN_COLUMNS = ("profile", "model_args", "differs_from_plan")  # claims_table's, after COLUMNS
+
+
+def claims_table(runs: Iterable, differing: dict[str, str] | None = None,
+                 **options) -> pd.DataFrame:
+    """topkscope.analysis.claims.build over the loaded runs (options: build's, e.g. margin,
+    perplexity_margin), plus what was run: the profile and the model arguments (e.g. a
+    narrower width) of the runs behind each row, and `differs_from_plan`: for each run among
+    them named in `differing` (resolved run folder -> what differs, from the figures driver),
+    "<run folder>: <what differs>"; empty when every run has the plan's settings or there is
+    no plan (`topkscope claims`)."""
     from topkscope.analysis import claims
 
     runs = list(runs)
     differing = differing or {}
-    table = claims.build(runs)
+    table = claims.build(runs, **options)
     setting: dict[tuple, tuple[str, str]] = {}
     differs: dict[tuple, list[str]] = {}
     for run in runs:
@@ -424,9 +453,10 @@ def claims_table(runs: Iterable, differing: dict[str, str] | None = None) -> pd.
     keys = [claims.model_key(dict(zip(("model", "dataset", "dataset_substitute"), row)))
             for row in table[["model", "dataset", "dataset_substitute"]].itertuples(index=False)]
     keys = [tuple(None if isinstance(v, float) and v != v else v for v in k) for k in keys]
-    table["profile"] = [setting.get(k, ("", ""))[0] for k in keys]
-    table["model_args"] = [setting.get(k, ("", ""))[1] for k in keys]
-    table["differs_from_plan"] = ["; ".join(differs.get(k, [])) for k in keys]
+    profile, model_args, differs_from_plan = RUN_COLUMNS
+    table[profile] = [setting.get(k, ("", ""))[0] for k in keys]
+    table[model_args] = [setting.get(k, ("", ""))[1] for k in keys]
+    table[differs_from_plan] = ["; ".join(differs.get(k, [])) for k in keys]
     return table
 
 

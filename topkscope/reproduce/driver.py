@@ -6,12 +6,15 @@
               lies: runner.covering_runs), `parallel` runs at a time (two on a 2-core CPU in
               the quick profile)
     3. draw   analyze each run's snapshots and draw its figures into <results>/figures/
-    4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims), with the predicted
-              scaling rows; <results>/scaling.csv and its figures (topkscope.perf.report);
+    4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims, margins from
+              Options.margin / perplexity_margin), with the predicted scaling rows;
+              <results>/scaling.csv and its figures (topkscope.perf.report);
               <results>/time_to_accuracy.csv, its figure and claims rows from the seeded
-              convergence runs (topkscope.perf.time_to_accuracy). The selection times are
-              Options.selection_csv, else the first selection CSV measured on the compute's
-              device (topkscope.perf.report.selection_table)
+              convergence runs (topkscope.perf.time_to_accuracy: the same runs and margins as
+              the convergence claims). The failed runs of convergence variants (failed_runs)
+              are counted as failed seeds. The selection times are Options.selection_csv, else
+              the first selection CSV measured on the compute's device
+              (topkscope.perf.report.selection_table)
     5. tables <results>/tables/*.csv + *.tex: claims and key numbers for papers (paper_tables)
     6. notebooks  every notebook executed on the runs just made: <results>/notebooks/*.ipynb
               with its figures inline, plus a static .html of each (notebook_runs)
@@ -24,7 +27,9 @@ from that run, named with what differs in the log, in the index notes and in the
 `differs_from_plan` column.
 
 Each phase prints what it does and how long it took; a failing experiment is reported and the
-others still run, and the command exits non-zero at the end.
+others still run, and the command exits non-zero at the end. A convergence design whose
+variants partly failed is drawn from the runs it has (each failed variant reported), so a
+method that diverges on a seed is never dropped from its figures' experiment or its claims.
 
 Benchmark experiment configs (e.g. experiments/selection-speed.yaml), validated.
 
@@ -49,6 +54,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import yaml
 
+from topkscope import validate
+from topkscope.analysis.verdicts import ACCURACY_MARGIN_POINTS, PERPLEXITY_MARGIN_PCT
 from topkscope.io import write_bytes_atomic
 from topkscope.reproduce import plan
 from topkscope.reproduce.runner import (
@@ -83,6 +90,9 @@ class Options:
     tables: bool = True         # CSV + LaTeX tables for papers into <results>/tables/
     jobs: Sequence[plan.TrainingJob | plan.BenchmarkJob] | None = None  # None: plan.JOBS
     selection_csv: Path | None = None  # the predictions' selection times (None: found)
+    # the claims' non-inferiority margins (convergence claims and time-to-accuracy targets)
+    margin: float = ACCURACY_MARGIN_POINTS
+    perplexity_margin: float = PERPLEXITY_MARGIN_PCT  # the same for perplexity, in %
 
     @property
     def figures_dir(self) -> Path:
@@ -221,7 +231,8 @@ def write_claims(runs: list, opts: Options, clock: Clock, differing: dict[str, s
     from topkscope.reproduce.draw import FigureEntry, claims_markdown, claims_table
 
     t = time.perf_counter()
-    table = claims_table(runs, differing)
+    table = claims_table(runs, differing, margin=opts.margin,
+                         perplexity_margin=opts.perplexity_margin)
     root = Path(opts.results_root)
     entries: list[FigureEntry] = []
     # predictions: results/scaling.csv, its figures, the P = 16 speed-up rows; then the time
@@ -232,7 +243,9 @@ def write_claims(runs: list, opts: Options, clock: Clock, differing: dict[str, s
     for what, write in (("scaling prediction", write_scaling),
                         ("time to accuracy", write_time_to_accuracy)):
         try:
-            kwargs = {"profile": opts.profile} if write is write_scaling else {}
+            kwargs = ({"profile": opts.profile} if write is write_scaling else
+                      {"runs": runs, "margin": opts.margin,
+                       "perplexity_margin": opts.perplexity_margin})
             rows, figures = write(root, selection_csv=opts.selection_csv, **kwargs)
         except (ValueError, OSError) as exc:
             print(f"  {what} skipped: {exc}")
@@ -295,10 +308,12 @@ def default_parallel(profile: str) -> int:
     return max(1, min(2, os.cpu_count() or 1)) if profile == "quick" else 1
 
 
-def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options,
-                    clock: Clock) -> dict[str, list[Covering] | Exception]:
+def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options, clock: Clock,
+                    errors: list[str] | None = None) -> dict[str, list[Covering] | Exception]:
     """Every run of every training job; job -> the runs to draw (each a Covering: its folder
-    and what differs from the plan) or the error.
+    and what differs from the plan) or the error. With `errors`, a convergence design whose
+    variants partly failed or are missing is drawn from the others, and each failed variant
+    is appended to `errors` (its failed run still reaches the claims: failed_runs).
 
     Training (opts.run): each variant's complete run with the plan's settings, wherever it
     lies, else its own hashed folder (resumed or trained). --no-run: the covering run with
@@ -335,16 +350,43 @@ def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options,
     for job, label, _ in labelled:
         got = done[label]
         prev = out.setdefault(job.experiment, [])
-        if isinstance(got, Exception):
-            out[job.experiment] = got
-        elif isinstance(prev, list):
+        if isinstance(got, Covering) and isinstance(prev, list):
             prev.append(got)
+        elif isinstance(got, Exception) and job.design is not None and errors is not None:
+            errors.append(f"{job.experiment}: {label}: {got}")  # drawn from the others
+        elif isinstance(got, Exception):
+            out[job.experiment] = got
+    for job in jobs:  # a design none of whose variants has a run is not drawn
+        if out.get(job.experiment) == []:
+            out[job.experiment] = RuntimeError("no variant has a complete run")
     return out
+
+
+def failed_runs(jobs: Sequence[plan.TrainingJob], opts: Options) -> list[Path]:
+    """The failed runs (manifest status `failed`, e.g. "training diverged at step N") of the
+    convergence variants of the plan that no complete run covers, found by manifest content:
+    the claims count them as failed seeds, never dropping them."""
+    from topkscope.manifest import find_runs
+    from topkscope.reproduce.runner import variant_fields
+
+    found: list[Path] = []
+    for job in jobs:
+        if job.design is None:
+            continue
+        for _, spec in run_specs(job, opts):
+            if not covering_runs(spec):
+                found += [r.path for r in find_runs(opts.results_root, status="failed",
+                                                    **variant_fields(spec))]
+    return found
 
 
 def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     """Run the plan, draw every figure, write claims and the index (see module docstring)."""
+    from topkscope.analysis.runs import load
+
     plan.check_profile(opts.profile)
+    validate.number("margin", opts.margin, 0.0)
+    validate.number("perplexity_margin", opts.perplexity_margin, 0.0)
     if opts.parallel is not None and opts.parallel < 1:
         raise ValueError(f"parallel = {opts.parallel} must be at least 1")
     if opts.selection_csv is not None:  # checked before anything runs
@@ -376,7 +418,10 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
             csvs[job.experiment] = ensure_benchmark(job, opts, clock)
         except (RuntimeError, ValueError, OSError) as exc:
             csvs[job.experiment] = exc
-    folders = ensure_training(trainings, opts, clock) if trainings else {}
+    folders = ensure_training(trainings, opts, clock, failures) if trainings else {}
+    for msg in failures:
+        log(f"  FAILED {msg}")
+    failed = [load(p) for p in failed_runs(trainings, opts)]  # counted by the claims
     for i, job in enumerate(jobs, 1):
         log(f"[{i}/{len(jobs)}] drawing {job.experiment}")
         try:
@@ -402,7 +447,7 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     claims, md = None, ""
     if all_runs:
         try:
-            claims, md, scaling_entries = write_claims(all_runs, opts, clock, differing)
+            claims, md, scaling_entries = write_claims(all_runs + failed, opts, clock, differing)
             entries += scaling_entries
         except (RuntimeError, ValueError) as exc:
             failures.append(f"claims: {exc}")

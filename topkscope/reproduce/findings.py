@@ -1,96 +1,181 @@
-"""What a claims verdict says, in words: one sentence per row (claims.md, and the summary
-`topkscope claims` prints) and the README's findings table, generated from claims.csv between
-two marker comments (`make gallery`).
+"""What the claims say, in words and tables — formatted from the claims' columns, never
+recomputed: one sentence per row (claims.md, and the summary `topkscope claims` prints), and
+the README's findings, generated from claims.csv between marker comments (`make gallery`):
+
+    <!-- claims-table:start --> ... <!-- claims-table:end -->   the tables (findings_markdown)
+    <!-- claims-prose:start --> ... <!-- claims-prose:end -->   the sentences (findings_prose)
+
+The tables: distribution and contraction (model x condition), convergence (method x
+condition: paired difference with its interval, seeds with the failed ones counted, elements
+sent at the target density, each verdict with its cause), predicted speed-ups ((model, method
+and training condition, baselines) x network: the verdict with its cause, or the break-even
+selection times where no selection time of the compute's device was measured), predicted time
+to accuracy ((model, method, training condition) x network), and the checks (rows true by
+construction). A claims table written before the `section`, `cause`,
+`diff_mean`, `n_failed_seeds`, `traffic_target` or prediction columns existed is completed by
+`with_derived_columns` from what its rows hold, and the README says so.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 import pandas as pd
 
-from topkscope.plots.frames import text_column
+from topkscope.analysis import verdicts
+from topkscope.analysis.claims import ALL_CONDITIONS, section_of
 from topkscope.plots.titles import dataset_name, model_name, sparsifier_name
+
+README_START = "<!-- claims-table:start -->"
+README_END = "<!-- claims-table:end -->"
+PROSE_START = "<!-- claims-prose:start -->"
+PROSE_END = "<!-- claims-prose:end -->"
+# the claims columns of the distribution table, in order: (claim, header)
+DISTRIBUTION_COLUMNS = (
+    ("gaussian_like", "Gaussian-like"),
+    ("below_classic", "δ < 1 − k/d"),
+    ("below_paper", "δ ≤ (1 − k/d)²"),
+    ("gaussian_value", "δ ≤ Gaussian value"),
+    ("convexity_condition", "convex sorted u²"),
+)
+LABEL_COLUMNS = ("model", "method", "condition", "claim", "speed-up")
+DERIVED_NOTE = ("_These claims were written before the structured columns; the section, the "
+                "causes and the paired differences were derived from their rows (the elements "
+                "sent are whole-run ratios: the per-phase traffic is not in them)._")
+
+
+# --------------------------------------------------------------------- columns
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _number(row, name: str) -> float:
+    value = getattr(row, name, math.nan)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def with_derived_columns(table: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+    """(table, derived): the table with the structured columns the formatting reads; for a
+    table written before they existed, derived from its rows by the claims' own rules
+    (section_of, fraction_cause, convergence_verdict), and derived = True."""
+    table = table.reset_index(drop=True)
+    derived = False
+    for col in ("condition", "cause", "metric", "section", "training_condition",
+                "selection_basis"):
+        if col not in table:
+            table[col] = pd.Series([math.nan] * len(table), dtype=object, index=table.index)
+    for col in ("diff_mean", "n_failed_seeds", "traffic_target", "traffic_warmup",
+                "gennorm_beta", "margin", "ci_low", "ci_high", "n_seeds", "traffic_ratio",
+                "breakeven_ms", "breakeven_topk_ms", "model_error"):
+        if col not in table:
+            table[col] = math.nan
+    table["condition"] = table["condition"].astype(object)
+    for i, row in table.iterrows():
+        if not _text(row["section"]):
+            table.at[i, "section"] = section_of(row["claim"], row["sparsifier"], row["condition"])
+            derived = True
+        section = table.at[i, "section"]
+        if section == "convergence" and not _text(row["metric"]):
+            table.at[i, "metric"] = "accuracy"
+        if not _text(row["cause"]) and section in ("distribution", "check", "convergence"):
+            table.at[i, "cause"] = _derived_cause(table.loc[i])
+            derived = True
+        if section == "convergence" and pd.isna(row["diff_mean"]) and not pd.isna(row["ci_low"]):
+            table.at[i, "diff_mean"] = (row["ci_low"] + row["ci_high"]) / 2  # a t-interval
+            derived = True
+    return table, derived
+
+
+def _derived_cause(row: pd.Series) -> str:
+    if row["section"] != "convergence":
+        n = 0 if pd.isna(row["n_units"]) else int(row["n_units"])
+        passed = 0 if pd.isna(row["fraction"]) else round(float(row["fraction"]) * n)
+        return verdicts.fraction_cause(passed, n)
+    n_seeds = 0 if pd.isna(row["n_seeds"]) else int(row["n_seeds"])
+    failed = 0 if pd.isna(row["n_failed_seeds"]) else int(row["n_failed_seeds"])
+    margin = row["margin"] if not pd.isna(row["margin"]) else verdicts.default_margin(
+        row["metric"])
+    _, cause = verdicts.convergence_verdict(row["ci_low"], row["ci_high"], n_seeds, failed,
+                                            row["metric"], margin)
+    if str(row["claim"]).endswith("_traffic"):
+        return _derived_traffic_cause(row, cause)
+    return cause
+
+
+def _derived_traffic_cause(row: pd.Series, accuracy_cause: str) -> str:
+    """The cause of a traffic row written before per-phase traffic: its stored verdict
+    explained by the accuracy interval and the whole-run ratio (mean over seeds)."""
+    accuracy, _ = verdicts.convergence_verdict(
+        row["ci_low"], row["ci_high"], 0 if pd.isna(row["n_seeds"]) else int(row["n_seeds"]),
+        0, row["metric"], verdicts.default_margin(row["metric"]))
+    sent = (f"sends {row['traffic_ratio']:.3g}× Top-k's elements over the whole run"
+            if not pd.isna(row["traffic_ratio"]) else "elements sent unknown")
+    verdict = str(row["verdict"])
+    if accuracy == "fails" or verdict == "insufficient-data":
+        return f"accuracy claim {accuracy}: {accuracy_cause}"
+    if verdict == "fails":
+        return f"{sent} (above 4/3)"
+    if verdict == "holds":
+        return f"matches Top-k and {sent}"
+    if accuracy != "holds":
+        return f"accuracy claim {accuracy}: {accuracy_cause}; {sent}"
+    return f"{sent}; some seeds above 4/3"
 
 
 # --------------------------------------------------------------------- one sentence per verdict
-def _interval(row) -> str:
-    unit = "%" if "perplexity" in str(row.evidence) else " points"
-    return f"[{row.ci_low:+.2f}, {row.ci_high:+.2f}]{unit}"
+def verdict_sentence(row) -> str:
+    """One plain sentence saying what a claims row's verdict means and why (its cause)."""
+    verdict = str(row.verdict)
+    cause = _text(getattr(row, "cause", None))
+    if not cause:
+        frame, _ = with_derived_columns(pd.DataFrame([row._asdict()]))
+        cause = _text(frame["cause"].iloc[0])
+    lead = {"holds": "Holds", "fails": "Fails", "mixed": "Mixed — neither the claim nor its "
+            "negation", "inconclusive": "Not decided", "insufficient-data": "Not judged"}
+    if is_time_to_accuracy(row.claim):
+        lead = {**lead, **TIME_TO_ACCURACY_LEADS}
+    elif _text(getattr(row, "selection_basis", None)) == BREAKEVEN:
+        lead = {**lead, **BREAKEVEN_LEADS}
+    elif _text(getattr(row, "section", None)) == "prediction":
+        lead = {**lead, **PREDICTION_LEADS}
+    text = lead.get(verdict, verdict)
+    return f"{text}: {cause}." if cause else f"{text}."
 
 
-_TIME_SENTENCE = {"holds": "Predicted to reach the target sooner than Top-k",
-                  "fails": "Predicted not to reach the target sooner than Top-k",
-                  "inconclusive": "Not decided", "insufficient-data": "Not judged"}
-_BREAKEVEN_SENTENCE = {
+PREDICTION_LEADS = {
+    "holds": "Predicted faster than every baseline by more than the model's validated error",
+    "fails": "Predicted slower than a baseline by more than the model's validated error",
+    "inconclusive": "Within the model's validated error of a baseline: the model cannot tell "
+                    "them apart",
+}
+BREAKEVEN = "break-even"  # claims column selection_basis of a speed-up judged on break-even
+BREAKEVEN_LEADS = {
     "fails": "Predicted slower than a baseline even if its selection cost nothing",
     "inconclusive": "Decided by its selection time on the compute's device, which was not "
-                    "measured (break-even selection times)"}
+                    "measured (break-even selection times)",
+}
+TIME_TO_ACCURACY_LEADS = {
+    "holds": "Predicted to reach the target sooner than Top-k",
+    "fails": "Predicted not to reach the target sooner than Top-k",
+}
 
 
-def _is_time_to_accuracy(claim) -> bool:
+def is_time_to_accuracy(claim) -> bool:
+    """A `<family>_time_to_accuracy` row (topkscope.perf.time_to_accuracy)."""
     from topkscope.perf.time_to_accuracy import CLAIM_SUFFIX
 
     return str(claim).endswith(CLAIM_SUFFIX)
 
 
-def _is_breakeven(row) -> bool:
-    from topkscope.perf.report import BREAKEVEN_EVIDENCE
-
-    return str(row.evidence).startswith(BREAKEVEN_EVIDENCE)
-
-
-def verdict_sentence(row) -> str:
-    """One plain sentence saying what a claims row's verdict means (its numbers included)."""
-    claim, verdict = str(row.claim), str(row.verdict)
-    n_seeds = getattr(row, "n_seeds", float("nan"))
-    if _is_time_to_accuracy(claim):
-        return f"{_TIME_SENTENCE.get(verdict, 'Not judged')}: {row.cause}."
-    if "_speedup_p" in claim and _is_breakeven(row) and verdict in _BREAKEVEN_SENTENCE:
-        return f"{_BREAKEVEN_SENTENCE[verdict]}: {row.cause}."
-    if claim.endswith("_accuracy") and claim != "gaussiank_count":
-        if verdict == "insufficient-data":
-            have = 0 if pd.isna(n_seeds) else int(n_seeds)
-            return f"Not judged: {have} paired seed(s) of this method and Top-k, 3 are needed."
-        text = {"holds": "matched Top-k within the margin: the whole 95% interval of the "
-                         "paired difference, {ci}, lies on the good side of the limit",
-                "fails": "fell short of Top-k by more than the margin: the whole 95% interval "
-                         "of the paired difference, {ci}, lies beyond the limit",
-                "inconclusive": "cannot be told apart from the margin: the 95% interval of "
-                                "the paired difference, {ci}, contains the limit"}[verdict]
-        return f"{row.sparsifier} {text.format(ci=_interval(row))}."
-    if claim.endswith("_traffic"):
-        ratio = getattr(row, "traffic_ratio", float("nan"))
-        sent = "" if pd.isna(ratio) else f" and sent {ratio:.2f}x Top-k's elements"
-        return {"holds": f"{row.sparsifier} matched Top-k's accuracy{sent} (at most 4/3).",
-                "fails": f"{row.sparsifier} either missed Top-k's accuracy or sent more than "
-                         f"4/3 of its elements on every seed{sent.replace(' and', ':')}.",
-                "inconclusive": f"Not decided: the accuracy interval or the seeds' traffic "
-                                f"ratios straddle the limits{sent.replace(' and', ';')}.",
-                }.get(verdict, "Not judged: fewer than 3 paired seeds.")
-    if "_speedup_p" in claim and verdict in ("holds", "fails", "inconclusive"):
-        speedups = ", ".join(f"{value}x over {name}"
-                             for name, value in _SPEEDUPS.findall(
-                                 str(row.evidence).split(" (validated")[0]))
-        return {"holds": f"Predicted faster than every baseline by more than the model's "
-                         f"validated error ({speedups}).",
-                "fails": f"Predicted slower than a baseline by more than the model's validated "
-                         f"error ({speedups}).",
-                "inconclusive": f"Within the model's validated error of a baseline: the model "
-                                f"cannot tell them apart ({speedups})."}[verdict]
-    units = int(row.n_units) if not pd.isna(row.n_units) else 0
-    share = "" if pd.isna(row.fraction) else f" ({row.fraction:.0%} of {units} units)"
-    return {"holds": f"The criterion held almost everywhere{share}.",
-            "fails": f"The criterion almost never held{share}.",
-            "mixed": f"The criterion held sometimes{share}: neither claim nor its negation.",
-            }.get(verdict, f"Not judged: {units} unit(s) measured, at least 3 are needed.")
-
-
 def claims_summary(table: pd.DataFrame) -> str:
     """One plain line per claims row: model and dataset, the statement, the sparsifier(s) and
     condition, the verdict and verdict_sentence, e.g. "FNN-3 on MNIST: delta_emp is below the
-    paper's bound (1 - k/d)^2 [Top-k] — holds. The criterion held almost everywhere (100% of
-    12 units)." """
+    paper's bound (1 - k/d)^2 [Top-k; warmup=none; rho=0.001] — holds. Holds: 880 of 880 units
+    (100%) meet the criterion." """
     if len(table) == 0:
         return "no claims could be evaluated (no runs)"
     lines = []
@@ -98,182 +183,325 @@ def claims_summary(table: pd.DataFrame) -> str:
         sub = getattr(row, "dataset_substitute", None)
         sub = sub if isinstance(sub, str) and sub else None
         sparsifiers = ", ".join(sparsifier_name(s) for s in str(row.sparsifier).split(","))
-        cond = getattr(row, "condition", None)
-        where = sparsifiers + (f"; {cond}" if isinstance(cond, str) and cond else "")
+        cond = _text(getattr(row, "condition", None))
+        where = sparsifiers + (f"; {cond}" if cond else "")
         lines.append(f"{model_name(row.model)} on {dataset_name(row.dataset, sub)}: "
                      f"{row.statement or row.claim} [{where}] — {row.verdict}. "
                      f"{verdict_sentence(row)}")
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------- the README findings table
-README_START = "<!-- claims-table:start -->"
-README_END = "<!-- claims-table:end -->"
+# --------------------------------------------------------------------- the README tables
+def _verdict(verdict: str) -> str:
+    return f"**{verdict}**" if verdict == "fails" else verdict
 
 
-def _cell(row) -> str:
-    verdict = str(row.verdict)
-    text = f"**{verdict}**" if verdict == "fails" else verdict
-    ci_low = getattr(row, "ci_low", float("nan"))
-    if not pd.isna(ci_low):
-        return f"{text} {_interval(row)}"
-    if not pd.isna(row.fraction):
-        return f"{text} ({row.fraction:.0%})"
-    return text
+def _fraction_cell(row) -> str:
+    frac = _number(row, "fraction")
+    return _verdict(str(row.verdict)) + ("" if math.isnan(frac) else f" ({frac:.0%})")
 
 
-def _is_prediction(table: pd.DataFrame) -> pd.Series:
-    """Rows of the predicted-scaling claims (their condition says they are predictions)."""
-    cond = text_column(table, "condition")
-    return cond.str.startswith("prediction")
+def _condition(value) -> str:
+    text = _text(value)
+    return text if text else "all runs pooled"
 
 
-def _measured_markdown(table: pd.DataFrame) -> str:
-    models = list(dict.fromkeys(table["model"]))
-    rows: dict[tuple, dict] = {}
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def _header(names: list[str]) -> list[str]:
+    return [_row(names), "|" + "---|" * len(names)]
+
+
+def distribution_markdown(table: pd.DataFrame) -> str:
+    """One row per (model, condition); per claim the verdict and the share of units meeting
+    its criterion; β: the median generalised-normal shape of the snapshot fits."""
+    counts = sorted({s for s in table.loc[table["claim"] == "gaussiank_count", "sparsifier"]})
+    columns = [*DISTRIBUTION_COLUMNS, *((("gaussiank_count", s), f"{sparsifier_name(s)} count "
+                                         f"in {verdicts.count_band_text()}") for s in counts)]
+    cells: dict[tuple, dict] = {}
     for row in table.itertuples(index=False):
-        cond = row.condition if isinstance(row.condition, str) and row.condition else ""
-        label = str(row.statement or row.claim)
-        if "," not in str(row.sparsifier) and str(row.sparsifier) not in label:
-            label += f" — {sparsifier_name(str(row.sparsifier))}"
-        if cond:
-            label += f" ({cond})"
-        rows.setdefault((label,), {})[row.model] = _cell(row)
-    lines = ["| claim | " + " | ".join(models) + " |", "|---|" + "---|" * len(models)]
-    for (label,), cells in rows.items():
-        line = [label.replace("|", "\\|")] + [cells.get(m, "—") for m in models]
-        lines.append("| " + " | ".join(line) + " |")
+        key = row.claim if row.claim != "gaussiank_count" else (row.claim, row.sparsifier)
+        where = cells.setdefault((str(row.model), _condition(row.condition)), {})
+        where[key] = _fraction_cell(row)
+        beta = _number(row, "gennorm_beta")
+        if row.claim == "gaussian_like" and not math.isnan(beta):
+            where["beta"] = f"{beta:.2f}"
+    names = ["model", "condition", DISTRIBUTION_COLUMNS[0][1], "β", *(h for _, h in columns[1:])]
+    lines = _header(names)
+    for (model, cond), by in cells.items():
+        values = [by.get(columns[0][0], "—"), by.get("beta", "—")]
+        values += [by.get(key, "—") for key, _ in columns[1:]]
+        lines.append(_row([model_name(model), cond, *values]))
     return "\n".join(lines)
 
 
-_SPEEDUPS = re.compile(r"over ([^,;()]+?) ([0-9.]+)x")
-_INPUTS = re.compile(r"^prediction, not a measurement: (GPU inputs from published measurements|"
-                     r"this machine|user);")
-_TRAINING = re.compile(r"; training condition ([^;]+)")
-_BELOW = re.compile(r"below (.+?) ms$")
-_SOONER = re.compile(r"([0-9.]+)x \(seeds")
-_NEVER = re.compile(r"never reaches the target on (\d+) of (\d+) seeds")
+def _interval(row) -> str:
+    low, high = _number(row, "ci_low"), _number(row, "ci_high")
+    metric = _text(row.metric) or "accuracy"
+    mean = verdicts.signed(_number(row, "diff_mean"))
+    if math.isnan(low):
+        return f"{mean}{verdicts.diff_unit(metric)}, no interval"
+    return f"{mean} {verdicts.interval_text(low, high, metric)}"
 
 
-def _network(row) -> str:
-    net = re.search(r"\(([^()]+)\)$", str(row.statement))
-    return net.group(1) if net else "?"
+def _seeds(row) -> str:
+    n = _number(row, "n_seeds")
+    failed = _number(row, "n_failed_seeds")
+    text = "0" if math.isnan(n) else str(int(n))
+    return text + (f" ({int(failed)} failed)" if not math.isnan(failed) and failed else "")
 
 
-def _variant(row) -> str:
-    """The row's method and the training condition of its counts, in words."""
-    found = _TRAINING.search(str(row.condition))
-    return sparsifier_name(str(row.sparsifier)) + (f" [{found.group(1)}]" if found else "")
+def _sent(row, derived: bool) -> str:
+    target = _number(row, "traffic_target")
+    if not math.isnan(target):
+        return f"{target:.3g}×"
+    whole = _number(row, "traffic_ratio")
+    return f"{whole:.3g}× (whole run)" if derived and not math.isnan(whole) else "—"
+
+
+def convergence_markdown(table: pd.DataFrame, derived: bool = False) -> str:
+    """One row per (model, method, condition): the paired difference with its 95% interval,
+    the seeds (failed ones counted), the elements sent at the target density relative to
+    Top-k's, and each claim's verdict with its cause."""
+    pairs: dict[tuple, dict] = {}
+    for row in table.itertuples(index=False):
+        kind = "traffic" if str(row.claim).endswith("_traffic") else "accuracy"
+        pairs.setdefault((str(row.model), str(row.sparsifier), _condition(row.condition)),
+                         {})[kind] = row
+    lines = _header(["model", "method", "condition", "difference [95% interval]", "seeds",
+                     "sent vs Top-k (target ρ)", "trains as well as Top-k", "traffic-matched"])
+    for (model, method, cond), by in pairs.items():
+        acc = by.get("accuracy") or by.get("traffic")
+        verdict = {k: f"{_verdict(str(r.verdict))}: {_text(r.cause)}" for k, r in by.items()}
+        lines.append(_row([model_name(model), sparsifier_name(method), cond, _interval(acc),
+                           _seeds(acc), _sent(acc, derived), verdict.get("accuracy", "—"),
+                           verdict.get("traffic", "—")]))
+    return "\n".join(lines)
+
+
+def _variants(table: pd.DataFrame) -> dict[int, str]:
+    """Row position -> the method's name, with its training condition in brackets where the
+    table has the method under several training conditions ("Gaussian-k (2019)
+    [warmup=paper; rho=0.001]")."""
+    conditions = table["training_condition"].map(_text)
+    several = conditions.groupby(table["sparsifier"]).nunique() > 1
+    return {i: sparsifier_name(str(m)) + (f" [{c}]" if several[m] and c else "")
+            for i, (m, c) in enumerate(zip(table["sparsifier"], conditions))}
 
 
 def _breakeven_cell(row) -> str:
-    """'inconclusive (select < 161 / Top-k's + 0 ms)': the break-even selection times."""
-    from topkscope.perf.report import BREAKEVEN_EVIDENCE
+    """'inconclusive: break-even selection < 161 ms vs Dense, Top-k's + 0.2 ms': the verdict
+    of a speed-up row judged on break-even selection times (breakeven_ms, breakeven_topk_ms)."""
+    dense, topk = _number(row, "breakeven_ms"), _number(row, "breakeven_topk_ms")
+    base = [b for b in _text(row.baselines).split(", ") if b != sparsifier_name("topk")]
+    parts = []
+    if not math.isnan(dense):
+        versus = f" vs {base[0]}" if base else ""
+        parts.append(f"< {dense:.3g} ms{versus}" if dense > 0
+                     else f"never{versus} (slower even with free selection)")
+    if not math.isnan(topk):
+        parts.append(f"Top-k's {verdicts.signed(topk)} ms")
+    return f"{_verdict(str(row.verdict))}: break-even selection " + ", ".join(parts)
 
-    part = str(row.evidence).split("; with free selection")[0].split(": ", 1)[-1]
-    limits = []
-    for piece in part.split("; "):
-        found = _BELOW.search(piece)
-        limits.append("never" if "even with free selection" in piece or not found
-                      else found.group(1))
-    text = f"**{row.verdict}**" if row.verdict == "fails" else str(row.verdict)
-    return f"{text} ({BREAKEVEN_EVIDENCE.split()[0]}: select < {' / '.join(limits)} ms)"
+
+def prediction_markdown(table: pd.DataFrame) -> str:
+    """One row per (model, method and training condition, baselines), one column per network
+    preset: the verdict and its cause (the predicted speed-ups), or the break-even selection
+    times where the selection was another device's; the inputs are named above the table."""
+    if "network" not in table or table["network"].isna().all():
+        return ("_These claims predate the structured prediction columns (network, "
+                "baselines); regenerate them (`make reproduce-figures`) to list the predicted "
+                "speed-ups here._")
+    table = table.reset_index(drop=True)
+    networks = list(dict.fromkeys(table["network"].astype(str)))
+    variants = _variants(table)
+    cells: dict[tuple, dict] = {}
+    for i, row in enumerate(table.itertuples(index=False)):
+        cell = (_breakeven_cell(row) if _text(row.selection_basis) == BREAKEVEN
+                else f"{_verdict(str(row.verdict))}: {_text(row.cause)}")
+        cells.setdefault((model_name(row.model), variants[i], f"over {row.baselines}"),
+                         {})[str(row.network)] = cell
+    lines = _header(["model", "method", "speed-up", *networks])
+    for label, by in cells.items():
+        lines.append(_row([*label, *(by.get(n, "—") for n in networks)]))
+    inputs = "; ".join(sorted({str(v) for v in table.get("inputs", pd.Series()).dropna()}))
+    sparsifiers = ", ".join(sparsifier_name(s) for s in dict.fromkeys(table["sparsifier"]))
+    intro = (f"Predicted, not measured — the step-time speed-up of {sparsifiers} at P = 16 over "
+             "each baseline, per network preset: verdict and predicted speed-ups (where the "
+             "selection times were another device's than the compute's: the break-even "
+             "selection times, the longest selection that still beats the dense baseline and "
+             "the most it may exceed Top-k's); "
+             + (f"inputs: {inputs}; " if inputs else "")
+             + "the rule and every input are in each claims row (rule, condition); see "
+               "docs/scaling.md.")
+    return intro + "\n\n" + "\n".join(lines)
 
 
-def _prediction_markdown(table: pd.DataFrame) -> str:
-    """One row per (model, claim[, method]), one column per network preset: the verdict and the
-    predicted speed-ups over the claim's baselines, or the break-even selection times where no
-    selection time of the compute's device was measured (the inputs are in each row's
-    condition). The method and its training condition name the row when the table has
-    several."""
-    networks: list[str] = []
-    cells: dict[tuple[str, str], dict[str, str]] = {}
-    several = len({_variant(r) for r in table.itertuples(index=False)}) > 1
+def _target(row) -> str:
+    metric, margin = _text(row.metric) or "accuracy", _number(row, "margin")
+    if math.isnan(margin):
+        return "—"
+    return f"Top-k {verdicts.limit_text(metric, margin)}"
+
+
+def time_to_accuracy_markdown(table: pd.DataFrame) -> str:
+    """One row per (model, method, training condition), one column per network preset: the
+    verdict of reaching the target sooner than Top-k and its cause; the target (Top-k's final
+    metric less the margin) and the seeds (failed ones counted) beside."""
+    networks = list(dict.fromkeys(table["network"].astype(str)))
+    cells: dict[tuple, dict] = {}
     for row in table.itertuples(index=False):
-        net = _network(row)
-        networks += [net] if net not in networks else []
-        found = _SPEEDUPS.findall(str(row.evidence).split(" (validated")[0])
-        versus = ", ".join(name for name, _ in found) or str(row.claim)
-        if _is_breakeven(row):
-            text = _breakeven_cell(row)
-        else:
-            text = f"**{row.verdict}**" if row.verdict == "fails" else str(row.verdict)
-            if found:
-                text += " (" + " / ".join(f"{value}×" for _, value in found) + ")"
-        label = f"over {versus}" + (f" — {_variant(row)}" if several else "")
-        cells.setdefault((str(row.model), label), {})[net] = text
-    return _by_network("speed-up", networks, cells)
+        label = (model_name(row.model), sparsifier_name(str(row.sparsifier)),
+                 _text(row.training_condition), _target(row), _seeds(row))
+        cells.setdefault(label, {})[str(row.network)] = (
+            f"{_verdict(str(row.verdict))}: {_text(row.cause)}")
+    lines = _header(["model", "method", "condition", "target", "seeds", *networks])
+    for label, by in cells.items():
+        lines.append(_row([*label, *(by.get(n, "—") for n in networks)]))
+    inputs = "; ".join(sorted({str(v) for v in table.get("inputs", pd.Series()).dropna()}))
+    intro = ("Predicted from the measured convergence — the wall-clock each method needs at "
+             "P = 16 to reach the target (Top-k's final metric of the same seed and condition "
+             "less the claims' margin) against Top-k's, per network preset: verdict and its "
+             "cause (the speed-up to the target, or the seeds that never reached it); "
+             + (f"inputs: {inputs}; " if inputs else "") + "see docs/scaling.md.")
+    return intro + "\n\n" + "\n".join(lines)
 
 
-def _by_network(second: str, networks: list[str], cells: dict[tuple[str, str], dict]) -> str:
-    """A markdown table: model, `second`, one column per network; "—" where a cell is empty."""
-    lines = [f"| model | {second} | " + " | ".join(networks) + " |",
-             "|---|---|" + "---|" * len(networks)]
-    for (model, label), by_net in cells.items():
-        lines.append("| " + " | ".join([model, label] + [by_net.get(n, "—") for n in networks])
-                     + " |")
+def checks_markdown(table: pd.DataFrame) -> str:
+    """The rows true by construction, one line per (claim, sparsifier) with each model's
+    verdict: checks of the code, not findings."""
+    lines = []
+    for (claim, sparsifier), g in table.groupby(["claim", "sparsifier"], sort=False):
+        shown = ", ".join(f"{model_name(r.model)} {_fraction_cell(r)}"
+                          for r in g.itertuples(index=False))
+        statement = _text(g["statement"].iloc[0]) or claim
+        lines.append(f"- {statement} — {sparsifier_name(sparsifier)}: {shown} (true by "
+                     "construction; a check of the code, not a finding)")
     return "\n".join(lines)
 
 
-def _time_to_accuracy_markdown(table: pd.DataFrame) -> str:
-    """One row per (model, method [condition]), one column per network: the verdict of
-    reaching the accuracy target sooner than Top-k, with the mean speed-up to it or how many
-    seeds never reached it."""
-    networks: list[str] = []
-    cells: dict[tuple[str, str], dict[str, str]] = {}
-    for row in table.itertuples(index=False):
-        net = _network(row)
-        networks += [net] if net not in networks else []
-        text = f"**{row.verdict}**" if row.verdict == "fails" else str(row.verdict)
-        never, sooner = _NEVER.search(str(row.cause)), _SOONER.search(str(row.cause))
-        if never:
-            text += f" (never on {never.group(1)}/{never.group(2)} seeds)"
-        elif sooner:
-            text += f" ({sooner.group(1)}×)"
-        cells.setdefault((str(row.model), _variant(row)), {})[net] = text
-    return _by_network("method", networks, cells)
-
-
-def _prediction_intro(table: pd.DataFrame) -> str:
-    inputs = sorted({m.group(1) for m in map(_INPUTS.match, table["condition"].astype(str)) if m})
-    sparsifiers = ", ".join(sparsifier_name(s) for s in dict.fromkeys(table["sparsifier"]))
-    named = f"inputs: {'; '.join(inputs)}; " if inputs else ""
-    return (f"Predicted, not measured — the step-time speed-up of {sparsifiers} at P = 16 over "
-            "each baseline: verdict (predicted speed-ups) per network preset; "
-            f"{named}the rule and every input are in each claims row (rule, condition); see "
-            "docs/scaling.md.")
-
-
 def findings_markdown(table: pd.DataFrame) -> str:
-    """The README's findings: the measured claims as one row per (claim, sparsifier,
-    condition) and one column per model, each cell the verdict with its share of units or its
-    95% interval; then the predicted P = 16 speed-up claims as a (model, baseline) x network
-    table."""
+    """The README's findings: the distribution and contraction table, the convergence table,
+    the predictions, and the checks (each only where the claims have rows for it)."""
     if len(table) == 0:
         return "_no claims (no runs)_"
-    table = table.copy()
-    if "condition" not in table:
-        table["condition"] = float("nan")
-    predicted = _is_prediction(table)
-    timed = predicted & table["claim"].map(_is_time_to_accuracy)
-    speedups = predicted & ~timed
-    parts = [_measured_markdown(table[~predicted])] if (~predicted).any() else []
-    if speedups.any():
-        parts.append(_prediction_intro(table[speedups]) + "\n\n"
-                     + _prediction_markdown(table[speedups]))
+    table, derived = with_derived_columns(table)
+    parts = [DERIVED_NOTE] if derived else []
+    by = {s: table[table["section"] == s] for s in ("distribution", "convergence",
+                                                    "prediction", "check")}
+    if len(by["distribution"]):
+        parts.append("**Distribution and contraction** of Top-k's u, per model and condition "
+                     "(density warm-up and target density ρ): verdict (share of units meeting "
+                     "the criterion); β: median generalised-normal shape of the snapshot fits "
+                     "(2 = normal, 1 = Laplace).\n\n" + distribution_markdown(by["distribution"]))
+    if len(by["convergence"]):
+        parts.append("**Convergence**: each method against exact Top-k on the same seeds; "
+                     "difference method − Top-k of the final held-out metric (points of "
+                     "accuracy, % of perplexity) with its 95% interval; elements sent relative "
+                     "to Top-k's in the target-density phase.\n\n"
+                     + convergence_markdown(by["convergence"], derived))
+    timed = by["prediction"]["claim"].map(is_time_to_accuracy).astype(bool)
+    if (~timed).any():
+        parts.append(prediction_markdown(by["prediction"][~timed]))
     if timed.any():
-        parts.append("Predicted from the measured convergence — reaching the accuracy target "
-                     "(Top-k's final accuracy of the same seed less the claims' margin) sooner "
-                     "than Top-k at P = 16: verdict (mean speed-up to the target, or the seeds "
-                     "that never reached it) per network; see docs/scaling.md.\n\n"
-                     + _time_to_accuracy_markdown(table[timed]))
+        parts.append(time_to_accuracy_markdown(by["prediction"][timed]))
+    if len(by["check"]):
+        parts.append("**Checks** (true by construction):\n\n" + checks_markdown(by["check"]))
     return "\n\n".join(parts)
+
+
+# --------------------------------------------------------------------- the README sentences
+def _span(values, fmt: str = "{:.0%}") -> str:
+    x = [float(v) for v in values if not pd.isna(v)]
+    if not x:
+        return ""
+    lo, hi = min(x), max(x)
+    return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else \
+        f"{fmt.format(lo)}–{fmt.format(hi)}"
+
+
+def findings_prose(table: pd.DataFrame) -> str:
+    """The README's findings in words, every number taken from the claims' columns."""
+    if len(table) == 0:
+        return "_no claims (no runs)_"
+    table, derived = with_derived_columns(table)
+    dist = table[(table["section"] == "distribution")
+                 & (table["condition"].astype(str) != ALL_CONDITIONS)]
+    sentences = []
+
+    def share(claim: str, sparsifier: str | None = None) -> str:
+        rows = dist[dist["claim"] == claim]
+        if sparsifier is not None:
+            rows = rows[rows["sparsifier"] == sparsifier]
+        return _span(rows["fraction"])
+
+    n_cond = len(dist[["model", "condition"]].drop_duplicates())
+    if share("below_paper"):
+        sentences.append(
+            f"Over {n_cond} (model, condition) pairs on {dist['model'].nunique()} models, Top-k's "
+            f"δ stayed below 1 − k/d in {share('below_classic')} and below the paper's "
+            f"(1 − k/d)² in {share('below_paper')} of each condition's units"
+            + (f", and at most the Gaussian value in {share('gaussian_value')}"
+               if share("gaussian_value") else "")
+            + (f"; the convexity condition behind the paper's bound held in "
+               f"{share('convexity_condition')}" if share("convexity_condition") else "") + ".")
+    if share("gaussian_like"):
+        betas = _span(dist.loc[dist["claim"] == "gaussian_like", "gennorm_beta"], "{:.2f}")
+        sentences.append(
+            f"u met the Gaussian-like criterion (|skew| ≤ {verdicts.MAX_ABS_SKEW:g}, |excess "
+            f"kurtosis| ≤ {verdicts.MAX_ABS_EXCESS_KURTOSIS:g}) in {share('gaussian_like')} of "
+            "the units per condition"
+            + (f"; the generalised-normal shape β of the snapshot fits had medians {betas} "
+               "(2 = normal, 1 = Laplace)" if betas else "") + ".")
+    if share("gaussiank_count", "gaussiank-2019"):
+        sentences.append(
+            "The published Gaussian-k rule (`gaussiank-2019`) selected within "
+            f"{verdicts.count_band_text()} in {share('gaussiank_count', 'gaussiank-2019')} of "
+            "the units per condition.")
+    conv = table[table["section"] == "convergence"]
+    acc = conv[~conv["claim"].astype(str).str.endswith("_traffic")]
+    if len(acc):
+        counts = acc["verdict"].value_counts()
+        told = ", ".join(f"{counts[v]} {v}" for v in verdicts.VERDICTS if v in counts)
+        seeds = _span(acc["n_seeds"], "{:.0f}")
+        failed = int(pd.to_numeric(acc["n_failed_seeds"], errors="coerce").fillna(0).sum())
+        worst = acc.loc[pd.to_numeric(acc["diff_mean"], errors="coerce").idxmin()]
+        traffic = conv[conv["claim"].astype(str).str.endswith("_traffic")]
+        sentences.append(
+            f"Against exact Top-k over {seeds} seeds, {len(acc)} (method, condition) "
+            f"comparison{'s' if len(acc) != 1 else ''} on {', '.join(model_name(m) for m in dict.fromkeys(acc['model']))}: "
+            f"{told}; {failed} method seed(s) failed. The largest shortfall: "
+            f"{sparsifier_name(worst['sparsifier'])} ({_condition(worst['condition'])}), "
+            f"{_interval(next(worst.to_frame().T.itertuples(index=False)))}. Traffic-matched "
+            f"claims: {(traffic['verdict'] == 'holds').sum()} of {len(traffic)} hold, judged "
+            "on the elements sent " + ("over the whole run (these claims predate the "
+                                       "per-phase traffic)." if derived
+                                       else "at the target density."))
+    if (table["section"] == "check").any():
+        sentences.append("The robust `gaussiank` selects exactly k by construction: its count "
+                         "rows are checks of the code, listed apart.")
+    predicted = table[table["section"] == "prediction"]
+    if len(predicted):
+        timed = predicted["claim"].map(is_time_to_accuracy).astype(bool)
+        rows = " and ".join(what for what, some in (("speed-up", (~timed).any()),
+                                                   ("time-to-accuracy", timed.any())) if some)
+        sentences.append(f"The {rows} rows are predictions of the step-time model, not "
+                         "measurements" + (" (the steps to the target are measured in the "
+                                           "runs)." if timed.any() else "."))
+    return " ".join(sentences)
+
+
+# --------------------------------------------------------------------- the README blocks
+def _block(readme: str, start: str, end: str) -> str:
+    i, j = readme.find(start), readme.find(end)
+    return readme[i + len(start): j] if 0 <= i < j else ""
 
 
 def findings_block(readme: str) -> str:
     """The text between the README's claims-table markers ('' without them)."""
-    start, end = readme.find(README_START), readme.find(README_END)
-    return readme[start + len(README_START): end] if 0 <= start < end else ""
+    return _block(readme, README_START, README_END)
 
 
 _UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
@@ -281,8 +509,9 @@ _UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
 
 def findings_cells(block: str) -> set[tuple[str, str, str]]:
     """The filled cells of the findings tables in `block` (as findings_markdown writes them):
-    (the table's first header, the row's label, the column), "—" cells left out. Two
-    versions of the findings compare by these: a cell in the old one and not the new is lost."""
+    (the table's first header, the row's label — its cells under LABEL_COLUMNS — , the
+    column), "—" cells left out. Two versions of the findings compare by these: a cell in the
+    old one and not the new is lost."""
     cells: set[tuple[str, str, str]] = set()
     header: list[str] = []
     for line in block.splitlines():
@@ -294,15 +523,25 @@ def findings_cells(block: str) -> set[tuple[str, str, str]]:
         if not header:
             header = parts
         elif not all(set(c) <= {"-", ":"} for c in parts):
-            cells.update((header[0], parts[0], column) for column, cell in
-                         zip(header[1:], parts[1:]) if cell not in ("", "—"))
+            labels = [i for i, h in enumerate(header) if h in LABEL_COLUMNS] or [0]
+            label = " · ".join(parts[i] for i in labels if i < len(parts))
+            cells.update((header[0], label, column) for i, (column, cell) in
+                         enumerate(zip(header, parts)) if i not in labels
+                         and cell not in ("", "—"))
     return cells
 
 
+def _replace(readme: str, start: str, end: str, body: str) -> str:
+    i, j = readme.find(start), readme.find(end)
+    if i < 0 or j < i:
+        raise ValueError(f"the README has no {start} ... {end} block")
+    return readme[: i + len(start)] + "\n" + body + "\n" + readme[j:]
+
+
 def replace_findings(readme: str, table: pd.DataFrame) -> str:
-    """readme with the text between the claims-table markers replaced by findings_markdown."""
-    start, end = readme.find(README_START), readme.find(README_END)
-    if start < 0 or end < start:
-        raise ValueError(f"the README has no {README_START} ... {README_END} block")
-    body = findings_markdown(table)
-    return readme[: start + len(README_START)] + "\n" + body + "\n" + readme[end:]
+    """readme with the text between the claims-table markers replaced by findings_markdown,
+    and between the claims-prose markers (where it has them) by findings_prose."""
+    text = _replace(readme, README_START, README_END, findings_markdown(table))
+    if PROSE_START in text:
+        text = _replace(text, PROSE_START, PROSE_END, findings_prose(table))
+    return text

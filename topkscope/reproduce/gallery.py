@@ -4,10 +4,11 @@ Reads <results>/figures/*.png and <results>/claims.md, writes <out>/*.png (at mo
 pixels wide, 256-colour PNG) and <out>/README.md: every figure with its caption from index entries, then the
 claims table as measured. Committed under docs/gallery/ so the README shows real results.
 With a README, the findings table between its claims-table markers is regenerated from
-<results>/claims.csv (findings.findings_markdown): no hand-written verdicts.
+<results>/claims.csv (findings.findings_markdown, and its sentences between the claims-prose
+markers: findings.findings_prose): no hand-written verdicts or numbers.
 
 Partial results never shrink what is published silently: when <results> lacks a figure that
-<out> holds, or the new findings lack a cell (claim x model) the README shows, publish refuses
+<out> holds, or the new findings lack a cell (a row's value) the README shows, publish refuses
 with one line naming what would be lost, and writes nothing (allow_shrink=True publishes
 them anyway and removes the gallery's figures the results no longer have). Everything is
 prepared in memory first, so a refusal or a bad input leaves every file as it was.
@@ -108,7 +109,7 @@ def update_readme(readme: Path, claims_csv: Path) -> None:
 
 def losses(gallery: Gallery, out: Path, readme: Path | None) -> list[str]:
     """What publishing `gallery` would drop: figures <out> holds that it lacks, findings
-    cells (claim x model) the README shows that its new text lacks; one phrase each."""
+    cells (row x column) the README shows that its new text lacks; one phrase each."""
     from topkscope.reproduce.findings import findings_block, findings_cells
 
     lost = []
@@ -119,9 +120,9 @@ def losses(gallery: Gallery, out: Path, readme: Path | None) -> list[str]:
         before = findings_cells(findings_block(Path(readme).read_text()))
         cells = sorted(before - findings_cells(findings_block(gallery.readme)))
         if cells:
-            models = sorted({column for _, _, column in cells})
-            lost.append(f"{readme}'s findings would lose {len(cells)} cell(s), in columns "
-                        f"{_some(models)}")
+            rows = sorted({label for _, label, _ in cells})
+            lost.append(f"{readme}'s findings would lose {len(cells)} cell(s), in rows "
+                        f"{_some(rows)}")
     return lost
 
 

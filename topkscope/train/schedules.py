@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 
 from topkscope.train.config import ExperimentConfig, density_schedule_values
 
@@ -56,11 +57,13 @@ def lr_at(cfg: ExperimentConfig, step: int, steps_per_epoch: int) -> float:
 
 
 def density_at(cfg: ExperimentConfig, step: int, steps_per_epoch: int) -> float:
-    epoch = math.floor(step / steps_per_epoch)
-    schedule = density_schedule_values(cfg)
-    if epoch < len(schedule):
-        return schedule[epoch]
-    return cfg.density
+    return scheduled_density(density_schedule_values(cfg), cfg.density,
+                             math.floor(step / steps_per_epoch))
+
+
+def scheduled_density(schedule: Sequence[float], density: float, epoch: int) -> float:
+    """rho in `epoch`: schedule[epoch] while the list lasts (the warm-up), else `density`."""
+    return float(schedule[epoch]) if 0 <= epoch < len(schedule) else float(density)
 
 
 def total_steps(cfg: ExperimentConfig, steps_per_epoch: int) -> int:

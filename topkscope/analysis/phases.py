@@ -1,0 +1,57 @@
+"""The density warm-up phases of a run, from its manifest: which steps trained at a warm-up
+density and which at the target density.
+
+    rho_t = S[floor(t / steps_per_epoch)] while the list S lasts (the warm-up), else density
+
+(topkscope.train.schedules.scheduled_density), with S the manifest's
+`density_schedule_values` (or the schedule its `density_schedule` names) and steps_per_epoch
+its own. A run without a schedule trains every step at the target density. The claims keep
+the phases apart: recorder units of a warm-up step are a condition of their own, and the
+elements sent are counted per phase.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from topkscope.train.config import DENSITY_SCHEDULES
+from topkscope.train.schedules import scheduled_density
+
+WARMUP, TARGET = "warm-up", "target"
+
+
+def schedule_values(manifest: dict) -> list[float]:
+    """The per-epoch warm-up densities S of a run: the manifest's density_schedule_values,
+    else the schedule its density_schedule (or its config's) names; [] without one."""
+    values = manifest.get("density_schedule_values")
+    if values is not None:
+        return [float(v) for v in values]
+    sched = manifest.get("density_schedule")
+    if sched is None:
+        sched = (manifest.get("config") or {}).get("density_schedule")
+    if isinstance(sched, str):
+        return list(DENSITY_SCHEDULES.get(sched, ()))
+    return [float(v) for v in sched or ()]
+
+
+def step_phases(manifest: dict, steps: Sequence[int],
+                epochs: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(in_warmup, trained_density) of each step: the epoch from `epochs` (the train rows'
+    own), else step // steps_per_epoch of the manifest. ValueError when the run has a warm-up
+    and neither says where its epochs begin."""
+    steps = np.asarray(steps, dtype=np.int64)
+    schedule = schedule_values(manifest)
+    target = float(manifest.get("density") or np.nan)
+    if not schedule:
+        return np.zeros(steps.size, bool), np.full(steps.size, target)
+    if epochs is not None:
+        epoch = np.asarray(epochs, dtype=np.int64)
+    elif manifest.get("steps_per_epoch"):
+        epoch = steps // int(manifest["steps_per_epoch"])
+    else:
+        raise ValueError("the run has a density warm-up but its manifest has no steps_per_epoch "
+                         "and no train rows give the epochs: its phases are unknown")
+    trained = np.array([scheduled_density(schedule, target, int(e)) for e in epoch], float)
+    return epoch < len(schedule), trained

@@ -1,0 +1,214 @@
+"""The verdict rules of the claims table, written once: criteria, thresholds, verdicts and the
+words that say why (`cause`). The claims (topkscope.analysis.claims) apply them; captions,
+paper tables, the README and notebooks call them or read the claims' columns, never a copy.
+
+Fraction rule (distribution claims): a unit is one observation; with f the share of units
+meeting the criterion, f >= 0.9 holds, f <= 0.1 fails, else mixed; < 3 units insufficient-data.
+
+Paired-seed rule (convergence claims): the paired difference method - Top-k of the final
+held-out metric per seed (accuracy in points; perplexity in % of Top-k's), mean and two-sided
+95% Student-t interval, against the non-inferiority margin m (default 1 point; perplexity 3%):
+accuracy holds if the interval lies above -m, fails if below, inconclusive if it contains -m;
+perplexity the same against +m. A seed whose run failed (e.g. diverged) counts with its last
+evaluated metric (never evaluated: the worst value, accuracy 0, perplexity infinite) and
+never lets the claim hold: a method failing on some seeds is inconclusive unless the interval
+says it fails, and fails when it failed on every seed. Fewer than 3 seeds: insufficient-data
+(inconclusive when one of them failed).
+
+Traffic-matched rule: "reaches Top-k's accuracy while sending at most 4/3 of Top-k's elements",
+judged on the elements sent at the target density (the warm-up phase is reported apart): holds
+if the accuracy claim holds and every seed sent at most 4/3; fails if the accuracy claim fails
+or every seed sent more; else inconclusive.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+VERDICTS = ("holds", "fails", "mixed", "inconclusive", "insufficient-data")
+HOLDS_FRACTION = 0.9
+FAILS_FRACTION = 0.1
+MIN_UNITS = 3
+MIN_SEEDS = 3
+MAX_ABS_SKEW = 0.5
+MAX_ABS_EXCESS_KURTOSIS = 1.0
+COUNT_BAND = (2.0 / 3.0, 4.0 / 3.0)   # the band Gaussian-k's threshold correction aims for
+TRAFFIC_LIMIT = 4.0 / 3.0
+ACCURACY_MARGIN_POINTS = 1.0          # non-inferiority margin, accuracy (points)
+PERPLEXITY_MARGIN_PCT = 3.0           # non-inferiority margin, perplexity (% of Top-k's)
+WORST = {"accuracy": 0.0, "perplexity": math.inf}  # a failed run that never evaluated
+
+
+# ------------------------------------------------------------------ criteria of one unit
+def gaussian_like(skew, excess_kurtosis) -> np.ndarray:
+    """|skew| <= 0.5 and |excess kurtosis| <= 1 (effect sizes: tests reject at any real n)."""
+    skew, kurt = np.asarray(skew, float), np.asarray(excess_kurtosis, float)
+    return (np.abs(skew) <= MAX_ABS_SKEW) & (np.abs(kurt) <= MAX_ABS_EXCESS_KURTOSIS)
+
+
+def in_count_band(count, k) -> np.ndarray:
+    """2/3 <= count/k <= 4/3: an approximate selector picked about k elements."""
+    ratio = np.asarray(count, float) / np.asarray(k, float)
+    return (ratio >= COUNT_BAND[0]) & (ratio <= COUNT_BAND[1])
+
+
+def count_band_text() -> str:
+    return f"[{COUNT_BAND[0] * 3:.0f}k/3, {COUNT_BAND[1] * 3:.0f}k/3]"
+
+
+# ------------------------------------------------------------------ fraction rule
+def fraction_verdict(n_pass: int, n_units: int) -> str:
+    """The fraction rule: >= 90% holds, <= 10% fails, else mixed; < 3 units insufficient-data."""
+    if n_units < MIN_UNITS:
+        return "insufficient-data"
+    frac = n_pass / n_units
+    if frac >= HOLDS_FRACTION:
+        return "holds"
+    if frac <= FAILS_FRACTION:
+        return "fails"
+    return "mixed"
+
+
+def fraction_cause(n_pass: int, n_units: int) -> str:
+    """'12 of 16 units (75%) meet the criterion'; the count that is missing for a verdict."""
+    if n_units < MIN_UNITS:
+        return f"{n_units} unit(s) measured, {MIN_UNITS} needed"
+    return f"{n_pass} of {n_units} units ({n_pass / n_units:.0%}) meet the criterion"
+
+
+FRACTION_RULE = (
+    f"holds if >= {HOLDS_FRACTION:.0%} of units satisfy the criterion, fails if <= "
+    f"{FAILS_FRACTION:.0%}, else mixed; insufficient-data with fewer than {MIN_UNITS} units"
+)
+
+
+# ------------------------------------------------------------------ paired-seed rule
+def t_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, low, high): the two-sided 95% Student-t interval of the mean of `values` (NaN
+    ends for fewer than 2 values or a non-finite one)."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=np.float64)
+    mean = float(x.mean()) if x.size else math.nan
+    if x.size < 2 or not np.isfinite(x).all():
+        return mean, math.nan, math.nan
+    half = float(stats.t.ppf(0.975, x.size - 1)) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return mean, mean - half, mean + half
+
+
+paired_interval = t_interval  # of the paired differences method - Top-k
+
+
+def interval_verdict(low: float, high: float, n_seeds: int, threshold: float,
+                     higher_is_better: bool = True) -> str:
+    """holds / fails / inconclusive from a 95% interval against a threshold; < 3 seeds or an
+    undefined interval: insufficient-data. higher_is_better: holds when it lies above it."""
+    if n_seeds < MIN_SEEDS or not (math.isfinite(low) and math.isfinite(high)):
+        return "insufficient-data"
+    above, below = low > threshold, high < threshold
+    if higher_is_better:
+        return "holds" if above else "fails" if below else "inconclusive"
+    return "holds" if below else "fails" if above else "inconclusive"
+
+
+def higher_is_better(metric: str) -> bool:
+    return metric != "perplexity"
+
+
+def diff_unit(metric: str) -> str:
+    """The unit of a paired difference: points (accuracy) or % of Top-k's (perplexity)."""
+    return "%" if metric == "perplexity" else " points"
+
+
+def default_margin(metric: str, margin: float = ACCURACY_MARGIN_POINTS,
+                   perplexity_margin: float = PERPLEXITY_MARGIN_PCT) -> float:
+    return perplexity_margin if metric == "perplexity" else margin
+
+
+def limit_of(metric: str, margin: float) -> float:
+    """The threshold the interval is judged against: -margin (accuracy), +margin (perplexity)."""
+    return float(margin) if metric == "perplexity" else -float(margin)
+
+
+def paired_difference(metric_name: str, topk: float, method: float) -> float:
+    """Accuracy: method - Top-k in points (percent); perplexity: method / Top-k - 1 in %."""
+    if metric_name == "perplexity":
+        return 100.0 * (method / topk - 1.0)
+    scale = 1.0 if max(topk, method) > 1.0 else 100.0  # fractions -> points
+    return (method - topk) * scale
+
+
+def signed(value: float, digits: int = 3) -> str:
+    """+1.23 / −1.23 (a true minus sign), 'n/a' when undefined."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if math.isinf(value):
+        return "+∞" if value > 0 else "−∞"
+    text = f"{value:+.{digits}g}"
+    return text.replace("-", "−")
+
+
+def interval_text(low: float, high: float, metric: str, digits: int = 3) -> str:
+    """'[−41.8, −21.7] points' / '[+1.2, +2.5]%'."""
+    return f"[{signed(low, digits)}, {signed(high, digits)}]{diff_unit(metric)}"
+
+
+def limit_text(metric: str, margin: float) -> str:
+    """'−1 point', '−0.5 points', '+3%': the threshold in words."""
+    limit = limit_of(metric, margin)
+    if metric == "perplexity":
+        return f"{signed(limit)}%"
+    return f"{signed(limit)} point" + ("" if abs(limit) == 1 else "s")
+
+
+def convergence_verdict(low: float, high: float, n_seeds: int, n_failed: int, metric: str,
+                        margin: float) -> tuple[str, str]:
+    """(verdict, cause) of the paired-seed rule from the interval, the paired seeds and how
+    many of them failed (see the module docstring)."""
+    base = interval_verdict(low, high, n_seeds, limit_of(metric, margin),
+                            higher_is_better(metric))
+    failed = f"{n_failed} of {n_seeds} seeds failed" if n_failed else ""
+    if n_seeds == 0:
+        return "insufficient-data", "no seed has runs of both the method and Top-k"
+    if n_failed and n_failed == n_seeds:
+        return "fails", f"{failed} (every seed)"
+    interval = interval_text(low, high, metric)
+    limit = limit_text(metric, margin)
+    if base == "insufficient-data":
+        why = (f"{n_seeds} paired seed(s), {MIN_SEEDS} needed" if n_seeds < MIN_SEEDS
+               else "no finite interval")
+        return ("inconclusive", f"{failed}; {why}") if n_failed else ("insufficient-data", why)
+    side = {"holds": "above" if higher_is_better(metric) else "below",
+            "fails": "below" if higher_is_better(metric) else "above",
+            "inconclusive": "contains"}[base]
+    text = (f"interval {interval} contains {limit}" if side == "contains"
+            else f"interval {interval} {side} {limit}")
+    if n_failed and base == "holds":
+        return "inconclusive", f"{failed}; {text}"
+    return base, f"{failed}; {text}" if n_failed else text
+
+
+# ------------------------------------------------------------------ traffic-matched rule
+def traffic_verdict(accuracy: str, accuracy_cause: str, target_ratios: Sequence[float]
+                    ) -> tuple[str, str]:
+    """(verdict, cause) of the traffic-matched claim from the accuracy claim's verdict and
+    cause and each seed's elements sent at the target density relative to Top-k's."""
+    ratios = np.asarray(target_ratios, dtype=np.float64)
+    if accuracy == "insufficient-data":
+        return "insufficient-data", accuracy_cause
+    if not ratios.size or not np.isfinite(ratios).all():
+        return "insufficient-data", "elements sent at the target density unknown"
+    sent = f"sends {float(ratios.mean()):.3g}× Top-k's elements at the target density"
+    if accuracy == "fails":
+        return "fails", f"accuracy claim fails: {accuracy_cause}"
+    if bool((ratios > TRAFFIC_LIMIT).all()):
+        return "fails", f"{sent} (every seed above 4/3)"
+    if accuracy == "holds" and bool((ratios <= TRAFFIC_LIMIT).all()):
+        return "holds", f"matches Top-k and {sent}"
+    if accuracy != "holds":
+        return "inconclusive", f"accuracy claim {accuracy}: {accuracy_cause}; {sent}"
+    over = int((ratios > TRAFFIC_LIMIT).sum())
+    return "inconclusive", f"{sent}; {over} of {ratios.size} seeds above 4/3"
