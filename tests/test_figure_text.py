@@ -271,3 +271,33 @@ def test_wrap_breaks_at_the_best_separator_first():
     assert wrap("a, b, c, d, e, f, g, h, i, j, k", fits) == "a, b, c, d, e, f, g,\nh, i, j, k"
     assert wrap("a_single_word_longer_than_twenty", fits) == "a_single_word_longer_than_twenty"
     assert wrap("short\nlines stay", fits) == "short\nlines stay"
+
+
+def test_fit_texts_keeps_the_panels_height_and_moves_a_covering_legend_aside():
+    """A wrapped suptitle makes the figure taller, not the panels shorter; a legend over an
+    annotation, or wider than its panel, goes below the panel's x axis."""
+    from topkscope.plots.style import figure_style, fit_texts
+
+    def drawn(title: str, label: str):
+        with figure_style():
+            fig, ax = _one_panel()
+            ax.plot([0, 1], [1, 0], label=label)
+            ax.set_xlabel("x value")
+            ax.annotate("a note in the corner", (0.05, 0.95), xycoords="axes fraction",
+                        va="top")
+            ax.legend(loc="upper left")
+            fig.suptitle(title)
+            fit_texts(fig)
+        return fig, ax
+
+    short_fig, short_ax = drawn("a title", "a line")
+    long_fig, long_ax = drawn(" · ".join(["a long part of a title"] * 12), "a line")
+    assert text_problems(short_fig) == [] and text_problems(long_fig) == []
+    assert long_fig.get_figheight() > short_fig.get_figheight()
+    assert long_ax.get_window_extent().height == pytest.approx(
+        short_ax.get_window_extent().height, abs=2)
+    for ax in (short_ax, long_ax):  # moved off the note, under the x label
+        assert ax.get_legend().get_window_extent().y1 < ax.xaxis.label.get_window_extent().y0
+    wide_fig, wide_ax = drawn("a title", "a legend entry nearly as wide as the figure " * 2)
+    assert text_problems(wide_fig) == []
+    assert wide_ax.get_legend().get_window_extent().y1 < wide_ax.get_window_extent().y0

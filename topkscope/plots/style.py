@@ -17,6 +17,7 @@ from pathlib import Path
 import matplotlib as mpl
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.transforms import ScaledTranslation
 
 from topkscope.io import atomic_write
 from topkscope.plots.titles import wrap
@@ -55,6 +56,7 @@ def new_figure(ncols: int, nrows: int = 1, *, sharex: bool = False, sharey: bool
 
 
 TEXT_PAD_IN = 0.1  # inches a figure-wide text keeps free at each side of the canvas
+LEGEND_GAP_IN = 0.08  # inches between a panel's x label and a legend moved below it
 FIT_PASSES = 3  # layout passes of fit_texts: a wrapped y label can narrow its panel once more
 
 
@@ -97,19 +99,32 @@ def _inside(inner, outer, slack: float = 1.0) -> bool:
             and inner.x1 <= outer.x1 + slack and inner.y1 <= outer.y1 + slack)
 
 
-def _legend_aside(ax) -> bool:
-    """Move ax's legend to the right of the panel when it does not fit inside it or covers
-    one of the panel's annotations; whether it moved."""
+def _legend_below(ax, moved: dict) -> bool:
+    """Move ax's legend below the panel, under its x tick labels and label, when it does not
+    fit inside the panel or covers one of the panel's annotations; a legend moved before
+    (in `moved`: legend -> its offset in inches) follows its x axis as the labels change.
+    Whether the legend moved."""
     legend = ax.get_legend()
-    if legend is None or not legend.get_visible() or legend.get_bbox_to_anchor() is not ax.bbox:
-        return False  # none, or placed by the plot itself
-    frame, panel = legend.get_window_extent(), ax.get_window_extent()
-    covered = [t for t in ax.texts if t.get_visible() and t.get_text().strip()
-               and frame.overlaps(t.get_window_extent())]
-    if _inside(frame, panel) and not covered:
+    if legend is None or not legend.get_visible():
         return False
-    legend.set_loc("upper left")
-    legend.set_bbox_to_anchor((1.02, 1.0), transform=ax.transAxes)
+    if legend not in moved:
+        if legend.get_bbox_to_anchor() is not ax.bbox:
+            return False  # placed by the plot itself
+        frame = legend.get_window_extent()
+        covered = [t for t in ax.texts if t.get_visible() and t.get_text().strip()
+                   and frame.overlaps(t.get_window_extent())]
+        if _inside(frame, ax.get_window_extent()) and not covered:
+            return False
+    axis = ax.xaxis.get_tightbbox()
+    below = (ax.get_window_extent().y0 - axis.y0 if axis is not None else 0.0) / ax.figure.dpi
+    offset = below + LEGEND_GAP_IN
+    if abs(moved.get(legend, -1.0) - offset) * ax.figure.dpi <= 1:
+        return False
+    moved[legend] = offset
+    legend.set_loc("upper center")
+    legend.set_bbox_to_anchor(
+        (0.5, 0.0), transform=ax.transAxes + ScaledTranslation(0, -offset,
+                                                                ax.figure.dpi_scale_trans))
     return True
 
 
@@ -132,25 +147,33 @@ def fit_texts(fig: Figure) -> Figure:
     # each pass breaks the texts as set by the plot, for the room the last layout left them
     labels = [t for ax in panels for t in (ax.title, ax.xaxis.label, ax.yaxis.label)]
     original = {t: t.get_text() for t in [*fig.texts, *labels]}
-    for _ in range(FIT_PASSES):
-        changed = False
+    moved: dict = {}  # legends moved below their panel -> offset (inches)
+    for _ in range(FIT_PASSES):  # a layout pass only after a change: most figures need none
+        wrapped = False
         for text in fig.texts:
-            changed |= _fit(text, fig.bbox.width - 2 * TEXT_PAD_IN * fig.dpi, original[text])
+            wrapped |= _fit(text, fig.bbox.width - 2 * TEXT_PAD_IN * fig.dpi, original[text])
         for ax in panels:
-            changed |= _legend_aside(ax)
             width = ax.get_window_extent().width
             for text in (ax.title, ax.xaxis.label):
-                changed |= _fit(text, width, original[text])
-        fig.draw_without_rendering()
+                wrapped |= _fit(text, width, original[text])
+        if wrapped:
+            fig.draw_without_rendering()
+        placed = False
+        for ax in panels:
+            placed |= _legend_below(ax, moved)
+        if placed:
+            fig.draw_without_rendering()
         lost = max((heights[ax] - ax.get_window_extent().height for ax in panels), default=0)
         if lost > 1:  # give the panels their height back
             fig.set_figheight(fig.get_figheight() + lost * rows / fig.dpi)
             fig.draw_without_rendering()
+        labelled = False
         for ax in panels:
-            changed |= _fit(ax.yaxis.label, _label_room(ax), original[ax.yaxis.label])
-        if not changed:
+            labelled |= _fit(ax.yaxis.label, _label_room(ax), original[ax.yaxis.label])
+        if not (wrapped or placed or labelled):
             break
-        fig.draw_without_rendering()
+        if labelled:
+            fig.draw_without_rendering()
     return fig
 
 
