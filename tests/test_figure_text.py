@@ -139,11 +139,15 @@ def _plot_cases(r) -> dict[str, Figure]:
             fnn3.stats, manifest=m),
         "normality_over_training": lambda: plots.normality_over_training(
             fnn3.stats, battery, manifest=m),
+        "normality_over_training without snapshots (hook run)": lambda:
+            plots.normality_over_training(fnn3.stats, None, manifest=m),
         "qq_plot": lambda: plots.qq_plot(r.analysis.qq, manifest=m),
         "selected_over_k": lambda: plots.selected_over_k(fnn3.stats, manifest=m),
         "selection_time": lambda: plots.selection_time(
             r.bench, context={"device": "NVIDIA H100 80GB HBM3", "threads": "16"}),
-        "convergence": lambda: plots.convergence(train, ev, manifest=main[0].manifest),
+        "convergence one condition": lambda: plots.convergence(
+            train.drop(columns="condition"), ev.drop(columns="condition"),
+            manifest=main[0].manifest),
         "convergence perplexity": lambda: plots.convergence(train, _perplexity(ev),
                                                             manifest=lstm),
         "convergence without evaluation (hook run)": lambda: plots.convergence(
@@ -160,8 +164,9 @@ def _plot_cases(r) -> dict[str, Figure]:
 
 
 PLOT_CASES = ["gradient_histogram four steps", "sorted_magnitudes", "contraction_over_iterations",
-              "normality_over_training", "qq_plot", "selected_over_k", "selection_time",
-              "convergence", "convergence perplexity", "convergence without evaluation (hook run)",
+              "normality_over_training", "normality_over_training without snapshots (hook run)",
+              "qq_plot", "selected_over_k", "selection_time", "convergence one condition",
+              "convergence perplexity", "convergence without evaluation (hook run)",
               "accuracy_vs_elements three conditions", "density_sensitivity two methods",
               "selected_per_step four methods"]
 
