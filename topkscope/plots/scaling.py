@@ -22,7 +22,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from topkscope.plots.frames import require_columns, require_rows
-from topkscope.plots.style import figure_style, linestyles, new_figure, palette
+from topkscope.plots.style import figure_style, fit_texts, linestyles, new_figure, palette
 from topkscope.plots.titles import model_name, sparsifier_name
 
 PARTS = (("t_compute", "compute"), ("t_select", "selection"), ("t_comm", "communication"))
@@ -111,6 +111,7 @@ def breakdown(table: pd.DataFrame, workers: int = 16) -> Figure:
         _shared_legend(fig, handles, names, len(PARTS))
         fig.suptitle(f"Predicted step time at P = {workers}, split into compute, selection "
                      "and communication")
+        fit_texts(fig)
     return fig
 
 
@@ -143,6 +144,7 @@ def efficiency(table: pd.DataFrame) -> Figure:
         names = [sparsifier_name(m) for m in methods] + [network_name(n) for n in nets]
         _shared_legend(fig, handles, names, min(len(names), 4))
         fig.suptitle("Predicted scaling efficiency t_compute / t_step against P")
+        fit_texts(fig)
     return fig
 
 
@@ -196,4 +198,5 @@ def crossover(table: pd.DataFrame, workers: int = 16) -> Figure:
         handles, names = ax.get_legend_handles_labels()
         _shared_legend(fig, handles, names, len(methods))
         fig.suptitle(f"Predicted crossover with Dense at P = {workers}")
+        fit_texts(fig)
     return fig
