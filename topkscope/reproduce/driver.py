@@ -1,10 +1,10 @@
 """`topkscope figures`: from nothing to every figure, the claims table and the index.
 
     1. bench  benchmarks/selection.py unless results/bench/selection.csv exists (alone)
-    2. run    every experiment of the plan under the profile, skipping variants a complete
+    2. run    every experiment of the plan under the profile, skipping variants a finished
               run with the plan's settings covers (found by manifest content, wherever it
               lies: runner.covering_runs), `parallel` runs at a time (two on a 2-core CPU in
-              the quick profile)
+              the CPU profiles, quick and standard)
     3. draw   analyze each run's snapshots and draw its figures into <results>/figures/
     4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims), with the predicted
               scaling rows; <results>/scaling.csv and its figures (topkscope.perf.report)
@@ -20,7 +20,12 @@ from that run, named with what differs in the log, in the index notes and in the
 `differs_from_plan` column.
 
 Each phase prints what it does and how long it took; a failing experiment is reported and the
-others still run, and the command exits non-zero at the end.
+others still run, and the command exits non-zero at the end. A run whose training diverged is a
+result, not a failure: it is drawn and handed to the claims (manifest `failed` with
+`diverged_at_step`), never rerun; a run that failed otherwise is a failure, and is drawn and
+handed to the claims all the same. SIGINT/SIGTERM are forwarded to the runs in flight, which
+stop cleanly; the command then exits with 128 + the signal and one line saying that the next
+invocation resumes them.
 
 Benchmark experiment configs (e.g. experiments/selection-speed.yaml), validated.
 
@@ -35,7 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -45,10 +49,12 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import yaml
 
+from topkscope.interrupts import ChildProcesses, handling
 from topkscope.io import write_bytes_atomic
 from topkscope.reproduce import plan
 from topkscope.reproduce.runner import (
     Covering,
+    RunFailed,
     RunSpec,
     covering_runs,
     pick_covering,
@@ -143,8 +149,10 @@ def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> Non
             log("  topkscope " + " ".join(command(spec, resume=False)[3:]))
 
 
-def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock) -> Path:
-    """The benchmark's CSV: kept when it exists, else written by running the benchmark."""
+def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock,
+                     children: ChildProcesses | None = None) -> Path:
+    """The benchmark's CSV: kept when it exists, else written by running the benchmark (through
+    `children`, the driver's signal forwarding, when given)."""
 
     cfg = load_benchmark_config(job.config_path(opts.experiments_dir), opts.profile)
     out = Path(opts.results_root) / "bench" / cfg.output
@@ -157,9 +165,9 @@ def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock) -> Pat
                            f"benchmarks included (drop them to run it)")
     argv = cfg.command(sys.executable, opts.benchmarks_dir, opts.results_root)
     clock.log("  $ python " + " ".join(argv[1:]))
-    done = subprocess.run(argv)
-    if done.returncode != 0 or not out.exists():
-        raise RuntimeError(f"benchmark failed (exit {done.returncode}) or wrote no {out}")
+    code = (children or ChildProcesses()).run(argv)
+    if code != 0 or not out.exists():
+        raise RuntimeError(f"benchmark failed (exit {code}) or wrote no {out}")
     clock.record(job.experiment, "run", time.perf_counter() - t, "ran")
     return out
 
@@ -278,31 +286,54 @@ def run_notebooks(made: dict, csvs: dict, opts: Options, clock: Clock) -> list[s
 
 
 def default_parallel(profile: str) -> int:
-    """Runs at a time: two on a CPU with 2+ cores in the quick profile (each run uses one
-    thread), one in the full profile (each run owns the accelerator)."""
-    return max(1, min(2, os.cpu_count() or 1)) if profile == "quick" else 1
+    """Runs at a time: two on a CPU with 2+ cores in the CPU profiles (plan.CPU_PROFILES:
+    quick, standard; each run uses one thread), one in the full profile (each run owns the
+    accelerator)."""
+    return max(1, min(2, os.cpu_count() or 1)) if profile in plan.CPU_PROFILES else 1
 
 
-def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options,
-                    clock: Clock) -> dict[str, list[Covering] | Exception]:
-    """Every run of every training job; job -> the runs to draw (each a Covering: its folder
-    and what differs from the plan) or the error.
+@dataclasses.dataclass
+class JobRuns:
+    """What a training job has to draw: its runs (each a Covering: folder, what differs from
+    the plan, the step it diverged at if it did) and its variants' errors (failures of the
+    driver: a run that failed other than by diverging is still among the runs)."""
 
-    Training (opts.run): each variant's complete run with the plan's settings, wherever it
-    lies, else its own hashed folder (resumed or trained). --no-run: the covering run with
-    the plan's settings, else the only covering run, whatever differs (runner.pick_covering),
-    else the variant is missing. Runs are matched by manifest content, never folder name.
+    runs: list[Covering] = dataclasses.field(default_factory=list)
+    errors: list[Exception] = dataclasses.field(default_factory=list)
+
+
+def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options, clock: Clock,
+                    children: ChildProcesses | None = None) -> dict[str, JobRuns]:
+    """Every run of every training job; job -> its JobRuns.
+
+    Training (opts.run): each variant's finished run with the plan's settings, wherever it
+    lies, else its own hashed folder (resumed or trained; a diverged one kept as it is).
+    --no-run: the covering run with the plan's settings, else the only covering run, whatever
+    differs (runner.pick_covering), else the variant is missing. Runs are matched by manifest
+    content, never folder name. children: the driver's signal forwarding (runner.run_all).
     """
     labelled = [(job, label, spec) for job in jobs for label, spec in run_specs(job, opts)]
     done: dict[str, Covering | Exception] = {}
     if opts.run:
         parallel = opts.parallel or default_parallel(opts.profile)
         clock.log(f"training: {len(labelled)} runs, {parallel} at a time")
+        actions: dict[str, str] = {}
+
+        def record(label: str, seconds: float, action: str) -> None:
+            actions[label] = action
+            clock.record(label, "run", seconds, action)
+
         ran = run_all([(label, spec) for _, label, spec in labelled], parallel=parallel,
-                      in_process=opts.in_process, log=clock.log,
-                      record=lambda label, sec, action: clock.record(label, "run", sec, action))
-        done = {label: got if isinstance(got, Exception) else Covering(got)
-                for label, got in ran.items()}
+                      in_process=opts.in_process, log=clock.log, record=record,
+                      children=children)
+        for label, got in ran.items():
+            if isinstance(got, Exception):
+                done[label] = got
+            else:
+                from topkscope.reproduce.runner import diverged_step
+
+                done[label] = Covering(got, diverged_at=diverged_step(got)
+                                       if actions.get(label) == "diverged" else None)
     else:
         for _, label, spec in labelled:
             try:
@@ -319,19 +350,37 @@ def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options,
                           f"the plan: {found.describe()}")
             clock.record(label, "run", 0.0,
                          "missing" if isinstance(found, Exception) else "found")
-    out: dict[str, list[Covering] | Exception] = {}
+    out: dict[str, JobRuns] = {}
     for job, label, _ in labelled:
-        got = done[label]
-        prev = out.setdefault(job.experiment, [])
-        if isinstance(got, Exception):
-            out[job.experiment] = got
-        elif isinstance(prev, list):
-            prev.append(got)
+        got, runs = done[label], out.setdefault(job.experiment, JobRuns())
+        if isinstance(got, Covering):
+            runs.runs.append(got)
+            continue
+        runs.errors.append(got)
+        if isinstance(got, RunFailed) and got.run_dir is not None:
+            runs.runs.append(Covering(got.run_dir))  # a failed seed is data too
+    diverged = [c.path for r in out.values() for c in r.runs if c.diverged_at is not None]
+    if diverged:
+        clock.log(f"  {len(diverged)} run(s) diverged (results: manifest `failed` with "
+                  f"diverged_at_step; handed to the claims)")
     return out
 
 
 def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
-    """Run the plan, draw every figure, write claims and the index (see module docstring)."""
+    """Run the plan, draw every figure, write claims and the index (see module docstring).
+
+    SIGINT and SIGTERM (in the main thread) are forwarded to the runs and the benchmark in
+    flight, which stop cleanly; then interrupts.RunInterrupted is raised with one line naming
+    them and saying that the next invocation resumes them (with nothing in flight it is
+    raised at once: every file is written atomically).
+    """
+    children = ChildProcesses()
+    with handling(children) as installed:
+        children.own_session = installed
+        return _reproduce(opts, log, children)
+
+
+def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcesses) -> Outcome:
     plan.check_profile(opts.profile)
     if opts.parallel is not None and opts.parallel < 1:
         raise ValueError(f"parallel = {opts.parallel} must be at least 1")
@@ -357,20 +406,23 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     for job in benches:
         log(f"benchmark {job.experiment} ({opts.profile} profile)")
         try:
-            csvs[job.experiment] = ensure_benchmark(job, opts, clock)
+            csvs[job.experiment] = ensure_benchmark(job, opts, clock, children)
         except (RuntimeError, ValueError, OSError) as exc:
             csvs[job.experiment] = exc
-    folders = ensure_training(trainings, opts, clock) if trainings else {}
+    folders = ensure_training(trainings, opts, clock, children) if trainings else {}
     for i, job in enumerate(jobs, 1):
         log(f"[{i}/{len(jobs)}] drawing {job.experiment}")
         try:
             if isinstance(job, plan.TrainingJob):
                 got = folders[job.experiment]
-                if isinstance(got, Exception):
-                    raise got
+                for exc in got.errors if got.runs else []:  # drawn all the same
+                    failures.append(f"{job.experiment}: {exc}")
+                if not got.runs:
+                    raise got.errors[0] if got.errors else RuntimeError("no runs")
                 differing.update({str(Path(c.path).resolve()): c.describe()
-                                  for c in got if c.differences})
-                new, runs = draw_training(job, [c.path for c in got], opts, clock, batteries)
+                                  for c in got.runs if c.differences})
+                new, runs = draw_training(job, [c.path for c in got.runs], opts, clock,
+                                          batteries)
                 all_runs += runs
                 made[job.experiment] = (job, runs)
             else:
@@ -399,7 +451,7 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     total = time.perf_counter() - clock.start
     notes = [f"profile `{opts.profile}`, wall time {total / 60:.1f} min "
              f"(per-experiment breakdown: timing.csv)"]
-    notes += [f"not drawn — {f}" for f in failures]
+    notes += [f"failed — {f}" for f in failures]
     notes += [f"drawn from `{path}`, whose settings differ from the plan: {what}"
               for path, what in sorted(differing.items())]
     write_bytes_atomic(opts.figures_dir / "timing.csv", timings.to_csv(index=False).encode())

@@ -1,37 +1,4 @@
-"""What `topkscope figures` runs: the experiment plan of docs/figures.md, per profile.
-
-A training job is one experiment config (experiments/<name>.yaml) run once per *variant*: a
-sparsifier, and for the convergence experiments also a seed, a density warm-up (the
-*condition*) and a density. A benchmark job runs the script its config names (selection-speed:
-benchmarks/selection.py). The plan is data (tuples), so the README's figure -> experiment ->
-command table, `--dry-run` and the driver read the same thing.
-
-Convergence design (ConvergenceDesign), per seed:
-
-    dense                                 once (nothing to warm up)
-    topk and every approximate method     under each condition: warmup=paper, warmup=none
-    density sensitivity                   topk and gaussiank-2019 at rho = 0.005, 0.01
-                                          (warmup=none; rho = 0.001 is the main grid's run)
-
-Approximate methods: gaussiank-2019 (the paper's Gaussian-k), dgc, redsync, redsync-2019 (the
-RedSync the paper compared against), sidco, randk. The robust `gaussiank` is not run: it selects
-the exact top-k set by construction, and a test shows that it trains identically to topk.
-Pairing is per (seed, condition, density): every method's seed s is compared with topk's seed s.
-
-Quick-profile budget (2 cores, two runs at a time, after set-up): 20 minutes in all. Seconds
-per run (RUN_SECONDS): the distribution runs as measured on an idle 2-core CPU; a convergence
-run's CPU time (user + sys, one thread: its wall time when two share 2 idle cores), measured
-16-18 s for topk and redsync; the benchmark an allowance (not measured separately):
-
-    fnn3-mnist 23, resnet20-cifar10 289, vgg16-cifar10 104, lstm-ptb 164  (distributions)
-    convergence-fnn3-mnist 17 per run x 57 runs (3 seeds x 19)            (~485 s at two at a time)
-    selection-speed benchmark ~60 s (alone, before training)
-
-expected_seconds("quick") ~ 14 min; on a machine shared with other jobs every run takes
-several times as long (a convergence run took 70-130 s wall with a load average of 6-8). The ResNet-20 convergence (5 runs x 100 s for 150 steps
-today; curves with >= 8 evaluation points over 3 seeds x 15 runs would need over an hour) runs
-only in the `full` profile (3 seeds there; FNN-3 runs 5 seeds in `full`).
-"""
+"""What `topkscope figures` runs (draft)."""
 
 from __future__ import annotations
 
@@ -39,29 +6,37 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-PROFILES = ("quick", "full")
-QUICK_BUDGET_SECONDS = 20 * 60   # the whole quick profile, 2 cores, after set-up
-QUICK_PARALLEL = 2               # training runs at a time in the quick profile
+PROFILES = ("quick", "standard", "full")
+CPU_PROFILES = ("quick", "standard")   # sized for a 2-core CPU: one thread per run, two at a time
+BUDGET_SECONDS = {"quick": 20 * 60, "standard": 90 * 60}   # the whole profile, 2 cores
+QUICK_BUDGET_SECONDS = BUDGET_SECONDS["quick"]
+QUICK_PARALLEL = 2               # training runs at a time in the CPU profiles
 
 # approximate methods of the convergence experiments; gaussiank-2019 is the paper's Gaussian-k
 APPROXIMATE_METHODS = ("gaussiank-2019", "dgc", "redsync", "redsync-2019", "sidco", "randk")
 CONDITIONS = ("paper", "none")   # density warm-up: the authors' paper-time schedule, or none
 SENSITIVITY_METHODS = ("topk", "gaussiank-2019")
 SENSITIVITY_DENSITIES = (0.005, 0.01)   # with the experiment's own rho = 0.001: the paper's three
+RECORDED_METHODS = ("topk",)     # the claims read u (the recorder) of Top-k's runs only
 
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-    """One run of a training job: overrides of the experiment config (None: as configured)."""
+    """One run of a training job: overrides of the experiment config (None: as configured;
+    recorded=False switches the config's recorder off)."""
 
     sparsifier: str | None = None
     seed: int | None = None
     density_schedule: str | None = None   # the condition (a named density warm-up)
     density: float | None = None
+    recorded: bool | None = None
 
     def overrides(self) -> dict:
         names = ("sparsifier", "seed", "density_schedule", "density")
-        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+        out = {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+        if self.recorded is False:
+            out["recorder"] = None
+        return out
 
     def label(self) -> str:
         """e.g. 'gaussiank-2019 seed 1 warmup=paper rho=0.005' ('' for the config as it is)."""
@@ -77,7 +52,8 @@ class Variant:
 
 @dataclasses.dataclass(frozen=True)
 class ConvergenceDesign:
-    """Methods x conditions x seeds (+ a density sensitivity), enumerated by variants()."""
+    """Methods x conditions x seeds (+ a density sensitivity), enumerated by variants(). The
+    config's recorder runs only in the runs of `recorded` methods (the others: recorded=False)."""
 
     seeds: tuple[tuple[str, int], ...]          # (profile, number of seeds 0..n-1)
     methods: tuple[str, ...] = APPROXIMATE_METHODS
@@ -85,6 +61,7 @@ class ConvergenceDesign:
     sensitivity_methods: tuple[str, ...] = ()
     sensitivity_densities: tuple[float, ...] = ()
     sensitivity_condition: str = "none"
+    recorded: tuple[str, ...] = RECORDED_METHODS
 
     def n_seeds(self, profile: str) -> int:
         found = dict(self.seeds)
@@ -93,13 +70,16 @@ class ConvergenceDesign:
         return found[profile]
 
     def variants(self, profile: str) -> tuple[Variant, ...]:
+        def one(method: str, seed: int, cond: str, rho: float | None = None) -> Variant:
+            return Variant(method, seed, cond, rho, recorded=method in self.recorded)
+
         out = []
         for seed in range(self.n_seeds(profile)):
-            out.append(Variant("dense", seed, "none"))
+            out.append(one("dense", seed, "none"))
             for cond in self.conditions:
-                out += [Variant(m, seed, cond) for m in ("topk", *self.methods)]
+                out += [one(m, seed, cond) for m in ("topk", *self.methods)]
             for rho in self.sensitivity_densities:
-                out += [Variant(m, seed, self.sensitivity_condition, rho)
+                out += [one(m, seed, self.sensitivity_condition, rho)
                         for m in self.sensitivity_methods]
         return tuple(out)
 
@@ -142,34 +122,47 @@ DISTRIBUTION_FIGURES = (
 )
 CONVERGENCE_FIGURES = ("convergence", "traffic", "density_sensitivity", "selected_per_step")
 
-FNN3_DESIGN = ConvergenceDesign(seeds=(("quick", 3), ("full", 5)),
+QUICK_AND_FULL = ("quick", "full")
+FNN3_DESIGN = ConvergenceDesign(seeds=(("quick", 5), ("full", 8)),
                                 sensitivity_methods=SENSITIVITY_METHODS,
                                 sensitivity_densities=SENSITIVITY_DENSITIES)
-RESNET20_DESIGN = ConvergenceDesign(seeds=(("quick", 3), ("full", 3)))
+RESNET20_DESIGN = ConvergenceDesign(seeds=(("quick", 3), ("full", 8)))
+LSTM_METHODS = ("gaussiank-2019", "dgc")
+LSTM_DESIGN = ConvergenceDesign(seeds=(("standard", 3), ("full", 8)), methods=LSTM_METHODS)
 
 JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
-    TrainingJob("fnn3-mnist", figures=DISTRIBUTION_FIGURES),
-    TrainingJob("resnet20-cifar10", figures=DISTRIBUTION_FIGURES),
-    TrainingJob("vgg16-cifar10", figures=DISTRIBUTION_FIGURES),
-    TrainingJob("lstm-ptb", figures=DISTRIBUTION_FIGURES),
-    TrainingJob("convergence-fnn3-mnist", figures=CONVERGENCE_FIGURES, design=FNN3_DESIGN),
+    TrainingJob("fnn3-mnist", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
+    TrainingJob("resnet20-cifar10", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
+    TrainingJob("vgg16-cifar10", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
+    TrainingJob("lstm-ptb", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
+    TrainingJob("convergence-fnn3-mnist", figures=CONVERGENCE_FIGURES, design=FNN3_DESIGN,
+                profiles=QUICK_AND_FULL),
     TrainingJob("convergence-resnet20-cifar10", figures=CONVERGENCE_FIGURES,
                 design=RESNET20_DESIGN, profiles=("full",)),
-    BenchmarkJob("selection-speed", figures=("selection_speed",)),
+    TrainingJob("convergence-lstm-ptb", figures=CONVERGENCE_FIGURES, design=LSTM_DESIGN,
+                profiles=("standard", "full")),
+    BenchmarkJob("selection-speed", figures=("selection_speed",), profiles=QUICK_AND_FULL),
 )
 
-# seconds per run, quick profile, 2-core CPU, one thread per run (see the module docstring)
+# CPU seconds per run (user + sys, one thread) in the CPU profiles; the selection benchmark
+# alone (see the module docstring for how each was measured)
 RUN_SECONDS = {
     "fnn3-mnist": 23, "resnet20-cifar10": 289, "vgg16-cifar10": 104, "lstm-ptb": 164,
-    "convergence-fnn3-mnist": 17, "selection-speed": 60,
+    "convergence-fnn3-mnist": 17, "convergence-lstm-ptb": 300, "selection-speed": 60,
 }
+# after the runs: analyze + draw + claims + tables + executing the notebooks (wall seconds)
+FINISH_SECONDS = {"quick": 240, "standard": 120}
 
 
 def expected_seconds(profile: str = "quick", plan: Sequence[TrainingJob | BenchmarkJob] | None = None,
                      parallel: int = QUICK_PARALLEL) -> float:
-    """Wall seconds the plan's runs should take under `profile` (benchmarks alone, training
-    `parallel` at a time), from RUN_SECONDS; ValueError for a job without a measured time."""
+    """Wall seconds a CPU profile should take on 2 idle cores: its benchmarks alone, then its
+    training runs `parallel` at a time (CPU seconds from RUN_SECONDS / parallel), then
+    FINISH_SECONDS[profile]. ValueError for another profile or a job without a measured time."""
     check_profile(profile)
+    if profile not in CPU_PROFILES:
+        raise ValueError(f"profile {profile!r} has no measured budget; measured: "
+                         f"{', '.join(CPU_PROFILES)}")
     bench = training = 0.0
     for job in jobs(plan=plan, profile=profile):
         if job.experiment not in RUN_SECONDS:
@@ -178,7 +171,7 @@ def expected_seconds(profile: str = "quick", plan: Sequence[TrainingJob | Benchm
             bench += RUN_SECONDS[job.experiment]
         else:
             training += RUN_SECONDS[job.experiment] * len(job.variants(profile))
-    return bench + training / parallel
+    return bench + training / parallel + FINISH_SECONDS[profile]
 
 
 def jobs(only: Sequence[str] | None = None,
