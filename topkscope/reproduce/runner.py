@@ -432,7 +432,8 @@ def run_all(specs: Sequence[tuple[str, RunSpec]], *, parallel: int, in_process: 
             signum = exc.signum
     signum = signum or signalled() or next((e.signum for e in stopped.values()), None)
     if signum is not None:
-        raise RunInterrupted(signum, interruption_summary(signum, list(stopped)))
+        in_plan_order = [label for label, _ in specs if label in stopped]
+        raise RunInterrupted(signum, interruption_summary(signum, in_plan_order))
     return out
 
 
