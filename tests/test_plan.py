@@ -237,3 +237,29 @@ def test_variant_labels_and_overrides():
     assert plan.Variant().overrides() == {} and plan.Variant().label() == ""
     with pytest.raises(ValueError, match="profile 'medium' has no seed count"):
         plan.FNN3_DESIGN.variants("medium")
+
+
+def test_switching_the_recorder_off_changes_no_number_of_training(tmp_path, data_root):
+    """The plan drops the recorder from the runs whose u no claim reads: it only observes u,
+    so the trained numbers are the same bit for bit (here recording at every step, with a
+    randomised selector among its sparsifiers)."""
+    import pandas as pd
+
+    from topkscope.cli import main
+
+    path = job("convergence-fnn3-mnist").config_path(REPO / "experiments")
+    tables = {}
+    for name, recorder in (("on", "{schedule: 1, densities: [0.001], sparsifiers: "
+                                  "[gaussiank, gaussiank-2019, randk]}"), ("off", "null")):
+        assert main(["run", str(path), "--profile", "quick", "--out", str(tmp_path),
+                     "--run-id", name, "--sparsifier", "topk", "--steps", "12",
+                     "--set", "eval_every_steps=4", "--set", f"recorder={recorder}",
+                     "--set", "eval_subset=1000", "--data", str(data_root),
+                     "--no-progress"]) == 0
+        run_dir = tmp_path / "convergence-fnn3-mnist" / name
+        tables[name] = [pd.read_parquet(run_dir / f) for f in ("train.parquet", "eval.parquet")]
+    assert (tmp_path / "convergence-fnn3-mnist" / "on" / "stats").is_dir()
+    assert not (tmp_path / "convergence-fnn3-mnist" / "off" / "stats").exists()
+    for on, off in zip(tables["on"], tables["off"]):
+        pd.testing.assert_frame_equal(on.drop(columns=[c for c in on if c.startswith("time_")]),
+                                      off.drop(columns=[c for c in off if c.startswith("time_")]))

@@ -1,4 +1,70 @@
-"""What `topkscope figures` runs (draft)."""
+"""What `topkscope figures` runs: the experiment plan of docs/figures.md, per profile.
+
+A training job is one experiment config (experiments/<name>.yaml) run once per *variant*: a
+sparsifier, and for the convergence experiments also a seed, a density warm-up (the
+*condition*) and a density. A benchmark job runs the script its config names (selection-speed:
+benchmarks/selection.py). The plan is data (tuples), so the README's figure -> experiment ->
+command table, `--dry-run` and the driver read the same thing. A job lists the profiles it
+runs in:
+
+    quick     2-core CPU, at most 20 minutes: the four distribution runs, the selection-speed
+              benchmark, the FNN-3 convergence (5 seeds)
+    standard  2-core CPU, at most 90 minutes: the convergence models quick cannot afford, the
+              LSTM on PTB (3 seeds); it does not rerun quick's experiments (its claims are a
+              file of their own, claims-standard.csv under results/reference/ once
+              committed). A GPT convergence experiment (~15 runs) will join it: it is planned
+              at STANDARD_TOTAL minutes now
+    full      the paper's settings (GPUs): everything, 8 seeds per convergence design
+
+Convergence design (ConvergenceDesign), per seed:
+
+    dense                                 once (nothing to warm up)
+    topk and every approximate method     under each condition: warmup=paper, warmup=none
+    density sensitivity                   topk and gaussiank-2019 at rho = 0.005, 0.01
+                                          (warmup=none; rho = 0.001 is the main grid's run)
+
+FNN-3 approximate methods: gaussiank-2019 (the paper's Gaussian-k), dgc, redsync, redsync-2019
+(the RedSync the paper compared against), sidco, randk, with the density sensitivity; LSTM-PTB:
+gaussiank-2019 and dgc, no sensitivity. The robust `gaussiank` is not run: it selects the exact
+top-k set by construction, and a test shows that it trains identically to topk. Pairing is per
+(seed, condition, density): every method's seed s is compared with topk's seed s. The config's
+recorder runs only in the topk runs (RECORDED_METHODS: the claims read u there); every other
+run gets `--set recorder=null` (the recorder observes u, it never changes training).
+
+Run length: under the paper warm-up (1/64 in epoch 0, 0.004 in epoch 1, then rho) at least two
+thirds of a convergence run's steps run at the target rho, in every profile: quick FNN-3 runs 7
+epochs of a 25,600-image subset (350 steps, 250 at rho), standard LSTM-PTB 7 epochs of a
+120,000-token subset (602 steps, 430 at rho); both evaluate 14 times, dense enough to find
+when a target is first reached.
+
+Budgets (expected_seconds): on 2 idle cores a profile takes its benchmark alone, then its
+training runs two at a time (CPU seconds / 2), then FINISH_SECONDS (analyze, draw, claims,
+tables, notebooks). RUN_SECONDS are CPU seconds (user + sys) of one one-thread run, robust to
+other jobs on a shared machine (wall times are not), measured with
+
+    /usr/bin/time -f "%U %S" topkscope run experiments/<experiment>.yaml --profile <profile> \
+        [the variant's --sparsifier/--seed/--set of `topkscope figures --dry-run`] --no-progress
+
+(for the convergence experiments: the mean over one seed's variants; the benchmark: the wall
+seconds of `python benchmarks/selection.py` as the quick profile runs it, alone):
+
+    fnn3-mnist 11, vgg16-cifar10 56, lstm-ptb 87, resnet20-cifar10 176    (distributions)
+    convergence-fnn3-mnist 11.3 per run (8.8 dense .. 14.9 topk at rho = 0.01) x 95 runs
+    selection-speed ~45 s wall (31 s CPU; 41 s in the last quick profile on idle cores)
+    finish (quick): FINISH_QUICK_NOTE
+    convergence-lstm-ptb LSTM_NOTE
+
+expected_seconds("quick") ~ QUICK_TOTAL min, expected_seconds("standard") ~ STANDARD_TOTAL min.
+Where the seconds go in a quick FNN-3 convergence run (CPU, one thread): the interpreter
+start-up and imports ~2.3 s (scipy.stats no longer among them: topkscope.bounds uses
+scipy.special), 350 steps x 4 workers ~4.6 s (13 ms a step), 14 evaluations on the 10,000
+test images ~0.8 s, the recorder ~0.8 s (topk runs only), checkpoints ~0.02 s.
+
+Left out of standard (measured): the ResNet-20 convergence (MNIST at 3x32x32 standing in for
+CIFAR-10): 0.33 s per step with 2 workers and 5.5 s per evaluation of 2,000 images, so runs
+long enough for the paper warm-up (6 epochs of a 6,400-image subset, 600 steps) take ~280 s
+each; the LSTM's 7 runs a seed again over 3 seeds would add ~50 minutes. It runs in `full`.
+"""
 
 from __future__ import annotations
 
