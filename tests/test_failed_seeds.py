@@ -110,6 +110,10 @@ def test_the_driver_hands_diverged_and_failed_seeds_to_the_claims(tmp_path, data
     (topk,) = [run.path for run in claimed[-1][0]]
     assert manifest_of(topk)["status"] == "failed"
     assert "plan-convergence" in [e.name for e in outcome.entries]
+    said = []
+    driver.reproduce(driver.Options(**options, dry_run=True), log=said.append)
+    step = manifest_of(topk)["diverged_at_step"]
+    assert said[0] == f"{topk} [failed; diverged at step {step}: a result, not rerun]"
 
     def fails_after_training(argv):  # e.g. the disk filled up as the run ended
         code = main([*argv, "--set", "steps=4"])

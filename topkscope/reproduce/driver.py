@@ -57,6 +57,7 @@ from topkscope.reproduce.runner import (
     RunFailed,
     RunSpec,
     covering_runs,
+    diverged_step,
     pick_covering,
     run_all,
     status_of,
@@ -142,7 +143,9 @@ def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> Non
         for _, spec in run_specs(job, opts):
             run_dir = spec.run_dir()
             state = status_of(run_dir) or "missing"
-            if state != "complete":
+            if (step := diverged_step(run_dir)) is not None:
+                state += f"; diverged at step {step}: a result, not rerun"
+            elif state != "complete":
                 same = [c for c in covering_runs(spec) if not c.differences]
                 state += f"; covered by {same[0].path}" if same else ""
             log(f"{run_dir} [{state}]")
@@ -330,8 +333,6 @@ def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options, clock: Cloc
             if isinstance(got, Exception):
                 done[label] = got
             else:
-                from topkscope.reproduce.runner import diverged_step
-
                 done[label] = Covering(got, diverged_at=diverged_step(got)
                                        if actions.get(label) == "diverged" else None)
     else:

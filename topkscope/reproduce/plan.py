@@ -13,7 +13,7 @@ runs in:
               LSTM on PTB (3 seeds); it does not rerun quick's experiments (its claims are a
               file of their own, claims-standard.csv under results/reference/ once
               committed). A GPT convergence experiment (~15 runs) will join it: it is planned
-              at STANDARD_TOTAL minutes now
+              at ~49 minutes now
     full      the paper's settings (GPUs): everything, 8 seeds per convergence design
 
 Convergence design (ConvergenceDesign), per seed:
@@ -46,15 +46,24 @@ other jobs on a shared machine (wall times are not), measured with
         [the variant's --sparsifier/--seed/--set of `topkscope figures --dry-run`] --no-progress
 
 (for the convergence experiments: the mean over one seed's variants; the benchmark: the wall
-seconds of `python benchmarks/selection.py` as the quick profile runs it, alone):
+seconds of `python benchmarks/selection.py` as the quick profile runs it, alone), here on the
+2-core machine shared with other jobs (load average 6-12, which if anything inflates CPU time):
 
     fnn3-mnist 11, vgg16-cifar10 56, lstm-ptb 87, resnet20-cifar10 176    (distributions)
     convergence-fnn3-mnist 11.3 per run (8.8 dense .. 14.9 topk at rho = 0.01) x 95 runs
     selection-speed ~45 s wall (31 s CPU; 41 s in the last quick profile on idle cores)
-    finish (quick): FINISH_QUICK_NOTE
-    convergence-lstm-ptb LSTM_NOTE
+    finish, quick: 213 s wall in the last quick profile on idle cores (57 convergence runs:
+        analyze 7, draw 59, claims 18, tables 0.2, 14 notebooks 129); their CPU does not grow
+        with the runs (`/usr/bin/time topkscope figures --no-run --only
+        convergence-fnn3-mnist`: 36.5 s over 57 runs, 36.6 s over 95): 240 s allowed
+    convergence-lstm-ptb 271 per run: dense 234, topk 292 (289 + 15 recorded steps of ~0.2 s),
+        gaussiank-2019 298, dgc 242 (measured with the paper warm-up, whose first two epochs
+        select more than the runs without it), weighted by the design's 3 + 6 + 6 + 6 runs
+    finish, standard: 23.6 s CPU (`topkscope figures --profile standard --no-run`): 90 s
+        allowed
 
-expected_seconds("quick") ~ QUICK_TOTAL min, expected_seconds("standard") ~ STANDARD_TOTAL min.
+expected_seconds("quick") ~ 16.4 min (45 + (330 + 95 x 11.3) / 2 + 240 s);
+expected_seconds("standard") ~ 49 min ((21 x 271) / 2 + 90 s), ~41 minutes left for GPT.
 Where the seconds go in a quick FNN-3 convergence run (CPU, one thread): the interpreter
 start-up and imports ~2.3 s (scipy.stats no longer among them: topkscope.bounds uses
 scipy.special), 350 steps x 4 workers ~4.6 s (13 ms a step), 14 evaluations on the 10,000
@@ -63,7 +72,8 @@ test images ~0.8 s, the recorder ~0.8 s (topk runs only), checkpoints ~0.02 s.
 Left out of standard (measured): the ResNet-20 convergence (MNIST at 3x32x32 standing in for
 CIFAR-10): 0.33 s per step with 2 workers and 5.5 s per evaluation of 2,000 images, so runs
 long enough for the paper warm-up (6 epochs of a 6,400-image subset, 600 steps) take ~280 s
-each; the LSTM's 7 runs a seed again over 3 seeds would add ~50 minutes. It runs in `full`.
+each: its 15 runs a seed over 3 seeds would take ~105 minutes, even the LSTM's 7 runs a
+seed ~49. It runs in `full`.
 """
 
 from __future__ import annotations
@@ -213,11 +223,11 @@ JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
 # CPU seconds per run (user + sys, one thread) in the CPU profiles; the selection benchmark
 # alone (see the module docstring for how each was measured)
 RUN_SECONDS = {
-    "fnn3-mnist": 23, "resnet20-cifar10": 289, "vgg16-cifar10": 104, "lstm-ptb": 164,
-    "convergence-fnn3-mnist": 17, "convergence-lstm-ptb": 300, "selection-speed": 60,
+    "fnn3-mnist": 11, "vgg16-cifar10": 56, "lstm-ptb": 87, "resnet20-cifar10": 176,
+    "convergence-fnn3-mnist": 11.3, "convergence-lstm-ptb": 271, "selection-speed": 45,
 }
 # after the runs: analyze + draw + claims + tables + executing the notebooks (wall seconds)
-FINISH_SECONDS = {"quick": 240, "standard": 120}
+FINISH_SECONDS = {"quick": 240, "standard": 90}
 
 
 def expected_seconds(profile: str = "quick", plan: Sequence[TrainingJob | BenchmarkJob] | None = None,
