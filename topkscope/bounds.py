@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-# scipy.special, not scipy.stats: the same normal quantile without the ~0.8 s import that
+# scipy.special, not scipy.stats: the same normal quantile without the ~0.7 s import that
 # every `topkscope run` child would pay
 from scipy.special import ndtri
 
