@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	@touch $@
 
-reproduce-figures: setup data ## run the PROFILE (default quick) experiments, skipping complete ones; every figure, results/claims.csv, results/figures/index.md, executed notebooks (results/notebooks/, + HTML), tables (results/tables/, CSV + LaTeX)
+reproduce-figures: setup data ## run the PROFILE (quick, the default; standard; full) experiments, skipping complete ones; every figure, results/claims.csv, results/figures/index.md, executed notebooks (results/notebooks/, + HTML), tables (results/tables/, CSV + LaTeX)
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m topkscope.cli figures --profile $(PROFILE) --data $(abspath $(DATA))
 
 gallery: setup ## small copies of results/figures/*.png and the claims table into docs/gallery/, and the README's findings table from results/claims.csv (refuses results that lack what is published)
