@@ -43,7 +43,38 @@ LANGUAGES = (*RUN, "text", "yaml", "diff")
 
 # (page, first line of the block) -> why it does not run here; the page says the same in its
 # `<!-- not run: ... -->` comment
-NOT_RUN: dict[tuple[str, str], str] = {}
+NOT_RUN: dict[tuple[str, str], str] = {
+    ('README.md',
+     'make reproduce-figures    # quick profile: train, record, analyse, draw every figure + results/claims.csv'):
+        'the whole quick profile (about 20 minutes on 2 cores) and the test suite itself',
+    ('docs/benchmarks.md',
+     'topkscope bench --quick                       # every benchmark, each well under a minute'):
+        'every benchmark (minutes even with --quick), and full sizes',
+    ('docs/data.md',
+     'topkscope fetch --root DIR                 # MNIST + PTB into DIR (idempotent: a rerun only verifies)'):
+        'downloads (MNIST, PTB and CIFAR-10 from the network)',
+    ('docs/figures.md',
+     'make reproduce-figures              # quick profile, on a 2-core CPU'):
+        'the whole quick profile (about 20 minutes on 2 cores) and the full profile (GPUs); the blocks below run its parts',
+    ('docs/figures.md',
+     'topkscope figures --profile full --dry-run        # run folders and their `topkscope run` commands'):
+        'the full profile on two nodes with 8 GPUs each',
+    ('docs/recording.md',
+     'import torch.distributed as dist'):
+        'a change to your own torchrun script (NCCL, GPUs); tests/test_hooks_distributed.py runs it on two gloo processes',
+    ('docs/scaling.md',
+     'python -m topkscope.perf.published      # regenerates gpu_compute.csv and published.csv'):
+        'it rewrites the committed files; tests/test_perf_published.py regenerates them into a temporary folder and compares',
+    ('docs/training.md',
+     'topkscope run experiments/fnn3-mnist.yaml --profile full --workers 16 --sparsifier gaussiank'):
+        'the full profile (30 epochs on 16 workers: hours on a CPU)',
+    ('docs/training.md',
+     '# two nodes x 8 GPUs (run on each node; node-rank 0 and 1)'):
+        'needs two nodes with 8 GPUs each',
+    ('docs/training.md',
+     'import torch.distributed as dist'):
+        'a change to your own torchrun script (NCCL, GPUs); tests/test_hooks_distributed.py runs the hook on two gloo processes',
+}
 
 # copied into a page's folder (blocks may write beside them, e.g. results/bench/); linked
 COPIED = ("experiments", "benchmarks", "notebooks")
@@ -176,3 +207,107 @@ def run_block(block: Block, folder: Path, env: dict[str, str]) -> subprocess.Com
         argv = [sys.executable, "-c", block.text]
     return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True,
                           timeout=BLOCK_TIMEOUT_S)
+
+
+# ---- what the pages hold -------------------------------------------------------------------
+
+_COMMAND = re.compile(r"^\s*(?:\$ )?(?:topkscope \w+\b(?!:)|make\b|python\b|\.venv/bin/|"
+                      r"torchrun\b|papermill\b|pip\b)")
+
+
+def test_every_block_has_a_language_and_no_code_block_is_indented():
+    unlabelled = [str(b) for b in all_blocks() if b.language not in LANGUAGES]
+    assert not unlabelled, f"code blocks without one of the languages {LANGUAGES}: {unlabelled}"
+    indented = [f"{page.relative_to(REPO)}:{line}" for page in PAGES
+                for line in indented_code_lines(page)]
+    assert not indented, f"indented code blocks (fence them with a language): {indented}"
+
+
+def test_text_blocks_hold_no_commands():
+    """A command in a `text` block would escape the tier: fence it as bash, marked if need be."""
+    commands = [f"{b}: {line.strip()}" for b in all_blocks() if b.language == "text"
+                for line in b.text.splitlines() if _COMMAND.match(line)]
+    assert not commands, commands
+
+
+def test_the_blocks_not_run_are_the_listed_ones():
+    keys = [b.key for b in all_blocks() if b.not_run is not None]
+    assert len(keys) == len(set(keys)), "two blocks not run begin alike on one page"
+    marked = {b.key: b.not_run for b in all_blocks() if b.not_run is not None}
+    assert marked == NOT_RUN, (
+        f"marked in the pages but not listed: {sorted(set(marked) - set(NOT_RUN))}; "
+        f"listed but not marked: {sorted(set(NOT_RUN) - set(marked))}; "
+        f"reasons that differ: {[k for k in marked.keys() & NOT_RUN.keys() if marked[k] != NOT_RUN[k]]}")
+
+
+def test_every_diff_block_is_marked_not_run():
+    """A diff changes a reader's own script: the tier cannot run it, and the page says so."""
+    assert [str(b) for b in all_blocks() if b.language == "diff" and b.not_run is None] == []
+
+
+@pytest.mark.parametrize("block", [b for b in all_blocks() if b.language == "yaml"], ids=str)
+def test_yaml_blocks_are_config_fragments_the_validator_accepts(block):
+    """A yaml block is part of an experiment config: merged into experiments/fnn3-mnist.yaml
+    (quick profile), the config validator accepts it."""
+    from topkscope.train import load_config
+
+    fragment = yaml.safe_load(block.text)
+    assert isinstance(fragment, dict) and fragment
+    cfg, _ = load_config(REPO / "experiments" / "fnn3-mnist.yaml", "quick", fragment)
+    for key, value in fragment.items():  # what the fragment says is what the run gets
+        got = getattr(cfg, key)
+        assert ({k: got[k] for k in value} if isinstance(value, dict) else got) == value, key
+
+
+# ---- the reader itself, on synthetic pages ---------------------------------------------------
+
+def test_the_reader_finds_blocks_markers_and_indented_code(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Title\n\n"
+        "```bash\necho one\n```\n\n"
+        "<!-- not run: needs 16 GPUs -->\n\n"
+        "````python\nprint('```')\n````\n"
+        "Some prose.\n\n"
+        "    indented code\n\n"
+        "- a list item\n\n"
+        "    its second paragraph\n\n"
+        "```\nbare\n```\n")
+    blocks = blocks_of(page)
+    assert [(b.line, b.language, b.not_run) for b in blocks] == [
+        (3, "bash", None), (9, "python", "needs 16 GPUs"), (20, "", None)]
+    assert blocks[1].text == "print('```')\n" and blocks[1].first_line == "print('```')"
+    assert indented_code_lines(page) == [14]
+    assert [b.key for b in runnable(blocks)] == [("page.md", "echo one")]
+    page.write_text("```bash\nnever closed\n")
+    with pytest.raises(ValueError, match="never closed"):
+        blocks_of(page)
+
+
+def test_the_command_pattern():
+    assert _COMMAND.match("topkscope run experiments/fnn3-mnist.yaml")
+    assert _COMMAND.match(".venv/bin/python benchmarks/selection.py")
+    assert not _COMMAND.match("topkscope run: interrupted by SIGTERM at step 43")
+    assert not _COMMAND.match("cli")
+
+
+# ---- running them --------------------------------------------------------------------------
+
+PAGES_THAT_RUN = [p for p in PAGES if runnable(blocks_of(p))]
+
+
+@pytest.mark.docs
+@pytest.mark.train
+@pytest.mark.parametrize("page", PAGES_THAT_RUN, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_the_page_runs_as_written(page, tmp_path, data_root):
+    folder = make_checkout(tmp_path / "checkout", data_root)
+    env = block_environment(folder, data_root)
+    for block in runnable(blocks_of(page)):
+        try:
+            done = run_block(block, folder, env)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{block} ran longer than {BLOCK_TIMEOUT_S} s")
+        assert done.returncode == 0, (
+            f"{block} exited {done.returncode}\n--- stdout (end) ---\n{done.stdout[-3000:]}"
+            f"\n--- stderr (end) ---\n{done.stderr[-3000:]}")
