@@ -14,8 +14,8 @@ would miss them).
 
 How a page runs: in a fresh folder laid out as a checkout — copies of `experiments/`,
 `benchmarks/` and `notebooks/`, links to `.venv` (this interpreter's environment), `tests/`,
-the Makefile, `pyproject.toml`, `results/reference/`, and `data` (the datasets,
-$TOPKSCOPE_DATA) — with the environment's `bin/` first on PATH, as after
+`pyproject.toml`, `results/reference/`, and `data` (the datasets, $TOPKSCOPE_DATA); no
+Makefile, so no block may run `make` — with the environment's `bin/` first on PATH, as after
 `source .venv/bin/activate`. The page's blocks run in order in that one folder, so a block may
 use what an earlier block of the same page made (a page says so in its prose); nothing is
 shared between pages. A bash block runs with `bash -e -o pipefail`; a python block in a
@@ -78,7 +78,9 @@ NOT_RUN: dict[tuple[str, str], str] = {
 
 # copied into a page's folder (blocks may write beside them, e.g. results/bench/); linked
 COPIED = ("experiments", "benchmarks", "notebooks")
-LINKED = ("tests", "Makefile", "pyproject.toml")
+# no Makefile: a make target may run `make setup`, and pip in this folder would point the
+# environment's editable install at it
+LINKED = ("tests", "pyproject.toml")
 BLOCK_TIMEOUT_S = 900
 
 _FENCE = re.compile(r"^(`{3,})\s*([\w+-]*)\s*$")
