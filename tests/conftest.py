@@ -51,12 +51,24 @@ def spy(monkeypatch):
 
 # ---- the `train` marker: kept honest in the tier that leaves it out -------------------------
 #
-# Tests that train (a Trainer step, `topkscope run`, torchrun; in the test or in a fixture it
-# sets up) carry @pytest.mark.train. `make test-fast` deselects them (-m "not slow and not
-# train"); in such a session a test without the marker that trains fails, naming the marker,
-# so the fast tier cannot grow slow unnoticed. Other sessions are not watched.
+# Tests that train (a Trainer step, `topkscope run`, torchrun, a training loop in worker
+# processes; in the test or in a fixture it sets up) carry @pytest.mark.train, and so does every
+# test that uses a fixture of TRAINING_FIXTURES (added at collection). `make test-fast`
+# deselects them (-m "not slow and not train"); in such a session a test without the marker
+# that trains in this process or starts `topkscope run` / torchrun fails, naming the marker, so
+# the fast tier cannot grow slow unnoticed. Other sessions are not watched.
+
+# the small results tree of tests/_figures_results.py, built by training
+TRAINING_FIXTURES = ("small",)
 
 _training_allowed = True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(name in TRAINING_FIXTURES for name in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.train)
 
 
 def _refuse_training(what: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -157,6 +158,7 @@ def test_unequal_counts_aggregate_like_the_dense_reference():
         assert rank_result["scalars"] == [2.0, 4.0]
 
 
+@pytest.mark.train
 def test_gloo_training_matches_simulation_reference_and_ddp():
     results = run_gloo(_training_body, SPARSIFIERS)
     assert results[0].keys() == results[1].keys()
