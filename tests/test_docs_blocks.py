@@ -16,7 +16,9 @@ How a page runs: in a fresh folder laid out as a checkout — copies of `experim
 `benchmarks/` and `notebooks/`, links to `.venv` (this interpreter's environment), `tests/`,
 `pyproject.toml`, `results/reference/`, and `data` (the datasets, $TOPKSCOPE_DATA); no
 Makefile, so no block may run `make` — with the environment's `bin/` first on PATH, as after
-`source .venv/bin/activate`. The page's blocks run in order in that one folder, so a block may
+`source .venv/bin/activate`, and $TOPKSCOPE_DATA, $TOPKSCOPE_BENCHMARKS (the copy) and
+$TOPKSCOPE_RESULTS (the folder's results/) pointing into it, so nothing reads or writes the
+repository's own results. The page's blocks run in order in that one folder, so a block may
 use what an earlier block of the same page made (a page says so in its prose); nothing is
 shared between pages. A bash block runs with `bash -e -o pipefail`; a python block in a
 fresh interpreter. A block passes when it exits 0.
