@@ -26,6 +26,9 @@ from topkscope.comm import SimulatedTransport, SparseUpdate, scatter_sum
 from topkscope.sparsify import available, get_sparsifier
 from topkscope.train import validate
 
+# every test here trains in gloo worker processes (the DDP hook, the Trainer, plain DDP)
+pytestmark = pytest.mark.train
+
 # FNN-3 on real MNIST shards: 2 workers, 20 steps (issue 4's equivalence setting).
 EQUIV = dict(experiment="equivalence", model="fnn3", dataset="mnist", workers=2, batch_size=32,
              steps=20, lr=0.1, momentum=0.9, weight_decay=1e-4, density=0.01, seed=3, threads=1)
@@ -158,7 +161,6 @@ def test_unequal_counts_aggregate_like_the_dense_reference():
         assert rank_result["scalars"] == [2.0, 4.0]
 
 
-@pytest.mark.train
 def test_gloo_training_matches_simulation_reference_and_ddp():
     results = run_gloo(_training_body, SPARSIFIERS)
     assert results[0].keys() == results[1].keys()
