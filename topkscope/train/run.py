@@ -38,6 +38,7 @@ from topkscope.comm.simulated import SimulatedTransport
 from topkscope.comm.transport import Transport
 from topkscope.hooks.lifecycle import supersede_from
 from topkscope.interrupts import RunInterrupted, StopRequests, handling, interruption_signal
+from topkscope.io import Table
 from topkscope.manifest import DIVERGED_AT, Manifest, describe_optimizer
 from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
 from topkscope.train import checkpoint
@@ -55,7 +56,6 @@ from topkscope.train.resume import (
     refuse_if_interrupted,
     resume_command,
 )
-from topkscope.train.tables import Table
 from topkscope.train.trainer import DivergedError, Trainer
 
 
