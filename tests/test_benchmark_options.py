@@ -53,6 +53,7 @@ def test_a_bad_option_is_one_line_and_exit_2(monkeypatch, capsys):
     assert err.startswith("python benchmarks/stats_battery.py: error: argument --repeats")
 
 
+@pytest.mark.train
 def test_bench_quick_runs_redsync_versions(tmp_path, data_root, monkeypatch, capfd):
     folder = tmp_path / "repo" / "benchmarks"
     folder.mkdir(parents=True)

@@ -44,6 +44,7 @@ def final_model(run_dir: Path) -> dict[str, torch.Tensor]:
     return torch.load(last / "rank-00000.pt", weights_only=True)["model"]
 
 
+@pytest.mark.train
 def test_sim_run_writes_a_complete_result_folder(tmp_path, capsys):
     cfg = write_config(tmp_path)
     out = tmp_path / "results"
@@ -107,6 +108,7 @@ def test_malformed_options_are_one_line_usage_errors(tmp_path, capsys, args):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.train
 def test_checkpoint_of_another_model_is_refused_without_touching_the_run(tmp_path, capsys):
     out = tmp_path / "results"
     fnn = write_config(tmp_path, name="same")
@@ -130,6 +132,7 @@ def test_checkpoint_of_another_model_is_refused_without_touching_the_run(tmp_pat
     assert files_under(a) == before
 
 
+@pytest.mark.train
 def test_resume_refuses_a_changed_config(tmp_path, capsys):
     out = tmp_path / "results"
     cfg = write_config(tmp_path)
@@ -143,6 +146,7 @@ def test_resume_refuses_a_changed_config(tmp_path, capsys):
     assert files_under(out) == before
 
 
+@pytest.mark.train
 def test_a_run_that_diverges_ends_failed_with_its_error(tmp_path, capsys):
     cfg = write_config(tmp_path, lr=1e30, steps=40)
     out = tmp_path / "results"
@@ -157,6 +161,7 @@ def test_a_run_that_diverges_ends_failed_with_its_error(tmp_path, capsys):
     assert manifest["end_time"] is not None
 
 
+@pytest.mark.train
 def test_console_script_reports_bad_input_in_one_line(tmp_path):
     script = Path(sys.executable).with_name("topkscope")
     cfg = write_config(tmp_path)
@@ -186,6 +191,7 @@ def descendants(pid: int) -> list[int]:
     return out[::-1]
 
 
+@pytest.mark.train
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_sigkilled_torchrun_run_resumes_to_the_uninterrupted_result(tmp_path):
     steps = 160

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -24,6 +25,9 @@ from tests._topk_reference import (
 from topkscope.comm import SimulatedTransport, SparseUpdate, scatter_sum
 from topkscope.sparsify import available, get_sparsifier
 from topkscope.train import validate
+
+# every test here trains in gloo worker processes (the DDP hook, the Trainer, plain DDP)
+pytestmark = pytest.mark.train
 
 # FNN-3 on real MNIST shards: 2 workers, 20 steps (issue 4's equivalence setting).
 EQUIV = dict(experiment="equivalence", model="fnn3", dataset="mnist", workers=2, batch_size=32,

@@ -175,7 +175,7 @@ def test_run_command_is_a_valid_topkscope_run(small, tmp_path):
 
 
 def test_bad_profile_and_unknown_experiment(small):
-    with pytest.raises(ValueError, match="profile 'medium' is not one of: quick, full"):
+    with pytest.raises(ValueError, match="profile 'medium' is not one of: quick, standard, full"):
         reproduce(small.options(profile="medium"), log=lambda m: None)
     with pytest.raises(ValueError, match=r"unknown experiment\(s\) \['nope'\]"):
         reproduce(small.options(only=["nope"]), log=lambda m: None)
@@ -257,11 +257,12 @@ PAPER = {  # the paper's settings (docs/figures.md, profiles): lr, batch per wor
 
 @pytest.mark.parametrize("job", [j for j in plan.JOBS if isinstance(j, plan.TrainingJob)],
                          ids=lambda j: j.experiment)
-def test_plan_configs_resolve_in_both_profiles(job):
+def test_plan_configs_resolve_in_every_profile_they_run_in(job):
     path = job.config_path(REPO / "experiments")
-    quick, _ = load_config(path, "quick")
-    full, _ = load_config(path, "full")
-    assert quick.experiment == full.experiment == job.experiment
+    assert "full" in job.profiles
+    resolved = {p: load_config(path, p)[0] for p in job.profiles}
+    full = resolved["full"]
+    assert {c.experiment for c in resolved.values()} == {job.experiment}
     # full = the paper's settings; real CIFAR-10 only
     assert full.workers == 16 and full.density == 0.001 and full.selection == "global"
     assert (full.lr, full.batch_size) == PAPER[full.model]
@@ -270,17 +271,22 @@ def test_plan_configs_resolve_in_both_profiles(job):
         assert (full.bptt, full.grad_clip) == (35, 0.25)
     if full.dataset == "cifar10":
         assert full.momentum == 0.9 and full.weight_decay == 1e-4 and full.lr_milestones
-        assert quick.allow_substitute  # quick may substitute, and says so
-    # quick = sized for a 2-core CPU
-    assert quick.workers <= 4 and quick.threads == 1
-    assert quick.steps is not None or quick.epochs <= 3
-    for sparsifier in job.sparsifiers:
-        if sparsifier is not None:
-            load_config(path, "quick", {"sparsifier": sparsifier})
+    # the CPU profiles (quick, standard) = sized for a 2-core CPU: one thread, few workers,
+    # at most as many samples as 3 epochs of MNIST (the budgets: tests/test_plan.py)
+    for profile in set(job.profiles) & set(plan.CPU_PROFILES):
+        cpu = resolved[profile]
+        assert cpu.workers <= 4 and cpu.threads == 1, profile
+        assert cpu.steps is not None or cpu.dataset == "ptb" or (
+            cpu.epochs * (cpu.train_subset or 60_000) <= 3 * 60_000), profile
+        if full.dataset == "cifar10":
+            assert cpu.allow_substitute  # the CPU profiles may substitute, and say so
+        for sparsifier in job.sparsifiers:
+            if sparsifier is not None:
+                load_config(path, profile, {"sparsifier": sparsifier})
     # histograms are standardised with the stats row of their step: it must be recorded
     from topkscope.hooks.schedules import parse_schedule
 
-    for cfg in (quick, full):
+    for cfg in resolved.values():
         rec = cfg.recorder or {}
         stats = parse_schedule(rec.get("schedule", 1))
         for key in ("hist_schedule", "snapshot_schedule"):

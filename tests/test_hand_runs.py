@@ -24,6 +24,8 @@ from topkscope.reproduce.draw import claims_table
 from topkscope.reproduce.plan import DISTRIBUTION_FIGURES
 from topkscope.schema import GLOBAL
 
+pytestmark = pytest.mark.train  # every test here trains (see tests/conftest.py)
+
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 12
 RECORDER = ("recorder={schedule: {every: 2}, hist_schedule: {every: 4}, snapshot_schedule: "

@@ -80,6 +80,7 @@ def run_two_gloo_ranks(script: str, run_dir) -> list[tuple[str, str]]:
 
 
 
+@pytest.mark.train
 def test_two_gloo_ranks_record_the_same_steps(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()

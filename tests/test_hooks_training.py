@@ -35,6 +35,7 @@ def train(tmp_path, data_root, run_id="r", **changes):
                                data_root=str(data_root)))
 
 
+@pytest.mark.train
 def test_fnn3_mnist_run_produces_the_result_folder(tmp_path, data_root):
     run_dir = train(tmp_path, data_root)
     assert run_dir == tmp_path / "fnn3-mnist" / "r"
@@ -74,6 +75,7 @@ def test_fnn3_mnist_run_produces_the_result_folder(tmp_path, data_root):
         ["rank", "layer", "kind"])["count"].sum().xs(GLOBAL, level="layer") == 199_210).all()
 
 
+@pytest.mark.train
 def test_a_run_that_raises_leaves_the_manifest_failed(tmp_path, data_root):
     def exploding(step: int) -> bool:  # a user schedule that fails mid-run
         if step == 3:
@@ -106,6 +108,7 @@ KILLED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.train
 def test_sigkill_during_training_leaves_a_loadable_folder(tmp_path, data_root):
     child = subprocess.Popen([sys.executable, "-c", KILLED, str(tmp_path), str(data_root)],
                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

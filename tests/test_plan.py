@@ -1,9 +1,12 @@
 """The experiment plan: which runs each profile makes (methods x conditions x seeds, the density
-sensitivity), that every approximate run has its Top-k partner, and the quick budget."""
+sensitivity), that every approximate run has its Top-k partner, that the runs are long enough
+after the paper warm-up, that the recorder runs only where the claims read it, and the budgets
+of the CPU profiles."""
 
 from __future__ import annotations
 
 import itertools
+import math
 from pathlib import Path
 
 import pytest
@@ -11,11 +14,12 @@ import pytest
 from topkscope.analysis.claims import MIN_SEEDS
 from topkscope.reproduce import plan
 from topkscope.reproduce.runner import RunSpec, command
-from topkscope.train.config import load_config
+from topkscope.train.config import density_schedule_values, load_config
+from topkscope.train.schedules import density_at, total_steps
 
 REPO = Path(__file__).resolve().parents[1]
 METHODS = ["gaussiank-2019", "dgc", "redsync", "redsync-2019", "sidco", "randk"]
-MNIST_TRAIN = 60_000
+TRAIN_SAMPLES = {"mnist": 60_000, "cifar10": 50_000}  # training images per dataset
 
 
 def job(name: str) -> plan.TrainingJob:
@@ -23,11 +27,17 @@ def job(name: str) -> plan.TrainingJob:
     return found
 
 
+def convergence_jobs() -> list[tuple[str, plan.TrainingJob]]:
+    """(profile, job) for every convergence design in every profile it runs in."""
+    return [(p, j) for j in plan.JOBS if isinstance(j, plan.TrainingJob) and j.design
+            for p in j.profiles]
+
+
 def as_tuples(variants) -> list[tuple]:
     return [(v.sparsifier, v.seed, v.density_schedule, v.density) for v in variants]
 
 
-@pytest.mark.parametrize(("profile", "n_seeds"), [("quick", 3), ("full", 5)])
+@pytest.mark.parametrize(("profile", "n_seeds"), [("quick", 5), ("full", 8)])
 def test_fnn3_convergence_runs_every_method_condition_and_seed(profile, n_seeds):
     got = as_tuples(job("convergence-fnn3-mnist").variants(profile))
     expected = []
@@ -42,6 +52,29 @@ def test_fnn3_convergence_runs_every_method_condition_and_seed(profile, n_seeds)
     assert "gaussiank" not in {v[0] for v in got}  # robust Gaussian-k = Top-k: tested, not run
 
 
+@pytest.mark.parametrize(("profile", "n_seeds"), [("standard", 3), ("full", 8)])
+def test_lstm_convergence_runs_dense_topk_gaussiank_and_dgc_under_both_conditions(profile,
+                                                                                  n_seeds):
+    got = as_tuples(job("convergence-lstm-ptb").variants(profile))
+    expected = []
+    for seed in range(n_seeds):
+        expected.append(("dense", seed, "none", None))
+        for cond in ("paper", "none"):
+            expected += [(m, seed, cond, None) for m in ("topk", "gaussiank-2019", "dgc")]
+    assert got == expected
+    assert job("convergence-lstm-ptb").profiles == ("standard", "full")
+
+
+def test_seeds_per_profile():
+    """Five seeds per (method, condition) in quick, at least eight in full, at least three in
+    the standard profile's LSTM."""
+    for profile, j in convergence_jobs():
+        seeds = {v.seed for v in j.variants(profile)}
+        assert seeds == set(range(len(seeds)))
+        least = {"quick": 5, "standard": 3, "full": 8}[profile]
+        assert len(seeds) >= max(least, MIN_SEEDS), (j.experiment, profile)
+
+
 def test_every_approximate_run_has_its_topk_partner():
     for profile, j in itertools.product(plan.PROFILES, plan.jobs()):
         if not isinstance(j, plan.TrainingJob) or j.design is None or profile not in j.profiles:
@@ -53,37 +86,124 @@ def test_every_approximate_run_has_its_topk_partner():
         assert len({v[1] for v in variants}) >= MIN_SEEDS
 
 
-def test_resnet20_convergence_only_in_full_with_three_seeds():
-    quick = [j.experiment for j in plan.jobs(profile="quick")]
-    assert "convergence-resnet20-cifar10" not in quick and "convergence-fnn3-mnist" in quick
+def test_each_profile_runs_its_own_experiments():
+    names = {p: [j.experiment for j in plan.jobs(profile=p)] for p in plan.PROFILES}
+    assert "convergence-resnet20-cifar10" not in names["quick"] + names["standard"]
+    assert "convergence-fnn3-mnist" in names["quick"] and "selection-speed" in names["quick"]
+    # standard adds the convergence models quick cannot afford; it does not rerun quick's
+    assert names["standard"] == ["convergence-lstm-ptb"]
+    assert set(names["full"]) == {j.experiment for j in plan.JOBS}
     variants = job("convergence-resnet20-cifar10").variants("full")
-    assert {v.seed for v in variants} == {0, 1, 2} and len(variants) == 3 * 15
+    assert {v.seed for v in variants} == set(range(8)) and len(variants) == 8 * 15
     with pytest.raises(ValueError, match="do not run in the 'quick' profile"):
         plan.jobs(["convergence-resnet20-cifar10"], profile="quick")
+    with pytest.raises(ValueError, match="do not run in the 'standard' profile"):
+        plan.jobs(["convergence-fnn3-mnist"], profile="standard")
 
 
-def test_quick_budget_from_the_measured_run_times():
-    assert plan.QUICK_BUDGET_SECONDS == 20 * 60
-    for j in plan.jobs(profile="quick"):
-        assert plan.RUN_SECONDS[j.experiment] > 0, j.experiment
-    fnn3 = plan.RUN_SECONDS["convergence-fnn3-mnist"] * 57 / plan.QUICK_PARALLEL
-    rest = sum(plan.RUN_SECONDS[j.experiment] for j in plan.jobs(profile="quick")
-               if j.experiment != "convergence-fnn3-mnist" and isinstance(j, plan.TrainingJob))
-    bench = plan.RUN_SECONDS["selection-speed"]
-    assert plan.expected_seconds("quick") == pytest.approx(bench + fnn3 + rest / 2)
-    assert plan.expected_seconds("quick") <= plan.QUICK_BUDGET_SECONDS
+def test_the_figures_command_offers_every_profile():
+    import argparse
+
+    from topkscope.commands import figures
+
+    parser = argparse.ArgumentParser()
+    figures.add_arguments(parser)
+    (action,) = [a for a in parser._actions if a.dest == "profile"]
+    assert tuple(action.choices) == plan.PROFILES
+
+
+def steps_per_epoch(cfg, data_root: Path) -> int:
+    """Steps per epoch computed here from the dataset's size: images / (workers x batch), or
+    for a token stream ceil((tokens per worker // batch - 1) / bptt) windows."""
+    if cfg.dataset == "ptb":
+        from topkscope.data import load
+
+        tokens = load("ptb", "train", str(data_root)).tokens.numel()
+        rows = min(tokens, cfg.train_subset or tokens) // cfg.workers // cfg.batch_size
+        return math.ceil((rows - 1) / cfg.bptt)
+    images = min(TRAIN_SAMPLES[cfg.dataset], cfg.train_subset or TRAIN_SAMPLES[cfg.dataset])
+    return images // cfg.workers // cfg.batch_size
+
+
+def test_at_least_two_thirds_of_the_steps_run_at_the_target_density(data_root):
+    """Under the paper warm-up (1/64 in epoch 0, 0.004 in epoch 1, then rho), in every profile
+    of every convergence experiment: the warm-up shortens with the epoch (a training subset),
+    so the share of steps at the target rho is counted over the run's own steps."""
+    for profile, j in convergence_jobs():
+        warm = [v for v in j.variants(profile) if v.density_schedule == "paper"]
+        assert warm, (j.experiment, profile)
+        for v in warm[:1] + warm[-1:]:
+            cfg = RunSpec.of(j.experiment, j.config_path(REPO / "experiments"), profile, v,
+                             Path("results")).resolved()
+            assert density_schedule_values(cfg) == [1 / 64, 0.004]
+            spe = steps_per_epoch(cfg, data_root)
+            steps = total_steps(cfg, spe)
+            at_target = sum(density_at(cfg, t, spe) == cfg.density for t in range(steps))
+            assert at_target >= 2 / 3 * steps, (j.experiment, profile, at_target, steps)
+
+
+def test_cpu_convergence_runs_count_steps_as_their_tasks_do(data_root):
+    """The steps per epoch of the test above are those the training task computes."""
+    from topkscope.comm.simulated import SimulatedTransport
+    from topkscope.train.run import build_trainer
+
+    for profile, j in convergence_jobs():
+        if profile not in plan.CPU_PROFILES:
+            continue
+        cfg, _ = load_config(j.config_path(REPO / "experiments"), profile)
+        trainer, _ = build_trainer(cfg, SimulatedTransport(cfg.workers), "cpu", str(data_root))
+        assert trainer.steps_per_epoch == steps_per_epoch(cfg, data_root), j.experiment
+
+
+def test_quick_convergence_runs_are_dense_curves(data_root):
+    """Evaluation points dense enough to find when a target is first reached (time to
+    accuracy): at least 12 per run in the CPU profiles; every epoch in full."""
+    for profile, j in convergence_jobs():
+        cfg, _ = load_config(j.config_path(REPO / "experiments"), profile)
+        if profile in plan.CPU_PROFILES:
+            steps = total_steps(cfg, steps_per_epoch(cfg, data_root))
+            assert steps // cfg.eval_every_steps >= 12, (j.experiment, profile)
+        else:
+            assert cfg.eval_every_steps is None  # the end of every epoch
+
+
+def test_the_recorder_runs_only_in_the_runs_the_claims_read(tmp_path):
+    """Top-k's runs keep the config's recorder (the claims read u there); every other
+    method's runs switch it off, in the resolved config and on the command line."""
+    for profile, j in convergence_jobs():
+        path = j.config_path(REPO / "experiments")
+        configured, _ = load_config(path, profile)
+        assert configured.recorder, j.experiment
+        for v in j.variants(profile)[:19]:
+            spec = RunSpec.of(j.experiment, path, profile, v, tmp_path)
+            recorder = spec.resolved().recorder
+            argv = command(spec, resume=False)
+            if v.sparsifier in plan.RECORDED_METHODS:
+                assert recorder == configured.recorder and "recorder=null" not in argv
+            else:
+                assert recorder is None and argv[argv.index("recorder=null") - 1] == "--set"
+
+
+def test_budgets_from_the_measured_run_times():
+    assert plan.QUICK_BUDGET_SECONDS == plan.BUDGET_SECONDS["quick"] == 20 * 60
+    assert plan.BUDGET_SECONDS["standard"] == 90 * 60
+    for profile in plan.CPU_PROFILES:
+        training = bench = 0.0
+        for j in plan.jobs(profile=profile):
+            assert plan.RUN_SECONDS[j.experiment] > 0, j.experiment
+            if isinstance(j, plan.BenchmarkJob):
+                bench += plan.RUN_SECONDS[j.experiment]
+            else:
+                training += plan.RUN_SECONDS[j.experiment] * len(j.variants(profile))
+        expected = bench + training / plan.QUICK_PARALLEL + plan.FINISH_SECONDS[profile]
+        assert plan.expected_seconds(profile) == pytest.approx(expected)
+        assert plan.expected_seconds(profile) <= plan.BUDGET_SECONDS[profile]
+    # standard leaves room for the GPT convergence experiment that will join it (~15 runs)
+    assert plan.expected_seconds("standard") <= 65 * 60
     with pytest.raises(ValueError, match="no measured run time for 'x'"):
         plan.expected_seconds("quick", plan=[plan.TrainingJob("x")])
-
-
-def test_quick_convergence_runs_are_curves():
-    """>= 8 evaluation points per run in the quick profile; the full one evaluates every epoch."""
-    path = job("convergence-fnn3-mnist").config_path(REPO / "experiments")
-    quick, _ = load_config(path, "quick")
-    steps = int(quick.epochs * (MNIST_TRAIN // (quick.workers * quick.batch_size)))
-    assert steps // quick.eval_every_steps >= 8
-    full, _ = load_config(path, "full")
-    assert full.eval_every_steps is None and full.epochs == 30
+    with pytest.raises(ValueError, match="profile 'full' has no measured budget"):
+        plan.expected_seconds("full")
 
 
 def test_each_variant_resolves_to_its_own_named_run(tmp_path):
@@ -111,6 +231,35 @@ def test_variant_labels_and_overrides():
     assert v.label() == "gaussiank-2019 seed 1 warmup=paper rho=0.005"
     assert v.overrides() == {"sparsifier": "gaussiank-2019", "seed": 1,
                              "density_schedule": "paper", "density": 0.005}
+    assert plan.Variant("dgc", recorded=False).overrides() == {"sparsifier": "dgc",
+                                                               "recorder": None}
+    assert plan.Variant("topk", recorded=True).overrides() == {"sparsifier": "topk"}
     assert plan.Variant().overrides() == {} and plan.Variant().label() == ""
     with pytest.raises(ValueError, match="profile 'medium' has no seed count"):
         plan.FNN3_DESIGN.variants("medium")
+
+
+def test_switching_the_recorder_off_changes_no_number_of_training(tmp_path, data_root):
+    """The plan drops the recorder from the runs whose u no claim reads: it only observes u,
+    so the trained numbers are the same bit for bit (here recording at every step, with a
+    randomised selector among its sparsifiers)."""
+    import pandas as pd
+
+    from topkscope.cli import main
+
+    path = job("convergence-fnn3-mnist").config_path(REPO / "experiments")
+    tables = {}
+    for name, recorder in (("on", "{schedule: 1, densities: [0.001], sparsifiers: "
+                                  "[gaussiank, gaussiank-2019, randk]}"), ("off", "null")):
+        assert main(["run", str(path), "--profile", "quick", "--out", str(tmp_path),
+                     "--run-id", name, "--sparsifier", "topk", "--steps", "12",
+                     "--set", "eval_every_steps=4", "--set", f"recorder={recorder}",
+                     "--set", "eval_subset=1000", "--data", str(data_root),
+                     "--no-progress"]) == 0
+        run_dir = tmp_path / "convergence-fnn3-mnist" / name
+        tables[name] = [pd.read_parquet(run_dir / f) for f in ("train.parquet", "eval.parquet")]
+    assert (tmp_path / "convergence-fnn3-mnist" / "on" / "stats").is_dir()
+    assert not (tmp_path / "convergence-fnn3-mnist" / "off" / "stats").exists()
+    for on, off in zip(tables["on"], tables["off"]):
+        pd.testing.assert_frame_equal(on.drop(columns=[c for c in on if c.startswith("time_")]),
+                                      off.drop(columns=[c for c in off if c.startswith("time_")]))

@@ -4,13 +4,11 @@ value axes unless the values span 10x, and no text outside the canvas or over ot
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pandas as pd
 import pytest
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+from tests._figure_text import assert_text_fits
 from topkscope.perf import model as pm
 from topkscope.perf import report
 from topkscope.perf.networks import available
@@ -26,32 +24,9 @@ def table() -> pd.DataFrame:
     return frame
 
 
-def _texts(fig):
-    """Every visible, non-empty text artist that is drawn: figure texts, legends, axes titles,
-    axis labels, tick labels within the view, annotations."""
-    out = list(fig.texts)  # the suptitle is one of them
-    for legend in fig.legends:
-        out += legend.get_texts()
-    for ax in fig.axes:
-        if not ax.get_visible():
-            continue
-        out += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
-        out += ax.texts
-        for axis in (ax.xaxis, ax.yaxis):  # the tick labels drawn: those inside the view
-            lo, hi = sorted(axis.get_view_interval())
-            out += [label for loc, label in zip(axis.get_majorticklocs(),
-                                                axis.get_majorticklabels())
-                    if lo - 1e-9 * abs(hi - lo) <= loc <= hi + 1e-9 * abs(hi - lo)]
-        if ax.get_legend():
-            out += ax.get_legend().get_texts()
-    unique = {id(t): t for t in out}.values()
-    return [t for t in unique if t.get_visible() and t.get_text().strip()]
-
-
 def _check_layout(fig, max_columns: int = 3) -> None:
-    canvas = FigureCanvasAgg(fig)
-    canvas.draw()
-    renderer = canvas.get_renderer()
+    """At most max_columns panels per row, one shared legend and no panel legend, and the
+    text check every figure passes (tests/_figure_text.py)."""
     panels = [ax for ax in fig.axes if ax.get_visible()]
     rows: dict[float, int] = {}
     for ax in panels:
@@ -59,18 +34,7 @@ def _check_layout(fig, max_columns: int = 3) -> None:
         rows[y] = rows.get(y, 0) + 1
     assert max(rows.values()) <= max_columns, rows
     assert len(fig.legends) == 1 and not any(ax.get_legend() for ax in panels)
-    canvas_box = fig.bbox
-    boxes = []
-    for text in _texts(fig):
-        box = text.get_window_extent(renderer)
-        assert (box.x0 >= canvas_box.x0 - 1 and box.y0 >= canvas_box.y0 - 1
-                and box.x1 <= canvas_box.x1 + 1 and box.y1 <= canvas_box.y1 + 1), \
-            f"{text.get_text()!r} outside the canvas: {box} vs {canvas_box}"
-        boxes.append((text.get_text(), box))
-    for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
-        overlap_w = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
-        overlap_h = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
-        assert overlap_w <= 1 or overlap_h <= 1, f"{a!r} overlaps {b!r}"
+    assert_text_fits(fig)
 
 
 def _linear_unless_wide(ax, values, axis: str) -> None:

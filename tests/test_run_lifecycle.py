@@ -133,6 +133,7 @@ def test_a_folder_taken_between_the_check_and_the_start_is_refused(tmp_path, cap
     assert files_under(out / "tiny" / "same") == {"theirs.txt": b"the other run"}
 
 
+@pytest.mark.train
 def test_two_runs_started_at_once_with_one_run_id_never_share_its_folder(tmp_path):
     cfg = write_config(tmp_path, name="race")
     for trial in range(3):
@@ -161,6 +162,7 @@ def test_two_runs_started_at_once_with_one_run_id_never_share_its_folder(tmp_pat
 
 
 # ---------------------------------------------------------------- SIGTERM / SIGINT, resume
+@pytest.mark.train
 @pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="needs POSIX signals")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_stops_the_run_cleanly_and_the_resume_doubles_no_row(tmp_path, capsys, sig):
@@ -251,6 +253,7 @@ def test_a_signal_stops_the_run_cleanly_and_the_resume_doubles_no_row(tmp_path, 
     assert len(manifest["resumed_at"]) == 1
 
 
+@pytest.mark.train
 @pytest.mark.skipif(not hasattr(signal, "SIGTERM"), reason="needs POSIX signals")
 def test_sigterm_to_a_torchrun_launch_stops_every_rank_after_the_same_step(tmp_path, capsys):
     cfg = write_config(tmp_path, name="tr", **dict(LONG, recorder=dict(RECORDER,
@@ -309,6 +312,7 @@ def _stopped(run_dir: Path, status: str, signal_name: str | None = "SIGTERM") ->
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
 
 
+@pytest.mark.train
 def test_resume_without_a_run_id_takes_only_an_interrupted_or_failed_run_of_this_config(
         tmp_path, capsys):
     cfg = write_config(tmp_path, name="pick", steps=12, checkpoint_every_steps=5)
@@ -449,6 +453,7 @@ def test_a_recorder_stopped_by_ctrl_c_marks_its_manifest_interrupted(tmp_path):
 
 
 # ---------------------------------------------------------------- the figures' runner
+@pytest.mark.train
 def test_the_runner_resumes_an_interrupted_run_and_an_interrupted_child_stops_the_plan(
         tmp_path, capsys):
     from topkscope.reproduce.runner import RunSpec, ensure_run, run_all, status_of
@@ -500,3 +505,87 @@ def test_a_users_loop_under_the_run_handler_stops_its_recorder_on_sigterm(tmp_pa
     manifest = manifest_of(tmp_path / "run")
     assert (manifest["status"], manifest["signal"]) == ("interrupted", "SIGTERM")
     assert sorted(pd.read_parquet(tmp_path / "run" / "stats")["step"].unique()) == [0, 1, 2, 3]
+
+
+# ---------------------------------------------------------------- the figures driver's children
+def test_children_get_the_first_signal_once_and_none_starts_after_it(tmp_path):
+    import threading
+
+    from topkscope.interrupts import ChildProcesses, handling
+
+    started = tmp_path / "started"
+    sleeper = [sys.executable, "-c", f"import pathlib, time; pathlib.Path({str(started)!r})"
+               ".touch(); time.sleep(60)"]
+    children, codes = ChildProcesses(), []
+    with handling(children) as installed:
+        children.own_session = installed
+        worker = threading.Thread(target=lambda: codes.append(children.run(sleeper)))
+        worker.start()
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert time.monotonic() < deadline, "the child never started"
+            time.sleep(0.02)
+        signal.raise_signal(signal.SIGTERM)  # a child runs: forwarded, nothing raised here
+        signal.raise_signal(signal.SIGTERM)  # a second one is ignored
+        worker.join(60)
+        assert codes == [-signal.SIGTERM] and children.received == signal.SIGTERM
+        with pytest.raises(RunInterrupted, match="SIGTERM before the child started"):
+            children.run(sleeper)
+    idle = ChildProcesses()
+    with pytest.raises(RunInterrupted) as stopped:  # no child running: the parent stops at once
+        with handling(idle):
+            signal.raise_signal(signal.SIGINT)
+    assert stopped.value.exit_status == 130
+
+
+def test_sigterm_to_the_figures_driver_stops_its_runs_cleanly_for_the_next_to_resume(
+        tmp_path, data_root):
+    """A real `topkscope figures` process running two `topkscope run` children: SIGTERM to the
+    driver alone reaches both, they stop cleanly (manifest `interrupted`, resumable), no other
+    run starts, no child outlives the driver, and it exits 143 with one line."""
+    experiments = tmp_path / "experiments"
+    experiments.mkdir()  # the plan's experiment, made endless: it runs until stopped
+    write_config(experiments, name="convergence-fnn3-mnist", steps=100000,
+                 checkpoint_every_steps=5, eval_every_steps=1000, profiles={"quick": {}})
+    results = tmp_path / "results"
+    proc = start(cli("figures", "--results", str(results), "--experiments", str(experiments),
+                     "--only", "convergence-fnn3-mnist", "--parallel", "2", "--no-bench",
+                     "--no-notebooks", "--no-tables", "--data", str(data_root)))
+
+    def two_checkpointed():
+        folders = [d for d in results.glob("convergence-fnn3-mnist/quick-*")
+                   if checkpoint.latest(d) is not None]
+        return folders if len(folders) == 2 else None
+
+    deadline = time.monotonic() + 240
+    while (folders := two_checkpointed()) is None:
+        assert proc.poll() is None, f"the driver ended: {proc.stderr.read()[-3000:]}"
+        assert time.monotonic() < deadline, "two runs never reached a checkpoint"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)  # the driver alone, not its children
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 143, err[-3000:]
+    said = [line for line in err.splitlines() if line.startswith("topkscope figures:")]
+    assert said == [
+        "topkscope figures: interrupted by SIGTERM: 2 run(s) stopped cleanly "
+        "(convergence-fnn3-mnist [dense seed 0 warmup=none]; convergence-fnn3-mnist [topk "
+        "seed 0 warmup=paper]); the next `topkscope figures` resumes them"]
+    for run_dir in folders:
+        manifest = manifest_of(run_dir)
+        assert (manifest["status"], manifest["signal"]) == ("interrupted", "SIGTERM")
+        assert manifest["resume_command"] and checkpoint.latest(run_dir) is not None
+    assert sorted(results.glob("convergence-fnn3-mnist/*")) == sorted(folders)
+    assert processes_naming(str(results)) == [], "a child outlived the driver"
+
+
+def processes_naming(text: str) -> list[str]:
+    """Command lines of the live processes (Linux /proc) that contain text."""
+    found = []
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = path.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # the process ended meanwhile
+            continue
+        if text in line:
+            found.append(line)
+    return found

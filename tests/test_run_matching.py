@@ -102,7 +102,7 @@ def test_the_only_covering_run_with_other_settings_is_named_with_what_differs(sp
 def test_several_covering_runs_none_with_the_plan_settings_are_refused(spec):
     a = write_run(spec, "a", steps=12)
     b = write_run(spec, "b", steps=14)
-    with pytest.raises(ValueError, match="2 complete runs cover it, none with the plan's") as info:
+    with pytest.raises(ValueError, match="2 finished runs cover it, none with the plan's") as info:
         pick_covering("tiny [topk]", covering_runs(spec))
     assert str(a) in str(info.value) and str(b) in str(info.value)
 

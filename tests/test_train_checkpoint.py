@@ -37,6 +37,7 @@ def state_of(trainer) -> list[torch.Tensor]:
 SIDCO = dict(FNN, sparsifier="sidco", density=0.001)  # its stage count adapts every 5 steps
 
 
+@pytest.mark.train
 @pytest.mark.parametrize("spec", [FNN, LSTM, SIDCO, GPT],
                          ids=["fnn3", "lstm", "fnn3-sidco", "gpt-adamw"])
 def test_resume_mid_epoch_equals_the_uninterrupted_run(tmp_path, spec):
@@ -60,6 +61,7 @@ def test_resume_mid_epoch_equals_the_uninterrupted_run(tmp_path, spec):
     assert [r["loss"] for r in rows_whole[7:]] == [r["loss"] for r in rows_resumed]
 
 
+@pytest.mark.train
 def test_checkpoint_folder_layout_marker_and_pruning(tmp_path):
     trainer = trainer_for(FNN)
     for _ in range(3):
@@ -87,6 +89,7 @@ def test_checkpoint_folder_layout_marker_and_pruning(tmp_path):
      ["is from model 'fnn3'", "this run trains 'resnet20'"]),
     ({"workers": 4}, ["holds 2 workers", "this run has 4"]),
 ])
+@pytest.mark.train
 def test_a_checkpoint_of_another_model_or_world_is_refused(tmp_path, changes, words):
     trainer = trainer_for(FNN)
     trainer.train_step()

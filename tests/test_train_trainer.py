@@ -12,6 +12,8 @@ from tests._topk_reference import max_rel_diff
 from topkscope.comm import SimulatedTransport
 from topkscope.train import build_trainer, validate
 
+pytestmark = pytest.mark.train  # every test here trains (see tests/conftest.py)
+
 SMALL = dict(experiment="small", model="fnn3", dataset="mnist", workers=2, batch_size=16,
              train_subset=512, eval_subset=200, steps=6, lr=0.05, momentum=0.9,
              weight_decay=1e-4, density=0.01, seed=5)

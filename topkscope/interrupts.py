@@ -9,9 +9,14 @@ with 128 + the signal number (130, 143), as a shell reports a process killed by 
   the last checkpoint is redone on resume), or is only noted under torchrun, where every rank
   must leave the collective steps together: the loop asks `agreed()` at each step boundary.
   Later signals are ignored, so the cleanup that follows the first one finishes.
-- `run_child`: a parent process (the torchrun launcher of `topkscope run`) runs its child in
-  a session of its own and forwards the first signal it gets, exactly once, then waits for the
-  child to finish its own cleanup.
+- `ChildProcesses`: the handler of a parent that runs children (from any thread): the first
+  signal is forwarded once to every running child, which stops cleanly on its own; no child
+  starts after it; with no child running it raises RunInterrupted at once (or, for a parent
+  that only waits for its child, nothing). Children run in sessions of their own when the
+  handler is installed, so a Ctrl-C in the terminal reaches them only through the forwarding.
+  The figures driver runs its `topkscope run`s and benchmarks through one.
+- `run_child`: a parent process (the torchrun launcher of `topkscope run`) runs its one child
+  through ChildProcesses and waits for it to finish its own cleanup.
 
 Only the main thread may install signal handlers; elsewhere (a run started from a worker
 thread) these helpers install nothing and signals keep Python's default behaviour.
@@ -101,30 +106,71 @@ class StopRequests:
             raise RunInterrupted(signum)
 
 
+class ChildProcesses:
+    """The SIGINT/SIGTERM handler of a process that runs child processes, from the main thread
+    or from worker threads (see the module docstring). `received`: the first signal, or None.
+
+    raise_when_idle: the first signal raises RunInterrupted in the main thread when no child
+    is running (the parent stops where it is); False: the parent goes on, e.g. to report.
+    """
+
+    def __init__(self, raise_when_idle: bool = True) -> None:
+        self.raise_when_idle = raise_when_idle
+        self.received: int | None = None
+        self.own_session = False  # set True where the handler is installed (handling yields it)
+        self._running: set[subprocess.Popen] = set()
+        self._starting = 0  # children being started (the handler may run in their thread)
+        self._lock = threading.RLock()  # re-entrant: the handler may interrupt its own thread
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        with self._lock:
+            if self.received is not None:
+                return  # the first one is being handled; let the children's cleanup finish
+            self.received = signum
+            running, idle = list(self._running), not (self._running or self._starting)
+        for proc in running:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signum)
+        if idle and self.raise_when_idle:
+            raise RunInterrupted(signum)
+
+    def run(self, argv: Sequence[str], env: dict[str, str] | None = None) -> int:
+        """Start argv and wait for it; its exit status. RunInterrupted (nothing started) when
+        a signal came before it could start."""
+        with self._lock:
+            if self.received is not None:
+                raise RunInterrupted(self.received, f"interrupted by "
+                                     f"{signal_name(self.received)} before the child started")
+            self._starting += 1
+            try:
+                proc = subprocess.Popen(list(argv), env=env, start_new_session=self.own_session)
+                self._running.add(proc)
+            finally:
+                self._starting -= 1
+            if self.received is not None:  # it came while the child was being started
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(self.received)
+        try:
+            return proc.wait()
+        finally:
+            with self._lock:
+                self._running.discard(proc)
+
+
 def run_child(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[int, int | None]:
     """Run argv and wait for it; the first SIGINT/SIGTERM this process gets is forwarded to the
     child once (later ones are ignored) and the child is waited for while it cleans up.
 
     The child gets a session of its own, so a Ctrl-C in the terminal reaches it only through
-    this forwarding, never twice. Returns (the child's exit status, the signal forwarded or
-    None). Outside the main thread the child shares this process's session and signals.
+    this forwarding, never twice. Returns (the child's exit status, or 128 + the signal when
+    it came before the child started; the signal forwarded or None). Outside the main thread
+    the child shares this process's session and signals.
     """
-    forwarded: list[int] = []
-    child: list[subprocess.Popen] = []
-
-    def forward(signum: int, frame: Any) -> None:
-        if forwarded:
-            return
-        forwarded.append(signum)
-        if child:
-            with contextlib.suppress(ProcessLookupError):
-                child[0].send_signal(signum)
-
-    with handling(forward) as installed:
-        proc = subprocess.Popen(list(argv), env=env, start_new_session=installed)
-        child.append(proc)
-        if forwarded:  # a signal that came while the child was being started
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(forwarded[0])
-        code = proc.wait()
-    return code, (forwarded[0] if forwarded else None)
+    children = ChildProcesses(raise_when_idle=False)
+    with handling(children) as installed:
+        children.own_session = installed
+        try:
+            code = children.run(argv, env)
+        except RunInterrupted as exc:
+            code = exc.exit_status
+    return code, children.received

@@ -76,8 +76,10 @@ def git_commit(cwd: str | Path | None = None) -> str | None:
         return None
 
 
+# set on a run that failed because its training diverged (train.trainer.DivergedError)
+DIVERGED_AT = "diverged_at_step"
 # top-level fields that describe how the latest segment ended; a new segment clears them
-_SEGMENT_STATE = ("signal", "resume_command", "checkpoint_step", "steps_done")
+_SEGMENT_STATE = ("signal", "resume_command", "checkpoint_step", "steps_done", DIVERGED_AT)
 # the error of a segment whose process ended without closing the manifest
 KILLED = "ended without closing its manifest (killed, e.g. by SIGKILL)"
 
@@ -188,6 +190,13 @@ class Manifest:
             self.interrupt(sig, **fields)
         else:
             self.fail(error, **fields)
+
+
+def diverged_at(manifest: dict) -> int | None:
+    """The step at which a failed run's training diverged (`diverged_at_step`), None for any
+    other run. A diverged run is a result, not an accident: rerunning it diverges again."""
+    step = manifest.get(DIVERGED_AT) if manifest.get("status") == "failed" else None
+    return None if step is None else int(step)
 
 
 # --- finding runs by manifest content ----------------------------------------------------

@@ -10,7 +10,8 @@ recorder in topkscope.hooks) and the code that reads it (topkscope.analysis.runs
 
 Layer "__global__" (GLOBAL) is the whole model. A sparsifier S recorded by the recorder adds
 the stats columns S_count, S_ratio, S_recall, with S's registry name '-' turned into '_'.
-The README section "Results schema" documents every column; keep the two in step.
+docs/results.md documents every column, docs/results-schema.md every stored dtype; keep them
+in step.
 """
 
 from __future__ import annotations
@@ -42,7 +43,15 @@ def column_prefix(name: str) -> str:
     return name.replace("-", "_")
 
 
-# epoch is nullable (Int64): a DDP-hook run knows no epochs unless the script notes them
+# train.parquet, one row per step (written with topkscope.io.Table by the training loop and by
+# the DDP hook's run log): loss and metric (accuracy, or perplexity for language models) over
+# all workers' batches; `k` = the target count per worker at the step's density; `selected` =
+# mean elements sent per worker, and `selected_min` / `selected_median` / `selected_max` the
+# same count over the P workers (0 when a worker sent nothing); times in seconds per worker
+# (mean over the simulated workers; rank 0's own under torchrun), where time_communicate
+# includes waiting for the slowest worker; bytes_sent = payload put on the wire by all workers
+# together (comm.sparse). epoch is nullable (Int64): a DDP-hook run knows no epochs unless the
+# script notes them.
 TRAIN_COLUMNS = {
     "step": "int64", "epoch": "Int64", "loss": "float64", "lr": "float64", "metric": "float64",
     "metric_name": "object", "density": "float64", "k": "int64", "selected": "float64",

@@ -7,6 +7,7 @@ topkscope.cli, so `commands` and `reproduce` never import each other.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,8 +17,11 @@ HELP = "run the experiments of a profile (skipping complete ones) and draw every
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", default="quick", choices=("quick", "full"),
-                   help="quick: sized for a 2-core CPU; full: the paper's settings (default quick)")
+    p.add_argument("--profile", default="quick", choices=("quick", "standard", "full"),
+                   help="quick: the distribution study and FNN-3 convergence, 20 minutes on a "
+                        "2-core CPU; standard: the convergence models quick cannot afford "
+                        "(LSTM-PTB), 90 minutes on 2 cores; full: the paper's settings "
+                        "(default quick)")
     p.add_argument("--results", type=Path, default=Path("results"),
                    help="results root (runs, bench/, figures/, claims.csv); default: results")
     p.add_argument("--experiments", type=Path, default=Path("experiments"),
@@ -38,8 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launcher", choices=("sim", "torchrun"),
                    help="how `topkscope run` starts the workers (default: as each config says)")
     p.add_argument("--parallel", type=int, metavar="N",
-                   help="training runs at a time (default: 2 in the quick profile on a "
-                        "2+-core CPU, each run using one thread; 1 in the full profile)")
+                   help="training runs at a time (default: 2 in the quick and standard "
+                        "profiles on a 2+-core CPU, each run using one thread; 1 in the full "
+                        "profile)")
     p.add_argument("--selection-csv", type=Path, metavar="CSV",
                    help="selection benchmark CSV for the predictions (e.g. benchmarks/"
                         "selection.py run on a GPU; default: the first of RESULTS/bench/"
@@ -52,7 +57,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, driver: Callable) -> int:
-    """driver(log, **options) runs the figures driver with these Options fields (see cli.py)."""
+    """driver(log, **options) runs the figures driver with these Options fields (see cli.py).
+    SIGINT/SIGTERM: the driver stops the runs in flight cleanly and raises RunInterrupted;
+    its one line goes to stderr and the exit status is 128 + the signal."""
+    from topkscope.interrupts import RunInterrupted
+
     options = dict(profile=args.profile, results_root=args.results,
                    experiments_dir=args.experiments, benchmarks_dir=args.benchmarks,
                    data_root=args.data, only=args.only, run=not args.no_run,
@@ -64,4 +73,7 @@ def main(args: argparse.Namespace, driver: Callable) -> int:
         outcome = driver(lambda m: print(m, flush=True), **options)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
+    except RunInterrupted as exc:
+        print(f"topkscope figures: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_status
     return 1 if outcome.failures else 0

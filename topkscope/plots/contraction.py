@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from topkscope.plots.frames import require_columns, require_rows, select_tensor
-from topkscope.plots.style import REFERENCE_COLORS, figure_style, new_figure
+from topkscope.plots.style import REFERENCE_COLORS, figure_style, fit_texts, new_figure
 from topkscope.plots.titles import figure_title, format_density
 from topkscope.schema import GLOBAL
 
@@ -62,4 +62,5 @@ def contraction_over_iterations(
         axes[0][0].legend(loc="lower left")
         where = f" — {kind}, {'whole model' if layer == GLOBAL else layer}"
         fig.suptitle(figure_title(f"Top-k contraction vs bounds{where}", manifest))
+        fit_texts(fig)
     return fig

@@ -24,7 +24,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from topkscope.plots.frames import require_columns, require_rows
-from topkscope.plots.style import figure_style, linestyles, new_figure, palette
+from topkscope.plots.style import figure_style, fit_texts, linestyles, new_figure, palette
 from topkscope.plots.titles import figure_title, format_density, sparsifier_name
 
 METRIC_UNITS = {"accuracy": "accuracy (fraction correct)", "perplexity": "perplexity (log scale)"}
@@ -161,6 +161,7 @@ def convergence(
         what = "Convergence: dense vs sparsified SGD" + ("" if with_eval else
                                                          " (training loss; no evaluation rows)")
         fig.suptitle(titled(what, manifest, conditions, train, ev))
+        fit_texts(fig)
     return fig
 
 
@@ -197,6 +198,7 @@ def accuracy_vs_elements(
             ax.set_title(f"{split} {metric} vs traffic" + (f" · {cond}" if cond else ""))
             ax.legend(loc="best")
         fig.suptitle(titled("Accuracy against communicated elements", manifest, conditions, ev))
+        fit_texts(fig)
     return fig
 
 
@@ -242,4 +244,5 @@ def density_sensitivity(
         general = None if manifest is None else {k: v for k, v in manifest.items()
                                                   if k != "density"}  # the panels vary it
         fig.suptitle(titled("Sensitivity to the density ρ = k/d", general, conditions, ev))
+        fit_texts(fig)
     return fig

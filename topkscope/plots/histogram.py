@@ -23,7 +23,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from topkscope.plots.frames import pick_evenly, require_columns, select_tensor
-from topkscope.plots.style import figure_style, new_figure
+from topkscope.plots.style import figure_style, fit_texts, new_figure
 from topkscope.plots.titles import figure_title
 from topkscope.schema import GLOBAL
 
@@ -92,6 +92,7 @@ def gradient_histogram(
         axes[0][0].legend(loc="upper left")
         where = "whole model" if layer == GLOBAL else layer
         fig.suptitle(figure_title(f"Distribution of {kind} ({where}, worker {rank})", manifest))
+        fit_texts(fig)
     return fig
 
 

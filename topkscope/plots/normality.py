@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from topkscope.plots.frames import require_columns, require_rows
-from topkscope.plots.style import figure_style, new_figure, palette
+from topkscope.plots.style import figure_style, fit_texts, new_figure, palette
 from topkscope.plots.titles import figure_title
 from topkscope.schema import GLOBAL
 
@@ -72,4 +72,5 @@ def normality_over_training(
             ax.set_title(f"{name} on snapshots of u")
             ax.legend(loc="best")
         fig.suptitle(figure_title("Normality statistics over training", manifest))
+        fit_texts(fig)
     return fig

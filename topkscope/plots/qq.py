@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from topkscope.plots.frames import pick_evenly, require_columns, require_rows
-from topkscope.plots.style import figure_style, new_figure
+from topkscope.plots.style import figure_style, fit_texts, new_figure
 from topkscope.plots.titles import figure_title
 
 
@@ -41,4 +41,5 @@ def qq_plot(
         axes[0][0].set_ylabel(f"sample quantile of {kind} (std units)")
         axes[0][0].legend(loc="upper left")
         fig.suptitle(figure_title(f"Normal Q-Q plots of {kind} (whole model)", manifest))
+        fit_texts(fig)
     return fig

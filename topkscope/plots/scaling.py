@@ -30,7 +30,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from topkscope.plots.frames import require_columns, require_rows, text_column
-from topkscope.plots.style import figure_style, linestyles, new_figure, palette
+from topkscope.plots.style import figure_style, fit_texts, linestyles, new_figure, palette
 from topkscope.plots.titles import model_name, sparsifier_name
 
 PARTS = (("t_compute", "compute"), ("t_select", "selection"), ("t_comm", "communication"))
@@ -119,6 +119,7 @@ def breakdown(table: pd.DataFrame, workers: int = 16) -> Figure:
         _shared_legend(fig, handles, names, len(PARTS))
         fig.suptitle(f"Predicted step time at P = {workers}, split into compute, selection "
                      "and communication")
+        fit_texts(fig)
     return fig
 
 
@@ -151,6 +152,7 @@ def efficiency(table: pd.DataFrame) -> Figure:
         names = [sparsifier_name(m) for m in methods] + [network_name(n) for n in nets]
         _shared_legend(fig, handles, names, min(len(names), 4))
         fig.suptitle("Predicted scaling efficiency t_compute / t_step against P")
+        fit_texts(fig)
     return fig
 
 
@@ -204,6 +206,7 @@ def crossover(table: pd.DataFrame, workers: int = 16) -> Figure:
         handles, names = ax.get_legend_handles_labels()
         _shared_legend(fig, handles, names, len(methods))
         fig.suptitle(f"Predicted crossover with Dense at P = {workers}")
+        fit_texts(fig)
     return fig
 
 
@@ -256,6 +259,7 @@ def breakeven(table: pd.DataFrame, workers: int = 16) -> Figure:
         handles, names = axes[0].get_legend_handles_labels()
         _shared_legend(fig, handles, names, 2)
         fig.suptitle(f"Predicted break-even selection time at P = {workers}")
+        fit_texts(fig)
     return fig
 
 
@@ -303,4 +307,5 @@ def time_to_target(table: pd.DataFrame, workers: int = 16) -> Figure:
         _shared_legend(fig, [Patch(color="0.6"), Line2D([], [], color="0.15", linewidth=1)],
                        ["mean over seeds", "the seeds' range"], 2)
         fig.suptitle(f"Predicted wall-clock to the accuracy target at P = {workers}")
+        fit_texts(fig)
     return fig

@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from topkscope.plots.frames import require_columns, require_rows
-from topkscope.plots.style import figure_style, linestyles, new_figure, palette
+from topkscope.plots.style import figure_style, fit_texts, linestyles, new_figure, palette
 from topkscope.plots.titles import format_density, sparsifier_name
 
 # the columns benchmarks/selection.py writes
@@ -67,4 +67,5 @@ def selection_time(
         where = ", ".join(f"{k}: {v}" for k, v in (context or {}).items())
         fig.suptitle(f"Selection speed — {distribution} vectors, {format_density(density)}"
                      + (f"\n{where}" if where else ""))
+        fit_texts(fig)
     return fig

@@ -25,7 +25,7 @@ from topkscope.plots.frames import (
     require_rows,
     select_tensor,
 )
-from topkscope.plots.style import figure_style, linestyles, new_figure, palette
+from topkscope.plots.style import figure_style, fit_texts, linestyles, new_figure, palette
 from topkscope.plots.titles import figure_title, format_density, sparsifier_name
 from topkscope.schema import GLOBAL
 
@@ -82,6 +82,7 @@ def selected_over_k(
             axes[1][0].legend(loc="best")
         fig.suptitle(figure_title("Approximate selectors: count and recall vs exact top-k",
                                   manifest, with_sparsifier=True))
+        fit_texts(fig)
     return fig
 
 
@@ -139,4 +140,5 @@ def selected_per_step(
         note = seeds_note(df) + (f" · conditions: {' | '.join(named)}" if named else "")
         fig.suptitle(figure_title(f"Elements sent per step in each method's own run ({note}; "
                                   "band: min-max over workers)", manifest, with_sparsifier=False))
+        fit_texts(fig)
     return fig

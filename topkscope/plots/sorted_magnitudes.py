@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from topkscope.plots.frames import pick_evenly, require_columns, require_rows
-from topkscope.plots.style import figure_style, new_figure, palette
+from topkscope.plots.style import figure_style, fit_texts, new_figure, palette
 from topkscope.plots.titles import figure_title, format_density
 
 
@@ -53,4 +53,5 @@ def sorted_magnitudes(
             ax.set_ylabel(rf"$|{kind}|_{{(i)}}\, /\, |{kind}|_{{(1)}}$ (unitless)")
         axes[0][0].legend(loc="upper right")
         fig.suptitle(figure_title(f"Sorted magnitudes of {kind} (whole model)", manifest))
+        fit_texts(fig)
     return fig

@@ -1,12 +1,18 @@
 """Figure titles that say what was measured: model, dataset (and any stand-in), workers, density.
 
     describe_run(manifest)  ->  "ResNet-20 on CIFAR-10 (substituted by MNIST) · 4 workers · topk, ρ = 0.001"
+
+wrap(text, fits) breaks a title's lines where a line would not fit (at ' · ' first, then
+' | ', '; ', ', ', and spaces last); plots.style.fit_texts measures "fits" on the figure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+# where a line may break, best first; ';' and ',' stay at the end of the line they close
+BREAKS = (" · ", " | ", "; ", ", ", " ")
 
 MODEL_NAMES = {
     "fnn3": "FNN-3",
@@ -117,16 +123,39 @@ def describe_run(manifest: Mapping[str, Any], *, with_sparsifier: bool = True) -
     return " · ".join(parts)
 
 
+def wrap(text: str, fits: Callable[[str], bool], breaks: tuple[str, ...] = BREAKS) -> str:
+    """text with each line that does not `fits` broken into lines that do, where possible:
+    greedily packed parts between the first separator of `breaks` the line contains, a part
+    still too long broken at the next separators. A single word that does not fit stays
+    whole. ' · ' and ' | ' are dropped at a break; ';' and ',' end their line."""
+    return "\n".join(piece for line in text.split("\n") for piece in _wrap_line(line, fits, breaks))
+
+
+def _wrap_line(line: str, fits: Callable[[str], bool], breaks: tuple[str, ...]) -> list[str]:
+    if fits(line) or not breaks:
+        return [line]
+    sep, finer = breaks[0], breaks[1:]
+    parts = line.split(sep)
+    if len(parts) == 1:
+        return _wrap_line(line, fits, finer)
+    end = sep.strip() if sep.strip() in (";", ",") else ""
+    lines = [parts[0]]
+    for part in parts[1:]:
+        joined = lines[-1] + sep + part
+        if fits(joined + end):
+            lines[-1] = joined
+        else:
+            lines[-1] += end
+            lines.append(part)
+    return [piece for one in lines for piece in _wrap_line(one, fits, finer)]
+
+
 def figure_title(what: str, manifest: Mapping[str, Any] | None, *, with_sparsifier: bool = True,
                  width: int = 80) -> str:
-    """'<what>' on the first line, the run description below it, broken at ' · ' so that no
-    line is longer than `width` characters (when the parts allow)."""
+    """'<what>' on the first line, the run description below it, broken (wrap) so that no
+    line is longer than `width` characters (when the parts allow). plots.style.fit_texts
+    breaks it further where the figure is narrower."""
     if not manifest:
         return what
-    lines = [what, ""]
-    for part in describe_run(manifest, with_sparsifier=with_sparsifier).split(" · "):
-        if lines[-1] and len(lines[-1]) + 3 + len(part) > width:
-            lines.append(part)
-        else:
-            lines[-1] = f"{lines[-1]} · {part}" if lines[-1] else part
-    return "\n".join(lines)
+    description = describe_run(manifest, with_sparsifier=with_sparsifier)
+    return what + "\n" + wrap(description, lambda line: len(line) <= width, breaks=(" · ",))

@@ -1,20 +1,21 @@
 """`topkscope figures`: from nothing to every figure, the claims table and the index.
 
     1. bench  benchmarks/selection.py unless results/bench/selection.csv exists (alone)
-    2. run    every experiment of the plan under the profile, skipping variants a complete
+    2. run    every experiment of the plan under the profile, skipping variants a finished
               run with the plan's settings covers (found by manifest content, wherever it
               lies: runner.covering_runs), `parallel` runs at a time (two on a 2-core CPU in
-              the quick profile)
+              the CPU profiles, quick and standard)
     3. draw   analyze each run's snapshots and draw its figures into <results>/figures/
     4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims, margins from
               Options.margin / perplexity_margin), with the predicted scaling rows;
               <results>/scaling.csv and its figures (topkscope.perf.report);
               <results>/time_to_accuracy.csv, its figure and claims rows from the seeded
               convergence runs (topkscope.perf.time_to_accuracy: the same runs and margins as
-              the convergence claims). The failed runs of convergence variants (failed_runs)
-              are counted as failed seeds. The selection times are Options.selection_csv, else
+              the convergence claims). The selection times are Options.selection_csv, else
               the first selection CSV measured on the compute's device
-              (topkscope.perf.report.selection_table)
+              (topkscope.perf.report.selection_table). A convergence variant's failed run
+              (diverged or not) is among the runs drawn, so the claims count it as a failed
+              seed
     5. tables <results>/tables/*.csv + *.tex: claims and key numbers for papers (paper_tables)
     6. notebooks  every notebook executed on the runs just made: <results>/notebooks/*.ipynb
               with its figures inline, plus a static .html of each (notebook_runs)
@@ -27,9 +28,12 @@ from that run, named with what differs in the log, in the index notes and in the
 `differs_from_plan` column.
 
 Each phase prints what it does and how long it took; a failing experiment is reported and the
-others still run, and the command exits non-zero at the end. A convergence design whose
-variants partly failed is drawn from the runs it has (each failed variant reported), so a
-method that diverges on a seed is never dropped from its figures' experiment or its claims.
+others still run, and the command exits non-zero at the end. A run whose training diverged is a
+result, not a failure: it is drawn and handed to the claims (manifest `failed` with
+`diverged_at_step`), never rerun; a run that failed otherwise is a failure, and is drawn and
+handed to the claims all the same. SIGINT/SIGTERM are forwarded to the runs in flight, which
+stop cleanly; the command then exits with 128 + the signal and one line saying that the next
+invocation resumes them.
 
 Benchmark experiment configs (e.g. experiments/selection-speed.yaml), validated.
 
@@ -44,7 +48,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -56,15 +59,19 @@ import yaml
 
 from topkscope import validate
 from topkscope.analysis.verdicts import ACCURACY_MARGIN_POINTS, PERPLEXITY_MARGIN_PCT
+from topkscope.interrupts import ChildProcesses, handling
 from topkscope.io import write_bytes_atomic
 from topkscope.reproduce import plan
 from topkscope.reproduce.runner import (
     Covering,
+    RunFailed,
     RunSpec,
     covering_runs,
+    diverged_step,
     pick_covering,
     run_all,
     status_of,
+    variant_fields,
 )
 
 if TYPE_CHECKING:
@@ -151,15 +158,19 @@ def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> Non
         for _, spec in run_specs(job, opts):
             run_dir = spec.run_dir()
             state = status_of(run_dir) or "missing"
-            if state != "complete":
+            if (step := diverged_step(run_dir)) is not None:
+                state += f"; diverged at step {step}: a result, not rerun"
+            elif state != "complete":
                 same = [c for c in covering_runs(spec) if not c.differences]
                 state += f"; covered by {same[0].path}" if same else ""
             log(f"{run_dir} [{state}]")
             log("  topkscope " + " ".join(command(spec, resume=False)[3:]))
 
 
-def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock) -> Path:
-    """The benchmark's CSV: kept when it exists, else written by running the benchmark."""
+def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock,
+                     children: ChildProcesses | None = None) -> Path:
+    """The benchmark's CSV: kept when it exists, else written by running the benchmark (through
+    `children`, the driver's signal forwarding, when given)."""
 
     cfg = load_benchmark_config(job.config_path(opts.experiments_dir), opts.profile)
     out = Path(opts.results_root) / "bench" / cfg.output
@@ -172,9 +183,9 @@ def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock) -> Pat
                            f"benchmarks included (drop them to run it)")
     argv = cfg.command(sys.executable, opts.benchmarks_dir, opts.results_root)
     clock.log("  $ python " + " ".join(argv[1:]))
-    done = subprocess.run(argv)
-    if done.returncode != 0 or not out.exists():
-        raise RuntimeError(f"benchmark failed (exit {done.returncode}) or wrote no {out}")
+    code = (children or ChildProcesses()).run(argv)
+    if code != 0 or not out.exists():
+        raise RuntimeError(f"benchmark failed (exit {code}) or wrote no {out}")
     clock.record(job.experiment, "run", time.perf_counter() - t, "ran")
     return out
 
@@ -303,33 +314,61 @@ def run_notebooks(made: dict, csvs: dict, opts: Options, clock: Clock) -> list[s
 
 
 def default_parallel(profile: str) -> int:
-    """Runs at a time: two on a CPU with 2+ cores in the quick profile (each run uses one
-    thread), one in the full profile (each run owns the accelerator)."""
-    return max(1, min(2, os.cpu_count() or 1)) if profile == "quick" else 1
+    """Runs at a time: two on a CPU with 2+ cores in the CPU profiles (plan.CPU_PROFILES:
+    quick, standard; each run uses one thread), one in the full profile (each run owns the
+    accelerator)."""
+    return max(1, min(2, os.cpu_count() or 1)) if profile in plan.CPU_PROFILES else 1
+
+
+@dataclasses.dataclass
+class JobRuns:
+    """What a training job has to draw: its runs (each a Covering: folder, what differs from
+    the plan, the step it diverged at if it did) and its variants' errors (failures of the
+    driver: a run that failed other than by diverging is still among the runs)."""
+
+    runs: list[Covering] = dataclasses.field(default_factory=list)
+    errors: list[Exception] = dataclasses.field(default_factory=list)
+
+
+def failed_run(spec: RunSpec):
+    """The newest failed run (manifest status `failed`) of spec's variant, by manifest content,
+    or None: what --no-run hands to the claims as a failed seed when nothing covers it."""
+    from topkscope.manifest import find_runs
+
+    found = find_runs(spec.results_root, status="failed", **variant_fields(spec))
+    return max(found, key=lambda r: str(r.manifest.get("end_time") or ""), default=None)
 
 
 def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options, clock: Clock,
-                    errors: list[str] | None = None) -> dict[str, list[Covering] | Exception]:
-    """Every run of every training job; job -> the runs to draw (each a Covering: its folder
-    and what differs from the plan) or the error. With `errors`, a convergence design whose
-    variants partly failed or are missing is drawn from the others, and each failed variant
-    is appended to `errors` (its failed run still reaches the claims: failed_runs).
+                    children: ChildProcesses | None = None) -> dict[str, JobRuns]:
+    """Every run of every training job; job -> its JobRuns.
 
-    Training (opts.run): each variant's complete run with the plan's settings, wherever it
-    lies, else its own hashed folder (resumed or trained). --no-run: the covering run with
-    the plan's settings, else the only covering run, whatever differs (runner.pick_covering),
-    else the variant is missing. Runs are matched by manifest content, never folder name.
+    Training (opts.run): each variant's finished run with the plan's settings, wherever it
+    lies, else its own hashed folder (resumed or trained; a diverged one kept as it is).
+    --no-run: the covering run with the plan's settings, else the only covering run, whatever
+    differs (runner.pick_covering), else the variant is missing. Runs are matched by manifest
+    content, never folder name. children: the driver's signal forwarding (runner.run_all).
     """
     labelled = [(job, label, spec) for job in jobs for label, spec in run_specs(job, opts)]
     done: dict[str, Covering | Exception] = {}
     if opts.run:
         parallel = opts.parallel or default_parallel(opts.profile)
         clock.log(f"training: {len(labelled)} runs, {parallel} at a time")
+        actions: dict[str, str] = {}
+
+        def record(label: str, seconds: float, action: str) -> None:
+            actions[label] = action
+            clock.record(label, "run", seconds, action)
+
         ran = run_all([(label, spec) for _, label, spec in labelled], parallel=parallel,
-                      in_process=opts.in_process, log=clock.log,
-                      record=lambda label, sec, action: clock.record(label, "run", sec, action))
-        done = {label: got if isinstance(got, Exception) else Covering(got)
-                for label, got in ran.items()}
+                      in_process=opts.in_process, log=clock.log, record=record,
+                      children=children)
+        for label, got in ran.items():
+            if isinstance(got, Exception):
+                done[label] = got
+            else:
+                done[label] = Covering(got, diverged_at=diverged_step(got)
+                                       if actions.get(label) == "diverged" else None)
     else:
         for _, label, spec in labelled:
             try:
@@ -337,53 +376,49 @@ def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options, clock: Cloc
             except ValueError as exc:
                 found = exc
             if found is None:
-                found = RuntimeError(f"no complete run of {label} under {opts.results_root} "
-                                     "(by manifest: experiment, profile, sparsifier, seed, "
-                                     "density, condition); drop --no-run to train it")
+                failed = failed_run(spec)  # a failed seed is a failure and data too
+                found = (RunFailed(f"{label} failed: {failed.manifest.get('error')}",
+                                   failed.path) if failed is not None else
+                         RuntimeError(f"no complete run of {label} under {opts.results_root} "
+                                      "(by manifest: experiment, profile, sparsifier, seed, "
+                                      "density, condition); drop --no-run to train it"))
             done[label] = found
             if isinstance(found, Covering) and found.differences:
                 clock.log(f"  {label}: drawing from {found.path}, whose settings differ from "
                           f"the plan: {found.describe()}")
             clock.record(label, "run", 0.0,
                          "missing" if isinstance(found, Exception) else "found")
-    out: dict[str, list[Covering] | Exception] = {}
+    out: dict[str, JobRuns] = {}
     for job, label, _ in labelled:
-        got = done[label]
-        prev = out.setdefault(job.experiment, [])
-        if isinstance(got, Covering) and isinstance(prev, list):
-            prev.append(got)
-        elif isinstance(got, Exception) and job.design is not None and errors is not None:
-            errors.append(f"{job.experiment}: {label}: {got}")  # drawn from the others
-        elif isinstance(got, Exception):
-            out[job.experiment] = got
-    for job in jobs:  # a design none of whose variants has a run is not drawn
-        if out.get(job.experiment) == []:
-            out[job.experiment] = RuntimeError("no variant has a complete run")
+        got, runs = done[label], out.setdefault(job.experiment, JobRuns())
+        if isinstance(got, Covering):
+            runs.runs.append(got)
+            continue
+        runs.errors.append(got)
+        if isinstance(got, RunFailed) and got.run_dir is not None:
+            runs.runs.append(Covering(got.run_dir))  # a failed seed is data too
+    diverged = [c.path for r in out.values() for c in r.runs if c.diverged_at is not None]
+    if diverged:
+        clock.log(f"  {len(diverged)} run(s) diverged (results: manifest `failed` with "
+                  f"diverged_at_step; handed to the claims)")
     return out
 
 
-def failed_runs(jobs: Sequence[plan.TrainingJob], opts: Options) -> list[Path]:
-    """The failed runs (manifest status `failed`, e.g. "training diverged at step N") of the
-    convergence variants of the plan that no complete run covers, found by manifest content:
-    the claims count them as failed seeds, never dropping them."""
-    from topkscope.manifest import find_runs
-    from topkscope.reproduce.runner import variant_fields
-
-    found: list[Path] = []
-    for job in jobs:
-        if job.design is None:
-            continue
-        for _, spec in run_specs(job, opts):
-            if not covering_runs(spec):
-                found += [r.path for r in find_runs(opts.results_root, status="failed",
-                                                    **variant_fields(spec))]
-    return found
-
-
 def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
-    """Run the plan, draw every figure, write claims and the index (see module docstring)."""
-    from topkscope.analysis.runs import load
+    """Run the plan, draw every figure, write claims and the index (see module docstring).
 
+    SIGINT and SIGTERM (in the main thread) are forwarded to the runs and the benchmark in
+    flight, which stop cleanly; then interrupts.RunInterrupted is raised with one line naming
+    them and saying that the next invocation resumes them (with nothing in flight it is
+    raised at once: every file is written atomically).
+    """
+    children = ChildProcesses()
+    with handling(children) as installed:
+        children.own_session = installed
+        return _reproduce(opts, log, children)
+
+
+def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcesses) -> Outcome:
     plan.check_profile(opts.profile)
     validate.number("margin", opts.margin, 0.0)
     validate.number("perplexity_margin", opts.perplexity_margin, 0.0)
@@ -415,23 +450,23 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     for job in benches:
         log(f"benchmark {job.experiment} ({opts.profile} profile)")
         try:
-            csvs[job.experiment] = ensure_benchmark(job, opts, clock)
+            csvs[job.experiment] = ensure_benchmark(job, opts, clock, children)
         except (RuntimeError, ValueError, OSError) as exc:
             csvs[job.experiment] = exc
-    folders = ensure_training(trainings, opts, clock, failures) if trainings else {}
-    for msg in failures:
-        log(f"  FAILED {msg}")
-    failed = [load(p) for p in failed_runs(trainings, opts)]  # counted by the claims
+    folders = ensure_training(trainings, opts, clock, children) if trainings else {}
     for i, job in enumerate(jobs, 1):
         log(f"[{i}/{len(jobs)}] drawing {job.experiment}")
         try:
             if isinstance(job, plan.TrainingJob):
                 got = folders[job.experiment]
-                if isinstance(got, Exception):
-                    raise got
+                for exc in got.errors if got.runs else []:  # drawn all the same
+                    failures.append(f"{job.experiment}: {exc}")
+                if not got.runs:
+                    raise got.errors[0] if got.errors else RuntimeError("no runs")
                 differing.update({str(Path(c.path).resolve()): c.describe()
-                                  for c in got if c.differences})
-                new, runs = draw_training(job, [c.path for c in got], opts, clock, batteries)
+                                  for c in got.runs if c.differences})
+                new, runs = draw_training(job, [c.path for c in got.runs], opts, clock,
+                                          batteries)
                 all_runs += runs
                 made[job.experiment] = (job, runs)
             else:
@@ -447,7 +482,7 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     claims, md = None, ""
     if all_runs:
         try:
-            claims, md, scaling_entries = write_claims(all_runs + failed, opts, clock, differing)
+            claims, md, scaling_entries = write_claims(all_runs, opts, clock, differing)
             entries += scaling_entries
         except (RuntimeError, ValueError) as exc:
             failures.append(f"claims: {exc}")
@@ -460,7 +495,7 @@ def reproduce(opts: Options, log: Callable[[str], None] = print) -> Outcome:
     total = time.perf_counter() - clock.start
     notes = [f"profile `{opts.profile}`, wall time {total / 60:.1f} min "
              f"(per-experiment breakdown: timing.csv)"]
-    notes += [f"not drawn — {f}" for f in failures]
+    notes += [f"failed — {f}" for f in failures]
     notes += [f"drawn from `{path}`, whose settings differ from the plan: {what}"
               for path, what in sorted(differing.items())]
     write_bytes_atomic(opts.figures_dir / "timing.csv", timings.to_csv(index=False).encode())

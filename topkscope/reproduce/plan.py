@@ -4,7 +4,17 @@ A training job is one experiment config (experiments/<name>.yaml) run once per *
 sparsifier, and for the convergence experiments also a seed, a density warm-up (the
 *condition*) and a density. A benchmark job runs the script its config names (selection-speed:
 benchmarks/selection.py). The plan is data (tuples), so the README's figure -> experiment ->
-command table, `--dry-run` and the driver read the same thing.
+command table, `--dry-run` and the driver read the same thing. A job lists the profiles it
+runs in:
+
+    quick     2-core CPU, at most 20 minutes: the four distribution runs, the selection-speed
+              benchmark, the FNN-3 convergence (5 seeds)
+    standard  2-core CPU, at most 90 minutes: the convergence models quick cannot afford, the
+              LSTM on PTB (3 seeds); it does not rerun quick's experiments (its claims are a
+              file of their own, claims-standard.csv under results/reference/ once
+              committed). A GPT convergence experiment (~15 runs) will join it: it is planned
+              at ~49 minutes now
+    full      the paper's settings (GPUs): everything, 8 seeds per convergence design
 
 Convergence design (ConvergenceDesign), per seed:
 
@@ -13,26 +23,58 @@ Convergence design (ConvergenceDesign), per seed:
     density sensitivity                   topk and gaussiank-2019 at rho = 0.005, 0.01
                                           (warmup=none; rho = 0.001 is the main grid's run)
 
-Approximate methods: gaussiank-2019 (the paper's Gaussian-k), dgc (DGC as its authors published
-it), redsync, redsync-2019 (the RedSync the paper compared against), sidco (with its adaptive
-stage count), randk. The earlier variants dgc-sampled and sidco-fixed are not run. The robust
-`gaussiank` is not run: it selects the exact top-k set by construction, and a test shows that
-it trains identically to topk.
-Pairing is per (seed, condition, density): every method's seed s is compared with topk's seed s.
+FNN-3 approximate methods: gaussiank-2019 (the paper's Gaussian-k), dgc (DGC as its authors
+published it), redsync, redsync-2019 (the RedSync the paper compared against), sidco (with its
+adaptive stage count), randk (the earlier variants dgc-sampled and sidco-fixed are not run), with the density sensitivity; LSTM-PTB:
+gaussiank-2019 and dgc, no sensitivity. The robust `gaussiank` is not run: it selects the exact
+top-k set by construction, and a test shows that it trains identically to topk. Pairing is per
+(seed, condition, density): every method's seed s is compared with topk's seed s. The config's
+recorder runs only in the topk runs (RECORDED_METHODS: the claims read u there); every other
+run gets `--set recorder=null` (the recorder observes u, it never changes training).
 
-Quick-profile budget (2 cores, two runs at a time, after set-up): 20 minutes in all. Seconds
-per run (RUN_SECONDS): the distribution runs as measured on an idle 2-core CPU; a convergence
-run's CPU time (user + sys, one thread: its wall time when two share 2 idle cores), measured
-16-18 s for topk and redsync; the benchmark an allowance (not measured separately):
+Run length: under the paper warm-up (1/64 in epoch 0, 0.004 in epoch 1, then rho) at least two
+thirds of a convergence run's steps run at the target rho, in every profile: quick FNN-3 runs 7
+epochs of a 25,600-image subset (350 steps, 250 at rho), standard LSTM-PTB 7 epochs of a
+120,000-token subset (602 steps, 430 at rho); both evaluate 14 times, dense enough to find
+when a target is first reached.
 
-    fnn3-mnist 23, resnet20-cifar10 289, vgg16-cifar10 104, lstm-ptb 164  (distributions)
-    convergence-fnn3-mnist 17 per run x 57 runs (3 seeds x 19)            (~485 s at two at a time)
-    selection-speed benchmark ~60 s (alone, before training)
+Budgets (expected_seconds): on 2 idle cores a profile takes its benchmark alone, then its
+training runs two at a time (CPU seconds / 2), then FINISH_SECONDS (analyze, draw, claims,
+tables, notebooks). RUN_SECONDS are CPU seconds (user + sys) of one one-thread run, robust to
+other jobs on a shared machine (wall times are not), measured with
 
-expected_seconds("quick") ~ 14 min; on a machine shared with other jobs every run takes
-several times as long (a convergence run took 70-130 s wall with a load average of 6-8). The ResNet-20 convergence (5 runs x 100 s for 150 steps
-today; curves with >= 8 evaluation points over 3 seeds x 15 runs would need over an hour) runs
-only in the `full` profile (3 seeds there; FNN-3 runs 5 seeds in `full`).
+    /usr/bin/time -f "%U %S" topkscope run experiments/<experiment>.yaml --profile <profile> \
+        [the variant's --sparsifier/--seed/--set of `topkscope figures --dry-run`] --no-progress
+
+(for the convergence experiments: the mean over one seed's variants; the benchmark: the wall
+seconds of `python benchmarks/selection.py` as the quick profile runs it, alone), here on the
+2-core machine shared with other jobs (load average 6-12, which if anything inflates CPU time):
+
+    fnn3-mnist 11, vgg16-cifar10 56, lstm-ptb 87, resnet20-cifar10 176    (distributions)
+    convergence-fnn3-mnist 11.3 per run (8.8 dense .. 14.9 topk at rho = 0.01) x 95 runs
+    selection-speed ~45 s wall (31 s CPU; 41 s in the last quick profile on idle cores)
+    finish, quick: 213 s wall in the last quick profile on idle cores (57 convergence runs:
+        analyze 7, draw 59, claims 18, tables 0.2, 14 notebooks 129); their CPU does not grow
+        with the runs (`/usr/bin/time topkscope figures --no-run --only
+        convergence-fnn3-mnist`: 36.5 s over 57 runs, 36.6 s over 95): 240 s allowed
+    convergence-lstm-ptb 271 per run: dense 234, topk 292 (289 + 15 recorded steps of ~0.2 s),
+        gaussiank-2019 298, dgc 242 (measured with the paper warm-up, whose first two epochs
+        select more than the runs without it), weighted by the design's 3 + 6 + 6 + 6 runs
+    finish, standard: 23.6 s CPU (`topkscope figures --profile standard --no-run`): 90 s
+        allowed
+
+expected_seconds("quick") ~ 16.4 min (45 + (330 + 95 x 11.3) / 2 + 240 s);
+expected_seconds("standard") ~ 49 min ((21 x 271) / 2 + 90 s), ~41 minutes left for GPT.
+Where the seconds go in a quick FNN-3 convergence run (CPU, one thread): the interpreter
+start-up and imports ~2.3 s (scipy.stats no longer among them: topkscope.bounds uses
+scipy.special), 350 steps x 4 workers ~4.6 s (13 ms a step), 14 evaluations on the 10,000
+test images ~0.8 s, the recorder ~0.8 s (topk runs only), checkpoints ~0.02 s.
+
+Left out of standard (measured): the ResNet-20 convergence (MNIST at 3x32x32 standing in for
+CIFAR-10): 0.33 s per step with 2 workers and 5.5 s per evaluation of 2,000 images, so runs
+long enough for the paper warm-up (6 epochs of a 6,400-image subset, 600 steps) take ~280 s
+each: its 15 runs a seed over 3 seeds would take ~105 minutes, even the LSTM's 7 runs a
+seed ~49. It runs in `full`.
 """
 
 from __future__ import annotations
@@ -41,29 +83,37 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-PROFILES = ("quick", "full")
-QUICK_BUDGET_SECONDS = 20 * 60   # the whole quick profile, 2 cores, after set-up
-QUICK_PARALLEL = 2               # training runs at a time in the quick profile
+PROFILES = ("quick", "standard", "full")
+CPU_PROFILES = ("quick", "standard")   # sized for a 2-core CPU: one thread per run, two at a time
+BUDGET_SECONDS = {"quick": 20 * 60, "standard": 90 * 60}   # the whole profile, 2 cores
+QUICK_BUDGET_SECONDS = BUDGET_SECONDS["quick"]
+QUICK_PARALLEL = 2               # training runs at a time in the CPU profiles
 
 # approximate methods of the convergence experiments; gaussiank-2019 is the paper's Gaussian-k
 APPROXIMATE_METHODS = ("gaussiank-2019", "dgc", "redsync", "redsync-2019", "sidco", "randk")
 CONDITIONS = ("paper", "none")   # density warm-up: the authors' paper-time schedule, or none
 SENSITIVITY_METHODS = ("topk", "gaussiank-2019")
 SENSITIVITY_DENSITIES = (0.005, 0.01)   # with the experiment's own rho = 0.001: the paper's three
+RECORDED_METHODS = ("topk",)     # the claims read u (the recorder) of Top-k's runs only
 
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-    """One run of a training job: overrides of the experiment config (None: as configured)."""
+    """One run of a training job: overrides of the experiment config (None: as configured;
+    recorded=False switches the config's recorder off)."""
 
     sparsifier: str | None = None
     seed: int | None = None
     density_schedule: str | None = None   # the condition (a named density warm-up)
     density: float | None = None
+    recorded: bool | None = None
 
     def overrides(self) -> dict:
         names = ("sparsifier", "seed", "density_schedule", "density")
-        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+        out = {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+        if self.recorded is False:
+            out["recorder"] = None
+        return out
 
     def label(self) -> str:
         """e.g. 'gaussiank-2019 seed 1 warmup=paper rho=0.005' ('' for the config as it is)."""
@@ -79,7 +129,8 @@ class Variant:
 
 @dataclasses.dataclass(frozen=True)
 class ConvergenceDesign:
-    """Methods x conditions x seeds (+ a density sensitivity), enumerated by variants()."""
+    """Methods x conditions x seeds (+ a density sensitivity), enumerated by variants(). The
+    config's recorder runs only in the runs of `recorded` methods (the others: recorded=False)."""
 
     seeds: tuple[tuple[str, int], ...]          # (profile, number of seeds 0..n-1)
     methods: tuple[str, ...] = APPROXIMATE_METHODS
@@ -87,6 +138,7 @@ class ConvergenceDesign:
     sensitivity_methods: tuple[str, ...] = ()
     sensitivity_densities: tuple[float, ...] = ()
     sensitivity_condition: str = "none"
+    recorded: tuple[str, ...] = RECORDED_METHODS
 
     def n_seeds(self, profile: str) -> int:
         found = dict(self.seeds)
@@ -95,13 +147,16 @@ class ConvergenceDesign:
         return found[profile]
 
     def variants(self, profile: str) -> tuple[Variant, ...]:
+        def one(method: str, seed: int, cond: str, rho: float | None = None) -> Variant:
+            return Variant(method, seed, cond, rho, recorded=method in self.recorded)
+
         out = []
         for seed in range(self.n_seeds(profile)):
-            out.append(Variant("dense", seed, "none"))
+            out.append(one("dense", seed, "none"))
             for cond in self.conditions:
-                out += [Variant(m, seed, cond) for m in ("topk", *self.methods)]
+                out += [one(m, seed, cond) for m in ("topk", *self.methods)]
             for rho in self.sensitivity_densities:
-                out += [Variant(m, seed, self.sensitivity_condition, rho)
+                out += [one(m, seed, self.sensitivity_condition, rho)
                         for m in self.sensitivity_methods]
         return tuple(out)
 
@@ -144,34 +199,47 @@ DISTRIBUTION_FIGURES = (
 )
 CONVERGENCE_FIGURES = ("convergence", "traffic", "density_sensitivity", "selected_per_step")
 
-FNN3_DESIGN = ConvergenceDesign(seeds=(("quick", 3), ("full", 5)),
+QUICK_AND_FULL = ("quick", "full")
+FNN3_DESIGN = ConvergenceDesign(seeds=(("quick", 5), ("full", 8)),
                                 sensitivity_methods=SENSITIVITY_METHODS,
                                 sensitivity_densities=SENSITIVITY_DENSITIES)
-RESNET20_DESIGN = ConvergenceDesign(seeds=(("quick", 3), ("full", 3)))
+RESNET20_DESIGN = ConvergenceDesign(seeds=(("quick", 3), ("full", 8)))
+LSTM_METHODS = ("gaussiank-2019", "dgc")
+LSTM_DESIGN = ConvergenceDesign(seeds=(("standard", 3), ("full", 8)), methods=LSTM_METHODS)
 
 JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
-    TrainingJob("fnn3-mnist", figures=DISTRIBUTION_FIGURES),
-    TrainingJob("resnet20-cifar10", figures=DISTRIBUTION_FIGURES),
-    TrainingJob("vgg16-cifar10", figures=DISTRIBUTION_FIGURES),
-    TrainingJob("lstm-ptb", figures=DISTRIBUTION_FIGURES),
-    TrainingJob("convergence-fnn3-mnist", figures=CONVERGENCE_FIGURES, design=FNN3_DESIGN),
+    TrainingJob("fnn3-mnist", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
+    TrainingJob("resnet20-cifar10", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
+    TrainingJob("vgg16-cifar10", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
+    TrainingJob("lstm-ptb", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
+    TrainingJob("convergence-fnn3-mnist", figures=CONVERGENCE_FIGURES, design=FNN3_DESIGN,
+                profiles=QUICK_AND_FULL),
     TrainingJob("convergence-resnet20-cifar10", figures=CONVERGENCE_FIGURES,
                 design=RESNET20_DESIGN, profiles=("full",)),
-    BenchmarkJob("selection-speed", figures=("selection_speed",)),
+    TrainingJob("convergence-lstm-ptb", figures=CONVERGENCE_FIGURES, design=LSTM_DESIGN,
+                profiles=("standard", "full")),
+    BenchmarkJob("selection-speed", figures=("selection_speed",), profiles=QUICK_AND_FULL),
 )
 
-# seconds per run, quick profile, 2-core CPU, one thread per run (see the module docstring)
+# CPU seconds per run (user + sys, one thread) in the CPU profiles; the selection benchmark
+# alone (see the module docstring for how each was measured)
 RUN_SECONDS = {
-    "fnn3-mnist": 23, "resnet20-cifar10": 289, "vgg16-cifar10": 104, "lstm-ptb": 164,
-    "convergence-fnn3-mnist": 17, "selection-speed": 60,
+    "fnn3-mnist": 11, "vgg16-cifar10": 56, "lstm-ptb": 87, "resnet20-cifar10": 176,
+    "convergence-fnn3-mnist": 11.3, "convergence-lstm-ptb": 271, "selection-speed": 45,
 }
+# after the runs: analyze + draw + claims + tables + executing the notebooks (wall seconds)
+FINISH_SECONDS = {"quick": 240, "standard": 90}
 
 
 def expected_seconds(profile: str = "quick", plan: Sequence[TrainingJob | BenchmarkJob] | None = None,
                      parallel: int = QUICK_PARALLEL) -> float:
-    """Wall seconds the plan's runs should take under `profile` (benchmarks alone, training
-    `parallel` at a time), from RUN_SECONDS; ValueError for a job without a measured time."""
+    """Wall seconds a CPU profile should take on 2 idle cores: its benchmarks alone, then its
+    training runs `parallel` at a time (CPU seconds from RUN_SECONDS / parallel), then
+    FINISH_SECONDS[profile]. ValueError for another profile or a job without a measured time."""
     check_profile(profile)
+    if profile not in CPU_PROFILES:
+        raise ValueError(f"profile {profile!r} has no measured budget; measured: "
+                         f"{', '.join(CPU_PROFILES)}")
     bench = training = 0.0
     for job in jobs(plan=plan, profile=profile):
         if job.experiment not in RUN_SECONDS:
@@ -180,7 +248,7 @@ def expected_seconds(profile: str = "quick", plan: Sequence[TrainingJob | Benchm
             bench += RUN_SECONDS[job.experiment]
         else:
             training += RUN_SECONDS[job.experiment] * len(job.variants(profile))
-    return bench + training / parallel
+    return bench + training / parallel + FINISH_SECONDS[profile]
 
 
 def jobs(only: Sequence[str] | None = None,

@@ -38,7 +38,8 @@ from topkscope.comm.simulated import SimulatedTransport
 from topkscope.comm.transport import Transport
 from topkscope.hooks.lifecycle import supersede_from
 from topkscope.interrupts import RunInterrupted, StopRequests, handling, interruption_signal
-from topkscope.manifest import Manifest, describe_optimizer
+from topkscope.io import Table
+from topkscope.manifest import DIVERGED_AT, Manifest, describe_optimizer
 from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
 from topkscope.train import checkpoint
 from topkscope.train.config import (
@@ -55,8 +56,7 @@ from topkscope.train.resume import (
     refuse_if_interrupted,
     resume_command,
 )
-from topkscope.train.tables import Table
-from topkscope.train.trainer import Trainer
+from topkscope.train.trainer import DivergedError, Trainer
 
 
 def under_torchrun() -> bool:
@@ -321,7 +321,8 @@ def _manifest(p: Prepared) -> Manifest:
 
 
 def execute(p: Prepared, stop: StopRequests | None = None) -> Path:
-    """Write the manifest, train, log, checkpoint; the manifest ends complete, failed, or
+    """Write the manifest, train, log, checkpoint; the manifest ends complete, failed (a
+    divergence with `diverged_at_step`; the rows and evaluations before it are flushed), or
     interrupted (stop: the run's signal handler; RunInterrupted is raised after the files are
     flushed, with a message naming the resume command)."""
     transport, trainer = p.trainer.transport, p.trainer
@@ -355,8 +356,10 @@ def execute(p: Prepared, stop: StopRequests | None = None) -> Path:
         if signame is None and stop is not None and stop.received is not None:
             signame = signal.Signals(stop.received).name  # e.g. a peer that stopped first
         if signame is None:
-            if manifest is not None:
-                manifest.fail(exc)
+            if manifest is not None:  # a divergence is a result: the step is recorded
+                diverged = ({DIVERGED_AT: exc.step, "steps_done": exc.step}
+                            if isinstance(exc, DivergedError) else {})
+                manifest.fail(exc, **diverged)
             raise
         raise _interrupted(p, manifest, signame) from exc
     return p.run_dir
