@@ -2,6 +2,9 @@
 
     .venv/bin/python benchmarks/selection.py [--quick] [--threads N] [--device cpu|cuda]
                                              [--sizes 1e5,1e6] [--densities 0.001] [--repeats R]
+                                             [--max-call-s S]
+    # on a GPU, for the step-time model's predictions (docs/scaling.md):
+    .venv/bin/python benchmarks/selection.py --device cuda --out results/reference/bench-gpu/selection.csv
 
 For each distribution (N(0,1), Laplace, Student-t(3), the 90/10 two-scale mixture), size d
 and density rho (k = round(rho d)), every registered method and the baseline
@@ -13,15 +16,22 @@ same rounds, and the selected count / k. `threshold` gets lambda = the k-th larg
 (`sidco`, whose stage count adapts every 5 calls) first gets 20 untimed calls on the same
 vector, so what is timed and counted is its adapted rule.
 
-Defaults: d in {1e5, 1e6, 1e7, 2.5e7} (CPU; on CUDA up to 5e8), rho in {0.001, 0.01},
-5 rounds, 1 thread: torch.topk on one 1-D tensor runs on one thread whatever the setting,
-so one thread compares like with like and is steady on a shared machine (--threads 2
-gives the sparsifiers the second core). --quick: d in {1e5, 1e6}, 3 rounds.
+Defaults: d in {1e5, 1e6, 1e7, 2.5e7} (CPU; on CUDA also 1e8 and 5e8), rho in {0.001,
+0.01}, 5 rounds, 1 thread: torch.topk on one 1-D tensor runs on one thread whatever the
+setting, so one thread compares like with like and is steady on a shared machine (--threads 2
+gives the sparsifiers the second core). --quick: d in {1e5, 1e6}, 3 rounds. On a GPU the
+vectors are drawn on the GPU (its own seeded generator: same distributions, other values than
+the CPU's), so d = 5e8 (2 GB per vector) needs no host copy.
+
+A method whose first (warm-up) call takes longer than --max-call-s (default 60 s), or that runs
+out of device memory, is not timed at that size and at larger ones: its row says why (column
+`note`, times empty), so nothing is silently missing and a 5e8 run on a GPU finishes.
 
 Writes results/bench/selection.csv (one row per distribution, d, density, method:
 median_ms, min_ms, ratio_to_topk = ms / torch.topk ms, speedup_vs_topk = its inverse,
-selected_over_k, plus device, threads, torch version) and results/bench/selection.png
-(N(0,1), lowest density; selection_rho<x>.png for the others).
+selected_over_k, note, plus device (`cpu`, `cuda:0`), device_name (the GPU's), threads, torch
+version) and results/bench/selection.png (N(0,1), lowest density; selection_rho<x>.png for the
+others).
 """
 
 from __future__ import annotations
@@ -50,23 +60,33 @@ SETTLE_CALLS = 20  # untimed calls of a stateful method (sidco) first: 4 adaptat
 
 
 def make_vector(dist: str, d: int, seed: int, device: torch.device) -> torch.Tensor:
-    """A float32 test vector of one of the four distributions (seeded, generated on CPU)."""
-    gen = torch.Generator().manual_seed(seed)
+    """A float32 test vector of one of the four distributions, drawn on `device` by a
+    generator seeded with `seed` (CPU vectors as always; a GPU draws other values)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+
+    def randn() -> torch.Tensor:
+        return torch.randn(d, generator=gen, device=device)
+
+    def rand() -> torch.Tensor:
+        return torch.rand(d, generator=gen, device=device)
+
     if dist == "normal":
-        u = torch.randn(d, generator=gen)
+        u = randn()
     elif dist == "laplace":
-        v = torch.rand(d, generator=gen) - 0.5  # inverse CDF; |v| = 0.5 would give -inf
+        v = rand() - 0.5  # inverse CDF; |v| = 0.5 would give -inf
         u = -torch.sign(v) * torch.log1p(-(2.0 * v.abs()).clamp_(max=1.0 - 2.0**-24))
     elif dist == "student_t3":
-        chi2 = sum(torch.randn(d, generator=gen).pow_(2) for _ in range(3))
-        u = torch.randn(d, generator=gen).div_(chi2.div_(3.0).sqrt_())
+        chi2 = randn().pow_(2)
+        for _ in range(2):  # in place: one extra vector, not three
+            chi2.add_(randn().pow_(2))
+        u = randn().div_(chi2.div_(3.0).sqrt_())
     elif dist == "mixture":  # 90% N(0, 0.1^2), 10% N(0, 1)
-        u = torch.randn(d, generator=gen)
-        narrow = torch.rand(d, generator=gen) >= 0.1
+        u = randn()
+        narrow = rand() >= 0.1
         u[narrow] *= 0.1
     else:
         raise ValueError(f"unknown distribution {dist!r}")
-    return u.to(device)
+    return u
 
 
 DISTRIBUTIONS = ("normal", "laplace", "student_t3", "mixture")
@@ -83,28 +103,57 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc)
+
+
 def time_interleaved(
-    calls: dict[str, Callable[[], torch.Tensor]], rounds: int, warmup: int, device: torch.device
-) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
-    """Seconds per call and selected counts, one call of each method per round."""
+    calls: dict[str, Callable[[], torch.Tensor]], rounds: int, warmup: int, device: torch.device,
+    max_call_s: float | None = None,
+) -> tuple[dict[str, list[float]], dict[str, list[int]], dict[str, str]]:
+    """Seconds per call and selected counts, one call of each method per round; and the
+    methods dropped, with why: the first warm-up call took over max_call_s, or a call ran out
+    of device memory (its calls stop there, the others go on)."""
     seconds: dict[str, list[float]] = {name: [] for name in calls}
     counts: dict[str, list[int]] = {name: [] for name in calls}
-    for _ in range(warmup):
-        for call in calls.values():
-            call()
+    dropped: dict[str, str] = {}
+    live = dict(calls)
+
+    def call(name: str) -> tuple[float, int] | None:
+        _synchronize(device)
+        start = time.perf_counter()
+        try:
+            out = live[name]()
+            _synchronize(device)
+        except RuntimeError as exc:
+            if not _out_of_memory(exc):
+                raise
+            dropped[name] = "out of device memory"
+            del live[name]
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            return None
+        return time.perf_counter() - start, out.numel()
+
+    for i in range(warmup):
+        for name in list(live):
+            took = call(name)
+            if i == 0 and took and max_call_s is not None and took[0] > max_call_s:
+                dropped[name] = f"one call took {took[0]:.3g} s > --max-call-s {max_call_s:g}"
+                del live[name]
     for _ in range(rounds):
-        for name, call in calls.items():
-            _synchronize(device)
-            start = time.perf_counter()
-            out = call()
-            _synchronize(device)
-            seconds[name].append(time.perf_counter() - start)
-            counts[name].append(out.numel())
-    return seconds, counts
+        for name in list(live):
+            took = call(name)
+            if took is not None:
+                seconds[name].append(took[0])
+                counts[name].append(took[1])
+    return seconds, counts, dropped
 
 
-def bench_one(u: torch.Tensor, k: int, methods: list[str], rounds: int, warmup: int) -> list[dict]:
-    """Rows for one (vector, k): every method and the torch.topk baseline."""
+def bench_one(u: torch.Tensor, k: int, methods: list[str], rounds: int, warmup: int,
+              max_call_s: float | None = None) -> list[dict]:
+    """Rows for one (vector, k): every method and the torch.topk baseline (a dropped method:
+    a row with empty times and the reason in `note`)."""
     kth = float(torch.topk(u.abs(), k, sorted=False).values.min())
     calls: dict[str, Callable[[], torch.Tensor]] = {
         BASELINE: lambda: torch.topk(u.abs(), k, sorted=False).indices
@@ -121,10 +170,22 @@ def bench_one(u: torch.Tensor, k: int, methods: list[str], rounds: int, warmup: 
         calls[name] = lambda s=sparsifier: s.select(u, k)
         params[name] = ",".join(f"{key}={val:.6g}" if isinstance(val, float) else f"{key}={val}"
                                 for key, val in kwargs.items())
-    seconds, counts = time_interleaved(calls, rounds, warmup, u.device)
+    # a cap needs a first (warm-up) call to measure
+    warmup = max(warmup, 1) if max_call_s is not None else warmup
+    seconds, counts, dropped = time_interleaved(calls, rounds, warmup, u.device, max_call_s)
+    if BASELINE in dropped:
+        raise RuntimeError(f"torch.topk itself was dropped at d = {u.numel()}: "
+                           f"{dropped[BASELINE]}")
     base = _median(seconds[BASELINE])
     rows = []
     for name in calls:
+        exact = name == BASELINE or bool(getattr(get_sparsifier(name), "exact", False))
+        if name in dropped:
+            rows.append({"method": name, "params": params[name], "median_ms": float("nan"),
+                         "min_ms": float("nan"), "ratio_to_topk": float("nan"),
+                         "speedup_vs_topk": float("nan"), "selected_over_k": float("nan"),
+                         "exact": exact, "note": f"not timed: {dropped[name]}"})
+            continue
         med = _median(seconds[name])
         rows.append({
             "method": name,
@@ -134,7 +195,8 @@ def bench_one(u: torch.Tensor, k: int, methods: list[str], rounds: int, warmup: 
             "ratio_to_topk": med / base,
             "speedup_vs_topk": base / med,
             "selected_over_k": sum(counts[name]) / len(counts[name]) / k,
-            "exact": name == BASELINE or bool(getattr(get_sparsifier(name), "exact", False)),
+            "exact": exact,
+            "note": "",
         })
     return rows
 
@@ -155,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--repeats", type=int, help="timed rounds (default 5, --quick 3)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed rounds first (default 1)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    ap.add_argument("--max-call-s", type=float, default=60.0,
+                    help="a method whose first call takes longer is not timed at that size or "
+                         "larger ones (default 60; its rows say so)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
     return ap
@@ -188,22 +253,38 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"error: density {rho} is outside the allowed range (0, 1]")
     if any(d < 1 for d in sizes) or rounds < 1 or args.warmup < 0:
         raise SystemExit("error: sizes and --repeats must be >= 1, --warmup >= 0")
+    if not args.max_call_s > 0:
+        raise SystemExit(f"error: --max-call-s = {args.max_call_s} must be > 0")
     torch.set_num_threads(args.threads)
 
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     context = {
-        "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
+        "device": str(device),
+        "device_name": (torch.cuda.get_device_name(device) if device.type == "cuda"
+                        else platform.processor() or platform.machine()),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "machine": platform.machine(),
     }
     rows = []
     started = time.perf_counter()
+    too_slow: dict[str, int] = {}  # method -> the smallest d it was dropped at
     for dist in dists:
-        for d in sizes:
+        for d in sorted(sizes):
             u = make_vector(dist, d, seed=d % 1000 + 17, device=device)
             for rho in densities:
                 k = max(1, round(rho * d))
-                for row in bench_one(u, k, methods, rounds, args.warmup):
+                timed = [m for m in methods if d < too_slow.get(m, d + 1)]
+                found = bench_one(u, k, timed, rounds, args.warmup, args.max_call_s)
+                found += [{"method": m, "median_ms": float("nan"),
+                           "note": f"not timed: dropped at d = {too_slow[m]:,}"}
+                          for m in methods if m not in timed]
+                for row in found:
+                    if row["note"].startswith("not timed"):
+                        too_slow.setdefault(row["method"], d)
+                        print(f"{dist} d={d:,} rho={rho:g}: {row['method']} {row['note']}",
+                              file=sys.stderr)
                     rows.append({"distribution": dist, "d": d, "density": rho, "k": k, **row,
                                  "repeats": rounds, **context})
                 gk = next(r for r in rows[::-1] if r["method"] == "gaussiank") if (
@@ -211,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
                 note = f" gaussiank x{gk['speedup_vs_topk']:.1f}" if gk else ""
                 print(f"{dist:10s} d={d:>11,d} rho={rho:<6g} done{note}", file=sys.stderr)
             del u
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
     table = pd.DataFrame(rows)
     write_bytes_atomic(args.out, table.to_csv(index=False, float_format="%.6g").encode())
     print(f"wrote {args.out} ({len(table)} rows, {time.perf_counter() - started:.0f} s, "

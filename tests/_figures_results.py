@@ -8,7 +8,7 @@ real driver, `topkscope.reproduce.driver.reproduce`, on real MNIST:
     tiny-seeds.yaml        FNN-3, 2 workers, 20 steps, a convergence design: seeds 0-2 x
                            (dense; topk, gaussiank-2019 under warmup=paper and none; topk at
                            rho = 0.05 too), 18 runs
-    tiny-selection.yaml    benchmarks/selection.py on d in {1e4, 1e5}, 3 methods
+    tiny-selection.yaml    benchmarks/selection.py on d in {1e4, 1e5}, 4 methods
 
 (experiment configs written into the session's temporary folder, not the repository's),
 so every plot function and notebook is exercised on what training actually wrote.
@@ -98,7 +98,8 @@ SELECTION_YAML = """\
 experiment: tiny-selection
 benchmark: selection
 output: selection.csv
-args: [--densities, "0.001,0.01", --distributions, normal, --methods, "topk,gaussiank,randk"]
+args: [--densities, "0.001,0.01", --distributions, normal, --methods,
+       "topk,gaussiank,gaussiank-2019,randk"]
 profiles:
   quick:
     args: [--sizes, "1e4,1e5", --repeats, "1", --no-plot]

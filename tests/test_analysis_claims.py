@@ -128,6 +128,27 @@ def table() -> pd.DataFrame:
     return claims.build(runs, max_snapshots=3)
 
 
+def test_the_design_docs_name_the_claims_columns_of_the_code():
+    """docs/design.md's column contract: claims.COLUMNS and the figures driver's run columns,
+    then the prediction rows' PREDICTION_COLUMNS, each list in the code's order."""
+    import re
+    from pathlib import Path
+
+    from topkscope.reproduce.draw import RUN_COLUMNS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text()
+    paragraph = " ".join(text.split("**Claims table.**", 1)[1].split("\n\n", 1)[0].split())
+
+    def listed(after: str) -> list[str]:
+        found = re.search(re.escape(after) + r" `([^`]+)`", paragraph)
+        assert found, f"docs/design.md's claims paragraph has no '{after} `...`'"
+        return [c.strip() for c in found.group(1).split(",")]
+
+    assert listed("has the columns") == [*claims.COLUMNS, *RUN_COLUMNS]
+    assert listed("accuracy) add") == claims.PREDICTION_COLUMNS
+    assert not set(claims.PREDICTION_COLUMNS) & set(claims.COLUMNS)
+
+
 def test_table_layout(table):
     assert list(table.columns) == claims.COLUMNS
     assert set(table["verdict"]) <= set(claims.VERDICTS)

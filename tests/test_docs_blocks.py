@@ -67,6 +67,9 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ('docs/scaling.md',
      'python -m topkscope.perf.published      # regenerates gpu_compute.csv and published.csv'):
         'it rewrites the committed files; tests/test_perf_published.py regenerates them into a temporary folder and compares',
+    ('docs/scaling.md',
+     'python benchmarks/selection.py --device cuda --out results/reference/bench-gpu/selection.csv'):
+        'needs a CUDA GPU',
     ('docs/training.md',
      'topkscope run experiments/fnn3-mnist.yaml --profile full --workers 16 --sparsifier gaussiank'):
         'the full profile (30 epochs on 16 workers: hours on a CPU)',

@@ -29,6 +29,9 @@ GENERATED = (
     "results/bench",         # make bench / topkscope bench: one CSV per benchmark
     "results/claims.csv",    # make reproduce-figures
     "results/scaling.csv",   # make reproduce-figures (predicted scaling)
+    "results/time_to_accuracy.csv",  # make reproduce-figures (predicted time to accuracy)
+    # benchmarks/selection.py --device cuda writes it; committed once a GPU has run it
+    "results/reference/bench-gpu/selection.csv",
     "results/claims.md",     # make reproduce-figures
     "results/notebooks",     # make reproduce-figures: executed notebooks + HTML
     "results/tables",        # make reproduce-figures: CSV + LaTeX tables

@@ -181,6 +181,42 @@ def test_bad_profile_and_unknown_experiment(small):
         reproduce(small.options(only=["nope"]), log=lambda m: None)
 
 
+def test_predictions_name_their_training_condition_and_time_to_accuracy(small):
+    """The P = 16 claims of gaussiank-2019 name the condition of their counts; the seeded runs
+    give time_to_accuracy.csv, its figure and a claim per condition and network."""
+    from topkscope.perf import time_to_accuracy as tta
+
+    claims = pd.read_csv(small.root / "claims.csv")
+    speedups = claims[claims["claim"].isin(SPEEDUP_CLAIMS)]
+    assert set(speedups["sparsifier"]) == {"gaussiank", "gaussiank-2019"}
+    g19 = speedups[speedups["sparsifier"] == "gaussiank-2019"]
+    # FNN-3 has runs that measured its counts (recorded on Top-k's u at rho = 0.001); the
+    # models without runs have nominal counts and no training condition
+    assert g19[g19["model"] == "fnn3"]["condition"].str.contains("training condition warmup=").all()
+    assert not g19[g19["model"] == "vgg16"]["condition"].str.contains("training condition").any()
+    table = pd.read_csv(small.root / tta.CSV_NAME)
+    seeded = table[table["experiment"] == "tiny-seeds"]
+    assert set(seeded["condition"]) == {"warmup=none", "warmup=paper"}
+    assert set(seeded["method"]) == {"topk", "dense", "gaussiank-2019"}
+    assert set(seeded["seed"]) == {0, 1, 2} and set(seeded["workers"]) == {16}
+    timed = claims[claims["claim"] == "gaussiank_time_to_accuracy"]
+    tiny = timed[timed["evidence"].str.startswith("tiny-seeds")]
+    assert len(tiny) == 2 * 2  # two conditions x two networks
+    assert set(tiny["verdict"]) <= {"fails", "inconclusive"}  # CPU selection: not counted
+    for row in tiny.itertuples(index=False):
+        condition, rho = row.training_condition.split("; rho=")
+        got = seeded[(seeded["method"] == "gaussiank-2019") & (seeded["network"] == row.network)
+                     & (seeded["condition"] == condition)]
+        assert len(got) == 3 and float(rho) == got["density"].iloc[0]
+        assert row.n_failed_seeds == (got["status"] == "failed").sum()
+        never = int((~got["reached"]).sum())
+        assert (f"never reaches the target on {never} of 3 seeds" in row.cause) == (
+            never > 0 and row.n_failed_seeds < 3)
+        assert row.margin == 1.0 and row.metric == "accuracy"  # the driver's default margin
+    index = (small.root / "figures" / "index.md").read_text()
+    assert "### time-to-accuracy-p16" in index and "### scaling-breakeven-p16" in index
+
+
 def test_figures_command_rejects_a_bad_profile(capsys):
     import argparse
 
@@ -200,7 +236,8 @@ def test_gallery_small_pngs_and_readme(small, tmp_path):
     from topkscope.reproduce import gallery
 
     written = gallery.publish(small.root, tmp_path, width=400)
-    scaling = {"scaling-breakdown-p16", "scaling-crossover", "scaling-efficiency"}
+    scaling = {"scaling-breakdown-p16", "scaling-crossover", "scaling-efficiency",
+               "scaling-breakeven-p16", "time-to-accuracy-p16"}
     assert {p.stem for p in written} == set(expected_figures()) | scaling
     for p in written:
         with Image.open(p) as img:
@@ -459,6 +496,11 @@ def test_a_failed_seed_is_counted_never_dropped(small, tmp_path, capsys):
         assert row["diff_mean"] == pytest.approx(np.mean(diffs))
         assert f"seed 1 {diffs[1]:+.3g}".replace("-", "−") in row["evidence"]
         assert "training diverged at step 9" in row["evidence"]
+    # the time to accuracy of the same runs: the same margin, the same failed seed
+    timed = outcome.claims[(outcome.claims["claim"] == "gaussiank_time_to_accuracy")
+                           & (outcome.claims["training_condition"] == "warmup=none; rho=0.01")]
+    assert len(timed) == 2 and (timed["margin"] == 0.5).all()  # two networks
+    assert (timed["n_failed_seeds"] == 1).all() and (timed["verdict"] != "holds").all()
     capsys.readouterr()
     assert cli_main(["claims", str(root / "tiny-seeds"), "--out", str(tmp_path / "d.csv"),
                      "--margin", "-1"]) == 2

@@ -22,6 +22,11 @@ def test_scale_prints_and_writes_the_table(tmp_path, capsys):
     g = df[(df.method == "gaussiank") & (df.workers == 16)].iloc[0]
     assert g["t_select"] == 0.002
     assert g["t_step"] == pytest.approx(g["t_compute"] + g["t_select"] + g["t_comm"])
+    # each sparse row says the longest selection that still beats every baseline
+    dense = df[(df.method == "dense") & (df.workers == 16)].iloc[0]
+    expect = (dense["t_step"] - g["t_compute"] - g["t_comm"]) * 1e3
+    assert f"beats Dense while its selection takes below {expect:.3g} ms" in text
+    assert text.count("break-even:") == 2 * 3  # the sparse methods, at each P
 
 
 def test_scale_user_network(tmp_path, capsys):

@@ -47,11 +47,13 @@ def test_selection_csv_checked(tmp_path):
         inputs.read_selection_csv(tmp_path / "none.csv")
 
 
-def _run(root, name, sparsifier, train, status="complete", model="fnn3", P=4):
+def _run(root, name, sparsifier, train, status="complete", model="fnn3", P=4, seed=0,
+         schedule="none"):
     folder = root / "exp" / name
     folder.mkdir(parents=True)
     manifest = {"status": status, "model": model, "sparsifier": sparsifier, "density": 0.001,
-                "world_size": P, "device": "cpu", "config": {"batch_size": 128}}
+                "world_size": P, "device": "cpu", "config": {"batch_size": 128}, "seed": seed,
+                "density_schedule": schedule}
     (folder / "manifest.json").write_text(json.dumps(manifest))
     pd.DataFrame(train).to_parquet(folder / "train.parquet")
     return folder
@@ -68,56 +70,106 @@ def test_compute_time_from_complete_runs(tmp_path):
     assert inputs.compute_time(tmp_path, "vgg16") is None
 
 
+G19 = "gaussiank-2019"
+
+
 def test_counts_prefer_the_max_over_workers(tmp_path):
     d, k = 199210, 199
     steps = np.arange(6)
-    _run(tmp_path, "g", "gaussiank", {"step": steps, "selected": [float(k)] * 6,
-                                       "count_max": [0, 0, 2 * k, 2 * k, 2 * k, 2 * k]})
-    got = inputs.count_ratio(tmp_path, "fnn3", "gaussiank", 0.001, d)
+    _run(tmp_path, "g", G19, {"step": steps, "selected": [float(k)] * 6,
+                              "count_max": [0, 0, 3 * k, 3 * k, 3 * k, 3 * k]})
+    got = inputs.count_ratio(tmp_path, "fnn3", G19, 0.001, d)
+    # the mean over every step (the first two count too): (0 + 0 + 4 x 3) / 6
     assert got.value == pytest.approx(2.0) and "count_max" in got.source
 
 
-def test_counts_read_selected_max_first_over_its_own_k(tmp_path):
+def test_counts_are_the_mean_over_steps_of_the_max_over_its_own_k(tmp_path):
+    """Step time is linear in the largest count: the mean over steps of selected_max / k (the
+    run's own k of each step, e.g. a warm-up's), not the median."""
     d, k = 199210, 199
-    steps = np.arange(6)
-    # the training loop's columns: k (target per worker), selected (mean), min/median/max
-    _run(tmp_path, "g", "gaussiank", {
-        "step": steps, "k": np.full(6, 2 * k, dtype=np.int64),
-        "selected": [1.1 * 2 * k] * 6, "selected_min": [0.5 * 2 * k] * 6,
-        "selected_median": [2 * k] * 6, "selected_max": [9e9, 9e9] + [3 * 2 * k] * 4,
-        "count_max": [5 * k] * 6})
-    got = inputs.count_ratio(tmp_path, "fnn3", "gaussiank", 0.001, d)
-    # selected_max wins over count_max and the mean; divided by the run's own k, not k(d)
-    assert got.value == pytest.approx(3.0) and "selected_max / k" in got.source
-    # without k: divided by the nominal k of (density, d)
-    _run(tmp_path / "b", "g", "gaussiank", {"step": steps, "selected": [1.0] * 6,
-                                             "selected_max": [4.0 * k] * 6})
-    got = inputs.count_ratio(tmp_path / "b", "fnn3", "gaussiank", 0.001, d)
-    assert got.value == pytest.approx(4.0) and "selected_max" in got.source
+    steps = np.arange(4)
+    own_k = np.array([4 * k, 2 * k, k, k], dtype=np.int64)  # a density warm-up
+    _run(tmp_path, "g", G19, {
+        "step": steps, "k": own_k, "selected": [1.1 * k] * 4, "selected_min": [0] * 4,
+        "selected_median": [k] * 4, "selected_max": own_k * np.array([1, 1, 1, 5]),
+        "count_max": [9 * k] * 4})
+    got = inputs.count_ratio(tmp_path, "fnn3", G19, 0.001, d)
+    # selected_max wins over count_max and the mean; per step / that step's k: 1, 1, 1, 5
+    assert got.value == pytest.approx(2.0) and "selected_max / k" in got.source
+    assert got.value != pytest.approx(float(np.median([1, 1, 1, 5])))
+    ratio, how = inputs.run_count_ratio(tmp_path / "exp" / "g", G19, 0.001, k)
+    assert ratio == pytest.approx(2.0) and how == "train.parquet selected_max / k"
+    # without k: over the nominal k of (density, the run's d)
+    _run(tmp_path / "b", "g", G19, {"step": steps, "selected": [1.0] * 4,
+                                    "selected_max": [4.0 * k, 2.0 * k, 2.0 * k, 4.0 * k]})
+    got = inputs.count_ratio(tmp_path / "b", "fnn3", G19, 0.001, d)
+    assert got.value == pytest.approx(3.0) and "selected_max / k of rho=0.001" in got.source
     # an all-missing selected_max falls back to count_max
-    _run(tmp_path / "c", "g", "gaussiank", {"step": steps, "selected_max": [np.nan] * 6,
-                                             "count_max": [2.0 * k] * 6})
-    got = inputs.count_ratio(tmp_path / "c", "fnn3", "gaussiank", 0.001, d)
+    _run(tmp_path / "c", "g", G19, {"step": steps, "selected_max": [np.nan] * 4,
+                                    "count_max": [2.0 * k] * 4})
+    got = inputs.count_ratio(tmp_path / "c", "fnn3", G19, 0.001, d)
     assert got.value == pytest.approx(2.0) and "count_max" in got.source
+
+
+def test_counts_per_seed_then_the_mean_over_seeds(tmp_path):
+    k = 199
+    for seed, ratio in ((0, 2.0), (1, 4.0), (2, 3.0)):
+        _run(tmp_path, f"s{seed}", G19, {"step": np.arange(3), "k": [k] * 3,
+                                         "selected_max": [int(ratio * k)] * 3}, seed=seed)
+    # a second run of seed 2: that seed's ratio is the mean of its two runs (3 and 5 -> 4)
+    _run(tmp_path, "s2b", G19, {"step": np.arange(3), "k": [k] * 3,
+                                "selected_max": [5 * k] * 3}, seed=2)
+    got = inputs.count_ratio(tmp_path, "fnn3", G19, 0.001, 199210)
+    assert isinstance(got, inputs.Counts) and got.condition == "warmup=none"
+    assert dict(got.per_seed) == pytest.approx({0: 2.0, 1: 4.0, 2: 4.0})
+    assert got.value == pytest.approx(10.0 / 3) and (got.low, got.high) == (2.0, 4.0)
+    assert "mean over 3 seed(s)" in got.source and "4 run(s)" in got.source
+
+
+def test_conditions_are_never_mixed_and_dense_never_counts(tmp_path):
+    k = 199
+    for seed in range(2):
+        _run(tmp_path, f"none{seed}", G19, {"step": np.arange(3), "k": [k] * 3,
+                                            "selected_max": [0, 0, 3]}, seed=seed)
+        _run(tmp_path, f"paper{seed}", G19, {"step": np.arange(3), "k": [k] * 3,
+                                             "selected_max": [2 * k, 3 * k, 2 * k]},
+             seed=seed, schedule="paper")
+        _run(tmp_path, f"dense{seed}", "dense", {"step": np.arange(3), "k": [199210] * 3,
+                                                 "selected_max": [199210] * 3}, seed=seed)
+    found = inputs.count_ratios(tmp_path, "fnn3", G19, 0.001, 199210)
+    by = {c.condition: c.value for c in found}
+    assert by == pytest.approx({"warmup=none": 1 / k, "warmup=paper": 7 / 3})
+    with pytest.raises(ValueError, match="several conditions"):
+        inputs.count_ratio(tmp_path, "fnn3", G19, 0.001, 199210)
+    paper = inputs.count_ratio(tmp_path, "fnn3", G19, 0.001, 199210, condition="warmup=paper")
+    assert paper.value == pytest.approx(7 / 3) and "warmup=paper" in paper.source
+    # no dgc run, and nothing recorded dgc's counts: nominal, whatever the dense runs sent
+    assert [c.source for c in inputs.count_ratios(tmp_path, "fnn3", "dgc", 0.001, 199210)] == [
+        "nominal k (no run of this method measured its counts)"]
+    _run(tmp_path / "d", "dense", "dense", {"step": np.arange(3), "k": [199210] * 3,
+                                            "selected_max": [199210] * 3})
+    assert inputs.method_conditions(tmp_path / "d", "fnn3", G19, 0.001) == []
 
 
 def test_counts_from_per_worker_columns(tmp_path):
     k = 199
     steps = np.arange(4)
-    _run(tmp_path, "g", "gaussiank", {"step": steps, "selected": [1.0] * 4,
-                                       "count_0": [k] * 4, "count_1": [3 * k] * 4})
-    got = inputs.count_ratio(tmp_path, "fnn3", "gaussiank", 0.001, 199210)
+    _run(tmp_path, "g", G19, {"step": steps, "selected": [1.0] * 4,
+                              "count_0": [k] * 4, "count_1": [3 * k] * 4})
+    got = inputs.count_ratio(tmp_path, "fnn3", G19, 0.001, 199210)
     assert got.value == pytest.approx(3.0) and "per-worker" in got.source
 
 
 def test_counts_fall_back_to_the_mean_then_nominal(tmp_path):
     k = 199
-    _run(tmp_path, "g", "gaussiank", {"step": np.arange(5), "selected": [1.5 * k] * 5})
-    got = inputs.count_ratio(tmp_path, "fnn3", "gaussiank", 0.001, 199210)
+    _run(tmp_path, "g", G19, {"step": np.arange(5), "selected": [1.5 * k] * 5})
+    got = inputs.count_ratio(tmp_path, "fnn3", G19, 0.001, 199210)
     assert got.value == pytest.approx(1.5) and "mean over workers" in got.source
     nominal = inputs.count_ratio(tmp_path, "fnn3", "dgc", 0.001, 199210)
     assert nominal.value == 1.0 and "nominal" in nominal.source
-    assert inputs.count_ratio(None, "fnn3", "topk", 0.001, 10).source.startswith("exact")
+    for exact in ("topk", "gaussiank", "randk", "dense", "gtopk"):  # k (or d) by construction
+        assert inputs.count_ratio(tmp_path, "fnn3", exact, 0.001, 10).source.startswith("exact")
+    assert not inputs.sends_k(G19) and not inputs.sends_k("dgc")
 
 
 def test_recorded_counts_are_a_ratio_to_the_recorded_runs_own_k(tmp_path):
@@ -125,16 +177,21 @@ def test_recorded_counts_are_a_ratio_to_the_recorded_runs_own_k(tmp_path):
     as count/k, not as count / k(d of the model predicted)."""
     from topkscope.schema import part_name
 
-    folder = _run(tmp_path, "w", "topk", {"step": np.arange(6), "selected": [90.0] * 6},
-                  model="vgg16")
-    (folder / "stats").mkdir()
-    rows = [{"step": s, "rank": r, "layer": "__global__", "kind": "u", "density": 0.001,
-             "k": 90, "gaussiank_2019_count": (2 if r else 3) * 90}
-            for s in range(6) for r in range(2)]
-    pd.DataFrame(rows).to_parquet(folder / "stats" / part_name(0, 0))
+    def recorded(sparsifier, name, per_rank):
+        folder = _run(tmp_path, name, sparsifier, {"step": np.arange(6),
+                                                   "selected": [90.0] * 6}, model="vgg16")
+        (folder / "stats").mkdir()
+        rows = [{"step": s, "rank": r, "layer": "__global__", "kind": "u", "density": 0.001,
+                 "k": 90, "gaussiank_2019_count": per_rank[r] * 90}
+                for s in range(6) for r in range(2)]
+        pd.DataFrame(rows).to_parquet(folder / "stats" / part_name(0, 0))
+
+    recorded("topk", "w", (3, 2))
+    recorded("dense", "x", (50, 50))  # a dense run's recorder: never counted
     got = inputs.count_ratio(tmp_path, "vgg16", "gaussiank-2019", 0.001, 14_728_266)
     assert got.value == pytest.approx(3.0)  # max over ranks per step / the run's own k
-    assert "gaussiank-2019_count / k" in got.source
+    assert "gaussiank-2019_count / k on topk's u" in got.source
+    assert "not gaussiank-2019's own training" in got.source
 
 
 def test_compute_time_skips_runs_of_a_resized_model(tmp_path):

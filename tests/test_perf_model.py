@@ -144,3 +144,50 @@ def test_baseline_speedups_and_no_crossover_for_dense_methods():
     assert by["gaussiank"]["crossover_gbit"] > 0
     partial = pm.predict("m", 10**7, 32, 0.001, resolve("1gbe"), [16], COMPUTE, METHODS)
     assert all(math.isnan(r["speedup_vs_dense_fp16"]) for r in partial)
+
+
+@pytest.mark.parametrize("overlap", [0.0, 0.3])
+def test_breakeven_selection_ties_the_step_exactly(overlap):
+    """At its break-even selection time a method's step equals the baseline's: Dense's whole
+    step, or Top-k's when the method selects that much longer than Top-k (recomputed here by
+    predicting again with that selection time)."""
+    opts = pm.Options(overlap=overlap)
+    methods = {**METHODS, "dense-fp16": _inputs(0.0),
+               "gaussiank-2019": _inputs(0.003, 2.4)}
+    for P in (2, 16, 256):
+        rows = {r["method"]: r for r in pm.predict("m", 10**7, 32, 0.001, resolve("10gbe"),
+                                                   [P], COMPUTE, methods, opts)}
+        for name in ("topk", "gaussiank", "gaussiank-2019"):
+            row = rows[name]
+            assert math.isnan(rows["dense"][pm.breakeven_column("dense")])  # selects nothing
+            for ref in ("dense", "dense-fp16", "topk"):
+                b = row[pm.breakeven_column(ref)]
+                select = b + (rows[ref]["t_select"] if ref == "topk" else 0.0)
+                if select < 0:  # slower even if it selected in no time
+                    assert rows[name]["t_compute"] + rows[name]["t_comm"] > \
+                        rows[ref]["t_step"] - rows[ref]["t_select"]
+                    continue
+                tied = pm.step(name, P, 10**7, 0.001, resolve("10gbe"), COMPUTE,
+                               pm.MethodInputs(Input(select, "u"), methods[name].count_ratio),
+                               opts)
+                reference = rows[ref]["t_step"]
+                assert tied["t_step"] == pytest.approx(reference, rel=1e-12)
+    assert pm.breakeven_column("topk") == "breakeven_select_over_topk"
+    assert pm.breakeven_column("dense-wfbp") == "breakeven_select_vs_dense_wfbp"
+
+
+def test_predict_rows_carry_the_condition_and_the_seeds_of_the_counts():
+    from topkscope.perf.inputs import Counts
+
+    counts = Counts(2.0, "measured", None, "warmup=paper", ((0, 1.5), (1, 2.5)))
+    methods = {**METHODS, "gaussiank-2019 [warmup=paper]": pm.MethodInputs(
+        Input(0.003, "u"), counts, method="gaussiank-2019", condition="warmup=paper")}
+    rows = pm.predict("m", 10**7, 32, 0.001, resolve("1gbe"), [16], COMPUTE, methods)
+    g = next(r for r in rows if r["method"] == "gaussiank-2019")
+    assert g["condition"] == "warmup=paper" and g["count_ratio"] == 2.0
+    assert (g["count_seeds"], g["count_ratio_low"], g["count_ratio_high"]) == (2, 1.5, 2.5)
+    assert g["count_sent"] == 2 * 10**4  # 2.0 x k, k = 10^4
+    dense = next(r for r in rows if r["method"] == "dense")
+    assert dense["condition"] == "" and math.isnan(dense["count_seeds"])
+    assert g["speedup_vs_topk"] == pytest.approx(
+        next(r for r in rows if r["method"] == "topk")["t_step"] / g["t_step"])

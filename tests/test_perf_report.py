@@ -8,6 +8,9 @@ import pandas as pd
 import pytest
 
 from topkscope.perf import calibrate, report, validate
+from topkscope.perf import model as pm
+from topkscope.plots.frames import text_column
+from topkscope.plots.titles import sparsifier_name
 
 REFERENCE = Path(__file__).resolve().parents[1] / "results" / "reference"
 
@@ -23,42 +26,94 @@ def _selection():
 ERRORS = {"no-overlap": 0.05, "wfbp": 0.3}
 
 
+def _claim_network(row) -> str:
+    return row.statement.split("(")[-1].rstrip(")")
+
+
+REFERENCES = {"gaussiank_speedup_p16": ("dense", "topk"),
+              "gaussiank_speedup_p16_wfbp": ("dense-wfbp",),
+              "gaussiank_speedup_p16_fp16": ("dense-fp16",)}
+
+
 def test_claims_rows_have_the_claims_columns_and_a_verdict():
+    # a selection CSV without a device: its times are not another device's (measured basis)
+    selection = _selection().drop(columns="device")
     table, notes = report.scaling_table(["fnn3"], ["1gbe", "nvlink"], [2, 16],
-                                        selection=_selection(), compute_s=0.01)
-    assert notes == []
+                                        selection=selection, compute_s=0.01)
+    assert notes == [] and (table["selection_basis"] == "measured").all()
     claims = report.claims_rows(table, errors=ERRORS)
     header = pd.read_csv(REFERENCE / "claims-quick.csv", nrows=0).columns
     assert set(header) <= set(claims.columns)
-    assert {"condition", "n_seeds", "ci_low", "ci_high", "traffic_ratio"} <= set(claims.columns)
-    # one row per network and baseline: over Dense and Top-k, over Dense + WFBP, over fp16
-    assert len(claims) == 2 * 3 and set(claims["claim"]) == set(report.SPEEDUP_CLAIMS)
+    from topkscope.analysis.claims import COLUMNS, PREDICTION_COLUMNS
+
+    assert set(COLUMNS) - {"diff_mean", "traffic_warmup", "traffic_target", "gennorm_beta"} \
+        <= set(claims.columns) <= {*COLUMNS, *PREDICTION_COLUMNS, "profile", "model_args"}
+    assert set(PREDICTION_COLUMNS) <= set(claims.columns)
+    # one row per network, sparsifier and baseline: over Dense and Top-k, Dense + WFBP, fp16
+    assert len(claims) == 2 * 2 * 3 and set(claims["claim"]) == set(report.SPEEDUP_CLAIMS)
+    assert set(claims["sparsifier"]) == set(report.CLAIM_SPARSIFIERS)
     assert set(claims["verdict"]) <= {"holds", "fails", "inconclusive"}
+    assert (claims["section"] == "prediction").all()
     for row in claims.itertuples(index=False):
         assert row.condition.startswith("prediction, not a measurement: user")
         assert "compute user" in row.condition
-        network = row.statement.split("(")[-1].rstrip(")")
-        at = table[(table.network == network) & (table.workers == 16)].set_index("method")
-        references = {"gaussiank_speedup_p16": ("dense", "topk"),
-                      "gaussiank_speedup_p16_wfbp": ("dense-wfbp",),
-                      "gaussiank_speedup_p16_fp16": ("dense-fp16",)}[row.claim]
-        speedups = [at.loc[r, "t_step"] / at.loc["gaussiank", "t_step"] for r in references]
+        at = table[(table.network == _claim_network(row)) & (table.workers == 16)]
+        at = at.set_index("method")
+        references = REFERENCES[row.claim]
+        speedups = [at.loc[r, "t_step"] / at.loc[row.sparsifier, "t_step"] for r in references]
         errors = [ERRORS["wfbp" if r == "dense-wfbp" else "no-overlap"] for r in references]
         faster = [s > 1 + e for s, e in zip(speedups, errors)]
         slower = [s < 1 - e for s, e in zip(speedups, errors)]
         expect = "holds" if all(faster) else "fails" if any(slower) else "inconclusive"
         assert row.verdict == expect and row.n_units == len(references)
         assert row.fraction == sum(faster) / len(references)
+        assert row.model_error == max(errors) and np.isnan(row.margin)
         for s in speedups:
             assert f"{s:.3f}x" in row.evidence
+        assert _claim_network(row) in row.cause
         # the structured columns the README's prediction table prints
-        assert row.section == "prediction" and row.network == network
+        assert row.section == "prediction" and row.network == _claim_network(row)
         assert row.baselines == {"gaussiank_speedup_p16": "Dense, Top-k",
                                  "gaussiank_speedup_p16_wfbp": "Dense + WFBP",
                                  "gaussiank_speedup_p16_fp16": "Dense fp16"}[row.claim]
-        assert row.cause.startswith("predicted " + ", ".join(
-            f"{s:.3g}× over" for s in speedups[:1]))
-        assert f"(model error ±{max(errors):.1%})" in row.cause
+        assert row.selection_basis == "measured" and row.training_condition == ""
+        g = at.loc[row.sparsifier]
+        assert row.breakeven_ms == pytest.approx(
+            g[pm.breakeven_column(references[0])] * 1e3)
+        assert (row.breakeven_topk_ms == pytest.approx(g[pm.breakeven_column("topk")] * 1e3)
+                if "topk" in references else np.isnan(row.breakeven_topk_ms))
+
+
+def test_break_even_claims_when_the_selection_is_another_devices():
+    """GPU compute beside CPU selection times: no speed-up with those times is claimed; the
+    verdict rests on the break-even selection times (fails only when even free selection
+    leaves the method slower than a dense baseline beyond the error)."""
+    table, _ = report.scaling_table(["fnn3", "vgg16"], ["1gbe", "ib100-fit"], [16],
+                                    selection=_selection())
+    sparse = table[~table["method"].isin(["dense", "dense-wfbp", "dense-fp16"])]
+    assert (sparse["selection_basis"] == "break-even").all()
+    claims = report.claims_rows(table, errors=ERRORS)
+    assert len(claims) == 2 * 2 * 2 * 3
+    for row in claims.itertuples(index=False):
+        at = table[(table.model == row.model) & (table.network == _claim_network(row))]
+        at = at.set_index("method")
+        g = at.loc[row.sparsifier]
+        own = g["t_compute"] + g["t_comm"]  # the step without its selection
+        slower = False
+        for ref in REFERENCES[row.claim]:
+            r = at.loc[ref]
+            free = (r["t_compute"] + r["t_comm"]) / own
+            assert f"over {sparsifier_name(ref)} {free:.3f}x" in row.evidence
+            slower |= ref != "topk" and free < 1 - ERRORS[
+                "wfbp" if ref == "dense-wfbp" else "no-overlap"]
+        assert row.verdict == ("fails" if slower else "inconclusive")
+        assert row.evidence.startswith(report.BREAKEVEN_EVIDENCE) and np.isnan(row.fraction)
+        assert f"{g['t_select'] * 1e3:.3g}" not in row.evidence.split("; dense")[0]
+        assert "not counted: break-even selection times" in row.condition
+        assert row.selection_basis == "break-even"
+        for ref in REFERENCES[row.claim]:
+            column = "breakeven_ms" if ref != "topk" else "breakeven_topk_ms"
+            assert getattr(row, column) == pytest.approx(g[pm.breakeven_column(ref)] * 1e3)
 
 
 @pytest.mark.parametrize("speedups, errors, verdict", [
@@ -125,7 +180,8 @@ def test_write_scaling_from_a_results_folder(tmp_path):
         assert (tmp_path / "figures" / f"{name}.png") in files
         assert "prediction" in caption and "resnet20: measured here, CPU, benchmark" in caption
         assert "this machine" in caption
-    assert len(claims) == 2 * table["network"].nunique() * len(report.CLAIMS)
+    assert len(claims) == 2 * table["network"].nunique() * len(report.CLAIMS) * len(
+        report.CLAIM_SPARSIFIERS)
 
 
 def test_write_scaling_uses_the_published_gpu_inputs_by_default(tmp_path):
@@ -146,7 +202,9 @@ def test_write_scaling_uses_the_published_gpu_inputs_by_default(tmp_path):
     assert claims["condition"].str.startswith(
         "prediction, not a measurement: GPU inputs from published measurements").all()
     assert claims["condition"].str.contains("warning:").all()
-    assert len(claims) == len(gpu) * table["network"].nunique() * len(report.CLAIMS)
+    assert claims["evidence"].str.startswith(report.BREAKEVEN_EVIDENCE).all()
+    assert len(claims) == len(gpu) * table["network"].nunique() * len(report.CLAIMS) * len(
+        report.CLAIM_SPARSIFIERS)
     assert all("GPU inputs from published measurements" in caption for _, caption, _ in figures)
 
 
@@ -197,29 +255,32 @@ def test_validation_table_predicts_from_calibration(tmp_path):
 
 
 def test_committed_p16_table_regenerates_and_the_docs_show_it():
-    from topkscope.perf import model as pm
-
     path = REFERENCE / "scaling" / "p16-published.csv"
     table, notes = report.scaling_table(pm.PAPER_MODELS, ["10gbe-fit", "ib100-fit"], [16])
     assert notes == []
+    committed = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    committed["condition"] = text_column(committed, "condition")  # no training condition
     pd.testing.assert_frame_equal(table.reset_index(drop=True),
-                                  pd.read_csv(path, keep_default_na=False, na_values=[""])
-                                  .astype(table.dtypes.to_dict()),
+                                  committed.astype(table.dtypes.to_dict()),
                                   check_exact=False, rtol=1e-9)
     docs = (REFERENCE.parents[1] / "docs" / "scaling.md").read_text()
-    assert report.speedup_markdown(pd.read_csv(path)) in docs
+    assert report.breakeven_markdown(pd.read_csv(path)) in docs
     # the speed-ups in that table are the ratios of the step times
     g = table[table["method"] == "gaussiank"].set_index(["model", "network"])
     d = table[table["method"] == "dense-fp16"].set_index(["model", "network"])
     np.testing.assert_allclose(g["speedup_vs_dense_fp16"], d["t_step"] / g["t_step"])
+    # its break-even selection times: Gaussian-k selected in exactly that time ties the step
+    np.testing.assert_allclose(g["t_compute"] + g["t_comm"] + g["breakeven_select_vs_dense_fp16"],
+                               d["t_step"])
 
 
 def test_each_predicted_verdict_reads_as_a_sentence_with_its_speedups():
     from topkscope.reproduce.findings import findings_markdown, verdict_sentence
 
-    table, _ = report.scaling_table(["fnn3"], ["1gbe", "nvlink"], [16], selection=_selection(),
+    table, _ = report.scaling_table(["fnn3"], ["1gbe", "nvlink"], [16],
+                                    selection=_selection().drop(columns="device"),
                                     compute_s=0.01)
-    claims = report.claims_rows(table, errors=ERRORS)
+    claims = report.claims_rows(table, sparsifiers="gaussiank", errors=ERRORS)
     start = {"holds": "Predicted faster", "fails": "Predicted slower",
              "inconclusive": "Within the model's validated error"}
     for row in claims.itertuples(index=False):
@@ -230,4 +291,48 @@ def test_each_predicted_verdict_reads_as_a_sentence_with_its_speedups():
         assert f"{g.speedup_vs_dense_fp16:.3g}× over Dense fp16" in sentence \
             or not row.claim.endswith("_fp16")
     md = findings_markdown(claims)
-    assert "| fnn3 | over Dense + WFBP |" in md and "user" in md
+    assert "| FNN-3 | Gaussian-k | over Dense + WFBP | " in md and "user" in md
+    # another device's selection times: the break-even sentence and cells
+    table, _ = report.scaling_table(["fnn3"], ["1gbe"], [16], selection=_selection())
+    claims = report.claims_rows(table, errors=ERRORS)
+    start = {"fails": "Predicted slower than a baseline even if its selection cost nothing",
+             "inconclusive": "Decided by its selection time on the compute's device"}
+    for row in claims.itertuples(index=False):
+        assert verdict_sentence(row).startswith(start[row.verdict]) and row.cause in \
+            verdict_sentence(row)
+    md = findings_markdown(claims)
+    for method in ("gaussiank", "gaussiank-2019"):  # the cells formatted from the columns
+        g = table[table.method == method].iloc[0]
+        row = claims[(claims.sparsifier == method)
+                     & (claims.claim == "gaussiank_speedup_p16")].iloc[0]
+        over_topk = g.breakeven_select_over_topk * 1e3
+        assert (f"| FNN-3 | {sparsifier_name(method)} | over Dense, Top-k | {row.verdict}: "
+                f"break-even selection < {g.breakeven_select_vs_dense * 1e3:.3g} ms vs Dense, "
+                f"Top-k's {'+' if over_topk >= 0 else '−'}{abs(over_topk):.3g} ms |") in md
+
+
+def test_selection_table_prefers_the_computes_device(tmp_path, monkeypatch):
+    cpu = tmp_path / "results" / "bench" / "selection.csv"
+    cpu.parent.mkdir(parents=True)
+    _selection().to_csv(cpu, index=False)
+    gpu = tmp_path / "bench-gpu" / "selection.csv"
+    gpu.parent.mkdir()
+    _selection().assign(device="cuda:0", median_ms=1.0).to_csv(gpu, index=False)
+    monkeypatch.setattr(report, "REFERENCE_GPU_BENCH", gpu.parent)
+    root = tmp_path / "results"
+    from topkscope.perf.inputs import table_device
+
+    assert table_device(report.selection_table(root, device="gpu")) == "gpu"
+    assert table_device(report.selection_table(root, device="cpu")) == "cpu"
+    assert table_device(report.selection_table(root)) == "cpu"  # any: the results' own first
+    assert table_device(report.selection_table(root, path=gpu, device="cpu")) == "gpu"
+    assert report.selection_device("published") == "gpu"
+    assert report.selection_device("here") == "cpu" and report.selection_device(
+        "published", compute_s=0.1) is None
+    # with the GPU CSV the published predictions are judged on their speed-ups
+    table, _ = report.scaling_table(["fnn3"], ["10gbe-fit"], [16], results_root=root)
+    assert (table["selection_basis"] == "measured").all() and (table["inputs_warning"] == "").all()
+    claims = report.claims_rows(table, errors=ERRORS)
+    assert claims["evidence"].str.startswith("predicted speed-up").all()
+    with pytest.raises(ValueError, match="does not exist"):
+        report.selection_table(root, path=tmp_path / "none.csv")

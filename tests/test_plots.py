@@ -204,7 +204,7 @@ def test_selection_time_from_the_benchmark_table(small):
     baseline = [line for line in rax.lines if line.get_label() == "torch.topk (baseline)"][0]
     np.testing.assert_allclose(baseline.get_ydata(), 1.0)
     labels = {line.get_label() for line in tax.lines}
-    assert labels == {"torch.topk (baseline)", "Top-k", "Gaussian-k", "Rand-k"}
+    assert labels == {"torch.topk (baseline)", "Top-k", "Gaussian-k", "Gaussian-k (2019)", "Rand-k"}
     part = bench[(bench["density"] == 0.001) & (bench["method"] == "gaussiank")].sort_values("d")
     gk = [line for line in tax.lines if line.get_label() == "Gaussian-k"][0]
     np.testing.assert_allclose(gk.get_ydata(), part["median_ms"])

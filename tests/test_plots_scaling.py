@@ -110,3 +110,41 @@ def test_the_layout_check_catches_crowded_figures():
     fig.text(0.98, 0.5, "a title cut at the right edge")
     with pytest.raises(AssertionError, match="outside the canvas"):
         _check_layout(fig)
+
+
+def test_breakeven_fits_a_page_and_draws_the_break_even_times(table):
+    fig = scaling.breakeven(table)
+    _check_layout(fig)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == len(pm.PAPER_MODELS)
+    assert all(ax.get_xscale() == "linear" for ax in panels)  # negative values: never
+    at = table[(table["workers"] == 16) & table["network"].isin(scaling.CLUSTER_NETWORKS)
+               & ~table["method"].isin(pm.DENSE_METHODS)]
+    sub = at[at["model"] == pm.PAPER_MODELS[0]]
+    bars = sorted(p.get_width() for p in panels[0].patches)
+    np.testing.assert_allclose(bars, np.sort(sub["breakeven_select_vs_dense"] * 1e3))
+    marks = panels[0].lines[0].get_xdata()
+    shown = sub[sub["method"] != "topk"]["breakeven_select_over_topk"] * 1e3
+    np.testing.assert_allclose(np.sort(marks[np.isfinite(marks)]), np.sort(shown))
+    labels = [t.get_text() for t in panels[0].get_yticklabels()]
+    assert "Gaussian-k (2019) · 10 GbE (measured)" in labels
+
+
+def test_time_to_target_fits_a_page_and_draws_the_mean_over_seeds(tmp_path):
+    from tests.test_perf_time_to_accuracy import _gpu_selection, _run, _seeded
+    from topkscope.perf.time_to_accuracy import time_to_accuracy_table
+
+    _seeded(tmp_path)
+    _run(tmp_path, "g-failed", "gaussiank-2019", 3, (0.5,), status="failed", ratio=2.0)
+    _run(tmp_path, "topk3", "topk", 3, (0.8, 0.9, 0.95))
+    frame, _ = time_to_accuracy_table(tmp_path, selection=_gpu_selection())
+    fig = scaling.time_to_target(frame)
+    _check_layout(fig)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == 2  # one experiment, two networks
+    assert panels[0].get_title() == "conv · 10 GbE (measured)"
+    sub = frame[frame["network"] == "10gbe-fit"]
+    means = sub.groupby("method")["time_to_target_s"].mean()  # NaN (never) left out
+    np.testing.assert_allclose(sorted(p.get_width() for p in panels[0].patches),
+                               sorted(means))
+    assert any(t.get_text() == "never on 1/4 seeds" for t in panels[0].texts)

@@ -76,6 +76,12 @@ COLUMNS = [
     "section", "cause", "metric", "margin", "diff_mean", "n_failed_seeds", "traffic_warmup",
     "traffic_target", "gennorm_beta",
 ]  # fmt: skip
+# what the prediction rows (section "prediction": topkscope.perf.report's speed-ups and
+# topkscope.perf.time_to_accuracy's times to the target) add to COLUMNS (docs/design.md)
+PREDICTION_COLUMNS = [
+    "network", "inputs", "baselines", "training_condition", "selection_basis", "breakeven_ms",
+    "breakeven_topk_ms", "model_error",
+]  # fmt: skip
 SECTIONS = ("distribution", "convergence", "prediction", "check")
 ALL_CONDITIONS = "all conditions (target density)"
 NO_UNITS = "no units recorded"

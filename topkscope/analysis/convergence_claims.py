@@ -70,20 +70,42 @@ class SeedRun:
     error: str
     sent: pd.Series           # selected per step (index: step)
     warmup: pd.Series         # per step (index: step): 1.0 warm-up, 0.0 target, NaN unknown
+    run: object = None        # the loaded run it stands for
 
 
-def final_metric(run) -> tuple[float, str] | None:
-    """(metric, metric_name) at the last evaluated step: split test, else valid/val, else any."""
+EVAL_SPLITS = ("test", "valid", "val")  # the held-out splits the final metric prefers, in order
+
+
+def evaluated(run) -> tuple[pd.DataFrame, str] | None:
+    """(rows, metric_name): the run's evaluation rows with a finite metric of the split the
+    final metric reads (test, else valid/val, else any), sorted by step (stable), and the
+    metric's name at the last of them; None without an evaluation."""
     ev = run.eval
     if ev is None or ev.empty or "metric" not in ev:
         return None
-    for split in ("test", "valid", "val", None):
+    for split in (*EVAL_SPLITS, None):
         rows = ev if split is None else ev[ev["split"] == split]
         rows = rows[np.isfinite(rows["metric"].astype("float64").to_numpy())]
         if not rows.empty:
-            last = rows[rows["step"] == rows["step"].max()].iloc[-1]
-            return float(last["metric"]), str(last.get("metric_name", "accuracy"))
+            rows = rows.sort_values("step", kind="stable").reset_index(drop=True)
+            return rows, str(rows.iloc[-1].get("metric_name", "accuracy"))
     return None
+
+
+def final_metric(run) -> tuple[float, str] | None:
+    """(metric, metric_name) at the last evaluated step of the split `evaluated` reads."""
+    found = evaluated(run)
+    if found is None:
+        return None
+    rows, name = found
+    return float(rows["metric"].iloc[-1]), name
+
+
+def topk_condition(condition: str) -> str:
+    """The condition of the Top-k runs a method's runs under `condition` are paired with: the
+    method's density warm-up, without its own deviations ("warmup=paper; empty_fallback=topk"
+    -> "warmup=paper")."""
+    return condition.split("; ")[0]
 
 
 def claim_family(sparsifier: str) -> str:
@@ -109,16 +131,19 @@ def _seed_run(run) -> SeedRun:
         warm = pd.Series(np.asarray(in_warmup, dtype=np.float64), index=tr["step"].to_numpy())
     return SeedRun(metric=final[0] if final else math.nan, name=final[1] if final else None,
                    failed=m.get("status") == "failed", error=str(m.get("error") or ""),
-                   sent=sent, warmup=warm)
+                   sent=sent, warmup=warm, run=run)
 
 
-def _cells(runs: list) -> dict[tuple, dict[int, SeedRun]]:
-    """(experiment, density, condition, method) -> {seed: SeedRun}; a complete run of a seed
-    wins over a failed one. Top-k runs sit under method "topk" of their own condition."""
+def seed_cells(runs: list, dense: bool = False) -> dict[tuple, dict[int, SeedRun]]:
+    """(experiment, density, condition, method) -> {seed: SeedRun}: the run standing for each
+    seed, complete or failed (a complete run of a seed wins over a failed one; a complete run
+    without an evaluation stands for nothing). Top-k runs sit under method "topk" of their own
+    condition; dense runs are left out unless `dense`."""
     cells: dict[tuple, dict[int, SeedRun]] = {}
     for run in runs:
         m = run.manifest
-        if m.get("status") not in USED_STATUSES or m.get("sparsifier") == "dense":
+        if m.get("status") not in USED_STATUSES or (m.get("sparsifier") == "dense"
+                                                    and not dense):
             continue
         seed_run = _seed_run(run)
         if seed_run.name is None and not seed_run.failed:
@@ -134,7 +159,7 @@ def _cells(runs: list) -> dict[tuple, dict[int, SeedRun]]:
 def rows(runs: list, margin: float = verdicts.ACCURACY_MARGIN_POINTS,
          perplexity_margin: float = verdicts.PERPLEXITY_MARGIN_PCT) -> list[dict]:
     """The accuracy and traffic rows (claims COLUMNS, less model/dataset) of `runs`."""
-    cells = _cells(runs)
+    cells = seed_cells(runs)
     densities: dict = {}
     for experiment, density, _, _ in cells:
         densities.setdefault(experiment, set()).add(density)
@@ -143,9 +168,7 @@ def rows(runs: list, margin: float = verdicts.ACCURACY_MARGIN_POINTS,
             cells.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
         if method == "topk":
             continue
-        # Top-k of the same condition without the method's own deviations: the warm-up part
-        warmup = condition.split("; ")[0]
-        topk = cells.get((experiment, density, warmup, "topk"), {})
+        topk = cells.get((experiment, density, topk_condition(condition), "topk"), {})
         named = (f"{condition}; rho={float(density):g}" if len(densities[experiment]) > 1
                  else condition)  # a density sensitivity: one row per density, named
         out += _method_rows(experiment, density, named, method, by_seed, topk, margin,
@@ -184,8 +207,9 @@ def _mean(values: list[float]) -> float:
     return float(x.mean()) if x.size and np.isfinite(x).all() else math.nan
 
 
-def _failure_value(seed_run: SeedRun, name: str) -> tuple[float, str]:
-    """(metric, note) a seed's run counts with: its last evaluated metric, or the worst."""
+def seed_value(seed_run: SeedRun, name: str) -> tuple[float, str]:
+    """(metric, note) a seed's run counts with: its final metric; a failed run its last
+    evaluated metric, or the metric's worst value (verdicts.WORST) when it never evaluated."""
     if not seed_run.failed:
         return seed_run.metric, ""
     why = seed_run.error or "run failed"
@@ -212,8 +236,8 @@ def _method_rows(experiment, density, condition, method, mine, topk, margin,
         acc = {**base, "evidence": f"{where}: no seed has runs of both topk and {method}",
                "verdict": verdict, "cause": cause}
         return [acc, {**acc, "claim": f"{family}_traffic"}]
-    mine_vals = {s: _failure_value(mine[s], name) for s in seeds}
-    topk_vals = {s: _failure_value(topk[s], name) for s in seeds}
+    mine_vals = {s: seed_value(mine[s], name) for s in seeds}
+    topk_vals = {s: seed_value(topk[s], name) for s in seeds}
     diffs = [verdicts.paired_difference(name, topk_vals[s][0], mine_vals[s][0]) for s in seeds]
     mean, low, high = verdicts.paired_interval(diffs)
     verdict, cause = verdicts.convergence_verdict(low, high, len(seeds), base["n_failed_seeds"],

@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_margin_arguments(p: argparse.ArgumentParser) -> None:
     """--margin and --perplexity-margin: the claims' non-inferiority margins (also used by
-    `topkscope figures`)."""
+    `topkscope figures`, where they set the time-to-accuracy target too)."""
     from topkscope.analysis.verdicts import ACCURACY_MARGIN_POINTS, PERPLEXITY_MARGIN_PCT
 
     p.add_argument("--margin", type=float, default=ACCURACY_MARGIN_POINTS, metavar="POINTS",

@@ -45,6 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="training runs at a time (default: 2 in the quick and standard "
                         "profiles on a 2+-core CPU, each run using one thread; 1 in the full "
                         "profile)")
+    p.add_argument("--selection-csv", type=Path, metavar="CSV",
+                   help="selection benchmark CSV for the predictions (e.g. benchmarks/"
+                        "selection.py run on a GPU; default: the first of RESULTS/bench/"
+                        "selection.csv and the committed references measured on the compute's "
+                        "device)")
     claims.add_margin_arguments(p)
     p.add_argument("--dry-run", action="store_true",
                    help="print every run folder, its state and its `topkscope run` command; "
@@ -62,8 +67,8 @@ def main(args: argparse.Namespace, driver: Callable) -> int:
                    data_root=args.data, only=args.only, run=not args.no_run,
                    bench=not args.no_bench, launcher=args.launcher, dry_run=args.dry_run,
                    parallel=args.parallel, notebooks=not args.no_notebooks,
-                   tables=not args.no_tables, margin=args.margin,
-                   perplexity_margin=args.perplexity_margin)
+                   tables=not args.no_tables, selection_csv=args.selection_csv,
+                   margin=args.margin, perplexity_margin=args.perplexity_margin)
     try:
         outcome = driver(lambda m: print(m, flush=True), **options)
     except ValueError as exc:

@@ -9,10 +9,13 @@ compute table (topkscope.perf.published), or (--inputs here) the model's complet
 model given only by its parameter count (then --compute-s is needed); --batch B is the
 per-worker batch: it rescales a table's compute time linearly and gives the throughput.
 
-Prints one row per (method, P): compute, selection and communication milliseconds, t_step, the
-speed-ups over dense, Top-k, Dense + WFBP and Dense fp16, the throughput, the crossover
-bandwidth, and where each input came from (measured here, published, preset, user, nominal);
-a warning when the selection times come from another device than the compute. A value that
+Prints one row per (method, training condition of its counts, P): compute, selection and
+communication milliseconds, t_step, the speed-ups over dense, Top-k, Dense + WFBP and Dense
+fp16, the throughput, the crossover bandwidth, the break-even selection times (the longest
+selection that still beats each baseline), and where each input came from (measured here,
+published, preset, user, nominal); a warning when the selection times come from another device
+than the compute. The selection CSV is --selection-csv, else the first measured on the
+compute's device (topkscope.perf.report.selection_table). A value that
 does not apply prints as a dash, explained in a footnote. --csv writes the same table (every
 column; docs/scaling.md documents each).
 """
@@ -68,8 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--select-s", type=_select_pair, action="append", default=[],
                    metavar="METHOD=S", help="selection seconds of a method (repeatable)")
     p.add_argument("--selection-csv", type=Path,
-                   help="selection benchmark CSV (default: RESULTS/bench/selection.csv, else "
-                        "the committed CPU reference)")
+                   help="selection benchmark CSV (default: the first of RESULTS/bench/"
+                        "selection.csv and the committed GPU, then CPU, references measured on "
+                        "the compute's device; else the first that exists)")
     p.add_argument("--compute-csv", type=Path,
                    help="model-compute benchmark CSV of --inputs here, used when the model has "
                         "no complete run (default: RESULTS/bench/model_compute.csv, else the "
@@ -150,7 +154,8 @@ def main(args: argparse.Namespace) -> int:
         opts = pm.Options(layout=args.layout, padded=not args.unpadded,
                           algorithm=args.algorithm, overlap=args.overlap)
         results = args.results if args.results.is_dir() else None
-        selection = report.selection_table(results, args.selection_csv)
+        selection = report.selection_table(results, args.selection_csv,
+                                           report.selection_device(args.inputs, args.compute_s))
         compute = report.compute_table(results, args.compute_csv) \
             if args.inputs == "here" else None
         table, notes = report.scaling_table(
@@ -171,18 +176,24 @@ def main(args: argparse.Namespace) -> int:
              f"{_number(first['batch_per_worker'], '.0f')}, {opts.label()}"]
     if first["inputs_warning"]:
         lines.append(f"warning: {first['inputs_warning']}")
-    for row in table.itertuples(index=False):
-        overlap = f" (overlaps {row.overlap:.3g} of compute)" if row.overlap else ""
-        speedups = ", ".join(f"{ref} {_number(getattr(row, pm.speedup_column(ref)), '.3f', 'x')}"
+    for row in table.to_dict("records"):
+        overlap = f" (overlaps {row['overlap']:.3g} of compute)" if row["overlap"] else ""
+        speedups = ", ".join(f"{ref} {_number(row[pm.speedup_column(ref)], '.3f', 'x')}"
                              for ref in pm.SPEEDUP_REFERENCES if ref in methods)
-        lines += [f"  P={row.workers:<5} {row.method:<15} t_step {row.t_step * 1e3:10.3f} ms = "
-                  f"compute {row.t_compute * 1e3:.3f} + select {row.t_select * 1e3:.3f} + comm "
-                  f"{row.t_comm * 1e3:.3f}{overlap}",
+        name = row["method"] + (f" [{row['condition']}]" if row["condition"] else "")
+        lines += [f"  P={row['workers']:<5} {name:<15} t_step {row['t_step'] * 1e3:10.3f} ms = "
+                  f"compute {row['t_compute'] * 1e3:.3f} + select {row['t_select'] * 1e3:.3f} "
+                  f"+ comm {row['t_comm'] * 1e3:.3f}{overlap}",
                   f"      speed-up over {speedups}; throughput "
-                  f"{_number(row.throughput, '.1f', ' samples/s')}; "
-                  f"{_crossover(row.crossover_gbit)}",
-                  f"      sources: compute {row.compute_source}; select {row.select_source}; "
-                  f"counts {row.count_source}; comm {row.comm_source}"]
+                  f"{_number(row['throughput'], '.1f', ' samples/s')}; "
+                  f"{_crossover(row['crossover_gbit'])}"]
+        if row["method"] not in pm.DENSE_METHODS:
+            lines.append("      break-even: " + "; ".join(
+                report.breakeven_text(ref, row[pm.breakeven_column(ref)])
+                for ref in pm.SPEEDUP_REFERENCES if ref in methods and ref != row["method"]))
+        lines.append(f"      sources: compute {row['compute_source']}; select "
+                     f"{row['select_source']}; counts {row['count_source']}; comm "
+                     f"{row['comm_source']}")
     if any(DASH in line for line in lines):
         lines.append(FOOTNOTE)
     print("\n".join(lines))

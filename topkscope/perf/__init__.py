@@ -8,4 +8,6 @@
     published  GPU compute and a check of the model from published cluster measurements
     model      t_step = t_compute + t_select + t_communicate; predictions, crossover
     report     the tidy scaling table, its figures and the claims rows
+    time_to_accuracy  predicted wall-clock to an accuracy target from the seeded convergence
+               runs, its table, figure and claims rows
 """

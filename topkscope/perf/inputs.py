@@ -8,12 +8,16 @@
   (benchmarks/selection.py: columns method, d, density, distribution, median_ms, device),
   interpolated linearly in log d - log t between the two nearest sizes, extrapolated from the
   last two sizes outside the measured range (and said so), or given by the user.
-- counts: elements a worker sends. For approximate selectors the per-step largest count over
-  workers, from that method's own run: train.parquet `selected_max` (the training loop's
-  largest count over workers; divided by the run's own `k` column, the target count per
-  worker, when present), else `count_max`, else per-worker `count_<rank>` columns; else the recorded stats' `<method>_count` (global layer, u, the
-  density) maxed over ranks per step; else train.parquet `selected` (a mean over workers:
-  an underestimate of the largest); else the nominal k. The source says which.
+- counts: elements a worker sends. Dense methods send d and exact or fixed-count sparsifiers
+  k (sends_k). Every other method's ratio is measured in its own complete runs, per training
+  condition (topkscope.manifest.condition_of: "warmup=none", "warmup=paper", ...; two
+  conditions are never mixed) and seed: per run the mean over steps of (largest count over
+  workers) / k (run_count_ratio: train.parquet `selected_max` over the run's own `k` column,
+  else `count_max` or per-worker `count_<rank>` columns, else the run's recorded
+  `<method>_count`, else the mean `selected`, an underestimate); per condition the mean over
+  seeds, with each seed's ratio (Counts). Without runs of the method, what the recorder
+  measured of it on other methods' u under that condition (never dense runs), else the
+  nominal k. The source says which.
 
 Every value is an `Input(value, source, device)`; the model and the tables print the sources,
 and `device_mismatch` warns when a selection time was measured on another device than the
@@ -30,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from topkscope.manifest import find_runs
+from topkscope.manifest import condition_of, find_runs
 
 WARMUP_STEPS = 2
 SELECTION_COLUMNS = {"method", "d", "density", "median_ms"}
@@ -142,6 +146,12 @@ def read_selection_csv(path: str | Path) -> pd.DataFrame:
     return _read_bench_csv(path, SELECTION_COLUMNS, "selection benchmark")
 
 
+def table_device(table: pd.DataFrame) -> str | None:
+    """"cpu" or "gpu": the device a benchmark CSV was measured on (its `device` column; None
+    when it has none, or several)."""
+    return _device_kind(set(table["device"].astype(str))) if "device" in table else None
+
+
 def selection_time(table: pd.DataFrame, method: str, d: int, density: float,
                    distribution: str = "normal") -> Input | None:
     """Seconds to select at (d, density) by log-log interpolation in d (None: not measured).
@@ -151,7 +161,7 @@ def selection_time(table: pd.DataFrame, method: str, d: int, density: float,
     """
     if method in NO_SELECTION:
         return Input(0.0, "none (dense sends everything)")
-    rows = table[table["method"] == method]
+    rows = table[(table["method"] == method) & table["median_ms"].notna()]  # NaN: not timed
     if rows.empty:
         return None
     if "distribution" in rows and (rows["distribution"] == distribution).any():
@@ -177,7 +187,7 @@ def selection_time(table: pd.DataFrame, method: str, d: int, density: float,
     device = str(rows["device"].iloc[0]) if "device" in rows else "?"
     name = table.attrs.get("name", "selection CSV")
     density_note = f"rho={near:g}" + ("" if np.isclose(near, density) else f" for {density:g}")
-    return Input(seconds, f"measured here ({name}, {device}, {dist_label}, {density_note}, {how})",
+    return Input(seconds, f"measured ({name}, {device}, {dist_label}, {density_note}, {how})",
                  _device_kind({device}))
 
 
@@ -185,6 +195,42 @@ def selection_time(table: pd.DataFrame, method: str, d: int, density: float,
 _PER_WORKER = re.compile(r"^count_(?:rank)?(\d+)$")
 # train.parquet columns holding the per-step largest count over workers, preferred first
 MAX_COUNT_COLUMNS = ("selected_max", "count_max")
+# methods of the step-time model whose count is k by construction (gtopk: Top-k, then a tree)
+_SENDS_K = ("torch.topk", "gtopk")
+
+
+@dataclass(frozen=True)
+class Counts(Input):
+    """A count ratio measured in runs: `value` is the mean over seeds of each seed's ratio;
+    `condition` the training condition (topkscope.manifest.condition_of) of every run behind
+    it; `per_seed` ((seed, ratio), ...), each ratio the mean over that seed's runs."""
+
+    condition: str = ""
+    per_seed: tuple[tuple[int, float], ...] = ()
+
+    @property
+    def low(self) -> float:
+        return min((r for _, r in self.per_seed), default=self.value)
+
+    @property
+    def high(self) -> float:
+        return max((r for _, r in self.per_seed), default=self.value)
+
+
+def sends_k(method: str) -> bool:
+    """True when a method's count needs no measurement: the dense methods send d, and exact or
+    fixed-count sparsifiers (topk, gaussiank, randk; `exact` / `fixed_count`) exactly k."""
+    from topkscope.sparsify import available, get_sparsifier
+
+    if method in NO_SELECTION or method in _SENDS_K:
+        return True
+    if method not in available():
+        return False
+    try:
+        sparsifier = get_sparsifier(method)
+    except ValueError:  # a method that needs parameters (threshold): not fixed by its name
+        return False
+    return bool(sparsifier.exact or sparsifier.fixed_count)
 
 
 def _max_over_workers_columns(train: pd.DataFrame) -> tuple[pd.Series, str] | None:
@@ -221,49 +267,125 @@ def _stats_counts(run_dir: Path, method: str, density: float) -> pd.Series | Non
     return ratio.groupby(rows["step"]).max()
 
 
-def count_ratio(results_root: str | Path | None, model: str, method: str, density: float,
-                d: int) -> Input:
-    """Median over steps of (largest count over workers) / k for `method`, with its source.
+def run_count_ratio(run_dir: str | Path, method: str, density: float,
+                    k_nominal: int) -> tuple[float, str] | None:
+    """(ratio, where it was read) of one run of `method`: the mean over its steps of the
+    largest count over workers / k. Step time is linear in that largest count (the padded
+    exchange moves it from every worker), so the mean over steps gives the run's whole
+    exchange time; every step counts (a median would drop the steps that cost the most).
 
-    Exact Top-k (and dense) send exactly k (d): ratio 1 from the definition.
+    Read from train.parquet `selected_max` (else `count_max`, else the largest of the
+    per-worker `count_<rank>` columns) over the run's own `k` column (the target per worker at
+    that step's density), or over `k_nominal` where the run has no k; else the run's recorded
+    `<method>_count` (max over ranks per recorded step / the recorded k); else train.parquet
+    `selected` / k (a mean over workers: below the largest). None: the run has none of them.
     """
+    run_dir = Path(run_dir)
+    path = run_dir / "train.parquet"
+    train = pd.read_parquet(path) if path.is_file() else pd.DataFrame()
+    own_k = ("k" in train.columns and train["k"].notna().all()
+             and bool((train["k"].astype(float) > 0).all()))
+    k = train["k"].astype(float) if own_k else float(k_nominal)
+    over = "k" if own_k else f"k of rho={density:g} ({k_nominal})"
+    found = _max_over_workers_columns(train)
+    if found is not None:
+        series, how = found
+        ratio = (series / k)[series.notna()]
+        return float(ratio.mean()), f"train.parquet {how} / {over}"
+    recorded = _stats_counts(run_dir, method, density)
+    if recorded is not None:
+        return float(recorded.mean()), f"recorded {method}_count / k, max over ranks per step"
+    if "selected" in train.columns and train["selected"].notna().any():
+        ratio = (train["selected"].astype(float) / k)[train["selected"].notna()]
+        return float(ratio.mean()), (f"train.parquet selected / {over} (a mean over workers, "
+                                     "below the largest)")
+    return None
+
+
+def run_k(manifest: dict, density: float, d: int) -> int:
+    """k at `density` of the run's own parameter count (manifest num_parameters), else of d."""
     from topkscope.sparsify.base import k_from_density
 
-    if method in ("topk", "torch.topk", "randk", *NO_SELECTION):
-        return Input(1.0, "exact (k by definition)")
-    runs = complete_runs(results_root, model) if results_root is not None else []
-    k = k_from_density(density, d)
-    own = [(r, m) for r, m in runs if m.get("sparsifier") == method
-           and np.isclose(float(m.get("density", -1)), density)]
-    for run_dir, man in own:
-        path = run_dir / "train.parquet"
-        if not path.is_file():
-            continue
-        train = pd.read_parquet(path)
-        train = train[train["step"] >= WARMUP_STEPS]
-        found = _max_over_workers_columns(train)
-        if found is not None and found[0].notna().any():
-            series, how = found
-            if "k" in train.columns and train["k"].notna().all() and (train["k"] > 0).all():
-                # the run's own per-worker target: the ratio stays right if its d differs
-                return Input(float(np.nanmedian(series / train["k"].astype(float))),
-                             f"measured ({method} run {run_dir.name}, train.parquet {how} / k, "
-                             f"P={man.get('world_size')})")
-            return Input(float(np.nanmedian(series)) / k,
-                         f"measured ({method} run {run_dir.name}, train.parquet {how}, "
-                         f"P={man.get('world_size')})")
-    for run_dir, man in own + [(r, m) for r, m in runs if (r, m) not in own]:
-        series = _stats_counts(run_dir, method, density)
-        if series is not None:
-            series = series[series.index >= WARMUP_STEPS] if len(series) > 1 else series
-            return Input(float(series.median()),
-                         f"measured (recorded {method}_count / k of run {run_dir.name}, max over "
-                         f"{man.get('world_size')} ranks per step)")
-    for run_dir, _man in own:
-        train = pd.read_parquet(run_dir / "train.parquet", columns=["step", "selected"])
-        sel = train[train["step"] >= WARMUP_STEPS]["selected"].dropna()
-        if not sel.empty:
-            return Input(float(sel.median()) / k,
-                         f"measured ({method} run {run_dir.name}, train.parquet selected: a "
-                         "mean over workers, below the largest)")
-    return Input(1.0, "nominal k (no run of this method measured its counts)")
+    return k_from_density(density, int(manifest.get("num_parameters") or d))
+
+
+def seed_counts(results_root: str | Path, model: str, method: str, density: float, d: int,
+                condition: str) -> Counts | None:
+    """`method`'s count ratio under one training condition, per seed, from its own complete
+    runs of `model` at `density` (run_count_ratio of each; several runs of one seed: their
+    mean). Without such runs, the `<method>_count` the recorder measured on the u of the
+    model's complete non-dense runs under that condition (another method's training: the
+    source says so). None when neither exists. Dense runs never count."""
+    per_seed: dict[int, list[float]] = {}
+    hows, workers = set(), set()
+    for run in find_runs(results_root, model=model, sparsifier=method, density=density,
+                         condition=condition):
+        got = run_count_ratio(run.path, method, density, run_k(run.manifest, density, d))
+        if got is not None:
+            per_seed.setdefault(int(run.manifest.get("seed") or 0), []).append(got[0])
+            hows.add(got[1])
+            workers.add(str(run.manifest.get("world_size")))
+    whose = f"{method}'s own runs"
+    if not per_seed:
+        for run in find_runs(results_root, model=model, condition=condition):
+            trained = run.manifest.get("sparsifier")
+            if trained in NO_SELECTION or trained == method:
+                continue
+            recorded = _stats_counts(run.path, method, density)
+            if recorded is not None:
+                per_seed.setdefault(int(run.manifest.get("seed") or 0), []).append(
+                    float(recorded.mean()))
+                hows.add(f"recorded {method}_count / k on {trained}'s u, max over ranks per "
+                         "step")
+                workers.add(str(run.manifest.get("world_size")))
+        whose = f"not {method}'s own training"
+    if not per_seed:
+        return None
+    ratios = tuple(sorted((seed, float(np.mean(v))) for seed, v in per_seed.items()))
+    values = [r for _, r in ratios]
+    n_runs = sum(len(v) for v in per_seed.values())
+    return Counts(float(np.mean(values)),
+                  f"measured ({whose}, {condition}: mean over steps of "
+                  f"{'; '.join(sorted(hows))}; mean over {len(ratios)} seed(s), "
+                  f"{min(values):.3g}-{max(values):.3g}; {n_runs} run(s), "
+                  f"P={'/'.join(sorted(workers))})", None, condition, ratios)
+
+
+def method_conditions(results_root: str | Path, model: str, method: str,
+                      density: float) -> list[str]:
+    """The training conditions of `method`'s complete runs of `model` at `density`, sorted;
+    without any, those of the model's complete runs of another sparsifier (whose recorder may
+    have measured `method`'s count on their u; seed_counts says whether it did)."""
+    own = find_runs(results_root, model=model, sparsifier=method, density=density)
+    runs = own or [r for r in find_runs(results_root, model=model)
+                   if r.manifest.get("sparsifier") not in (*NO_SELECTION, method)]
+    return sorted({condition_of(r.manifest) for r in runs})
+
+
+def count_ratios(results_root: str | Path | None, model: str, method: str, density: float,
+                 d: int) -> list[Input]:
+    """`method`'s count ratio per training condition (a Counts each, never mixing two
+    conditions): one Input of ratio 1 for a method that sends k by construction (sends_k), and
+    one nominal Input (ratio 1, "nominal k") when no run measured its counts."""
+    if sends_k(method):
+        return [Input(1.0, "exact (k by definition)")]
+    found = [] if results_root is None else [
+        c for cond in method_conditions(results_root, model, method, density)
+        if (c := seed_counts(results_root, model, method, density, d, cond)) is not None]
+    return found or [Input(1.0, "nominal k (no run of this method measured its counts)")]
+
+
+def count_ratio(results_root: str | Path | None, model: str, method: str, density: float,
+                d: int, condition: str | None = None) -> Input:
+    """`method`'s count ratio under `condition` (count_ratios). condition None: the runs' only
+    condition; ValueError when they ran under several (conditions are never mixed)."""
+    if condition is not None and not sends_k(method) and results_root is not None:
+        found = seed_counts(results_root, model, method, density, d, condition)
+        return found if found is not None else Input(
+            1.0, f"nominal k (no {condition} run of this method measured its counts)")
+    found = count_ratios(results_root, model, method, density, d)
+    if len(found) > 1:
+        conditions = ", ".join(c.condition for c in found if isinstance(c, Counts))
+        raise ValueError(f"{method} runs of {model} ran under several conditions ({conditions}); "
+                         "give condition= one of them")
+    return found[0]

@@ -16,7 +16,8 @@ topkscope.perf.patterns on a network of topkscope.perf.networks:
     dense-fp16        dense with 2-byte (fp16) values in the all-reduce, compute unchanged
                       (Horovod's fp16 compression of the all-reduce)
     topk, gaussiank,  sparse all-gather of the (value, index) pairs, counts = ratio * k with
-    dgc, redsync, ...   ratio the median over steps of the largest count over workers / k
+    dgc, redsync, ...   ratio the mean over steps of the largest count over workers / k, per
+                        training condition (topkscope.perf.inputs)
     gtopk             Top-k selection, gTop-k's tree exchange of k pairs
 
 dense-wfbp and dense-fp16 are the baselines reviewers of gradient compression ask for
@@ -36,6 +37,14 @@ Derived quantities per (model, network, method, P):
                       (which neither selects nor communicates)
     speedup_vs_dense  t_step(dense) / t_step(method); speedup_vs_topk, speedup_vs_dense_wfbp,
                       speedup_vs_dense_fp16 likewise (NaN when that method is not predicted)
+    break-even        the largest selection time at which the method's step is still shorter
+                      than a baseline's: t_step is linear in t_select (slope 1), so it is
+                      (t_step(ref) - t_select(ref)) - (t_step - t_select), solved exactly. Against
+                      a dense method (which selects nothing) that is the method's whole
+                      selection time; against Top-k it is the largest excess of the method's
+                      selection time over Top-k's (negative: it must select faster than Top-k
+                      by that much). It needs no selection time of either method, so it stands
+                      where no selection time was measured on the compute's device
     crossover         the bandwidth (Gbit/s) below which the method's step is faster than dense
                       SGD's: t is linear in beta, so t_m(beta) = t_dense(beta) is solved
                       exactly, every collective's beta scaled by the same factor and alpha
@@ -99,11 +108,17 @@ class Options:
 @dataclass(frozen=True)
 class MethodInputs:
     """What one method's step needs besides the network: its selection time, count ratio, and
-    (dense-wfbp) the fraction of t_compute its exchange overlaps (the backward pass's share)."""
+    (dense-wfbp) the fraction of t_compute its exchange overlaps (the backward pass's share).
+
+    method: the method, where the key predict() gets it under is a label (one method under
+    several training conditions); condition: the training condition whose runs gave the
+    counts ("" where they do not depend on one)."""
 
     select: Input
     count_ratio: Input
     overlap: Input | None = None
+    method: str | None = None
+    condition: str = ""
 
 
 def communicate_time(method: str, P: int, d: int, density: float, count_ratio: float,
@@ -211,15 +226,21 @@ def _crossover_bisect(method, P, d, density, net, compute, inputs, dense, opts) 
 def predict(model: str, d: int, batch: int | None, density: float, net: Network,
             workers: Sequence[int], compute: Input, methods: dict[str, MethodInputs],
             opts: Options = Options()) -> list[dict]:
-    """Rows for every (method, P): parts, throughput, efficiency, speed-ups, crossover."""
+    """Rows for every (method, P): parts, throughput, efficiency, speed-ups, break-even
+    selection times, crossover. `methods` maps a label to its inputs: the method's name, or any
+    label when MethodInputs.method names the method (the baselines of SPEEDUP_REFERENCES are
+    found under their own names)."""
     for P in workers:
         if int(P) != P or P < 1:
             raise ValueError(f"workers must be positive integers, got {P!r}")
     rows = []
     for P in workers:
-        at_p = {m: step(m, P, d, density, net, compute, mi, opts) for m, mi in methods.items()}
-        for m, row in at_p.items():
-            row = {"model": model, **row, "batch_per_worker": batch}
+        at_p = {key: step(mi.method or key, P, d, density, net, compute, mi, opts)
+                for key, mi in methods.items()}
+        for key, row in at_p.items():
+            mi = methods[key]
+            row = {"model": model, **row, "condition": mi.condition,
+                   **count_spread(mi.count_ratio), "batch_per_worker": batch}
             row["iterations_per_s"] = 1.0 / row["t_step"] if row["t_step"] > 0 else float("inf")
             row["throughput"] = (P * batch / row["t_step"]) if batch and row["t_step"] > 0 \
                 else float("nan")
@@ -227,11 +248,44 @@ def predict(model: str, d: int, batch: int | None, density: float, net: Network,
             for ref in SPEEDUP_REFERENCES:
                 row[speedup_column(ref)] = (at_p[ref]["t_step"] / row["t_step"]) \
                     if ref in at_p else float("nan")
-            row["crossover_gbit"] = crossover_gbit(m, P, d, density, net, compute, methods[m],
-                                                   methods["dense"], opts) \
+            for ref in SPEEDUP_REFERENCES:
+                row[breakeven_column(ref)] = breakeven_select(row, at_p[ref]) \
+                    if ref in at_p else float("nan")
+            row["crossover_gbit"] = crossover_gbit(row["method"], P, d, density, net, compute,
+                                                   mi, methods["dense"], opts) \
                 if "dense" in methods else float("nan")
             rows.append(row)
     return rows
+
+
+def count_spread(count_ratio: Input) -> dict:
+    """The seeds behind a measured count ratio (topkscope.perf.inputs.Counts): how many, and
+    the lowest and highest seed's ratio (NaN where the ratio is not measured per seed)."""
+    per_seed = getattr(count_ratio, "per_seed", ())
+    return {"count_seeds": len(per_seed) if per_seed else float("nan"),
+            "count_ratio_low": count_ratio.low if per_seed else float("nan"),
+            "count_ratio_high": count_ratio.high if per_seed else float("nan")}
+
+
+def breakeven_select(row: dict, reference: dict) -> float:
+    """The largest selection seconds of row's method at which its step is still shorter than
+    the reference row's, over the reference's own selection seconds (0 for a dense reference):
+    (t_step(ref) - t_select(ref)) - (t_step - t_select), exact as t_step is t_select plus
+    parts that do not depend on it. NaN for the dense methods (they select nothing)."""
+    if row["method"] in DENSE_METHODS:
+        return float("nan")
+    # t_step - t_select = t_compute + t_comm (exposed): summed so equal parts cancel exactly
+    return ((reference["t_compute"] + reference["t_comm"])
+            - (row["t_compute"] + row["t_comm"]))
+
+
+def breakeven_column(reference: str) -> str:
+    """The table column of the break-even selection time against `reference`:
+    breakeven_select_over_topk (an excess over Top-k's selection), breakeven_select_vs_dense,
+    breakeven_select_vs_dense_wfbp, breakeven_select_vs_dense_fp16 (a whole selection time)."""
+    if reference in DENSE_METHODS:
+        return "breakeven_select_vs_" + reference.replace("-", "_")
+    return "breakeven_select_over_" + reference.replace("-", "_")
 
 
 def speedup_column(reference: str) -> str:

@@ -13,9 +13,13 @@ dense-wfbp's overlap from the model's FLOPs. Each row names its sources, and war
 selection was measured on another device than the compute. A model without a compute time is
 left out (and listed in the returned notes).
 
-The claims rows judge each predicted speed-up against the model's validated error (measured on
-published cluster rows held out of the bandwidth fit): holds above 1 + error, fails below
-1 - error, inconclusive in between.
+The claims rows (CLAIM_SPARSIFIERS: the robust gaussiank and the published gaussiank-2019, the
+latter once per training condition of its runs) judge each predicted speed-up against the
+model's validated error (measured on published cluster rows held out of the bandwidth fit):
+holds above 1 + error, fails below 1 - error, inconclusive in between. Where a selection time
+was measured on another device than the compute (column selection_basis "break-even"), they
+rest on the break-even selection times (topkscope.perf.model.breakeven_select) instead: see
+_rule.
 """
 
 from __future__ import annotations
@@ -30,8 +34,11 @@ from topkscope.perf import inputs as inp
 from topkscope.perf import model as pm
 from topkscope.perf.networks import Network, available, resolve
 from topkscope.perf.workload import backward_fraction, model_size
+from topkscope.plots.frames import text_column
 
 REFERENCE_BENCH = Path(__file__).resolve().parents[2] / "results" / "reference" / "bench-cpu"
+# a selection benchmark run on a GPU, committed here by whoever has one (docs/scaling.md)
+REFERENCE_GPU_BENCH = REFERENCE_BENCH.parent / "bench-gpu"
 CLAIM = "gaussiank_speedup_p16"
 CLAIM_P = 16
 # claim-name suffix: (the methods the speed-up is over, what the statement says)
@@ -45,7 +52,7 @@ SPEEDUP_CLAIMS = tuple(CLAIM + suffix for suffix in CLAIMS)
 INPUTS = {"published": "GPU inputs from published measurements", "here": "this machine"}
 DEFAULT_INPUTS = "published"
 FIGURES = {"scaling-breakdown-p16": "breakdown", "scaling-efficiency": "efficiency",
-           "scaling-crossover": "crossover"}
+           "scaling-crossover": "crossover", "scaling-breakeven-p16": "breakeven"}
 CAPTIONS = {
     "scaling-breakdown-p16": (
         "Predicted time of one step at P = 16 workers, split into forward + backward compute, "
@@ -61,6 +68,12 @@ CAPTIONS = {
         "Dense's ring all-reduce, per model; dashed lines: the published clusters' measured "
         "bandwidths (a method beats Dense on a cluster whose line its bar crosses; 'any "
         "bandwidth': faster at every bandwidth)"),
+    "scaling-breakeven-p16": (
+        "Predicted break-even selection time at P = 16: the longest selection (ms per step) at "
+        "which each sparse method's step is still shorter than Dense's (bar), and the most its "
+        "selection may exceed Top-k's (marker; below zero: it must select faster than Top-k), "
+        "per model (panels), method and network; they need no selection time, so they stand "
+        "where none was measured on the compute's device (GPU)"),
 }
 
 
@@ -78,12 +91,31 @@ def _bench_table(name: str, reader, results_root, path, hint: str) -> pd.DataFra
     raise ValueError(f"no {name}: looked at {', '.join(map(str, candidates))}; {hint}")
 
 
-def selection_table(results_root: str | Path | None = None,
-                    path: str | Path | None = None) -> pd.DataFrame:
-    """The selection CSV: `path`, else <results_root>/bench/selection.csv, else the committed
-    reference (results/reference/bench-cpu/selection.csv of the repository)."""
-    return _bench_table("selection.csv", inp.read_selection_csv, results_root, path,
-                        "run benchmarks/selection.py or give one")
+def selection_device(inputs: str = DEFAULT_INPUTS, compute_s: float | None = None) -> str | None:
+    """The device whose selection times a prediction wants: "gpu" for the published GPU
+    inputs, "cpu" for this machine's, None for a compute time the user gave (any device)."""
+    if compute_s is not None:
+        return None
+    return "gpu" if inputs == "published" else "cpu"
+
+
+def selection_table(results_root: str | Path | None = None, path: str | Path | None = None,
+                    device: str | None = None) -> pd.DataFrame:
+    """The selection CSV: `path` when given; else the first of <results_root>/bench/
+    selection.csv and the committed references (results/reference/bench-gpu/selection.csv for
+    device "gpu", then bench-cpu/selection.csv) that was measured on `device` ("cpu", "gpu"),
+    else the first of them that exists (None: <results_root>/bench, then the CPU reference)."""
+    if path is not None:
+        return inp.read_selection_csv(path)
+    candidates = [Path(results_root) / "bench" / "selection.csv"] if results_root else []
+    candidates += [REFERENCE_GPU_BENCH / "selection.csv"] if device == "gpu" else []
+    candidates += [REFERENCE_BENCH / "selection.csv"]
+    tables = [inp.read_selection_csv(c) for c in candidates if c.is_file()]
+    if not tables:
+        raise ValueError(f"no selection.csv: looked at {', '.join(map(str, candidates))}; run "
+                         "benchmarks/selection.py or give one")
+    same = [t for t in tables if device is not None and inp.table_device(t) == device]
+    return (same or tables)[0]
 
 
 def compute_table(results_root: str | Path | None = None,
@@ -147,9 +179,12 @@ def model_inputs(model: str, methods: Sequence[str], density: float, selection: 
                  select_s: dict[str, float] | None = None, d: int | None = None,
                  bench: pd.DataFrame | None = None, inputs: str = DEFAULT_INPUTS,
                  batch: int | None = None):
-    """(d, batch, compute Input or None, {method: MethodInputs}, notes); without a compute
-    time the model is not built and d, the methods' inputs are None, {}. dense-wfbp overlaps
-    the backward share of the compute (topkscope.perf.workload.backward_fraction)."""
+    """(d, batch, compute Input or None, {label: MethodInputs}, notes); without a compute
+    time the model is not built and d, the methods' inputs are None, {}. A method whose counts
+    were measured in runs under several training conditions gets one entry per condition,
+    labelled "<method> [<condition>]" (topkscope.perf.inputs.count_ratios: conditions are never
+    mixed); every other method one entry under its name. dense-wfbp overlaps the backward
+    share of the compute (topkscope.perf.workload.backward_fraction)."""
     select_s = select_s or {}
     compute, batch = compute_input(model, results_root, compute_s, bench, inputs, batch)
     if compute is None:
@@ -173,15 +208,29 @@ def model_inputs(model: str, methods: Sequence[str], density: float, selection: 
         if m == "dense-wfbp":
             fraction, source = backward_fraction(model)
             overlap = inp.Input(fraction, f"backward share of compute: {source}")
-        out[m] = pm.MethodInputs(sel, inp.count_ratio(results_root, model, m, density, d),
-                                 overlap)
+        for counts in inp.count_ratios(results_root, model, m, density, d):
+            condition = getattr(counts, "condition", "")
+            out[f"{m} [{condition}]" if condition else m] = pm.MethodInputs(
+                sel, counts, overlap, method=m, condition=condition)
     return d, batch, compute, out, notes
+
+
+SELECTION_MEASURED = "measured"     # the selection time is the compute's device's (or none)
+SELECTION_BREAKEVEN = "break-even"  # another device's: judged by break-even selection times
+
+
+def selection_basis(compute: inp.Input, select: inp.Input) -> str:
+    """How a row's selection time may be used: "measured" when it was measured on the
+    compute's device, given by the user, or zero (nothing selected); "break-even" when it is
+    another device's (topkscope.perf.inputs.device_mismatch): a claim then rests on the
+    break-even selection times, never on that time."""
+    return SELECTION_BREAKEVEN if inp.device_mismatch(compute, select) else SELECTION_MEASURED
 
 
 def inputs_warning(compute: inp.Input, methods: dict[str, pm.MethodInputs]) -> str:
     """One warning naming the methods whose selection time comes from another device than the
     compute time ("" when every one agrees)."""
-    found = {m: inp.device_mismatch(compute, mi.select) for m, mi in methods.items()}
+    found = {mi.method or m: inp.device_mismatch(compute, mi.select) for m, mi in methods.items()}
     found = {m: w for m, w in found.items() if w}
     if not found:
         return ""
@@ -198,15 +247,16 @@ def scaling_table(models: Iterable[str], networks: Iterable[Network | str],
                   compute: pd.DataFrame | None = None, inputs: str = DEFAULT_INPUTS,
                   batch: int | None = None, d: int | None = None,
                   ) -> tuple[pd.DataFrame, list[str]]:
-    """The tidy table: one row per (model, network, method, workers); and notes on what was
-    left out. opts: the exchange options (default: the published setting); inputs: "published"
+    """The tidy table: one row per (model, network, method, training condition, workers);
+    and notes on what was left out. opts: the exchange options (default: the published setting); inputs: "published"
     (GPU inputs from published measurements) or "here" (this machine's runs and benchmarks);
     compute: the model-compute benchmark of "here" (default: compute_table(results_root));
     batch: the per-worker batch (rescales a table's compute, gives the throughput); d: the
     parameter count (default: the model's; for a model given only by its size)."""
     _check_inputs(inputs)
     opts = opts or pm.Options()
-    selection = selection if selection is not None else selection_table(results_root)
+    selection = selection if selection is not None else selection_table(
+        results_root, device=selection_device(inputs, compute_s))
     if inputs == "here" and compute is None:
         compute = compute_table(results_root)
     nets = [n if isinstance(n, Network) else resolve(n) for n in networks]
@@ -220,8 +270,10 @@ def scaling_table(models: Iterable[str], networks: Iterable[Network | str],
             continue
         warning = inputs_warning(t_compute, mi)
         label = "user" if compute_s is not None else INPUTS[inputs]
+        basis = {m.method or key: selection_basis(t_compute, m.select) for key, m in mi.items()}
         for net in nets:
-            rows += [{**row, "inputs": label, "inputs_warning": warning}
+            rows += [{**row, "inputs": label, "inputs_warning": warning,
+                      "selection_basis": basis[row["method"]]}
                      for row in pm.predict(model, size, per_worker, density, net, workers,
                                            t_compute, mi, opts)]
     return pd.DataFrame(rows), notes
@@ -253,97 +305,206 @@ def comparison_error(method: str, reference: str, errors: dict[str, float]) -> f
 def _rule(errors: dict[str, float]) -> str:
     measured = ", ".join(f"{family} {err:.1%}" for family, err in sorted(errors.items()))
     return (f"prediction of the step-time model (topkscope.perf) at P = {CLAIM_P}, density "
-            "0.001, published exchange (two all-gathers, padded); holds if every predicted "
-            "speed-up exceeds 1 + the model's validated error (largest |predicted / measured - "
-            "1| over the held-out published cluster rows, results/reference/scaling/"
-            f"published.csv: {measured}), fails if one falls below 1 - that error, else "
-            "inconclusive")
+            "0.001, published exchange (two all-gathers, padded); with e the model's validated "
+            "error (largest |predicted / measured - 1| over the held-out published cluster "
+            f"rows, results/reference/scaling/published.csv: {measured}): with selection times "
+            "measured on the compute's device, holds if every predicted speed-up exceeds 1 + e, "
+            "fails if one falls below 1 - e, else inconclusive; with selection times of another "
+            "device only (break-even), fails if the method is slower than a dense baseline by "
+            "more than e even with free selection, else inconclusive, the break-even selection "
+            "times saying what its selection must cost")
 
 
-def _claim_row(sub: pd.DataFrame, model: str, network: str, sparsifier: str, suffix: str,
+BREAKEVEN_EVIDENCE = "break-even selection"  # how a claim's break-even part begins
+# the sparsifiers whose predicted speed-ups are claims rows: the robust and the published rule
+CLAIM_SPARSIFIERS = ("gaussiank", "gaussiank-2019")
+
+
+def breakeven_text(reference: str, seconds: float) -> str:
+    """A break-even selection time (topkscope.perf.model.breakeven_select) in words."""
+    from topkscope.plots.titles import sparsifier_name
+
+    name = sparsifier_name(reference)
+    if reference in pm.DENSE_METHODS:
+        return (f"beats {name} while its selection takes below {seconds * 1e3:.3g} ms"
+                if seconds > 0 else f"slower than {name} even with free selection")
+    sign = "+" if seconds >= 0 else "-"
+    return (f"beats {name} while its selection takes below {name}'s {sign} "
+            f"{abs(seconds) * 1e3:.3g} ms")
+
+
+def _parts(m: str, row, with_select: bool) -> str:
+    if with_select:
+        return (f"{m} {row['t_step'] * 1e3:.3g} ms (compute {row['t_compute'] * 1e3:.3g}, "
+                f"select {row['t_select'] * 1e3:.3g}, comm {row['t_comm'] * 1e3:.3g})")
+    return (f"{m} {(row['t_step'] - row['t_select']) * 1e3:.3g} ms without selection (compute "
+            f"{row['t_compute'] * 1e3:.3g}, comm {row['t_comm'] * 1e3:.3g})")
+
+
+def _speedup_cause(names: Sequence[str], speedups: Sequence[float], errors: Sequence[float],
+                   network: str) -> str:
+    """'predicted 1.49× over Dense, 1.12× over Top-k at 10gbe-fit (model error ±4.5%)': the
+    numbers behind a verdict on measured selection times (the verdict's lead says what they
+    mean)."""
+    return ("predicted " + ", ".join(f"{s:.3g}× over {n}" for n, s in zip(names, speedups))
+            + f" at {network} (model error ±{max(errors):.1%})")
+
+
+def _claim_row(refs: pd.DataFrame, g: pd.Series, model: str, network: str, suffix: str,
                errors: dict[str, float]) -> dict | None:
+    """One claims row of the sparsifier row `g` against the baselines of CLAIMS[suffix]
+    (`refs`: the table's rows at this model, network and P that depend on no training
+    condition, indexed by method); None when a baseline is missing."""
+    from topkscope.analysis.claims import claim_family
     from topkscope.models import DATASET
     from topkscope.plots.titles import sparsifier_name
 
     references, what = CLAIMS[suffix]
-    by = sub.set_index("method")
-    if not {sparsifier, *references} <= set(by.index):
+    if not set(references) <= set(refs.index):
         return None
-    g = by.loc[sparsifier]
+    sparsifier = str(g["method"])
+    training = g.get("condition") if isinstance(g.get("condition"), str) else ""
+    names = [sparsifier_name(r) for r in references]
     speedups = [float(g[pm.speedup_column(r)]) for r in references]
     errs = [comparison_error(sparsifier, r, errors) for r in references]
-    verdict, faster = speedup_verdict(speedups, errs)
-    parts = lambda m: (f"{m} {by.loc[m, 't_step'] * 1e3:.3g} ms (compute "  # noqa: E731
-                       f"{by.loc[m, 't_compute'] * 1e3:.3g}, select {by.loc[m, 't_select'] * 1e3:.3g}"
-                       f", comm {by.loc[m, 't_comm'] * 1e3:.3g})")
-    evidence = ("predicted speed-up " + ", ".join(
-        f"over {sparsifier_name(r)} {s:.3f}x" for r, s in zip(references, speedups))
-        + " (validated model error " + ", ".join(f"±{e:.1%}" for e in errs) + "); "
-        + "; ".join(parts(m) for m in (*references, sparsifier)))
+    breakeven = "; ".join(breakeven_text(r, float(g[pm.breakeven_column(r)]))
+                          for r in references)
+    limits = "validated model error " + ", ".join(f"±{e:.1%}" for e in errs)
+    measured = {g["selection_basis"], *refs.loc[list(references), "selection_basis"]} == {
+        SELECTION_MEASURED}
+    parts = "; ".join(_parts(m, refs.loc[m], measured) for m in references) + "; " + _parts(
+        sparsifier, g, measured)
     warning = g.get("inputs_warning") or ""
-    condition = (f"prediction, not a measurement: {g['inputs']}; network {network} "
-                 f"({g['comm_source']}); compute {g['compute_source']}; selection "
-                 f"{g['select_source']}; {sparsifier_name(sparsifier)} counts "
-                 f"{g['count_source']}; {g['options']}"
-                 + "".join(f"; {r} overlap {by.loc[r, 'overlap_source']}" for r in references
-                           if by.loc[r, "overlap"])
-                 + (f"; warning: {warning}" if warning else ""))
+    if measured:
+        verdict, faster = speedup_verdict(speedups, errs)
+        fraction = faster / len(references)
+        evidence = ("predicted speed-up " + ", ".join(
+            f"over {n} {s:.3f}x" for n, s in zip(names, speedups))
+            + f" ({limits}); {BREAKEVEN_EVIDENCE}: {breakeven}; {parts}")
+        cause = _speedup_cause(names, speedups, errs, network)
+        selection = f"selection {g['select_source']}"
+    else:
+        free = [(refs.loc[r, "t_step"] - refs.loc[r, "t_select"])
+                / (g["t_step"] - g["t_select"]) for r in references]
+        slower = [(n, f) for r, n, f, e in zip(references, names, free, errs)
+                  if r in pm.DENSE_METHODS and f < 1 - e]
+        verdict, fraction = ("fails" if slower else "inconclusive"), np.nan
+        evidence = (f"{BREAKEVEN_EVIDENCE} (no selection time measured on the compute's "
+                    f"device): {breakeven}; with free selection the speed-up would be "
+                    + ", ".join(f"over {n} {f:.3f}x" for n, f in zip(names, free))
+                    + f" ({limits}); {parts}")
+        cause = (f"slower than {slower[0][0]} even with free selection: {slower[0][1]:.3f}x at "
+                 f"{network}" if slower else
+                 f"decided by its selection time on the compute's device at {network}: "
+                 f"{breakeven}")
+        selection = f"not counted: {BREAKEVEN_EVIDENCE} times (warning: {warning})"
+    condition = (f"prediction, not a measurement: {g['inputs']}; "
+                 + (f"training condition {training}; " if training else "")
+                 + f"network {network} ({g['comm_source']}); compute {g['compute_source']}; "
+                 f"{selection}; {sparsifier_name(sparsifier)} counts {g['count_source']}; "
+                 f"{g['options']}"
+                 + "".join(f"; {r} overlap {refs.loc[r, 'overlap_source']}" for r in references
+                           if refs.loc[r, "overlap"])
+                 + (f"; warning: {warning}" if warning and measured else ""))
     return {"model": model, "dataset": DATASET.get(model), "dataset_substitute": None,
-            "claim": f"{sparsifier.split('-')[0]}_speedup_p{CLAIM_P}{suffix}",
+            "claim": f"{claim_family(sparsifier)}_speedup_p{CLAIM_P}{suffix}",
             "sparsifier": sparsifier,
             "statement": f"{sparsifier_name(sparsifier)} gives {what} at P = {CLAIM_P} "
                          f"({network})",
-            "n_runs": np.nan, "n_units": len(references), "fraction": faster / len(references),
+            "n_runs": np.nan, "n_units": len(references), "fraction": fraction,
             "evidence": evidence, "verdict": verdict, "rule": _rule(errors), "profile": None,
-            "model_args": "", "condition": condition, "n_seeds": np.nan, "ci_low": np.nan,
-            "ci_high": np.nan, "traffic_ratio": float(g["count_ratio"]),
-            "section": "prediction", "network": network, "inputs": g["inputs"],
-            "baselines": ", ".join(sparsifier_name(r) for r in references),
-            "cause": "predicted " + ", ".join(f"{s:.3g}× over {sparsifier_name(r)}"
-                                              for r, s in zip(references, speedups))
-                     + f" (model error ±{max(errs):.1%})"}
+            "model_args": "", "condition": condition, "n_seeds": g.get("count_seeds", np.nan),
+            "ci_low": np.nan, "ci_high": np.nan, "traffic_ratio": float(g["count_ratio"]),
+            "section": "prediction", "cause": cause, "metric": "", "margin": np.nan,
+            "n_failed_seeds": np.nan,
+            **prediction_columns(
+                network=network, inputs=g["inputs"], baselines=", ".join(names),
+                training_condition=(f"{training}; rho={float(g['density']):g}" if training
+                                    else ""),
+                selection_basis=SELECTION_MEASURED if measured else SELECTION_BREAKEVEN,
+                model_error=max(errs), **_breakeven_ms(g, references))}
 
 
-def claims_rows(table: pd.DataFrame, workers: int = CLAIM_P, sparsifier: str = "gaussiank",
+def prediction_columns(**values) -> dict:
+    """The prediction columns of a claims row (topkscope.analysis.claims.PREDICTION_COLUMNS,
+    docs/design.md), each from `values` or empty (NaN / ""); ValueError for another name."""
+    from topkscope.analysis.claims import PREDICTION_COLUMNS
+
+    unknown = set(values) - set(PREDICTION_COLUMNS)
+    if unknown:
+        raise ValueError(f"not prediction columns: {sorted(unknown)}; allowed: "
+                         f"{', '.join(PREDICTION_COLUMNS)}")
+    return {c: values.get(c, np.nan if c in _NUMERIC_PREDICTION_COLUMNS else "")
+            for c in PREDICTION_COLUMNS}
+
+
+_NUMERIC_PREDICTION_COLUMNS = ("breakeven_ms", "breakeven_topk_ms", "model_error")
+
+
+def _breakeven_ms(g: pd.Series, references: Sequence[str]) -> dict[str, float]:
+    """breakeven_ms: the break-even selection time against the row's dense baseline (ms; <= 0:
+    slower even with free selection); breakeven_topk_ms: the most the selection may exceed
+    Top-k's (ms; negative: it must select faster), where Top-k is a baseline."""
+    out = {}
+    for r in references:
+        column = "breakeven_ms" if r in pm.DENSE_METHODS else "breakeven_topk_ms"
+        out[column] = float(g[pm.breakeven_column(r)]) * 1e3
+    return out
+
+
+def claims_rows(table: pd.DataFrame, workers: int = CLAIM_P,
+                sparsifiers: str | Sequence[str] = CLAIM_SPARSIFIERS,
                 errors: dict[str, float] | None = None) -> pd.DataFrame:
-    """claims.csv rows per (model, network, baseline) at P: `sparsifier`'s predicted speed-up
-    over Dense and Top-k, over Dense with WFBP, and over Dense in fp16; each verdict judged
-    against the model's validated error (default: topkscope.perf.published.validated_errors)."""
+    """claims.csv rows per (model, network, sparsifier, training condition, baseline) at P:
+    the sparsifier's predicted speed-up over Dense and Top-k, over Dense with WFBP, and over
+    Dense in fp16. Each verdict is judged against the model's validated error (default:
+    topkscope.perf.published.validated_errors); where a selection time is another device's
+    than the compute's (column selection_basis "break-even"), on the break-even selection
+    times instead (see _rule)."""
     if errors is None:
         from topkscope.perf.published import validated_errors
 
         errors = validated_errors()
+    sparsifiers = (sparsifiers,) if isinstance(sparsifiers, str) else tuple(sparsifiers)
     rows = []
     at = table[table["workers"] == workers] if not table.empty else table
     for (model, network), sub in at.groupby(["model", "network"], sort=False):
-        for suffix in CLAIMS:
-            row = _claim_row(sub, model, network, sparsifier, suffix, errors)
-            if row is not None:
-                rows.append(row)
+        condition = text_column(sub, "condition")
+        refs = sub[condition == ""].set_index("method")
+        for sparsifier in sparsifiers:
+            for _, g in sub[sub["method"] == sparsifier].iterrows():
+                for suffix in CLAIMS:
+                    row = _claim_row(refs, g, model, network, suffix, errors)
+                    if row is not None:
+                        rows.append(row)
     return pd.DataFrame(rows)
 
 
-def speedup_markdown(table: pd.DataFrame, methods: Sequence[str] = ("gaussiank",
-                                                                   "gaussiank-2019"),
-                     workers: int = CLAIM_P) -> str:
-    """The predicted speed-ups at P as docs/scaling.md shows them: one row per (model,
-    network, method), one column per reference method of the table."""
+def breakeven_markdown(table: pd.DataFrame, methods: Sequence[str] = ("gaussiank",),
+                       workers: int = CLAIM_P,
+                       references: Sequence[str] = pm.DENSE_METHODS) -> str:
+    """The break-even selection times at P as docs/scaling.md shows them (ms): one row per
+    (model, network, method [training condition]), one column per baseline in `references`
+    that the table has (Top-k: the excess over Top-k's own selection time)."""
     from topkscope.plots.titles import sparsifier_name
 
     at = table[(table["workers"] == workers) & table["method"].isin(methods)]
-    refs = [r for r in pm.SPEEDUP_REFERENCES if r in set(table["method"])]
-    lines = ["| model | network | method | " + " | ".join(f"over {sparsifier_name(r)}"
-                                                        for r in refs) + " |",
+    refs = [r for r in references if r in set(table["method"])]
+    heads = [f"over {sparsifier_name(r)}'s" if r not in pm.DENSE_METHODS
+             else f"vs {sparsifier_name(r)}" for r in refs]
+    lines = ["| model | network | method | " + " | ".join(heads) + " |",
              "|---|---|---|" + "---|" * len(refs)]
-    for row in at.itertuples(index=False):
-        cells = [f"{getattr(row, pm.speedup_column(r)):.3f}" for r in refs]
-        lines.append(f"| {row.model} | {row.network} | {sparsifier_name(row.method)} | "
-                     + " | ".join(cells) + " |")
+    for _, row in at.iterrows():
+        condition = row["condition"] if isinstance(row["condition"], str) else ""
+        cells = [f"{row[pm.breakeven_column(r)] * 1e3:+.3g}" if r not in pm.DENSE_METHODS
+                 else f"{row[pm.breakeven_column(r)] * 1e3:.3g}" for r in refs]
+        lines.append(f"| {row['model']} | {row['network']} | {sparsifier_name(row['method'])}"
+                     f"{f' [{condition}]' if condition else ''} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def draw(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:
-    """The three figures of topkscope.plots.scaling into out_dir (png/pdf)."""
+    """The figures of topkscope.plots.scaling (FIGURES) into out_dir (png/pdf)."""
     return [p for _, _, paths in draw_captioned(table, out_dir) for p in paths]
 
 
@@ -376,20 +537,23 @@ def inputs_caption(table: pd.DataFrame) -> str:
 
 
 def write_scaling(results_root: str | Path, profile: str = "quick", log=print,
-                  inputs: str = DEFAULT_INPUTS,
+                  inputs: str = DEFAULT_INPUTS, selection_csv: str | Path | None = None,
                   ) -> tuple[pd.DataFrame, list[tuple[str, str, list[Path]]]]:
     """results_root/scaling.csv and the figures under results_root/figures/; returns the
     claims rows and the figures drawn as (name, caption, files). The paper's models and any
     other model with a complete run, each with a compute time (inputs "published": the
     published GPU compute table; "here": its runs, else the model-compute benchmark); quick:
-    P up to 64; full: P up to 1024. Every preset in both."""
+    P up to 64; full: P up to 1024. Every preset in both. selection_csv: the selection
+    benchmark to use (default: selection_table's choice for the compute's device)."""
     from topkscope.io import write_bytes_atomic
 
     root = Path(results_root)
     measured = {m.get("model") for _, m in inp.complete_runs(root)} - {None}
     models = list(pm.PAPER_MODELS) + sorted(measured - set(pm.PAPER_MODELS))
     workers = pm.PAPER_WORKERS if profile == "full" else tuple(2**i for i in range(1, 7))
-    table, notes = scaling_table(models, available(), workers, results_root=root, inputs=inputs)
+    selection = selection_table(root, selection_csv, selection_device(inputs))
+    table, notes = scaling_table(models, available(), workers, results_root=root, inputs=inputs,
+                                 selection=selection)
     for note in notes:
         log(f"  scaling: {note}")
     for model, warning in (table.drop_duplicates("model")[["model", "inputs_warning"]]

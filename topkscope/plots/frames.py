@@ -17,6 +17,14 @@ def require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None
         raise ValueError(f"{what} lacks column(s) {missing}; it has {sorted(map(str, df.columns))}")
 
 
+def text_column(df: pd.DataFrame, column: str) -> pd.Series:
+    """`column` as text with "" where it is missing: NaN, a column that is all NaN (as a CSV
+    read gives an all-empty one, typed float), or a frame without the column."""
+    if column not in df:
+        return pd.Series("", index=df.index, dtype=object)
+    return df[column].astype(object).fillna("").astype(str)
+
+
 def require_rows(df: pd.DataFrame, what: str, where: str = "") -> None:
     """ValueError if df is empty: a figure never gets an empty panel."""
     if len(df) == 0:

@@ -7,6 +7,14 @@
                 per method (colour) and network (line style)
     crossover   the bandwidth below which each sparse method's step beats dense SGD's, per model
                 and method, at one P, with the published clusters' networks marked
+    breakeven   the break-even selection times at one P: per model panel, one horizontal bar
+                per sparse method (and training condition) and network, the longest
+                selection that still beats Dense, with a marker for the most it may exceed
+                Top-k's selection (a linear axis: below zero means never / faster than Top-k)
+    time_to_target  predicted wall-clock to the accuracy target (topkscope.perf.
+                time_to_accuracy): one panel per experiment and network, one bar per method
+                (mean over seeds, the seeds' range as a line), the seeds that never reached it
+                written beside
 
 Every figure has one shared legend and a value axis that is linear unless its values span 10x
 or more (the breakdown's is always linear: a log axis would hide the stacked compute part).
@@ -21,7 +29,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from topkscope.plots.frames import require_columns, require_rows
+from topkscope.plots.frames import require_columns, require_rows, text_column
 from topkscope.plots.style import figure_style, fit_texts, linestyles, new_figure, palette
 from topkscope.plots.titles import model_name, sparsifier_name
 
@@ -198,5 +206,106 @@ def crossover(table: pd.DataFrame, workers: int = 16) -> Figure:
         handles, names = ax.get_legend_handles_labels()
         _shared_legend(fig, handles, names, len(methods))
         fig.suptitle(f"Predicted crossover with Dense at P = {workers}")
+        fit_texts(fig)
+    return fig
+
+
+def _variants(rows: pd.DataFrame) -> list[tuple[str, str]]:
+    """(method, training condition) pairs in the table's order ("" where none)."""
+    return list(dict.fromkeys(zip(rows["method"], text_column(rows, "condition"))))
+
+
+def variant_name(method: str, condition: str) -> str:
+    """'Gaussian-k (2019) [warmup=none]': a method and the training condition of its inputs."""
+    return sparsifier_name(method) + (f" [{condition}]" if condition else "")
+
+
+def breakeven(table: pd.DataFrame, workers: int = 16) -> Figure:
+    rows = _at(table, workers, "scaling table")
+    require_columns(rows, ("breakeven_select_vs_dense", "breakeven_select_over_topk"),
+                    "scaling table")
+    nets = _networks(rows)
+    sparse = rows[~rows["method"].isin(DENSE_METHODS) & rows["network"].isin(nets)].copy()
+    require_rows(sparse, "sparse methods in the scaling table")
+    sparse["condition"] = text_column(sparse, "condition")
+    variants = _variants(sparse)
+    models = list(dict.fromkeys(sparse["model"]))
+    bars = [(n, v) for n in nets for v in variants]
+    y = np.arange(len(bars))[::-1].astype(float)
+    for i in range(1, len(nets)):  # a gap between network blocks
+        y[: i * len(variants)] += 0.6
+    colors = palette(["dense", "topk"])
+    with figure_style():
+        fig, axes = _grid(len(models), sharey=True)
+        for ax, model in zip(axes, models):
+            sub = sparse[sparse["model"] == model].set_index(["network", "method", "condition"])
+
+            def value(bar, column, sub=sub):
+                key = (bar[0], *bar[1])
+                return float(sub.loc[key, column]) * 1e3 if key in sub.index else np.nan
+
+            vs_dense = np.array([value(b, "breakeven_select_vs_dense") for b in bars])
+            over_topk = np.array([np.nan if b[1][0] == "topk" else
+                                  value(b, "breakeven_select_over_topk") for b in bars])
+            ax.barh(y, vs_dense, 0.7, color=colors["dense"],
+                    label="longest selection that beats Dense")
+            ax.plot(over_topk, y, "D", color="0.15", markersize=4, linestyle="none",
+                    label="most it may exceed Top-k's selection")
+            ax.axvline(0, color="0.3", linewidth=0.8)
+            ax.set_title(model_name(model))
+            ax.set_xlabel("ms of selection per step")
+            ax.grid(axis="y", visible=False)
+        axes[0].set_yticks(y, [f"{variant_name(*v)} · {network_name(n)}" for n, v in bars])
+        handles, names = axes[0].get_legend_handles_labels()
+        _shared_legend(fig, handles, names, 2)
+        fig.suptitle(f"Predicted break-even selection time at P = {workers}")
+        fit_texts(fig)
+    return fig
+
+
+TIME_TO_TARGET_NEEDED = ("experiment", "method", "condition", "seed", "network", "workers",
+                         "time_to_target_s")
+
+
+def time_to_target(table: pd.DataFrame, workers: int = 16) -> Figure:
+    """Mean over seeds of the predicted time to the target per (method, condition), one panel
+    per (experiment, network); the seeds' range as a line; "never on n/m seeds" beside."""
+    require_columns(table, TIME_TO_TARGET_NEEDED, "time-to-accuracy table")
+    rows = table[table["workers"] == workers].copy()
+    require_rows(rows, f"time-to-accuracy table at P = {workers}")
+    rows["condition"] = text_column(rows, "condition")
+    panels = list(dict.fromkeys(zip(rows["experiment"], rows["network"])))
+    variants = _variants(rows)
+    colors = palette(list(dict.fromkeys(m for m, _ in variants)))
+    with figure_style():
+        fig, axes = _grid(len(panels), sharey=True)
+        y = np.arange(len(variants))[::-1].astype(float)
+        for ax, (experiment, net) in zip(axes, panels):
+            sub = rows[(rows["experiment"] == experiment) & (rows["network"] == net)]
+            for yi, (method, cond) in zip(y, variants):
+                seeds = sub[(sub["method"] == method) & (sub["condition"] == cond)]
+                times = seeds["time_to_target_s"].astype(float)
+                reached = times[np.isfinite(times)]
+                if len(reached):
+                    ax.barh(yi, reached.mean(), 0.7, color=colors[method])
+                    ax.plot([reached.min(), reached.max()], [yi, yi], color="0.15",
+                            linewidth=1)
+                never = int((~np.isfinite(times)).sum())
+                if never:
+                    ax.annotate(f"never on {never}/{len(times)} seeds",
+                                (reached.mean() if len(reached) else 0.0, yi),
+                                xytext=(3, 0), textcoords="offset points", va="center",
+                                fontsize=7)
+            ax.set_xlim(left=0)
+            ax.set_title(f"{experiment} · {network_name(net)}")
+            ax.set_xlabel("seconds to the target (predicted)")
+            ax.grid(axis="y", visible=False)
+        axes[0].set_yticks(y, [variant_name(*v) for v in variants])
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
+
+        _shared_legend(fig, [Patch(color="0.6"), Line2D([], [], color="0.15", linewidth=1)],
+                       ["mean over seeds", "the seeds' range"], 2)
+        fig.suptitle(f"Predicted wall-clock to the accuracy target at P = {workers}")
         fit_texts(fig)
     return fig

@@ -424,6 +424,9 @@ VERDICT_MARKS = {"holds": "holds ✅", "fails": "fails ❌", "mixed": "mixed ⚠
                  "inconclusive": "inconclusive ❔", "insufficient-data": "insufficient data"}
 
 
+RUN_COLUMNS = ("profile", "model_args", "differs_from_plan")  # claims_table's, after COLUMNS
+
+
 def claims_table(runs: Iterable, differing: dict[str, str] | None = None,
                  **options) -> pd.DataFrame:
     """topkscope.analysis.claims.build over the loaded runs (options: build's, e.g. margin,
@@ -450,9 +453,10 @@ def claims_table(runs: Iterable, differing: dict[str, str] | None = None,
     keys = [claims.model_key(dict(zip(("model", "dataset", "dataset_substitute"), row)))
             for row in table[["model", "dataset", "dataset_substitute"]].itertuples(index=False)]
     keys = [tuple(None if isinstance(v, float) and v != v else v for v in k) for k in keys]
-    table["profile"] = [setting.get(k, ("", ""))[0] for k in keys]
-    table["model_args"] = [setting.get(k, ("", ""))[1] for k in keys]
-    table["differs_from_plan"] = ["; ".join(differs.get(k, [])) for k in keys]
+    profile, model_args, differs_from_plan = RUN_COLUMNS
+    table[profile] = [setting.get(k, ("", ""))[0] for k in keys]
+    table[model_args] = [setting.get(k, ("", ""))[1] for k in keys]
+    table[differs_from_plan] = ["; ".join(differs.get(k, [])) for k in keys]
     return table
 
 

@@ -8,9 +8,14 @@
     3. draw   analyze each run's snapshots and draw its figures into <results>/figures/
     4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims, margins from
               Options.margin / perplexity_margin), with the predicted scaling rows;
-              <results>/scaling.csv and its figures (topkscope.perf.report). A convergence
-              variant's failed run (diverged or not) is among the runs drawn, so the claims
-              count it as a failed seed
+              <results>/scaling.csv and its figures (topkscope.perf.report);
+              <results>/time_to_accuracy.csv, its figure and claims rows from the seeded
+              convergence runs (topkscope.perf.time_to_accuracy: the same runs and margins as
+              the convergence claims). The selection times are Options.selection_csv, else
+              the first selection CSV measured on the compute's device
+              (topkscope.perf.report.selection_table). A convergence variant's failed run
+              (diverged or not) is among the runs drawn, so the claims count it as a failed
+              seed
     5. tables <results>/tables/*.csv + *.tex: claims and key numbers for papers (paper_tables)
     6. notebooks  every notebook executed on the runs just made: <results>/notebooks/*.ipynb
               with its figures inline, plus a static .html of each (notebook_runs)
@@ -91,7 +96,9 @@ class Options:
     notebooks: bool = True      # execute every notebook into <results>/notebooks/ (+ HTML)
     tables: bool = True         # CSV + LaTeX tables for papers into <results>/tables/
     jobs: Sequence[plan.TrainingJob | plan.BenchmarkJob] | None = None  # None: plan.JOBS
-    margin: float = ACCURACY_MARGIN_POINTS          # the claims' non-inferiority margin
+    selection_csv: Path | None = None  # the predictions' selection times (None: found)
+    # the claims' non-inferiority margins (convergence claims and time-to-accuracy targets)
+    margin: float = ACCURACY_MARGIN_POINTS
     perplexity_margin: float = PERPLEXITY_MARGIN_PCT  # the same for perplexity, in %
 
     @property
@@ -239,15 +246,24 @@ def write_claims(runs: list, opts: Options, clock: Clock, differing: dict[str, s
                          perplexity_margin=opts.perplexity_margin)
     root = Path(opts.results_root)
     entries: list[FigureEntry] = []
-    try:  # predicted scaling: results/scaling.csv, its figures, the P = 16 speed-up rows
-        from topkscope.perf.report import write_scaling
+    # predictions: results/scaling.csv, its figures, the P = 16 speed-up rows; then the time
+    # to accuracy of the seeded convergence runs
+    from topkscope.perf.report import write_scaling
+    from topkscope.perf.time_to_accuracy import write_time_to_accuracy
 
-        rows, figures = write_scaling(root, opts.profile)
+    for what, write in (("scaling prediction", write_scaling),
+                        ("time to accuracy", write_time_to_accuracy)):
+        try:
+            kwargs = ({"profile": opts.profile} if write is write_scaling else
+                      {"runs": runs, "margin": opts.margin,
+                       "perplexity_margin": opts.perplexity_margin})
+            rows, figures = write(root, selection_csv=opts.selection_csv, **kwargs)
+        except (ValueError, OSError) as exc:
+            print(f"  {what} skipped: {exc}")
+            continue
         table = pd.concat([table, rows], ignore_index=True)
-        entries = [FigureEntry(name=name, experiment=SCALING_EXPERIMENT, caption=caption,
-                               files=tuple(files)) for name, caption, files in figures]
-    except (ValueError, OSError) as exc:
-        print(f"  scaling prediction skipped: {exc}")
+        entries += [FigureEntry(name=name, experiment=SCALING_EXPERIMENT, caption=caption,
+                                files=tuple(files)) for name, caption, files in figures]
     write_bytes_atomic(root / "claims.csv", table.to_csv(index=False).encode())
     md = claims_markdown(table)
     write_bytes_atomic(root / "claims.md", (md + "\n").encode())
@@ -408,6 +424,10 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
     validate.number("perplexity_margin", opts.perplexity_margin, 0.0)
     if opts.parallel is not None and opts.parallel < 1:
         raise ValueError(f"parallel = {opts.parallel} must be at least 1")
+    if opts.selection_csv is not None:  # checked before anything runs
+        from topkscope.perf.inputs import read_selection_csv
+
+        read_selection_csv(opts.selection_csv)
     jobs = plan.jobs(list(opts.only) if opts.only else None, opts.jobs, opts.profile)
     if not Path(opts.experiments_dir).is_dir():
         raise ValueError(f"no experiments folder at {str(opts.experiments_dir)!r} (outside the "

@@ -7,8 +7,11 @@ the README's findings, generated from claims.csv between marker comments (`make 
 
 The tables: distribution and contraction (model x condition), convergence (method x
 condition: paired difference with its interval, seeds with the failed ones counted, elements
-sent at the target density, each verdict with its cause), predictions (model x network), and
-the checks (rows true by construction). A claims table written before the `section`, `cause`,
+sent at the target density, each verdict with its cause), predicted speed-ups ((model, method
+and training condition, baselines) x network: the verdict with its cause, or the break-even
+selection times where no selection time of the compute's device was measured), predicted time
+to accuracy ((model, method, training condition) x network), and the checks (rows true by
+construction). A claims table written before the `section`, `cause`,
 `diff_mean`, `n_failed_seeds`, `traffic_target` or prediction columns existed is completed by
 `with_derived_columns` from what its rows hold, and the README says so.
 """
@@ -61,11 +64,13 @@ def with_derived_columns(table: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     (section_of, fraction_cause, convergence_verdict), and derived = True."""
     table = table.reset_index(drop=True)
     derived = False
-    for col in ("condition", "cause", "metric", "section"):
+    for col in ("condition", "cause", "metric", "section", "training_condition",
+                "selection_basis"):
         if col not in table:
             table[col] = pd.Series([math.nan] * len(table), dtype=object, index=table.index)
     for col in ("diff_mean", "n_failed_seeds", "traffic_target", "traffic_warmup",
-                "gennorm_beta", "margin", "ci_low", "ci_high", "n_seeds", "traffic_ratio"):
+                "gennorm_beta", "margin", "ci_low", "ci_high", "n_seeds", "traffic_ratio",
+                "breakeven_ms", "breakeven_topk_ms", "model_error"):
         if col not in table:
             table[col] = math.nan
     table["condition"] = table["condition"].astype(object)
@@ -131,8 +136,12 @@ def verdict_sentence(row) -> str:
         cause = _text(frame["cause"].iloc[0])
     lead = {"holds": "Holds", "fails": "Fails", "mixed": "Mixed — neither the claim nor its "
             "negation", "inconclusive": "Not decided", "insufficient-data": "Not judged"}
-    if _text(getattr(row, "section", None)) == "prediction":
-        lead = PREDICTION_LEADS
+    if is_time_to_accuracy(row.claim):
+        lead = {**lead, **TIME_TO_ACCURACY_LEADS}
+    elif _text(getattr(row, "selection_basis", None)) == BREAKEVEN:
+        lead = {**lead, **BREAKEVEN_LEADS}
+    elif _text(getattr(row, "section", None)) == "prediction":
+        lead = {**lead, **PREDICTION_LEADS}
     text = lead.get(verdict, verdict)
     return f"{text}: {cause}." if cause else f"{text}."
 
@@ -143,6 +152,23 @@ PREDICTION_LEADS = {
     "inconclusive": "Within the model's validated error of a baseline: the model cannot tell "
                     "them apart",
 }
+BREAKEVEN = "break-even"  # claims column selection_basis of a speed-up judged on break-even
+BREAKEVEN_LEADS = {
+    "fails": "Predicted slower than a baseline even if its selection cost nothing",
+    "inconclusive": "Decided by its selection time on the compute's device, which was not "
+                    "measured (break-even selection times)",
+}
+TIME_TO_ACCURACY_LEADS = {
+    "holds": "Predicted to reach the target sooner than Top-k",
+    "fails": "Predicted not to reach the target sooner than Top-k",
+}
+
+
+def is_time_to_accuracy(claim) -> bool:
+    """A `<family>_time_to_accuracy` row (topkscope.perf.time_to_accuracy)."""
+    from topkscope.perf.time_to_accuracy import CLAIM_SUFFIX
+
+    return str(claim).endswith(CLAIM_SUFFIX)
 
 
 def claims_summary(table: pd.DataFrame) -> str:
@@ -255,28 +281,91 @@ def convergence_markdown(table: pd.DataFrame, derived: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _variants(table: pd.DataFrame) -> dict[int, str]:
+    """Row position -> the method's name, with its training condition in brackets where the
+    table has the method under several training conditions ("Gaussian-k (2019)
+    [warmup=paper; rho=0.001]")."""
+    conditions = table["training_condition"].map(_text)
+    several = conditions.groupby(table["sparsifier"]).nunique() > 1
+    return {i: sparsifier_name(str(m)) + (f" [{c}]" if several[m] and c else "")
+            for i, (m, c) in enumerate(zip(table["sparsifier"], conditions))}
+
+
+def _breakeven_cell(row) -> str:
+    """'inconclusive: break-even selection < 161 ms vs Dense, Top-k's + 0.2 ms': the verdict
+    of a speed-up row judged on break-even selection times (breakeven_ms, breakeven_topk_ms)."""
+    dense, topk = _number(row, "breakeven_ms"), _number(row, "breakeven_topk_ms")
+    base = [b for b in _text(row.baselines).split(", ") if b != sparsifier_name("topk")]
+    parts = []
+    if not math.isnan(dense):
+        versus = f" vs {base[0]}" if base else ""
+        parts.append(f"< {dense:.3g} ms{versus}" if dense > 0
+                     else f"never{versus} (slower even with free selection)")
+    if not math.isnan(topk):
+        parts.append(f"Top-k's {verdicts.signed(topk)} ms")
+    return f"{_verdict(str(row.verdict))}: break-even selection " + ", ".join(parts)
+
+
 def prediction_markdown(table: pd.DataFrame) -> str:
-    """One row per (model, baselines), one column per network preset: the verdict and the
-    predicted speed-ups (the rows' cause); the inputs are named above the table."""
+    """One row per (model, method and training condition, baselines), one column per network
+    preset: the verdict and its cause (the predicted speed-ups), or the break-even selection
+    times where the selection was another device's; the inputs are named above the table."""
     if "network" not in table or table["network"].isna().all():
         return ("_These claims predate the structured prediction columns (network, "
                 "baselines); regenerate them (`make reproduce-figures`) to list the predicted "
                 "speed-ups here._")
+    table = table.reset_index(drop=True)
     networks = list(dict.fromkeys(table["network"].astype(str)))
+    variants = _variants(table)
     cells: dict[tuple, dict] = {}
-    for row in table.itertuples(index=False):
-        cells.setdefault((str(row.model), f"over {row.baselines}"), {})[str(row.network)] = (
-            f"{_verdict(str(row.verdict))}: {_text(row.cause)}")
-    lines = _header(["model", "speed-up", *networks])
-    for (model, versus), by in cells.items():
-        lines.append(_row([model, versus, *(by.get(n, "—") for n in networks)]))
+    for i, row in enumerate(table.itertuples(index=False)):
+        cell = (_breakeven_cell(row) if _text(row.selection_basis) == BREAKEVEN
+                else f"{_verdict(str(row.verdict))}: {_text(row.cause)}")
+        cells.setdefault((model_name(row.model), variants[i], f"over {row.baselines}"),
+                         {})[str(row.network)] = cell
+    lines = _header(["model", "method", "speed-up", *networks])
+    for label, by in cells.items():
+        lines.append(_row([*label, *(by.get(n, "—") for n in networks)]))
     inputs = "; ".join(sorted({str(v) for v in table.get("inputs", pd.Series()).dropna()}))
     sparsifiers = ", ".join(sparsifier_name(s) for s in dict.fromkeys(table["sparsifier"]))
     intro = (f"Predicted, not measured — the step-time speed-up of {sparsifiers} at P = 16 over "
-             "each baseline, per network preset: verdict and predicted speed-ups; "
+             "each baseline, per network preset: verdict and predicted speed-ups (where the "
+             "selection times were another device's than the compute's: the break-even "
+             "selection times, the longest selection that still beats the dense baseline and "
+             "the most it may exceed Top-k's); "
              + (f"inputs: {inputs}; " if inputs else "")
              + "the rule and every input are in each claims row (rule, condition); see "
                "docs/scaling.md.")
+    return intro + "\n\n" + "\n".join(lines)
+
+
+def _target(row) -> str:
+    metric, margin = _text(row.metric) or "accuracy", _number(row, "margin")
+    if math.isnan(margin):
+        return "—"
+    return f"Top-k {verdicts.limit_text(metric, margin)}"
+
+
+def time_to_accuracy_markdown(table: pd.DataFrame) -> str:
+    """One row per (model, method, training condition), one column per network preset: the
+    verdict of reaching the target sooner than Top-k and its cause; the target (Top-k's final
+    metric less the margin) and the seeds (failed ones counted) beside."""
+    networks = list(dict.fromkeys(table["network"].astype(str)))
+    cells: dict[tuple, dict] = {}
+    for row in table.itertuples(index=False):
+        label = (model_name(row.model), sparsifier_name(str(row.sparsifier)),
+                 _text(row.training_condition), _target(row), _seeds(row))
+        cells.setdefault(label, {})[str(row.network)] = (
+            f"{_verdict(str(row.verdict))}: {_text(row.cause)}")
+    lines = _header(["model", "method", "condition", "target", "seeds", *networks])
+    for label, by in cells.items():
+        lines.append(_row([*label, *(by.get(n, "—") for n in networks)]))
+    inputs = "; ".join(sorted({str(v) for v in table.get("inputs", pd.Series()).dropna()}))
+    intro = ("Predicted from the measured convergence — the wall-clock each method needs at "
+             "P = 16 to reach the target (Top-k's final metric of the same seed and condition "
+             "less the claims' margin) against Top-k's, per network preset: verdict and its "
+             "cause (the speed-up to the target, or the seeds that never reached it); "
+             + (f"inputs: {inputs}; " if inputs else "") + "see docs/scaling.md.")
     return intro + "\n\n" + "\n".join(lines)
 
 
@@ -313,8 +402,11 @@ def findings_markdown(table: pd.DataFrame) -> str:
                      "accuracy, % of perplexity) with its 95% interval; elements sent relative "
                      "to Top-k's in the target-density phase.\n\n"
                      + convergence_markdown(by["convergence"], derived))
-    if len(by["prediction"]):
-        parts.append(prediction_markdown(by["prediction"]))
+    timed = by["prediction"]["claim"].map(is_time_to_accuracy).astype(bool)
+    if (~timed).any():
+        parts.append(prediction_markdown(by["prediction"][~timed]))
+    if timed.any():
+        parts.append(time_to_accuracy_markdown(by["prediction"][timed]))
     if len(by["check"]):
         parts.append("**Checks** (true by construction):\n\n" + checks_markdown(by["check"]))
     return "\n\n".join(parts)
@@ -390,9 +482,14 @@ def findings_prose(table: pd.DataFrame) -> str:
     if (table["section"] == "check").any():
         sentences.append("The robust `gaussiank` selects exactly k by construction: its count "
                          "rows are checks of the code, listed apart.")
-    if (table["section"] == "prediction").any():
-        sentences.append("The speed-up rows are predictions of the step-time model, not "
-                         "measurements.")
+    predicted = table[table["section"] == "prediction"]
+    if len(predicted):
+        timed = predicted["claim"].map(is_time_to_accuracy).astype(bool)
+        rows = " and ".join(what for what, some in (("speed-up", (~timed).any()),
+                                                   ("time-to-accuracy", timed.any())) if some)
+        sentences.append(f"The {rows} rows are predictions of the step-time model, not "
+                         "measurements" + (" (the steps to the target are measured in the "
+                                           "runs)." if timed.any() else "."))
     return " ".join(sentences)
 
 

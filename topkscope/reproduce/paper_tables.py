@@ -285,6 +285,10 @@ def _claim_label(claim: str) -> str:
     claim = str(claim)
     if claim in CLAIM_LABELS:
         return CLAIM_LABELS[claim]
+    from topkscope.reproduce.findings import is_time_to_accuracy
+
+    if is_time_to_accuracy(claim):
+        return "time to accuracy"
     if claim.endswith("_accuracy"):
         return "trains as Top-k"
     if claim.endswith("_traffic"):
@@ -321,8 +325,11 @@ def _claims_cells(row) -> tuple[list[str], str]:
         result = f"{0 if math.isnan(num('n_units')) else int(num('n_units'))} units"
     condition = row.condition if isinstance(row.condition, str) and row.condition else "--"
     if section == "prediction":
-        network = getattr(row, "network", None)
-        condition = f"predicted; network {network}" if isinstance(network, str) else "predicted"
+        network, training = getattr(row, "network", None), getattr(row, "training_condition",
+                                                                   None)
+        condition = "predicted" + (f"; {training}" if isinstance(training, str) and training
+                                   else "") + (f"; network {network}" if isinstance(network, str)
+                                               else "")
     methods = ", ".join(sparsifier_name(x) for x in str(row.sparsifier).split(","))
     cells = [latex_escape(model_name(row.model)), _claim_label(row.claim), latex_escape(methods),
              latex_escape(condition).replace("=", r"=\allowbreak{}"), latex_escape(result),
