@@ -258,6 +258,7 @@ def test_sigkilled_torchrun_run_resumes_to_the_uninterrupted_result(tmp_path):
     assert pd.read_parquet(run_dir / "train.parquet")["step"].tolist() == list(range(steps + 10))
 
 
+@pytest.mark.train
 def test_the_gpt_experiment_trains_with_adamw_and_records(tmp_path, capsys):
     """experiments/gpt-ptb.yaml as shipped (quick profile), cut to 4 steps."""
     out = tmp_path / "results"

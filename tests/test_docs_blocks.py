@@ -56,7 +56,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
      'topkscope fetch --root DIR                 # MNIST + PTB into DIR (idempotent: a rerun only verifies)'):
         'downloads (MNIST, PTB and CIFAR-10 from the network)',
     ('docs/figures.md',
-     'make reproduce-figures              # quick profile, on a 2-core CPU'):
+     'make reproduce-figures                  # quick profile, on a 2-core CPU (at most 20 minutes)'):
         'the whole quick profile (about 20 minutes on 2 cores) and the full profile (GPUs); the blocks below run its parts',
     ('docs/figures.md',
      'topkscope figures --profile full --dry-run        # run folders and their `topkscope run` commands'):

@@ -33,6 +33,7 @@ def manifest_of(run_dir: Path) -> dict:
     return json.loads((run_dir / "manifest.json").read_text())
 
 
+@pytest.mark.train
 def test_a_diverged_run_records_the_step_and_keeps_what_it_evaluated(tmp_path, capsys):
     cfg = write_config(tmp_path, **DIVERGES)
     out = tmp_path / "results"
@@ -65,6 +66,7 @@ def test_a_resume_clears_the_divergence_of_the_segment_before(tmp_path):
     assert again.data["segments"][0]["error"].startswith("DivergedError")
 
 
+@pytest.mark.train
 def test_the_runner_keeps_a_diverged_run_and_never_reruns_it(tmp_path):
     cfg = write_config(tmp_path, name="plan", **DIVERGES)
     spec = RunSpec("plan", cfg, "quick", None, tmp_path / "results")
@@ -85,6 +87,7 @@ def test_the_runner_keeps_a_diverged_run_and_never_reruns_it(tmp_path):
     assert (found.path, found.differences, found.diverged_at) == (run_dir, (), step)
 
 
+@pytest.mark.train
 def test_the_driver_hands_diverged_and_failed_seeds_to_the_claims(tmp_path, data_root, spy,
                                                                   monkeypatch):
     """topk diverges: a result (no failure, exit 0 from `topkscope figures`); dense fails for

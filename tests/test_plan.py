@@ -239,6 +239,7 @@ def test_variant_labels_and_overrides():
         plan.FNN3_DESIGN.variants("medium")
 
 
+@pytest.mark.train
 def test_switching_the_recorder_off_changes_no_number_of_training(tmp_path, data_root):
     """The plan drops the recorder from the runs whose u no claim reads: it only observes u,
     so the trained numbers are the same bit for bit (here recording at every step, with a

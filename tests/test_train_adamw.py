@@ -84,6 +84,7 @@ def reference_topk_adamw(model: torch.nn.Module, tokens: torch.Tensor, c: dict,
     return x
 
 
+@pytest.mark.train
 @pytest.mark.parametrize("sparsifier", ["topk", "dense"])
 def test_adamw_through_the_trainer_equals_the_reference_loop(sparsifier):
     cfg = validate({**GPT, "sparsifier": sparsifier})
@@ -107,6 +108,7 @@ def test_adamw_through_the_trainer_equals_the_reference_loop(sparsifier):
         assert [r["selected"] for r in rows] == [round(0.05 * d)] * 6
 
 
+@pytest.mark.train
 def test_no_decay_1d_and_the_decoupled_decay_reach_every_parameter():
     """With s = 0 (nothing sent: a threshold far above |u|) AdamW moves nothing but the decay:
     matrices shrink by (1 - lr_t wd) per step, 1-D tensors stay."""
@@ -137,6 +139,7 @@ def _gloo_body(rank: int, world: int) -> dict:
     return out
 
 
+@pytest.mark.train
 def test_simulated_and_gloo_workers_give_the_same_adamw_run():
     results = run_gloo(_gloo_body)
     for name in ("topk", "gaussiank-2019"):
