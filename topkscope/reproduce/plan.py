@@ -206,17 +206,22 @@ FNN3_DESIGN = ConvergenceDesign(seeds=(("quick", 5), ("full", 8)),
 RESNET20_DESIGN = ConvergenceDesign(seeds=(("quick", 3), ("full", 8)))
 LSTM_METHODS = ("gaussiank-2019", "dgc")
 LSTM_DESIGN = ConvergenceDesign(seeds=(("standard", 3), ("full", 8)), methods=LSTM_METHODS)
+GPT_METHODS = ("gaussiank-2019",)
+GPT_DESIGN = ConvergenceDesign(seeds=(("standard", 3), ("full", 8)), methods=GPT_METHODS)
 
 JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
     TrainingJob("fnn3-mnist", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
     TrainingJob("resnet20-cifar10", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
     TrainingJob("vgg16-cifar10", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
     TrainingJob("lstm-ptb", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
+    TrainingJob("gpt-ptb", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
     TrainingJob("convergence-fnn3-mnist", figures=CONVERGENCE_FIGURES, design=FNN3_DESIGN,
                 profiles=QUICK_AND_FULL),
     TrainingJob("convergence-resnet20-cifar10", figures=CONVERGENCE_FIGURES,
                 design=RESNET20_DESIGN, profiles=("full",)),
     TrainingJob("convergence-lstm-ptb", figures=CONVERGENCE_FIGURES, design=LSTM_DESIGN,
+                profiles=("standard", "full")),
+    TrainingJob("convergence-gpt-ptb", figures=CONVERGENCE_FIGURES, design=GPT_DESIGN,
                 profiles=("standard", "full")),
     BenchmarkJob("selection-speed", figures=("selection_speed",), profiles=QUICK_AND_FULL),
 )
