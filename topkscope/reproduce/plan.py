@@ -65,7 +65,7 @@ seconds of `python benchmarks/selection.py` as the quick profile runs it, alone)
         select more than the runs without it), weighted by the design's 3 + 6 + 6 + 6 runs
     convergence-gpt-ptb 175 per run: topk with the paper warm-up (116.4 user + 58.7 sys,
         14 recorded steps; the costliest variant: its first two epochs select more),
-        counted for each of the design's 3 + 6 + 6 runs
+        counted for each of the design's 3 + 6 + 6 runs (dense: 152.6)
     finish, standard: 23.6 s CPU (`topkscope figures --profile standard --no-run`): 90 s
         allowed
 
