@@ -252,6 +252,7 @@ def test_gallery_small_pngs_and_readme(small, tmp_path):
 
 PAPER = {  # the paper's settings (docs/figures.md, profiles): lr, batch per worker
     "fnn3": (0.01, 128), "resnet20": (0.1, 32), "vgg16": (0.1, 128), "lstm-ptb": (22.0, 20),
+    "gpt-ptb": (1e-3, 4),  # not the paper's: nanoGPT's baby GPT, 64 sequences over 16 workers
 }
 
 
@@ -269,6 +270,9 @@ def test_plan_configs_resolve_in_every_profile_they_run_in(job):
     assert not full.allow_substitute and not full.lr_in_residual
     if full.model == "lstm-ptb":
         assert (full.bptt, full.grad_clip) == (35, 0.25)
+    if full.model == "gpt-ptb":
+        assert (full.optimizer, full.lr_schedule, full.bptt, full.steps) == (
+            "adamw", "cosine", 256, 5000)
     if full.dataset == "cifar10":
         assert full.momentum == 0.9 and full.weight_decay == 1e-4 and full.lr_milestones
     # the CPU profiles (quick, standard) = sized for a 2-core CPU: one thread, few workers,

@@ -52,17 +52,32 @@ def test_fnn3_convergence_runs_every_method_condition_and_seed(profile, n_seeds)
     assert "gaussiank" not in {v[0] for v in got}  # robust Gaussian-k = Top-k: tested, not run
 
 
+@pytest.mark.parametrize(("experiment", "methods"), [
+    ("convergence-lstm-ptb", ("topk", "gaussiank-2019", "dgc")),
+    ("convergence-gpt-ptb", ("topk", "gaussiank-2019")),
+])
 @pytest.mark.parametrize(("profile", "n_seeds"), [("standard", 3), ("full", 8)])
-def test_lstm_convergence_runs_dense_topk_gaussiank_and_dgc_under_both_conditions(profile,
-                                                                                  n_seeds):
-    got = as_tuples(job("convergence-lstm-ptb").variants(profile))
+def test_language_model_convergence_runs_dense_and_each_method_under_both_conditions(
+        experiment, methods, profile, n_seeds):
+    got = as_tuples(job(experiment).variants(profile))
     expected = []
     for seed in range(n_seeds):
         expected.append(("dense", seed, "none", None))
         for cond in ("paper", "none"):
-            expected += [(m, seed, cond, None) for m in ("topk", "gaussiank-2019", "dgc")]
+            expected += [(m, seed, cond, None) for m in methods]
     assert got == expected
-    assert job("convergence-lstm-ptb").profiles == ("standard", "full")
+    assert job(experiment).profiles == ("standard", "full")
+
+
+def test_the_gpt_distribution_study_runs_in_quick_with_the_recorder(data_root):
+    """gpt-ptb: one Top-k run with the recorder (u distribution, contraction, Gaussian value
+    and Gaussian-k count claims), the distribution figures, in quick and full."""
+    gpt = job("gpt-ptb")
+    assert gpt.profiles == ("quick", "full") and gpt.figures == plan.DISTRIBUTION_FIGURES
+    assert gpt.variants("quick") == (plan.Variant(),)
+    cfg, _ = load_config(gpt.config_path(REPO / "experiments"), "quick")
+    assert cfg.sparsifier == "topk" and cfg.optimizer == "adamw"
+    assert {"gaussiank", "gaussiank-2019"} <= set(cfg.recorder["sparsifiers"])
 
 
 def test_seeds_per_profile():
@@ -90,8 +105,9 @@ def test_each_profile_runs_its_own_experiments():
     names = {p: [j.experiment for j in plan.jobs(profile=p)] for p in plan.PROFILES}
     assert "convergence-resnet20-cifar10" not in names["quick"] + names["standard"]
     assert "convergence-fnn3-mnist" in names["quick"] and "selection-speed" in names["quick"]
+    assert "gpt-ptb" in names["quick"]
     # standard adds the convergence models quick cannot afford; it does not rerun quick's
-    assert names["standard"] == ["convergence-lstm-ptb"]
+    assert names["standard"] == ["convergence-lstm-ptb", "convergence-gpt-ptb"]
     assert set(names["full"]) == {j.experiment for j in plan.JOBS}
     variants = job("convergence-resnet20-cifar10").variants("full")
     assert {v.seed for v in variants} == set(range(8)) and len(variants) == 8 * 15
@@ -198,8 +214,8 @@ def test_budgets_from_the_measured_run_times():
         expected = bench + training / plan.QUICK_PARALLEL + plan.FINISH_SECONDS[profile]
         assert plan.expected_seconds(profile) == pytest.approx(expected)
         assert plan.expected_seconds(profile) <= plan.BUDGET_SECONDS[profile]
-    # standard leaves room for the GPT convergence experiment that will join it (~15 runs)
-    assert plan.expected_seconds("standard") <= 65 * 60
+    # quick keeps two minutes for the finish phase to grow with the runs it draws
+    assert plan.expected_seconds("quick") <= 18 * 60
     with pytest.raises(ValueError, match="no measured run time for 'x'"):
         plan.expected_seconds("quick", plan=[plan.TrainingJob("x")])
     with pytest.raises(ValueError, match="profile 'full' has no measured budget"):

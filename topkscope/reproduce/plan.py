@@ -7,13 +7,12 @@ benchmarks/selection.py). The plan is data (tuples), so the README's figure -> e
 command table, `--dry-run` and the driver read the same thing. A job lists the profiles it
 runs in:
 
-    quick     2-core CPU, at most 20 minutes: the four distribution runs, the selection-speed
-              benchmark, the FNN-3 convergence (5 seeds)
+    quick     2-core CPU, at most 20 minutes: the five distribution runs (the GPT's with
+              AdamW among them), the selection-speed benchmark, the FNN-3 convergence (5 seeds)
     standard  2-core CPU, at most 90 minutes: the convergence models quick cannot afford, the
-              LSTM on PTB (3 seeds); it does not rerun quick's experiments (its claims are a
-              file of their own, claims-standard.csv under results/reference/ once
-              committed). A GPT convergence experiment (~15 runs) will join it: it is planned
-              at ~49 minutes now
+              LSTM and the GPT on PTB (3 seeds each); it does not rerun quick's experiments
+              (its claims are a file of their own, claims-standard.csv under
+              results/reference/ once committed)
     full      the paper's settings (GPUs): everything, 8 seeds per convergence design
 
 Convergence design (ConvergenceDesign), per seed:
@@ -26,7 +25,7 @@ Convergence design (ConvergenceDesign), per seed:
 FNN-3 approximate methods: gaussiank-2019 (the paper's Gaussian-k), dgc (DGC as its authors
 published it), redsync, redsync-2019 (the RedSync the paper compared against), sidco (with its
 adaptive stage count), randk (the earlier variants dgc-sampled and sidco-fixed are not run), with the density sensitivity; LSTM-PTB:
-gaussiank-2019 and dgc, no sensitivity. The robust `gaussiank` is not run: it selects the exact
+gaussiank-2019 and dgc, no sensitivity; GPT-PTB (AdamW): gaussiank-2019, no sensitivity. The robust `gaussiank` is not run: it selects the exact
 top-k set by construction, and a test shows that it trains identically to topk. Pairing is per
 (seed, condition, density): every method's seed s is compared with topk's seed s. The config's
 recorder runs only in the topk runs (RECORDED_METHODS: the claims read u there); every other
@@ -35,7 +34,8 @@ run gets `--set recorder=null` (the recorder observes u, it never changes traini
 Run length: under the paper warm-up (1/64 in epoch 0, 0.004 in epoch 1, then rho) at least two
 thirds of a convergence run's steps run at the target rho, in every profile: quick FNN-3 runs 7
 epochs of a 25,600-image subset (350 steps, 250 at rho), standard LSTM-PTB 7 epochs of a
-120,000-token subset (602 steps, 430 at rho); both evaluate 14 times, dense enough to find
+120,000-token subset (602 steps, 430 at rho), standard GPT-PTB (gpt-mini) 7 epochs of a
+120,000-token subset (826 steps, 590 at rho); all evaluate 14 times, dense enough to find
 when a target is first reached.
 
 Budgets (expected_seconds): on 2 idle cores a profile takes its benchmark alone, then its
@@ -50,21 +50,27 @@ other jobs on a shared machine (wall times are not), measured with
 seconds of `python benchmarks/selection.py` as the quick profile runs it, alone), here on the
 2-core machine shared with other jobs (load average 6-12, which if anything inflates CPU time):
 
-    fnn3-mnist 11, vgg16-cifar10 56, lstm-ptb 87, resnet20-cifar10 176    (distributions)
+    fnn3-mnist 11, vgg16-cifar10 56, lstm-ptb 87, resnet20-cifar10 176, gpt-ptb 72
+        (distributions; gpt-ptb: 58.4 user + 14.0 sys)
     convergence-fnn3-mnist 11.3 per run (8.8 dense .. 14.9 topk at rho = 0.01) x 95 runs
     selection-speed ~45 s wall (31 s CPU; 41 s in the last quick profile on idle cores)
     finish, quick: 213 s wall in the last quick profile on idle cores (57 convergence runs:
         analyze 7, draw 59, claims 18, tables 0.2, 14 notebooks 129); their CPU does not grow
         with the runs (`/usr/bin/time topkscope figures --no-run --only
-        convergence-fnn3-mnist`: 36.5 s over 57 runs, 36.6 s over 95): 240 s allowed
+        convergence-fnn3-mnist`: 36.5 s over 57 runs, 36.6 s over 95); the GPT distribution
+        run adds at most its own finish (`... --no-run --only gpt-ptb`: 47.6 s CPU, with the
+        fixed costs: analyze 5.6 s, 6 figures, 3 notebooks): 270 s allowed
     convergence-lstm-ptb 271 per run: dense 234, topk 292 (289 + 15 recorded steps of ~0.2 s),
         gaussiank-2019 298, dgc 242 (measured with the paper warm-up, whose first two epochs
         select more than the runs without it), weighted by the design's 3 + 6 + 6 + 6 runs
+    convergence-gpt-ptb 175 per run: topk with the paper warm-up (116.4 user + 58.7 sys,
+        14 recorded steps; the costliest variant: its first two epochs select more),
+        counted for each of the design's 3 + 6 + 6 runs (dense: 152.6)
     finish, standard: 23.6 s CPU (`topkscope figures --profile standard --no-run`): 90 s
         allowed
 
-expected_seconds("quick") ~ 16.4 min (45 + (330 + 95 x 11.3) / 2 + 240 s);
-expected_seconds("standard") ~ 49 min ((21 x 271) / 2 + 90 s), ~41 minutes left for GPT.
+expected_seconds("quick") ~ 17.5 min (45 + (402 + 95 x 11.3) / 2 + 270 s);
+expected_seconds("standard") ~ 70.8 min ((21 x 271 + 15 x 175) / 2 + 90 s).
 Where the seconds go in a quick FNN-3 convergence run (CPU, one thread): the interpreter
 start-up and imports ~2.3 s (scipy.stats no longer among them: topkscope.bounds uses
 scipy.special), 350 steps x 4 workers ~4.6 s (13 ms a step), 14 evaluations on the 10,000
@@ -206,17 +212,22 @@ FNN3_DESIGN = ConvergenceDesign(seeds=(("quick", 5), ("full", 8)),
 RESNET20_DESIGN = ConvergenceDesign(seeds=(("quick", 3), ("full", 8)))
 LSTM_METHODS = ("gaussiank-2019", "dgc")
 LSTM_DESIGN = ConvergenceDesign(seeds=(("standard", 3), ("full", 8)), methods=LSTM_METHODS)
+GPT_METHODS = ("gaussiank-2019",)
+GPT_DESIGN = ConvergenceDesign(seeds=(("standard", 3), ("full", 8)), methods=GPT_METHODS)
 
 JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
     TrainingJob("fnn3-mnist", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
     TrainingJob("resnet20-cifar10", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
     TrainingJob("vgg16-cifar10", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
     TrainingJob("lstm-ptb", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
+    TrainingJob("gpt-ptb", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
     TrainingJob("convergence-fnn3-mnist", figures=CONVERGENCE_FIGURES, design=FNN3_DESIGN,
                 profiles=QUICK_AND_FULL),
     TrainingJob("convergence-resnet20-cifar10", figures=CONVERGENCE_FIGURES,
                 design=RESNET20_DESIGN, profiles=("full",)),
     TrainingJob("convergence-lstm-ptb", figures=CONVERGENCE_FIGURES, design=LSTM_DESIGN,
+                profiles=("standard", "full")),
+    TrainingJob("convergence-gpt-ptb", figures=CONVERGENCE_FIGURES, design=GPT_DESIGN,
                 profiles=("standard", "full")),
     BenchmarkJob("selection-speed", figures=("selection_speed",), profiles=QUICK_AND_FULL),
 )
@@ -226,9 +237,10 @@ JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
 RUN_SECONDS = {
     "fnn3-mnist": 11, "vgg16-cifar10": 56, "lstm-ptb": 87, "resnet20-cifar10": 176,
     "convergence-fnn3-mnist": 11.3, "convergence-lstm-ptb": 271, "selection-speed": 45,
+    "gpt-ptb": 72, "convergence-gpt-ptb": 175,
 }
 # after the runs: analyze + draw + claims + tables + executing the notebooks (wall seconds)
-FINISH_SECONDS = {"quick": 240, "standard": 90}
+FINISH_SECONDS = {"quick": 270, "standard": 90}
 
 
 def expected_seconds(profile: str = "quick", plan: Sequence[TrainingJob | BenchmarkJob] | None = None,
