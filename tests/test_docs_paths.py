@@ -35,6 +35,8 @@ GENERATED = (
     "results/claims.md",     # make reproduce-figures
     "results/notebooks",     # make reproduce-figures: executed notebooks + HTML
     "results/tables",        # make reproduce-figures: CSV + LaTeX tables
+    "results/standard",      # make reproduce-figures PROFILE=standard: its whole results root
+    "results/full",          # make reproduce-figures PROFILE=full: its whole results root
     "results/my-exp",        # the example run folder of the Recorder docs
     *(f"results/{p.stem}" for p in (REPO / "experiments").glob("*.yaml")),  # run folders
 )

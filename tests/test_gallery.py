@@ -15,6 +15,7 @@ from topkscope.reproduce.findings import (
     findings_block,
     findings_cells,
     findings_markdown,
+    markers,
 )
 
 
@@ -118,3 +119,28 @@ def test_bad_input_writes_nothing(published, tmp_path, capsys):
     assert cli(["gallery", "--results", str(full), "--out", str(out), "--width", "10"]) == 2
     assert "width = 10 is too small" in capsys.readouterr().err
     assert snapshot(out, readme) == before and unmarked.read_text() == "no markers\n"
+
+
+def test_the_standard_profiles_claims_fill_their_own_blocks_and_never_shrink(tmp_path, capsys):
+    """--standard-claims fills the standard-claims blocks from its CSV and leaves the quick
+    profile's as results/claims.csv says; a standard table with fewer cells is refused."""
+    quick = make_results(tmp_path / "quick", ["a-histogram"], ["fnn3"])
+    standard = make_results(tmp_path / "standard", [], ["lstm-ptb", "gpt-mini"])
+    start, end, prose_start, prose_end = markers("standard-claims")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{README_START}\nold\n{README_END}\nmiddle\n{start}\nold\n"
+                      f"{end}\n{prose_start}\nold\n{prose_end}\noutro\n")
+    out = tmp_path / "gallery"
+    args = ["gallery", "--results", str(quick), "--out", str(out), "--readme", str(readme)]
+    assert cli([*args, "--standard-claims", str(standard / "claims.csv")]) == 0
+    text = readme.read_text()
+    assert findings_block(text).strip() == findings_markdown(
+        pd.read_csv(quick / "claims.csv")).strip()
+    shown = findings_block(text, "standard-claims")
+    assert "LSTM" in shown and "FNN-3" not in shown and "LSTM" not in findings_block(text)
+    assert text.split(prose_start)[1].split(prose_end)[0].strip() not in ("", "old")
+    fewer = make_results(tmp_path / "fewer", [], ["lstm-ptb"])
+    assert cli([*args, "--standard-claims", str(fewer / "claims.csv")]) == 2
+    assert "would lose" in capsys.readouterr().err and readme.read_text() == text
+    assert cli([*args[:-2], "--standard-claims", str(fewer / "claims.csv")]) == 2
+    assert "needs --readme" in capsys.readouterr().err

@@ -164,7 +164,8 @@ def build(
             traffic = row["claim"].endswith("_traffic")
             statement = (convergence_claims.TRAFFIC_STATEMENT if traffic
                          else convergence_claims.ACCURACY_STATEMENT)
-            rows.append({**base, **row, "statement": statement.format(method=row["sparsifier"]),
+            rows.append({**base, **row, "statement": statement.format(
+                method=row["sparsifier"], metric=row.get("metric") or "accuracy"),
                          "rule": convergence_claims.TRAFFIC_RULE if traffic else rule})
     return pd.DataFrame(rows, columns=COLUMNS)
 

@@ -29,7 +29,8 @@ from topkscope.analysis import phases, verdicts
 from topkscope.manifest import condition_of
 
 ACCURACY_STATEMENT = "{method} trains as well as exact Top-k"
-TRAFFIC_STATEMENT = ("{method} reaches Top-k's accuracy while sending at most 4/3 of Top-k's "
+# {metric}: the held-out metric the runs evaluate (accuracy; perplexity for language models)
+TRAFFIC_STATEMENT = ("{method} reaches Top-k's {metric} while sending at most 4/3 of Top-k's "
                      "elements")
 USED_STATUSES = ("complete", "failed")
 

@@ -15,7 +15,7 @@ never lets the claim hold: a method failing on some seeds is inconclusive unless
 says it fails, and fails when it failed on every seed. Fewer than 3 seeds: insufficient-data
 (inconclusive when one of them failed).
 
-Traffic-matched rule: "reaches Top-k's accuracy while sending at most 4/3 of Top-k's elements",
+Traffic-matched rule: "reaches Top-k's accuracy (perplexity for language models) while sending at most 4/3 of Top-k's elements",
 judged on the elements sent at the target density (the warm-up phase is reported apart): holds
 if the accuracy claim holds and every seed sent at most 4/3; fails if the accuracy claim fails
 or every seed sent more; else inconclusive.

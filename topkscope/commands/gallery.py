@@ -1,4 +1,4 @@
-"""`topkscope gallery [--results DIR] [--out DIR] [--readme FILE]`: publish small copies of the
+"""`topkscope gallery [--results DIR] [--out DIR] [--readme FILE] [--standard-claims CSV]`: publish small copies of the
 figures and the README's findings table from a results folder (topkscope.reproduce.gallery,
 handed in by topkscope.cli).
 
@@ -27,6 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="largest width of a copy in pixels, >= 64 (default 900)")
     p.add_argument("--readme", type=Path, default=None,
                    help="regenerate this README's findings table from <results>/claims.csv")
+    p.add_argument("--standard-claims", type=Path, default=None, metavar="CSV",
+                   help="also regenerate the README's standard-claims blocks from this claims "
+                        "table (the standard profile's, results/reference/claims-standard.csv)")
     p.add_argument("--allow-shrink", action="store_true",
                    help="publish results that lack figures or findings already published "
                         "(default: refuse)")
@@ -36,8 +39,12 @@ def main(args: argparse.Namespace, publish: Callable) -> int:
     """publish(**options) is topkscope.reproduce.gallery.publish (see cli.py)."""
     try:
         width = {} if args.width is None else {"width": args.width}
+        if args.standard_claims is not None and args.readme is None:
+            raise ValueError(f"--standard-claims {args.standard_claims} needs --readme "
+                             "(the README whose standard-claims blocks it fills)")
         written = publish(results=args.results, out=args.out, readme=args.readme,
-                          allow_shrink=args.allow_shrink, log=print, **width)
+                          allow_shrink=args.allow_shrink, log=print,
+                          standard_claims=args.standard_claims, **width)
     except (ValueError, OSError) as exc:
         raise CommandError(str(exc)) from None
     print(f"gallery: {len(written)} figures in {args.out}"

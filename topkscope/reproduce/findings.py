@@ -5,6 +5,9 @@ the README's findings, generated from claims.csv between marker comments (`make 
     <!-- claims-table:start --> ... <!-- claims-table:end -->   the tables (findings_markdown)
     <!-- claims-prose:start --> ... <!-- claims-prose:end -->   the sentences (findings_prose)
 
+A README may hold more than one claims table, each in blocks of its own name (`markers`): the
+quick profile's are `claims-*`, the standard profile's `standard-claims-*`.
+
 The tables: distribution and contraction (model x condition), convergence (method x
 condition: paired difference with its interval, seeds with the failed ones counted, elements
 sent at the target density, each verdict with its cause), predicted speed-ups ((model, method
@@ -499,9 +502,17 @@ def _block(readme: str, start: str, end: str) -> str:
     return readme[i + len(start): j] if 0 <= i < j else ""
 
 
-def findings_block(readme: str) -> str:
-    """The text between the README's claims-table markers ('' without them)."""
-    return _block(readme, README_START, README_END)
+def markers(block: str = "claims") -> tuple[str, str, str, str]:
+    """(table start, table end, prose start, prose end) of the README blocks named `block`
+    ("claims": README_START ... PROSE_END; "standard-claims": the standard profile's)."""
+    return (f"<!-- {block}-table:start -->", f"<!-- {block}-table:end -->",
+            f"<!-- {block}-prose:start -->", f"<!-- {block}-prose:end -->")
+
+
+def findings_block(readme: str, block: str = "claims") -> str:
+    """The text between the README's `block` table markers ('' without them)."""
+    start, end, _, _ = markers(block)
+    return _block(readme, start, end)
 
 
 _UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
@@ -538,10 +549,11 @@ def _replace(readme: str, start: str, end: str, body: str) -> str:
     return readme[: i + len(start)] + "\n" + body + "\n" + readme[j:]
 
 
-def replace_findings(readme: str, table: pd.DataFrame) -> str:
-    """readme with the text between the claims-table markers replaced by findings_markdown,
-    and between the claims-prose markers (where it has them) by findings_prose."""
-    text = _replace(readme, README_START, README_END, findings_markdown(table))
-    if PROSE_START in text:
-        text = _replace(text, PROSE_START, PROSE_END, findings_prose(table))
+def replace_findings(readme: str, table: pd.DataFrame, block: str = "claims") -> str:
+    """readme with the text between the `block` table markers replaced by findings_markdown,
+    and between its prose markers (where it has them) by findings_prose."""
+    start, end, prose_start, prose_end = markers(block)
+    text = _replace(readme, start, end, findings_markdown(table))
+    if prose_start in text:
+        text = _replace(text, prose_start, prose_end, findings_prose(table))
     return text

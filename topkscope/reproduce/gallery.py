@@ -5,7 +5,9 @@ pixels wide, 256-colour PNG) and <out>/README.md: every figure with its caption 
 claims table as measured. Committed under docs/gallery/ so the README shows real results.
 With a README, the findings table between its claims-table markers is regenerated from
 <results>/claims.csv (findings.findings_markdown, and its sentences between the claims-prose
-markers: findings.findings_prose): no hand-written verdicts or numbers.
+markers: findings.findings_prose): no hand-written verdicts or numbers. A second claims table
+(standard_claims: the standard profile's committed claims-standard.csv) fills the README's
+standard-claims blocks the same way.
 
 Partial results never shrink what is published silently: when <results> lacks a figure that
 <out> holds, or the new findings lack a cell (a row's value) the README shows, publish refuses
@@ -65,7 +67,8 @@ class Gallery:
     readme: str | None = None
 
 
-def prepare(results: Path, width: int = MAX_WIDTH, readme: Path | None = None) -> Gallery:
+def prepare(results: Path, width: int = MAX_WIDTH, readme: Path | None = None,
+            standard_claims: Path | None = None) -> Gallery:
     """The gallery of `results` (and the README with its findings regenerated), unwritten.
     ValueError when the results have no figures, the README no claims-table markers, or there
     is no claims.csv for it."""
@@ -87,19 +90,25 @@ def prepare(results: Path, width: int = MAX_WIDTH, readme: Path | None = None) -
     if claims.exists():
         lines += ["## Claims table", "", claims.read_text().strip(), ""]
     text = None if readme is None else readme_with_findings(readme, Path(results) / "claims.csv")
+    if text is not None and standard_claims is not None:
+        text = _with_findings(text, standard_claims, "standard-claims")
     return Gallery({p.name: shrunk_png(p, width) for p in pngs}, "\n".join(lines), text)
 
 
 def readme_with_findings(readme: Path, claims_csv: Path) -> str:
     """readme's text with its findings table (between the claims-table markers) regenerated
     from claims_csv."""
+    return _with_findings(Path(readme).read_text(), claims_csv, "claims")
+
+
+def _with_findings(text: str, claims_csv: Path, block: str) -> str:
     import pandas as pd
 
     from topkscope.reproduce.findings import replace_findings
 
     if not Path(claims_csv).is_file():
         raise ValueError(f"no claims table at {claims_csv}: run `make reproduce-figures` first")
-    return replace_findings(Path(readme).read_text(), pd.read_csv(claims_csv))
+    return replace_findings(text, pd.read_csv(claims_csv), block)
 
 
 def update_readme(readme: Path, claims_csv: Path) -> None:
@@ -117,8 +126,10 @@ def losses(gallery: Gallery, out: Path, readme: Path | None) -> list[str]:
     if figures:
         lost.append(f"{out} would lose {len(figures)} figure(s): {_some(figures)}")
     if readme is not None and gallery.readme is not None:
-        before = findings_cells(findings_block(Path(readme).read_text()))
-        cells = sorted(before - findings_cells(findings_block(gallery.readme)))
+        old = Path(readme).read_text()
+        cells = sorted(cell for block in ("claims", "standard-claims") for cell in
+                       findings_cells(findings_block(old, block))
+                       - findings_cells(findings_block(gallery.readme, block)))
         if cells:
             rows = sorted({label for _, label, _ in cells})
             lost.append(f"{readme}'s findings would lose {len(cells)} cell(s), in rows "
@@ -132,12 +143,13 @@ def _some(names: list[str]) -> str:
 
 
 def publish(results: Path, out: Path, width: int = MAX_WIDTH, readme: Path | None = None,
-            allow_shrink: bool = False, log: Callable[[str], None] = print) -> list[Path]:
+            allow_shrink: bool = False, log: Callable[[str], None] = print,
+            standard_claims: Path | None = None) -> list[Path]:
     """Write the gallery of `results` into `out` (and the README's findings); returns the
     figures written. ValueError, with nothing written, on bad input or when the results hold
     less than what is published (losses) unless allow_shrink."""
     out = Path(out)
-    gallery = prepare(results, width, readme)
+    gallery = prepare(results, width, readme, standard_claims)
     lost = losses(gallery, out, readme)
     if lost and not allow_shrink:
         raise ValueError(f"{results} holds less than what is published: {'; '.join(lost)}; run "
