@@ -148,3 +148,29 @@ def test_time_to_target_fits_a_page_and_draws_the_mean_over_seeds(tmp_path):
     np.testing.assert_allclose(sorted(p.get_width() for p in panels[0].patches),
                                sorted(means))
     assert any(t.get_text() == "never on 1/4 seeds" for t in panels[0].texts)
+
+
+def test_a_method_under_two_training_conditions_is_two_series_in_every_figure(table):
+    """Counts measured per training condition give one row per (method, condition): each
+    figure draws each as its own bar or line, named with its condition, never mixed."""
+    g = table[table["method"] == "gaussiank-2019"]
+    none = g.assign(condition="warmup=none; rho=0.001")
+    paper = g.assign(condition="warmup=paper; rho=0.001", t_comm=g["t_comm"] * 2,
+                     t_step=g["t_step"] + g["t_comm"])
+    both = pd.concat([table[table["method"] != "gaussiank-2019"], none, paper],
+                     ignore_index=True)
+    names = ["Gaussian-k (2019) [warmup=none; rho=0.001]",
+             "Gaussian-k (2019) [warmup=paper; rho=0.001]"]
+    fig = scaling.breakdown(both)
+    _check_layout(fig)
+    ax = [a for a in fig.axes if a.get_visible()][0]
+    at = both[(both["workers"] == 16) & both["network"].isin(scaling.CLUSTER_NETWORKS)
+              & (both["model"] == pm.PAPER_MODELS[0])]
+    widths = np.array([p.get_width() for p in ax.patches]).reshape(3, -1).sum(axis=0)
+    np.testing.assert_allclose(np.sort(widths), np.sort(at["t_step"].to_numpy() * 1e3))
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert all(f"{n} · 10 GbE (measured)" in labels for n in names)
+    legend = [t.get_text() for t in scaling.efficiency(both).legends[0].get_texts()]
+    assert all(n in legend for n in names)
+    legend = [t.get_text() for t in scaling.crossover(both).legends[0].get_texts()]
+    assert all(n in legend for n in names)

@@ -88,26 +88,28 @@ def _shared_legend(fig: Figure, handles, labels, ncol: int) -> None:
 def breakdown(table: pd.DataFrame, workers: int = 16) -> Figure:
     rows = _at(table, workers, "scaling table")
     nets = _networks(rows)
-    rows = rows[rows["network"].isin(nets)]
+    rows = rows[rows["network"].isin(nets)].copy()
+    rows["condition"] = text_column(rows, "condition")
     models = list(dict.fromkeys(rows["model"]))
-    methods = list(dict.fromkeys(rows["method"]))
+    methods = _variants(rows)  # a method under each training condition of its inputs
     colors = dict(zip([p for p, _ in PARTS], palette(["compute", "selection", "comm"]).values()))
     # one bar per (network, method), networks as blocks, first at the top
     bars = [(n, m) for n in nets for m in methods]
     y = np.arange(len(bars))[::-1].astype(float)
     for i in range(1, len(nets)):  # a gap between network blocks
         y[: i * len(methods)] += 0.6
-    labels = [f"{sparsifier_name(m)} · {network_name(n)}" for n, m in bars]
+    labels = [f"{variant_name(*m)} · {network_name(n)}" for n, m in bars]
     with figure_style():
         fig, axes = _grid(len(models), sharey=True)
         for ax, model in zip(axes, models):
-            sub = rows[rows["model"] == model].set_index(["network", "method"])
+            sub = rows[rows["model"] == model].set_index(["network", "method", "condition"])
+            keys = [(n, *v) for n, v in bars]
             base = np.zeros(len(bars))
-            totals = [float(sub.loc[b, "t_step"]) * 1e3 if b in sub.index else np.nan
-                      for b in bars]
+            totals = [float(sub.loc[k, "t_step"]) * 1e3 if k in sub.index else np.nan
+                      for k in keys]
             for part, label in PARTS:
-                vals = np.array([float(sub.loc[b, part]) * 1e3 if b in sub.index else 0.0
-                                 for b in bars])
+                vals = np.array([float(sub.loc[k, part]) * 1e3 if k in sub.index else 0.0
+                                 for k in keys])
                 ax.barh(y, vals, 0.8, left=base, color=colors[part], label=label)
                 base += vals
             ax.set_xlim(0, np.nanmax(totals) * 1.02)  # stacked parts need a linear axis
@@ -126,19 +128,22 @@ def breakdown(table: pd.DataFrame, workers: int = 16) -> Figure:
 def efficiency(table: pd.DataFrame) -> Figure:
     require_columns(table, (*NEEDED, "efficiency"), "scaling table")
     nets = _networks(table)
-    table = table[table["network"].isin(nets)]
+    table = table[table["network"].isin(nets)].copy()
+    table["condition"] = text_column(table, "condition")
     models = list(dict.fromkeys(table["model"]))
-    methods = list(dict.fromkeys(table["method"]))
-    colors, styles = palette(methods), linestyles(nets)
+    methods = _variants(table)  # a method under each training condition of its inputs
+    colors, styles = palette([variant_name(*v) for v in methods]), linestyles(nets)
     with figure_style():
         fig, axes = _grid(len(models))
         for ax, model in zip(axes, models):
             sub = table[table["model"] == model]
-            for method in methods:
+            for method, condition in methods:
                 for net in nets:
-                    s = sub[(sub["method"] == method) & (sub["network"] == net)]
+                    s = sub[(sub["method"] == method) & (sub["condition"] == condition)
+                            & (sub["network"] == net)]
                     s = s.sort_values("workers")
-                    ax.plot(s["workers"], s["efficiency"], color=colors[method],
+                    ax.plot(s["workers"], s["efficiency"],
+                            color=colors[variant_name(method, condition)],
                             linestyle=styles[net], marker=".")
             _scale_for(ax, sub["efficiency"], "y")
             ax.set_xscale("log", base=2)
@@ -147,9 +152,10 @@ def efficiency(table: pd.DataFrame) -> Figure:
             ax.set_title(model_name(model))
         from matplotlib.lines import Line2D
 
-        handles = [Line2D([], [], color=colors[m], marker=".") for m in methods] + \
+        handles = [Line2D([], [], color=colors[variant_name(*v)], marker=".")
+                   for v in methods] + \
             [Line2D([], [], color="0.3", linestyle=styles[n]) for n in nets]
-        names = [sparsifier_name(m) for m in methods] + [network_name(n) for n in nets]
+        names = [variant_name(*v) for v in methods] + [network_name(n) for n in nets]
         _shared_legend(fig, handles, names, min(len(names), 4))
         fig.suptitle("Predicted scaling efficiency t_compute / t_step against P")
         fit_texts(fig)
@@ -163,10 +169,12 @@ def crossover(table: pd.DataFrame, workers: int = 16) -> Figure:
     require_rows(sparse, "sparse methods in the scaling table")
     # the crossover depends on the network's latency, not on its bandwidth: the clusters' one
     alpha = float(rows[rows["network"] == _networks(rows)[0]]["alpha"].iloc[0])
-    sparse = sparse[np.isclose(sparse["alpha"], alpha)].drop_duplicates(["model", "method"])
+    sparse = sparse[np.isclose(sparse["alpha"], alpha)].copy()
+    sparse["condition"] = text_column(sparse, "condition")
+    sparse = sparse.drop_duplicates(["model", "method", "condition"])
     models = list(dict.fromkeys(sparse["model"]))
-    methods = list(dict.fromkeys(sparse["method"]))
-    colors = palette(methods)
+    methods = _variants(sparse)  # a method under each training condition of its inputs
+    colors = palette([variant_name(*v) for v in methods])
     marks = (rows[rows["network"].isin(_networks(rows))]
              .drop_duplicates("network")[["network", "beta"]])
     with figure_style():
@@ -178,13 +186,15 @@ def crossover(table: pd.DataFrame, workers: int = 16) -> Figure:
         cluster_gbit = [8.0 / b / 1e9 for b in marks["beta"]]
         span = list(finite) + cluster_gbit
         low, high = min(span) / 3, max(span) * 6
-        for j, method in enumerate(methods):
-            s = sparse[sparse["method"] == method].set_index("model")["crossover_gbit"]
+        for j, (method, condition) in enumerate(methods):
+            s = sparse[(sparse["method"] == method) & (sparse["condition"] == condition)]
+            s = s.set_index("model")["crossover_gbit"]
             vals = np.array([float(s.get(m, np.nan)) for m in models])
             yy = np.arange(len(models))[::-1] + (len(methods) - 1) / 2 * height - j * height
             shown = np.where(np.isinf(vals), high, np.where(vals == 0, np.nan, vals))
-            ax.barh(yy, shown - low, height, left=low, color=colors[method],
-                    label=sparsifier_name(method))
+            ax.barh(yy, shown - low, height, left=low,
+                    color=colors[variant_name(method, condition)],
+                    label=variant_name(method, condition))
             for yi, v in zip(yy, vals):
                 if np.isinf(v) or v == 0:
                     ax.annotate("any bandwidth" if np.isinf(v) else "never",
