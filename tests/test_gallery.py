@@ -126,6 +126,10 @@ def test_the_standard_profiles_claims_fill_their_own_blocks_and_never_shrink(tmp
     profile's as results/claims.csv says; a standard table with fewer cells is refused."""
     quick = make_results(tmp_path / "quick", ["a-histogram"], ["fnn3"])
     standard = make_results(tmp_path / "standard", [], ["lstm-ptb", "gpt-mini"])
+    rows = pd.read_csv(standard / "claims.csv").assign(section="distribution")
+    predicted = {**claim_row("vgg16", "gaussiank_speedup_p16", "inconclusive", float("nan")),
+                 "section": "prediction", "sparsifier": "gaussiank"}
+    pd.concat([rows, pd.DataFrame([predicted])]).to_csv(standard / "claims.csv", index=False)
     start, end, prose_start, prose_end = markers("standard-claims")
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{README_START}\nold\n{README_END}\nmiddle\n{start}\nold\n"
@@ -138,6 +142,7 @@ def test_the_standard_profiles_claims_fill_their_own_blocks_and_never_shrink(tmp
         pd.read_csv(quick / "claims.csv")).strip()
     shown = findings_block(text, "standard-claims")
     assert "LSTM" in shown and "FNN-3" not in shown and "LSTM" not in findings_block(text)
+    assert "VGG" not in shown  # its predicted speed-ups are the quick profile's, shown once
     assert text.split(prose_start)[1].split(prose_end)[0].strip() not in ("", "old")
     fewer = make_results(tmp_path / "fewer", [], ["lstm-ptb"])
     assert cli([*args, "--standard-claims", str(fewer / "claims.csv")]) == 2

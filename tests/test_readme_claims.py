@@ -85,3 +85,33 @@ def test_findings_format_the_claims_columns_of_fresh_claims():
     assert "Gaussian-k: FNN-3" not in md.split("**Checks**")[0]  # not among the findings
     prose = findings_prose(table)
     assert "1 (method, condition) comparison on" in prose and "2 method seed(s) failed" in prose
+
+
+def test_committed_standard_findings_equal_the_standard_reference_claims():
+    from topkscope.reproduce.findings import findings_block, markers
+
+    readme = (REPO / "README.md").read_text()
+    table = gallery.without_repeated_predictions(
+        pd.read_csv(REPO / "results" / "reference" / "claims-standard.csv"))
+    assert findings_block(readme, "standard-claims").strip() == findings_markdown(table).strip()
+    _, _, start, end = markers("standard-claims")
+    prose = readme[readme.index(start) + len(start): readme.index(end)]
+    assert prose.strip() == findings_prose(table).strip()
+
+
+def test_the_largest_shortfall_is_a_higher_perplexity_or_a_lower_accuracy():
+    def row(model, method, metric, diff):
+        return {"model": model, "section": "convergence", "claim": f"{method}_accuracy",
+                "sparsifier": method, "metric": metric, "diff_mean": diff, "verdict": "fails",
+                "n_seeds": 3, "n_failed_seeds": 0, "ci_low": diff - 1, "ci_high": diff + 1,
+                "condition": "warmup=none", "cause": "given", "margin": 3.0,
+                "traffic_target": 1.0, "evidence": "e", "rule": "r", "statement": "s"}
+
+    from topkscope.analysis.claims import COLUMNS
+
+    ppl = pd.DataFrame([row("lstm", "dgc", "perplexity", -1.15),
+                        row("lstm", "gaussiank-2019", "perplexity", 20.1)], columns=COLUMNS)
+    assert "The largest shortfall: Gaussian-k (2019)" in findings_prose(ppl)
+    acc = pd.DataFrame([row("fnn3", "dgc", "accuracy", -1.15),
+                        row("fnn3", "gaussiank-2019", "accuracy", 20.1)], columns=COLUMNS)
+    assert "The largest shortfall: DGC" in findings_prose(acc)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import pandas as pd
 
 from topkscope.analysis import verdicts
@@ -470,7 +471,11 @@ def findings_prose(table: pd.DataFrame) -> str:
         told = ", ".join(f"{counts[v]} {v}" for v in verdicts.VERDICTS if v in counts)
         seeds = _span(acc["n_seeds"], "{:.0f}")
         failed = int(pd.to_numeric(acc["n_failed_seeds"], errors="coerce").fillna(0).sum())
-        worst = acc.loc[pd.to_numeric(acc["diff_mean"], errors="coerce").idxmin()]
+        # a shortfall is a lower accuracy but a higher perplexity: rank by the signed loss
+        loss = pd.to_numeric(acc["diff_mean"], errors="coerce") * np.where(
+            acc.get("metric", pd.Series("accuracy", index=acc.index)).astype(str)
+            == "perplexity", 1.0, -1.0)
+        worst = acc.loc[loss.idxmax()]
         traffic = conv[conv["claim"].astype(str).str.endswith("_traffic")]
         sentences.append(
             f"Against exact Top-k over {seeds} seeds, {len(acc)} (method, condition) "

@@ -108,7 +108,20 @@ def _with_findings(text: str, claims_csv: Path, block: str) -> str:
 
     if not Path(claims_csv).is_file():
         raise ValueError(f"no claims table at {claims_csv}: run `make reproduce-figures` first")
-    return replace_findings(text, pd.read_csv(claims_csv), block)
+    table = pd.read_csv(claims_csv)
+    if block != "claims" and "section" in table.columns:
+        table = without_repeated_predictions(table)
+    return replace_findings(text, table, block)
+
+
+def without_repeated_predictions(table):
+    """A second profile's claims less its predicted speed-ups: every profile predicts them for
+    the same paper models from the same published inputs, so the README shows them once, in
+    the quick profile's findings; its time-to-accuracy rows (from its own runs) stay."""
+    from topkscope.reproduce.findings import is_time_to_accuracy
+
+    repeated = (table["section"] == "prediction") & ~table["claim"].map(is_time_to_accuracy)
+    return table[~repeated]
 
 
 def update_readme(readme: Path, claims_csv: Path) -> None:
