@@ -80,6 +80,9 @@ NOT_RUN: dict[tuple[str, str], str] = {
      '# two nodes x 8 GPUs (run on each node; node-rank 0 and 1)'):
         'needs two nodes with 8 GPUs each',
     ('docs/training.md',
+     '# train_gpt.py: a small GPT on PTB with AdamW, TopK-SGD through the DDP hook, recorded.'):
+        'a script for torchrun (two ranks); tests/test_recipes.py runs it under torchrun with two gloo processes',
+    ('docs/training.md',
      'import torch.distributed as dist'):
         'a change to your own torchrun script (NCCL, GPUs); tests/test_hooks_distributed.py runs the hook on two gloo processes',
 }

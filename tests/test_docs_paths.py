@@ -31,7 +31,7 @@ GENERATED = (
     "results/scaling.csv",   # make reproduce-figures (predicted scaling)
     "results/time_to_accuracy.csv",  # make reproduce-figures (predicted time to accuracy)
     # benchmarks/selection.py --device cuda writes it; committed once a GPU has run it
-    "results/reference/bench-gpu/selection.csv",
+    "results/reference/bench-gpu",
     "results/claims.md",     # make reproduce-figures
     "results/notebooks",     # make reproduce-figures: executed notebooks + HTML
     "results/tables",        # make reproduce-figures: CSV + LaTeX tables
@@ -51,6 +51,7 @@ _PATH = re.compile(
     r"(?<![\w./~$-])((?:" + "|".join(re.escape(f) for f in TOP_FOLDERS) + r")/[\w./*<>{}…-]*)")
 _TOP_FILE = re.compile(r"(?<![\w./-])([A-Z][A-Z_]+\.md)\b")
 _MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_OTHER_REPOSITORY = re.compile(r"[\w.-]+/[\w.-]+@[0-9a-f]{7,40}\s$")
 _PLACEHOLDER = re.compile(r"<|\{|\*|\[|…|\.\.\.")
 
 
@@ -93,6 +94,8 @@ def named_paths(path: Path) -> list[tuple[str, str]]:
     text = text_of(path)
     found = []
     for match in _PATH.finditer(text):
+        if _OTHER_REPOSITORY.search(text[max(0, match.start() - 100): match.start()]):
+            continue  # "owner/name@commit path": a file of the cited repository, not ours
         rel = concrete_part(match.group(1))
         if rel and rel not in TOP_FOLDERS:
             found.append((match.group(1), rel))

@@ -477,7 +477,11 @@ def claims_rows(table: pd.DataFrame, workers: int = CLAIM_P,
                     row = _claim_row(refs, g, model, network, suffix, errors)
                     if row is not None:
                         rows.append(row)
-    return pd.DataFrame(rows)
+    from topkscope.analysis.claims import COLUMNS, PREDICTION_COLUMNS
+
+    frame = pd.DataFrame(rows)  # every claims column, empty where a prediction has none
+    return frame.reindex(columns=list(dict.fromkeys([*COLUMNS, *PREDICTION_COLUMNS,
+                                                     *frame.columns])))
 
 
 def breakeven_markdown(table: pd.DataFrame, methods: Sequence[str] = ("gaussiank",),

@@ -261,7 +261,7 @@ CLAIM_LABELS = {  # how claims.tex names each claim (formatting only; rules: ana
 }
 CLAIMS_HEADER = ("no.", "model", "claim", "method", "condition", "result", "sent", "verdict")
 # each column's share of the line width (its padding included); they add up to 1
-CLAIMS_WIDTHS = (0.055, 0.11, 0.15, 0.13, 0.16, 0.17, 0.075, 0.15)
+CLAIMS_WIDTHS = (0.055, 0.11, 0.15, 0.13, 0.145, 0.17, 0.09, 0.15)
 
 
 def _long_table(widths: Sequence[float], header: Sequence[str], caption_text: str,
@@ -318,7 +318,8 @@ def _claims_cells(row) -> tuple[list[str], str]:
                      else diff_unit(metric))
                   + f"; {int(num('n_seeds'))} seeds"
                   + (f" ({int(failed)} failed)" if failed > 0 else ""))
-        sent = "--" if math.isnan(num("traffic_target")) else f"{num('traffic_target'):.3g}×"
+        # two digits fit the column ("0.021×"); the CSV keeps every digit
+        sent = "--" if math.isnan(num("traffic_target")) else f"{num('traffic_target'):.2g}×"
     elif section != "prediction" and not math.isnan(num("fraction")):
         result = f"{num('fraction'):.0%} of {int(num('n_units'))} units"
     elif section != "prediction":
@@ -332,7 +333,9 @@ def _claims_cells(row) -> tuple[list[str], str]:
                                                else "")
     methods = ", ".join(sparsifier_name(x) for x in str(row.sparsifier).split(","))
     cells = [latex_escape(model_name(row.model)), _claim_label(row.claim), latex_escape(methods),
-             latex_escape(condition).replace("=", r"=\allowbreak{}"), latex_escape(result),
+             # break after '=', '[' and ',' too: "warmup=custom[0.015625]" is one long word
+             latex_escape(condition).replace("=", r"=\allowbreak{}").replace(
+                 "[", r"[\allowbreak{}").replace(",", r",\allowbreak{}"), latex_escape(result),
              latex_escape(sent),
              latex_escape(row.verdict)]
     return cells, latex_escape(row.cause if isinstance(row.cause, str) else "")
