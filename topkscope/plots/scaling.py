@@ -88,8 +88,7 @@ def _shared_legend(fig: Figure, handles, labels, ncol: int) -> None:
 def breakdown(table: pd.DataFrame, workers: int = 16) -> Figure:
     rows = _at(table, workers, "scaling table")
     nets = _networks(rows)
-    rows = rows[rows["network"].isin(nets)].copy()
-    rows["condition"] = text_column(rows, "condition")
+    rows = _with_conditions(rows[rows["network"].isin(nets)])
     models = list(dict.fromkeys(rows["model"]))
     methods = _variants(rows)  # a method under each training condition of its inputs
     colors = dict(zip([p for p, _ in PARTS], palette(["compute", "selection", "comm"]).values()))
@@ -128,8 +127,7 @@ def breakdown(table: pd.DataFrame, workers: int = 16) -> Figure:
 def efficiency(table: pd.DataFrame) -> Figure:
     require_columns(table, (*NEEDED, "efficiency"), "scaling table")
     nets = _networks(table)
-    table = table[table["network"].isin(nets)].copy()
-    table["condition"] = text_column(table, "condition")
+    table = _with_conditions(table[table["network"].isin(nets)])
     models = list(dict.fromkeys(table["model"]))
     methods = _variants(table)  # a method under each training condition of its inputs
     colors, styles = palette([variant_name(*v) for v in methods]), linestyles(nets)
@@ -169,8 +167,7 @@ def crossover(table: pd.DataFrame, workers: int = 16) -> Figure:
     require_rows(sparse, "sparse methods in the scaling table")
     # the crossover depends on the network's latency, not on its bandwidth: the clusters' one
     alpha = float(rows[rows["network"] == _networks(rows)[0]]["alpha"].iloc[0])
-    sparse = sparse[np.isclose(sparse["alpha"], alpha)].copy()
-    sparse["condition"] = text_column(sparse, "condition")
+    sparse = _with_conditions(sparse[np.isclose(sparse["alpha"], alpha)])
     sparse = sparse.drop_duplicates(["model", "method", "condition"])
     models = list(dict.fromkeys(sparse["model"]))
     methods = _variants(sparse)  # a method under each training condition of its inputs
@@ -220,6 +217,12 @@ def crossover(table: pd.DataFrame, workers: int = 16) -> Figure:
     return fig
 
 
+def _with_conditions(rows: pd.DataFrame) -> pd.DataFrame:
+    """A copy of rows whose `condition` is text ("" where a row has none: dense baselines,
+    nominal counts), so a method under each training condition is its own series."""
+    return rows.assign(condition=text_column(rows, "condition"))
+
+
 def _variants(rows: pd.DataFrame) -> list[tuple[str, str]]:
     """(method, training condition) pairs in the table's order ("" where none)."""
     return list(dict.fromkeys(zip(rows["method"], text_column(rows, "condition"))))
@@ -235,9 +238,9 @@ def breakeven(table: pd.DataFrame, workers: int = 16) -> Figure:
     require_columns(rows, ("breakeven_select_vs_dense", "breakeven_select_over_topk"),
                     "scaling table")
     nets = _networks(rows)
-    sparse = rows[~rows["method"].isin(DENSE_METHODS) & rows["network"].isin(nets)].copy()
+    sparse = _with_conditions(rows[~rows["method"].isin(DENSE_METHODS)
+                                   & rows["network"].isin(nets)])
     require_rows(sparse, "sparse methods in the scaling table")
-    sparse["condition"] = text_column(sparse, "condition")
     variants = _variants(sparse)
     models = list(dict.fromkeys(sparse["model"]))
     bars = [(n, v) for n in nets for v in variants]
@@ -281,9 +284,8 @@ def time_to_target(table: pd.DataFrame, workers: int = 16) -> Figure:
     """Mean over seeds of the predicted time to the target per (method, condition), one panel
     per (experiment, network); the seeds' range as a line; "never on n/m seeds" beside."""
     require_columns(table, TIME_TO_TARGET_NEEDED, "time-to-accuracy table")
-    rows = table[table["workers"] == workers].copy()
+    rows = _with_conditions(table[table["workers"] == workers])
     require_rows(rows, f"time-to-accuracy table at P = {workers}")
-    rows["condition"] = text_column(rows, "condition")
     panels = list(dict.fromkeys(zip(rows["experiment"], rows["network"])))
     variants = _variants(rows)
     colors = palette(list(dict.fromkeys(m for m, _ in variants)))

@@ -24,17 +24,21 @@ from __future__ import annotations
 import math
 import re
 
-import numpy as np
 import pandas as pd
 
 from topkscope.analysis import verdicts
 from topkscope.analysis.claims import ALL_CONDITIONS, section_of
 from topkscope.plots.titles import dataset_name, model_name, sparsifier_name
 
-README_START = "<!-- claims-table:start -->"
-README_END = "<!-- claims-table:end -->"
-PROSE_START = "<!-- claims-prose:start -->"
-PROSE_END = "<!-- claims-prose:end -->"
+
+def markers(block: str = "claims") -> tuple[str, str, str, str]:
+    """(table start, table end, prose start, prose end) of the README blocks named `block`
+    ("claims": README_START ... PROSE_END; "standard-claims": the standard profile's)."""
+    return (f"<!-- {block}-table:start -->", f"<!-- {block}-table:end -->",
+            f"<!-- {block}-prose:start -->", f"<!-- {block}-prose:end -->")
+
+
+README_START, README_END, PROSE_START, PROSE_END = markers("claims")
 # the claims columns of the distribution table, in order: (claim, header)
 DISTRIBUTION_COLUMNS = (
     ("gaussian_like", "Gaussian-like"),
@@ -472,9 +476,10 @@ def findings_prose(table: pd.DataFrame) -> str:
         seeds = _span(acc["n_seeds"], "{:.0f}")
         failed = int(pd.to_numeric(acc["n_failed_seeds"], errors="coerce").fillna(0).sum())
         # a shortfall is a lower accuracy but a higher perplexity: rank by the signed loss
-        loss = pd.to_numeric(acc["diff_mean"], errors="coerce") * np.where(
-            acc.get("metric", pd.Series("accuracy", index=acc.index)).astype(str)
-            == "perplexity", 1.0, -1.0)
+        metric = acc.get("metric", pd.Series("accuracy", index=acc.index))
+        metric = metric.where(metric.notna(), "accuracy").astype(str)
+        loss = pd.to_numeric(acc["diff_mean"], errors="coerce") * [
+            -1.0 if verdicts.higher_is_better(m) else 1.0 for m in metric]
         worst = acc.loc[loss.idxmax()]
         traffic = conv[conv["claim"].astype(str).str.endswith("_traffic")]
         sentences.append(
@@ -505,13 +510,6 @@ def findings_prose(table: pd.DataFrame) -> str:
 def _block(readme: str, start: str, end: str) -> str:
     i, j = readme.find(start), readme.find(end)
     return readme[i + len(start): j] if 0 <= i < j else ""
-
-
-def markers(block: str = "claims") -> tuple[str, str, str, str]:
-    """(table start, table end, prose start, prose end) of the README blocks named `block`
-    ("claims": README_START ... PROSE_END; "standard-claims": the standard profile's)."""
-    return (f"<!-- {block}-table:start -->", f"<!-- {block}-table:end -->",
-            f"<!-- {block}-prose:start -->", f"<!-- {block}-prose:end -->")
 
 
 def findings_block(readme: str, block: str = "claims") -> str:
