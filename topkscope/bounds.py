@@ -5,6 +5,8 @@
     classic_bound   = 1 - k/d                                  (= E over Rand-k)
     paper_bound     = (1 - k/d)^2                              holds if sorted u^2 is convex, decreasing to 0
     gaussian_ratio  = 1 - rho - 2 t phi(t),  t = Phi^{-1}(1 - rho/2)   exact for u ~ N(0, s^2)
+    gennorm_ratio   = P(3/beta, Q^{-1}(1/beta, rho / (1 - z)))         exact for a generalised normal
+                      of shape beta with a share z of exact zeros (P, Q: regularised incomplete gamma)
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import math
 
 # scipy.special, not scipy.stats: the same normal quantile without the ~0.7 s import that
 # every `topkscope run` child would pay
-from scipy.special import ndtri
+from scipy.special import gammainc, gammainccinv, ndtri
 
 from topkscope import validate
 
@@ -73,3 +75,31 @@ def gaussian_ratio(k: int, d: int) -> float:
     t = float(ndtri(1.0 - rho / 2.0))
     phi = math.exp(-0.5 * t * t) / math.sqrt(2.0 * math.pi)
     return 1.0 - rho - 2.0 * t * phi
+
+
+def gennorm_ratio(k: int, d: int, beta: float, zero_share: float = 0.0) -> float:
+    """Expected delta, d -> infinity, for u whose non-zero entries follow a generalised normal.
+
+    The density of a non-zero entry is proportional to exp(-|x / a|^beta) (beta = 2: normal,
+    beta = 1: Laplace); a share `zero_share` = z of the entries is exactly zero (unused embedding
+    rows, for instance). With Y = |x / a|^beta ~ Gamma(1/beta), the entries above the magnitude
+    threshold t are a share Q(1/beta, y_t) of the non-zero ones and carry a share
+    Q(3/beta, y_t) of the energy, so Top-k at rho = k/d keeps the non-zero share
+    rho' = rho / (1 - z) and
+
+        delta = 1 - Q(3/beta, y_t) = P(3/beta, y_t),   y_t = Q^{-1}(1/beta, rho').
+
+    beta = 2 and z = 0 give gaussian_ratio; rho' >= 1 (k covers every non-zero entry) gives 0.
+    The scale a cancels. Computed in float64.
+    """
+    k, d = check_kd(k, d)
+    beta = validate.number("beta", beta, 0, None, lo_open=True)
+    zero_share = validate.number("zero_share", zero_share, 0, 1, hi_open=True)
+    rho = k / d
+    if rho == 0.0:
+        return 1.0
+    kept = rho / (1.0 - zero_share)
+    if kept >= 1.0 - 1e-12:   # k covers every non-zero entry (up to the rounding of 1 - z)
+        return 0.0
+    y = float(gammainccinv(1.0 / beta, kept))
+    return float(gammainc(3.0 / beta, y))
