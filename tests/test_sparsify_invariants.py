@@ -24,7 +24,7 @@ EDGES = edge_vectors()
 def test_registry_has_every_method():
     assert NAMES == sorted(
         ["dense", "dgc", "dgc-sampled", "gaussiank", "gaussiank-2019", "randk", "redsync",
-         "redsync-2019", "sidco", "sidco-fixed", "threshold", "topk"]
+         "redsync-2019", "sidco", "sidco-fixed", "tail-k", "threshold", "topk"]
     )
 
 

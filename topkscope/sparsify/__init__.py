@@ -13,6 +13,7 @@
 | redsync-2019   | the same, as in the Gaussian-k authors' code      | none                   |
 | sidco          | published: multi-stage tail fit, stages adapted   | none                   |
 | sidco-fixed    | multi-stage tail fit, fixed stage count           | none                   |
+| tail-k         | previous threshold, log-log count-corrected steps | none; [2k/3, 4k/3] mostly|
 | threshold      | |u| > lambda, k ignored                           | none (may be 0)        |
 
 An empty selection is sent as empty. `empty_fallback="topk"` (accepted by the methods
@@ -43,6 +44,7 @@ from topkscope.sparsify.gaussiank_2019 import GaussianK2019
 from topkscope.sparsify.randk import RandK
 from topkscope.sparsify.redsync import RedSync, RedSync2019
 from topkscope.sparsify.sidco import SIDCo, SIDCoFixed
+from topkscope.sparsify.tailk import TailK
 from topkscope.sparsify.threshold import Threshold
 from topkscope.sparsify.topk import TopK
 
@@ -59,6 +61,7 @@ _FACTORIES: dict[str, Callable[..., Sparsifier]] = {
     "redsync-2019": RedSync2019,
     "sidco": SIDCo,
     "sidco-fixed": SIDCoFixed,
+    "tail-k": TailK,
     "threshold": Threshold,
 }
 
@@ -124,6 +127,7 @@ __all__ = [
     "RedSync2019",
     "SIDCo",
     "SIDCoFixed",
+    "TailK",
     "Sparsifier",
     "Threshold",
     "TopK",

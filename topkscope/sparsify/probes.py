@@ -1,0 +1,45 @@
+"""Probe vectors for approximate selectors: families none of them was designed on.
+
+Generalised normals of shape beta 0.3 ... 3, Student-t with 2 ... 5 degrees of freedom, a
+Laplace with 30 % exact zeros (as unused embedding rows give) and a two-scale normal mixture
+(5 % of the entries 20 times larger). `drifting` makes a slowly changing sequence of one
+family, as u is under error feedback: u_t = 0.9 u_(t-1) + 0.1 fresh, so the scale shrinks by
+about 10 % a step while the shape stays. Used by the selector tests and by
+benchmarks/selector_counts.py; float64 numpy arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from topkscope import validate
+
+FAMILIES = ("gennorm-0.3", "gennorm-1", "gennorm-2", "gennorm-3", "t2", "t3", "t5",
+            "laplace-30%-zeros", "two-scale")
+
+
+def probe_vector(family: str, d: int, rng: np.random.Generator) -> np.ndarray:
+    """d draws of `family` (one of FAMILIES)."""
+    validate.choice("family", family, FAMILIES)
+    d = validate.integer("d", d, 1)
+    if family.startswith("gennorm-"):
+        return stats.gennorm.rvs(float(family.split("-")[1]), size=d, random_state=rng)
+    if family in ("t2", "t3", "t5"):
+        return stats.t.rvs(int(family[1:]), size=d, random_state=rng)
+    if family == "laplace-30%-zeros":
+        x = rng.laplace(size=d)
+        x[rng.random(d) < 0.3] = 0.0
+        return x
+    x = rng.normal(size=d)  # two-scale
+    x[rng.random(d) < 0.05] *= 20.0
+    return x
+
+
+def drifting(family: str, steps: int, d: int, seed: int) -> list[np.ndarray]:
+    """`steps` vectors of `family`: u_0 fresh, u_t = 0.9 u_(t-1) + 0.1 fresh."""
+    rng = np.random.default_rng(seed)
+    out = [probe_vector(family, d, rng)]
+    for _ in range(validate.integer("steps", steps, 1) - 1):
+        out.append(0.9 * out[-1] + 0.1 * probe_vector(family, d, rng))
+    return out
