@@ -1,6 +1,8 @@
-"""`topkscope claims` on a user's own runs: the user's CNN script (tests/fixtures/user_cnn_ddp.py,
-TopKHookState + Recorder, no epoch noted) complete and with a rank killed by SIGKILL, and the
-folders the claims cannot read (a foreign manifest.json, a set-up failure, no recorded rows)."""
+"""The standard commands on a user's own runs: the user's CNN script
+(tests/fixtures/user_cnn_ddp.py, TopKHookState + Recorder, no epoch noted) complete and with a
+rank killed by SIGKILL. `topkscope claims` tabulates both and refuses, in one line, the folders
+it cannot read (a foreign manifest.json, a set-up failure, no recorded rows); `topkscope
+figures --no-run` draws the user's experiment."""
 
 from __future__ import annotations
 
@@ -67,7 +69,7 @@ def killed_run(out: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def own_runs(tmp_path_factory, data_root) -> Path:
-    """results/cnn-exp/{complete,killed}: the user's script run as it is (no epoch noted)."""
+    """cnn-exp/{complete,killed} under a results root: the user's script run as it is (no epoch noted)."""
     root = tmp_path_factory.mktemp("own") / "results"
     user_run(root / "cnn-exp" / "complete")
     killed_run(root / "cnn-exp" / "killed")
@@ -168,3 +170,25 @@ def test_a_run_whose_manifest_names_no_model_is_refused(own_runs, tmp_path, caps
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     assert cli(["claims", str(run_dir), "--out", str(tmp_path / "c.csv")]) == 2
     assert f"{str(run_dir)!r}: its manifest names no model" in one_line_error(capsys)
+
+
+@pytest.mark.train
+def test_figures_no_run_draws_a_users_own_experiment(own_runs, tmp_path, capsys):
+    root = tmp_path / "results"
+    shutil.copytree(own_runs / "cnn-exp" / "complete", root / "cnn-exp" / "complete")
+    assert cli(["figures", "--no-run", "--results", str(root), "--only", "cnn-exp",
+                "--experiments", str(REPO / "experiments"), "--no-notebooks",
+                "--no-tables"]) == 0
+    log = capsys.readouterr().out
+    assert "drawing cnn-exp (your own runs: 1; drawn, never run)" in log and "FAILED" not in log
+    figures = root / "figures"
+    # what the run holds data for: u's statistics every 10th step and the noted loss (no
+    # histograms, snapshots or approximate selectors recorded by the script)
+    drawn = sorted(p.stem for p in figures.glob("cnn-exp-*.png"))
+    assert drawn == ["cnn-exp-contraction", "cnn-exp-convergence", "cnn-exp-normality"]
+    index = (figures / "index.md").read_text()
+    assert "## cnn-exp" in index and "CNN on MNIST" in index
+    run = load(root / "cnn-exp" / "complete")
+    claims = pd.read_csv(root / "claims.csv")
+    row = claims[(claims["model"] == "CNN") & (claims["claim"] == "below_paper")].iloc[0]
+    assert row["n_units"] == len(global_u(run))
