@@ -192,3 +192,58 @@ def test_figures_no_run_draws_a_users_own_experiment(own_runs, tmp_path, capsys)
     claims = pd.read_csv(root / "claims.csv")
     row = claims[(claims["model"] == "CNN") & (claims["claim"] == "below_paper")].iloc[0]
     assert row["n_units"] == len(global_u(run))
+
+
+@pytest.fixture(scope="module")
+def measured_run(tmp_path_factory, data_root) -> Path:
+    """A short `topkscope run` (12 steps of FNN-3, simulated workers): time_compute measured."""
+    root = tmp_path_factory.mktemp("measured") / "results"
+    assert cli(["run", str(REPO / "experiments" / "fnn3-mnist.yaml"), "--profile", "quick",
+                "--out", str(root), "--steps", "12", "--run-id", "r1", "--set",
+                "train_subset=2560", "--set", "eval_subset=1000", "--set", "recorder=null",
+                "--data", str(data_root), "--no-progress"]) == 0
+    return root / "fnn3-mnist" / "r1"
+
+
+@pytest.mark.train
+def test_scale_from_run_takes_the_size_and_measured_compute_of_a_run(measured_run, tmp_path,
+                                                                     capsys):
+    out = tmp_path / "scale.csv"
+    assert cli(["scale", "--from-run", str(measured_run), "--network", "10gbe", "--workers",
+                "16", "--methods", "topk", "--csv", str(out)]) == 0
+    printed = capsys.readouterr().out
+    manifest = json.loads((measured_run / "manifest.json").read_text())
+    train = pd.read_parquet(measured_run / "train.parquet")
+    compute = train[train["step"] >= 2]["time_compute"].median()  # the first steps warm up
+    table = pd.read_csv(out)
+    assert (table["d"] == manifest["num_parameters"]).all()
+    assert table["t_compute"].to_numpy() == pytest.approx(compute, rel=1e-12)
+    assert (table["inputs"] == "measured in a run").all()
+    assert (table["batch_per_worker"] == manifest["config"]["batch_size"]).all()
+    assert printed.startswith(f"fnn3 of {measured_run}: d = {manifest['num_parameters']:,}, ")
+    assert f"compute measured in {measured_run} (median time_compute of 10 steps, device " \
+           "cpu)" in printed
+
+
+@pytest.mark.train
+def test_scale_from_a_run_without_a_measured_compute_time_says_so(own_runs, tmp_path, capsys):
+    """A hook run recorded before hook runs measured the compute time (topkscope 30062a1):
+    time_compute null in every row. One line, exit 2, no guess."""
+    run_dir = tmp_path / "older"
+    shutil.copytree(own_runs / "cnn-exp" / "complete", run_dir)
+    train = pd.read_parquet(run_dir / "train.parquet")
+    train.assign(time_compute=np.nan).to_parquet(run_dir / "train.parquet")
+    out = tmp_path / "scale.csv"
+    assert cli(["scale", "--from-run", str(run_dir), "--network", "10gbe", "--workers", "16",
+                "--csv", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"topkscope scale: error: {str(run_dir)!r} has no measured compute time "
+                   "(time_compute is null in every train.parquet row); give --compute-s "
+                   "SECONDS\n")
+    assert not out.exists()
+    # --compute-s supplies it; d still comes from the run
+    assert cli(["scale", "--from-run", str(run_dir), "--network", "10gbe", "--workers", "16",
+                "--compute-s", "0.01", "--csv", str(out)]) == 0
+    table = pd.read_csv(out)
+    assert (table["d"] == load(run_dir).manifest["num_parameters"]).all()
+    assert (table["t_compute"] == 0.01).all()
