@@ -247,3 +247,29 @@ def test_scale_from_a_run_without_a_measured_compute_time_says_so(own_runs, tmp_
     table = pd.read_csv(out)
     assert (table["d"] == load(run_dir).manifest["num_parameters"]).all()
     assert (table["t_compute"] == 0.01).all()
+
+
+@pytest.mark.slow
+@pytest.mark.train
+@pytest.mark.parametrize("name", ["distributions", "contraction", "selectors", "convergence"])
+def test_the_notebooks_run_on_a_hook_run_whose_epoch_is_null(own_runs, name, tmp_path):
+    import nbformat
+    import papermill
+
+    run_dir = own_runs / "cnn-exp" / "complete"
+    assert load(run_dir).train["epoch"].isna().all()
+    params = {"results_root": str(own_runs)}
+    if name != "convergence":
+        params["run_dir"] = str(run_dir)
+    out = tmp_path / f"{name}.ipynb"
+    papermill.execute_notebook(str(REPO / "notebooks" / f"{name}.ipynb"), str(out),
+                               parameters=params, kernel_name="python3", progress_bar=False,
+                               cwd=str(tmp_path))
+    book = nbformat.read(out, as_version=4)
+    outputs = [o for c in book.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    if name == "selectors":  # the script evaluates no approximate selector: said, not drawn
+        text = "".join(o.get("text", "") for o in outputs)
+        assert f"skipped: {run_dir} has no approximate selector columns" in text
+    else:
+        assert [o for o in outputs if "image/png" in o.get("data", {})], name
