@@ -273,3 +273,23 @@ def test_the_notebooks_run_on_a_hook_run_whose_epoch_is_null(own_runs, name, tmp
         assert f"skipped: {run_dir} has no approximate selector columns" in text
     else:
         assert [o for o in outputs if "image/png" in o.get("data", {})], name
+
+
+def test_figures_draw_a_recorder_loop_of_ones_own_but_leave_it_out_of_the_claims(tmp_path,
+                                                                                 capsys):
+    """A Recorder in a loop of one's own (launcher `user`) names no model or sparsifier: its
+    figures are drawn, the claims say in one line why they leave it out."""
+    from tests._hooks_loop import run as loop
+
+    run_dir = tmp_path / "results" / "loop-exp" / "r1"
+    with Recorder(run_dir, schedule=1, densities=[0.05], rank=0) as rec:
+        loop(6, recorder=rec, keep=False)
+    assert load(run_dir).manifest["launcher"] == "user"
+    assert cli(["figures", "--no-run", "--results", str(tmp_path / "results"), "--only",
+                "loop-exp", "--experiments", str(REPO / "experiments"), "--no-notebooks",
+                "--no-tables"]) == 0
+    log = capsys.readouterr().out
+    assert f"  {run_dir}: not in the claims: its manifest names no model and no sparsifier" in log
+    drawn = sorted(p.stem for p in (tmp_path / "results" / "figures").glob("loop-exp-*.png"))
+    assert drawn == ["loop-exp-contraction", "loop-exp-normality"]
+    assert not (tmp_path / "results" / "claims.csv").exists()  # no run the claims can read

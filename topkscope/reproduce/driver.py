@@ -63,6 +63,7 @@ import pandas as pd
 import yaml
 
 from topkscope import validate
+from topkscope.analysis.claims import what_is_missing
 from topkscope.analysis.runs import load
 from topkscope.analysis.verdicts import ACCURACY_MARGIN_POINTS, PERPLEXITY_MARGIN_PCT
 from topkscope.interrupts import ChildProcesses, handling
@@ -501,7 +502,12 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
             job = plan.TrainingJob(name, figures=own_runs.figures_for(runs))
             new, runs = draw_training(job, runs, opts, clock)
             entries += new
-            all_runs += runs
+            for run in runs:  # the claims take the runs they can read (claims.what_is_missing)
+                missing = what_is_missing(run)
+                if missing is None:
+                    all_runs.append(run)
+                else:
+                    log(f"  {run.path}: not in the claims: {missing}")
         except (RuntimeError, ValueError, OSError) as exc:
             failures.append(f"{name}: {exc}")
             log(f"  FAILED {name}: {exc}")

@@ -22,14 +22,17 @@ DRAWN_STATUSES = ("complete", "failed")
 
 def own_experiments(results_root: str | Path, plan_names: Iterable[str]) -> dict[str, list[Path]]:
     """experiment -> run folders (sorted by path) of every complete or failed own run under
-    results_root whose experiment is not among plan_names."""
+    results_root whose experiment (the manifest's, else the name of the folder holding the
+    run, as the hook names it) is not among plan_names."""
     from topkscope.manifest import find_runs
 
     skip = set(plan_names)
+    root = Path(results_root).resolve()
     found: dict[str, list[Path]] = {}
     for run in find_runs(results_root, status=DRAWN_STATUSES):
         m = run.manifest
-        name = m.get("experiment")
+        parent = run.path.resolve().parent  # a Recorder's own manifest names no experiment
+        name = m.get("experiment") or (parent.name if parent != root else None)
         if m.get("launcher") in OWN_LAUNCHERS and name and name not in skip:
             found.setdefault(str(name), []).append(run.path)
     return {name: sorted(paths) for name, paths in sorted(found.items())}
