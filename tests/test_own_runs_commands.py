@@ -293,3 +293,14 @@ def test_figures_draw_a_recorder_loop_of_ones_own_but_leave_it_out_of_the_claims
     drawn = sorted(p.stem for p in (tmp_path / "results" / "figures").glob("loop-exp-*.png"))
     assert drawn == ["loop-exp-contraction", "loop-exp-normality"]
     assert not (tmp_path / "results" / "claims.csv").exists()  # no run the claims can read
+
+
+def test_figures_only_an_experiment_neither_planned_nor_found_is_one_line(tmp_path, capsys):
+    (tmp_path / "results").mkdir()
+    assert cli(["figures", "--no-run", "--results", str(tmp_path / "results"), "--only",
+                "my-exp", "--experiments", str(REPO / "experiments")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        "topkscope figures: error: unknown experiment(s) ['my-exp']: not in the plan (fnn3-mnist")
+    assert (f"and no complete or failed run of your own (DDP hook or Recorder) under "
+            f"{str(tmp_path / 'results')!r} names it") in err

@@ -440,6 +440,12 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
     if opts.only:  # names of the plan, or of a user's own experiment found under the results
         own = {name: dirs for name, dirs in own.items() if name in opts.only}
         planned = [n for n in opts.only if n not in own]
+        names = [j.experiment for j in (opts.jobs or plan.JOBS)]
+        unknown = [n for n in planned if n not in names]
+        if unknown:
+            raise ValueError(f"unknown experiment(s) {unknown}: not in the plan ({', '.join(names)})"
+                             f" and no complete or failed run of your own (DDP hook or Recorder)"
+                             f" under {str(opts.results_root)!r} names it")
         jobs = plan.jobs(planned, opts.jobs, opts.profile) if planned else []
     else:
         jobs = plan.jobs(None, opts.jobs, opts.profile)
