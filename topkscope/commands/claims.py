@@ -32,7 +32,8 @@ STDOUT = "-"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", type=Path, metavar="RUN_OR_RESULTS",
-                   help="run folder, experiment folder or results root (complete runs are used)")
+                   help="run folder, experiment folder or results root (its complete and failed "
+                        "runs are used)")
     p.add_argument("--out", default="claims.csv", metavar="FILE",
                    help="where the table goes (default: ./claims.csv; '-': stdout)")
     add_margin_arguments(p)
