@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev]" "$(TORCH)"   # the pin again: no extra may replace torch
 	@touch $@
 
 reproduce-figures: setup data ## run the PROFILE (quick, the default; standard; full) experiments, skipping complete ones; every figure, claims.csv, figures/index.md, executed notebooks (notebooks/, + HTML), tables (tables/, CSV + LaTeX) under results/ (quick) or in a folder named after the profile inside results/

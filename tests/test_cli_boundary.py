@@ -106,3 +106,20 @@ def test_an_unexpected_error_keeps_its_traceback(monkeypatch):
     monkeypatch.setattr(bench, "main", bug)
     with pytest.raises(ZeroDivisionError):
         cli.main(["bench"])
+
+
+def test_output_to_a_closed_pipe_ends_quietly_with_128_plus_sigpipe():
+    """`topkscope ... | head` with the reader gone: no BrokenPipeError traceback, exit 141."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # no reader at all: the first write fails, however short the output
+    try:
+        argv = ["scale", "--model", "resnet50", "--network", "10gbe", "--workers", "16", "64"]
+        done = subprocess.run([sys.executable, "-m", "topkscope.cli", *argv], cwd=REPO,
+                              stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert done.stderr == "" and done.returncode == cli.BROKEN_PIPE == 141, done.stderr

@@ -83,6 +83,12 @@ NOT_RUN: dict[tuple[str, str], str] = {
      '# train_gpt.py: a small GPT on PTB with AdamW, TopK-SGD through the DDP hook, recorded.'):
         'a script for torchrun (two ranks); tests/test_recipes.py runs it under torchrun with two gloo processes',
     ('docs/training.md',
+     '# train_lightning.py: a small CNN on MNIST in Lightning, TopK-SGD through the DDP hook, recorded.'):
+        'a script for torchrun (two ranks); tests/test_recipes.py runs it under torchrun with two gloo processes',
+    ('docs/training.md',
+     '# train_accelerate.py: the same CNN with Hugging Face Accelerate, TopK-SGD through the DDP hook.'):
+        'a script for torchrun (two ranks); tests/test_recipes.py runs it under torchrun with two gloo processes',
+    ('docs/training.md',
      'import torch.distributed as dist'):
         'a change to your own torchrun script (NCCL, GPUs); tests/test_hooks_distributed.py runs the hook on two gloo processes',
 }

@@ -1,7 +1,8 @@
 """Runs made by hand, not by the figures driver, through the real command line: a short FNN-3
 run of experiments/fnn3-mnist.yaml (`topkscope run`, time-stamped folder, recorder on) is
 drawn by `topkscope figures --no-run` and named with what differs from the plan; `topkscope
-claims` tabulates it and a user's DDP-hook run."""
+claims` tabulates it and a user's DDP-hook run, which `topkscope figures --no-run --only my-exp`
+draws as a user's own experiment."""
 
 from __future__ import annotations
 
@@ -85,6 +86,22 @@ def test_figures_no_run_without_a_covering_run_says_what_is_missing(results, tmp
                 "--experiments", str(REPO / "experiments"), "--no-notebooks",
                 "--no-tables"]) == 1
     assert "FAILED fnn3-mnist: no complete run of fnn3-mnist under" in capsys.readouterr().out
+
+
+def test_figures_no_run_draws_a_users_hook_experiment_with_every_figure_it_recorded(
+        results, tmp_path, capsys):
+    """The hook run records histograms, snapshots and Gaussian-k's count: every distribution
+    figure is drawn from it, and its noted loss gives the convergence figure."""
+    root = tmp_path / "results"
+    shutil.copytree(results / "my-exp", root / "my-exp")
+    assert cli(["figures", "--no-run", "--results", str(root), "--only", "my-exp",
+                "--experiments", str(REPO / "experiments"), "--no-notebooks",
+                "--no-tables"]) == 0
+    assert "drawing my-exp (your own runs: 1; drawn, never run)" in capsys.readouterr().out
+    drawn = {p.stem for p in (root / "figures").glob("my-exp-*.png")}
+    assert drawn == {f"my-exp-{f}" for f in (*DISTRIBUTION_FIGURES, "convergence")}
+    index = (root / "figures" / "index.md").read_text()
+    assert "## my-exp" in index and "Sequential on random" in index
 
 
 def test_claims_command_tabulates_hand_and_hook_runs(results, tmp_path, capsys):

@@ -27,6 +27,23 @@ def script_under(page: Path, heading: str) -> str:
     return block.group(1)
 
 
+def run_under_torchrun(text: str, script: Path, run_dir: Path, data_root: Path) -> dict:
+    """Write the recipe to `script`, run it under torchrun with two gloo processes (the
+    page's command) on run_dir; its manifest, checked complete, of a two-rank hook run."""
+    script.write_text(text)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOPKSCOPE_DATA": str(data_root),
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc-per-node", "2", str(script), str(run_dir)],
+                          cwd=script.parent, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert (manifest["status"], manifest["launcher"], manifest["world_size"]) == \
+        ("complete", "ddp-hook", 2)
+    return manifest
+
+
 def test_the_transformer_recipe_is_found_in_its_page():
     script = script_under(REPO / "docs" / "training.md", "Your own transformer with AdamW")
     for piece in ("torch.optim.AdamW(", "TopKHookState(", "optimizer=opt", "Recorder(",
@@ -37,19 +54,10 @@ def test_the_transformer_recipe_is_found_in_its_page():
 
 @pytest.mark.slow
 def test_the_transformer_recipe_runs_under_torchrun_with_two_ranks(tmp_path, data_root):
-    script = tmp_path / "train_gpt.py"
-    script.write_text(script_under(REPO / "docs" / "training.md", "Your own transformer with AdamW"))
     run_dir = tmp_path / "results" / "my-gpt" / "run1"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOPKSCOPE_DATA": str(data_root),
-           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           "--nproc-per-node", "2", str(script), str(run_dir)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert (manifest["status"], manifest["launcher"], manifest["world_size"]) == \
-        ("complete", "ddp-hook", 2)
+    manifest = run_under_torchrun(
+        script_under(REPO / "docs" / "training.md", "Your own transformer with AdamW"),
+        tmp_path / "train_gpt.py", run_dir, data_root)
     assert (manifest["model"], manifest["dataset"], manifest["sparsifier"]) == \
         ("GPT", "ptb", "topk")
     opt = manifest["optimizer"]
@@ -73,3 +81,69 @@ def test_the_transformer_recipe_runs_under_torchrun_with_two_ranks(tmp_path, dat
     assert steps == [5, 10, 15, 20, 25, 30, 35] and sorted(stats["rank"].unique()) == [0, 1]
     u = stats[(stats["kind"] == "u") & (stats["layer"] == "__global__")]
     assert set(u["density"]) == {0.001, 0.01} and u["topk_ratio"].between(0, 1).all()
+
+
+FRAMEWORK_RECIPES = {  # first line of the block -> the framework it needs
+    "# train_lightning.py": "lightning",
+    "# train_accelerate.py": "accelerate",
+}
+
+
+def framework_script(name: str) -> str:
+    """The Lightning or Accelerate recipe of docs/training.md ('## Lightning and Accelerate')."""
+    text = (REPO / "docs" / "training.md").read_text()
+    start = text.index("\n## Lightning and Accelerate\n")
+    blocks = re.findall(r"```python\n(.*?)```", text[start:], re.S)
+    (found,) = [b for b in blocks if b.startswith(f"# {name}.py:")]
+    return found
+
+
+@pytest.mark.parametrize("name", ["train_lightning", "train_accelerate"])
+def test_the_framework_recipes_are_found_in_their_page(name):
+    script = framework_script(name)
+    pieces = (("TopKCallback(", "L.Trainer(", 'strategy="ddp"') if name == "train_lightning"
+              else ("Accelerator(", "accelerator.prepare(", "register_topk(ddp", "Recorder("))
+    for piece in pieces:
+        assert piece in script, piece
+    compile(script, f"{name}.py", "exec")
+
+
+def test_register_topk_refuses_a_model_that_is_not_wrapped_in_ddp():
+    from torch import nn
+
+    from topkscope.integrations import register_topk
+
+    with pytest.raises(ValueError, match="needs the DistributedDataParallel wrapper of the "
+                                         "model, got Linear"):
+        register_topk(nn.Linear(3, 2), sparsifier="topk", density=0.5)
+
+
+@pytest.mark.slow
+@pytest.mark.train
+@pytest.mark.parametrize("name", ["train_lightning", "train_accelerate"])
+def test_the_framework_recipes_run_the_hook_under_torchrun_with_two_cpu_ranks(
+        name, tmp_path, data_root):
+    """The hook really ran on CPU (Lightning alone registers comm hooks on CUDA only): every
+    step after the dense ones sent k = 1% of d per rank, both ranks recorded u, the manifest
+    is complete with the steps done."""
+    run_dir = tmp_path / "results" / "my-exp" / name
+    manifest = run_under_torchrun(framework_script(name), tmp_path / f"{name}.py", run_dir,
+                                  data_root)
+    assert manifest["steps_done"] == 30 and manifest["sparsifier"] == "topk"
+    assert manifest["dataset"] == "mnist"
+    opt = manifest["optimizer"]
+    assert (opt["name"], opt["lr"], opt["momentum"]) == ("sgd", 0.05, 0.9)
+    train = pd.read_parquet(run_dir / "train.parquet")
+    d = manifest["num_parameters"]
+    assert train["step"].tolist() == list(range(30))
+    assert (train["k"].iloc[:2] == d).all()  # the hook's dense all-reduce steps
+    k = round(0.01 * d)
+    assert (train["density"].iloc[2:] == 0.01).all() and (train["k"].iloc[2:] == k).all()
+    assert (train["selected_min"].iloc[2:] == k).all() and (train["selected_max"].iloc[2:] == k).all()
+    assert train["loss"].notna().all() and (train["lr"] == 0.05).all()
+    if name == "train_lightning":
+        assert (train["epoch"] == 0).all()  # noted by the callback
+    u = load(run_dir).stats
+    u = u[(u["kind"] == "u") & (u["layer"] == "__global__")]
+    assert sorted(u["step"].unique()) == [5, 10, 15, 20, 25] and sorted(u["rank"].unique()) == [0, 1]
+    assert u["topk_ratio"].between(0, 1).all()

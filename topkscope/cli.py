@@ -9,7 +9,9 @@ This module is the command's error boundary, the one place that turns a failure 
 user sees: a usage error (OneLineParser), a `CommandError` a command raises (bad input,
 exit 2, or a failure with its own code) and Ctrl-C become one line on stderr,
 `topkscope <command>: error: <message>` / `topkscope <command>: interrupted`, with exit
-status 2 / the error's code / 130. Commands never print their own errors.
+status 2 / the error's code / 130. Commands never print their own errors. Output to a pipe
+closed early (`topkscope analyze ... | head`) ends the command quietly with status 141
+(128 + SIGPIPE, what a shell reports for a process killed by SIGPIPE), with no traceback.
 
 It is also the only place that wires a command to another package's entry point (`WIRED`):
 `topkscope figures`, `claims` and `gallery` get what they need of topkscope.reproduce here, so
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -107,7 +110,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# exit status when stdout is a pipe whose reader has gone: 128 + SIGPIPE, as a shell reports
+BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a pipe closed early fails here rather than at interpreter exit
+        return code
+    except BrokenPipeError:
+        # stdout to /dev/null, so that Python's own flush at exit does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     command = importlib.import_module(COMMANDS[args.command])
     try:

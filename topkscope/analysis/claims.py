@@ -66,7 +66,7 @@ from topkscope.analysis.verdicts import (  # noqa: F401  (part of this module's 
     paired_interval,
 )
 from topkscope.io import atomic_write
-from topkscope.manifest import condition_of
+from topkscope.manifest import condition_of, diverged_at
 from topkscope.schema import GLOBAL
 
 COLUMNS = [
@@ -132,8 +132,11 @@ def build(
     """The claims table (COLUMNS) for every (model, dataset, substitute) among `runs`.
 
     Args:
-        runs: loaded runs; complete ones feed every claim, failed ones (manifest status
-            `failed`) the convergence claims only, as failed seeds.
+        runs: loaded runs; complete ones feed every claim; failed ones (manifest status
+            `failed`) count as failed seeds in the convergence claims, and the steps they
+            recorded before they stopped (a killed worker, a crash) feed the distribution
+            claims too, except a run whose training diverged (`diverged_at_step`: its u blew
+            up, a failed seed, not a sample of training's u).
         sparsifiers: training sparsifiers whose runs feed the distribution claims.
         max_snapshots: at most this many snapshots per condition (evenly spaced in step) get
             the full normality / fit / curve analysis (topkscope.analysis.snapshots.
@@ -156,7 +159,7 @@ def build(
         model_runs = groups[key]
         base = {"model": key[0], "dataset": key[1], "dataset_substitute": key[2]}
         trained = [r for r in model_runs if r.manifest.get("sparsifier") in sparsifiers
-                   and r.manifest.get("status") != "failed"]
+                   and diverged_at(r.manifest) is None]
         rows += [{**base, **row} for row in _distribution_rows(trained, sparsifiers,
                                                                int(max_snapshots), max_n)]
         rule = convergence_claims.accuracy_rule(margin, perplexity_margin)
@@ -175,6 +178,44 @@ def write(runs: Iterable, path: str | Path, **options) -> pd.DataFrame:
     table = build(runs, **options)
     atomic_write(path, lambda tmp: table.to_csv(tmp, index=False))
     return table
+
+
+# what every manifest topkscope writes holds (topkscope.manifest.Manifest), whoever wrote it
+MANIFEST_SCHEMA = ("status", "start_time", "versions")
+
+
+def not_ours(manifest: dict) -> str | None:
+    """What a manifest.json lacks of the fields every topkscope manifest holds (None: it is
+    one of ours)."""
+    absent = [k for k in MANIFEST_SCHEMA if k not in manifest]
+    versions = manifest.get("versions")
+    if not absent and isinstance(versions, dict) and "topkscope" in versions:
+        return None
+    return (f"its manifest.json is not a topkscope manifest (no "
+            f"{', '.join(absent) or 'versions.topkscope'}); the claims read the folders of "
+            "topkscope run, the DDP hook and the Recorder")
+
+
+def what_is_missing(run) -> str | None:
+    """Why the claims cannot read a loaded run, in words (None: they can): a manifest.json
+    that is not topkscope's, a run that failed at set-up (before its first step), one with
+    no recorded rows, or one whose manifest names no model or no training sparsifier."""
+    m = run.manifest
+    foreign = not_ours(m)
+    if foreign is not None:
+        return foreign
+    rows = {name: len(getattr(run, name)) for name in ("train", "eval", "stats")}
+    if not any(rows.values()):
+        if m.get("status") == "failed":
+            return (f"it failed at set-up, before its first step ({m.get('error')}): no "
+                    "recorded rows (train.parquet, eval.parquet, stats/) to tabulate")
+        return ("it holds no recorded rows (train.parquet, eval.parquet and stats/ are empty "
+                "or absent): nothing to tabulate")
+    named = [k for k in ("model", "sparsifier") if m.get(k) is None]
+    if named:
+        return (f"its manifest names no {' and no '.join(named)} (a Recorder in a loop of "
+                "your own: add them, e.g. rec.manifest.update(model=..., sparsifier=...))")
+    return None
 
 
 def model_key(manifest: dict) -> tuple:
@@ -212,7 +253,8 @@ def unit_conditions(run, steps: Sequence[int]) -> list[str]:
     tr = getattr(run, "train", None)
     epochs = None
     if tr is not None and not tr.empty and {"step", "epoch"} <= set(tr.columns):
-        by_step = dict(zip(tr["step"].astype(int), tr["epoch"].astype(int)))
+        noted = tr[tr["epoch"].notna()]  # a hook run's epoch is null unless the script notes it
+        by_step = dict(zip(noted["step"].astype(int), noted["epoch"].astype(int)))
         if all(int(s) in by_step for s in steps):
             epochs = [by_step[int(s)] for s in steps]
     try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
 from topkscope.train.config import DENSITY_SCHEDULES
 from topkscope.train.schedules import scheduled_density
@@ -39,14 +40,15 @@ def schedule_values(manifest: dict) -> list[float]:
 def step_phases(manifest: dict, steps: Sequence[int],
                 epochs: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(in_warmup, trained_density) of each step: the epoch from `epochs` (the train rows'
-    own), else step // steps_per_epoch of the manifest. ValueError when the run has a warm-up
-    and neither says where its epochs begin."""
+    own, used when none is null: a hook run's epoch is null unless its script notes it), else
+    step // steps_per_epoch of the manifest. ValueError when the run has a warm-up and neither
+    says where its epochs begin."""
     steps = np.asarray(steps, dtype=np.int64)
     schedule = schedule_values(manifest)
     target = float(manifest.get("density") or np.nan)
     if not schedule:
         return np.zeros(steps.size, bool), np.full(steps.size, target)
-    if epochs is not None:
+    if epochs is not None and not pd.isna(pd.Series(epochs, dtype="object")).any():
         epoch = np.asarray(epochs, dtype=np.int64)
     elif manifest.get("steps_per_epoch"):
         epoch = steps // int(manifest["steps_per_epoch"])

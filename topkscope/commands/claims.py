@@ -11,8 +11,10 @@ FILE (default ./claims.csv; `--out -`: the CSV on stdout), and one plain sentenc
 the sentences of claims.md, is printed (on stderr with `--out -`). The table and the
 sentences come from topkscope.reproduce, handed in by topkscope.cli.
 
-Bad input (a path that holds no complete or failed run, a damaged run, --out a folder, a
-negative margin): one line, exit 2, nothing written.
+Bad input (a path that holds no complete or failed run, a damaged run, a folder the claims
+cannot read — a manifest.json that is not topkscope's, a run that failed at set-up, a run
+with no recorded rows, one whose manifest names no model —, --out a folder, a negative
+margin): one line naming the folder and what it lacks, exit 2, nothing written.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ STDOUT = "-"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", type=Path, metavar="RUN_OR_RESULTS",
-                   help="run folder, experiment folder or results root (complete runs are used)")
+                   help="run folder, experiment folder or results root (its complete and failed "
+                        "runs are used)")
     p.add_argument("--out", default="claims.csv", metavar="FILE",
                    help="where the table goes (default: ./claims.csv; '-': stdout)")
     add_margin_arguments(p)
@@ -50,6 +53,25 @@ def add_margin_arguments(p: argparse.ArgumentParser) -> None:
                         f"{PERPLEXITY_MARGIN_PCT:g})")
 
 
+def readable_runs(paths, load: Callable, runs_at: Callable) -> list:
+    """The complete and failed runs under paths, loaded; ValueError naming the first folder
+    the claims cannot read and what it lacks (topkscope.analysis.claims.what_is_missing);
+    a folder whose manifest.json is not topkscope's is named before any status is looked at."""
+    from topkscope.analysis.claims import not_ours, what_is_missing
+
+    for found in runs_at(paths, status=None):
+        foreign = not_ours(found.manifest)
+        if foreign is not None:
+            raise ValueError(f"{str(found.path)!r}: {foreign}")
+    runs = [load(r.path) for r in runs_at(paths, status=("complete", "failed"))]
+    for run in runs:
+        missing = what_is_missing(run)
+        if missing is not None:
+            raise ValueError(f"{str(run.path)!r}: {missing}; give the paths of the runs to "
+                             "tabulate, or move this folder aside")
+    return runs
+
+
 def main(args: argparse.Namespace, tabulate: Callable, summarize: Callable) -> int:
     """tabulate(runs, margin=, perplexity_margin=) -> the claims DataFrame, summarize(table)
     -> its sentences (cli.py)."""
@@ -62,7 +84,7 @@ def main(args: argparse.Namespace, tabulate: Callable, summarize: Callable) -> i
         if out is not None and out.is_dir():
             raise ValueError(f"--out {str(out)!r} is a folder; give a file name (e.g. "
                              f"{out / 'claims.csv'}) or '-' for stdout")
-        runs = [load(r.path) for r in runs_at(args.paths, status=("complete", "failed"))]
+        runs = readable_runs(args.paths, load, runs_at)
         table = tabulate(runs, margin=args.margin, perplexity_margin=args.perplexity_margin)
     except ValueError as exc:  # nothing has been written yet
         raise CommandError(str(exc)) from None

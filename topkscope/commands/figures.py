@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="folder of benchmark scripts (default: benchmarks)")
     p.add_argument("--data", type=Path, help="dataset root (default: $TOPKSCOPE_DATA or ./data)")
     p.add_argument("--only", nargs="+", metavar="EXPERIMENT",
-                   help="restrict to these experiments of the plan")
+                   help="restrict to these experiments of the plan, or of your own runs (DDP "
+                        "hook, Recorder) under --results, which are drawn, never run")
     p.add_argument("--no-run", action="store_true",
                    help="run nothing (no training, no benchmark): draw from complete runs "
                         "and benchmark tables that already exist")

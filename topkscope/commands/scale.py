@@ -2,11 +2,14 @@
 
     topkscope scale --model resnet50 --network 10gbe --workers 16 64 256
     topkscope scale --params 110000000 --batch 64 --compute-s 0.30 --network ib100-fit --workers 32
+    topkscope scale --from-run results/my-exp/cnn1 --network 10gbe --workers 16 64
 
 Compute comes from --compute-s, else (--inputs published, the default) the published GPU
 compute table (topkscope.perf.published), or (--inputs here) the model's complete runs under
 --results, else the model-compute benchmark CSV (this machine's CPU). --params N predicts a
-model given only by its parameter count (then --compute-s is needed); --batch B is the
+model given only by its parameter count (then --compute-s is needed); --from-run RUN takes the
+size (manifest num_parameters) and the compute time (median train.parquet time_compute) from
+one run folder, and refuses in one line a run where no compute time was measured; --batch B is the
 per-worker batch: it rescales a table's compute time linearly and gives the throughput.
 
 Prints one row per (method, training condition of its counts, P): compute, selection and
@@ -47,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model name (topkscope.models.available()); or --params")
     p.add_argument("--params", type=int, metavar="N",
                    help="a model given only by its parameter count d (needs --compute-s)")
+    p.add_argument("--from-run", type=Path, metavar="RUN",
+                   help="a run folder (yours or topkscope run's): its model size "
+                        "(num_parameters) and measured compute time (median time_compute)")
     p.add_argument("--batch", type=int, metavar="B",
                    help="per-worker batch: the throughput, and a table's compute time scaled "
                         "linearly to it (default: the batch of the compute's source)")
@@ -115,8 +121,8 @@ def _crossover(gbit: float) -> str:
 
 def _validate(args: argparse.Namespace, models) -> str:
     """The model's label; raises ValueError naming a bad argument."""
-    if (args.model is None) == (args.params is None):
-        raise ValueError("give exactly one of --model NAME and --params N")
+    if sum(v is not None for v in (args.model, args.params, args.from_run)) != 1:
+        raise ValueError("give exactly one of --model NAME, --params N and --from-run RUN")
     if args.params is not None and not args.params >= 1:
         raise ValueError(f"--params must be >= 1, got {args.params}")
     if args.model is not None and args.model not in models.available():
@@ -130,7 +136,28 @@ def _validate(args: argparse.Namespace, models) -> str:
         raise ValueError(f"--density must be in (0, 1], got {args.density}")
     if args.compute_s is not None and not args.compute_s >= 0:
         raise ValueError(f"--compute-s must be >= 0, got {args.compute_s}")
+    if args.from_run is not None:
+        return from_run(args)
     return args.model if args.model is not None else f"params:{args.params}"
+
+
+def from_run(args: argparse.Namespace) -> str:
+    """--from-run RUN: the run's d and measured compute time into args.params and
+    args.compute_s (unless --compute-s is given), its batch into args.batch (unless given);
+    the model's label. ValueError when the run has no compute time measured."""
+    from topkscope.manifest import Manifest
+    from topkscope.perf.inputs import run_compute
+
+    run = args.from_run
+    manifest = Manifest.load(run)
+    d, compute, batch = run_compute(run, manifest)
+    if compute is None and args.compute_s is None:
+        raise ValueError(f"{str(run)!r} has no measured compute time (time_compute is null in "
+                         "every train.parquet row); give --compute-s SECONDS")
+    args.params = d
+    args.compute_s = compute if args.compute_s is None else args.compute_s
+    args.batch = args.batch if args.batch is not None else batch
+    return f"{manifest.get('model') or 'model'} of {run}"
 
 
 def main(args: argparse.Namespace) -> int:

@@ -81,11 +81,7 @@ def compute_time(results_root: str | Path, model: str) -> Input | None:
     for run_dir, man in complete_runs(results_root, model):
         if (man.get("config") or {}).get("model_args"):
             continue
-        path = run_dir / "train.parquet"
-        if not path.is_file():
-            continue
-        t = pd.read_parquet(path, columns=["step", "time_compute"])
-        t = t[t["step"] >= WARMUP_STEPS]["time_compute"].dropna()
+        t = measured_compute(run_dir)
         if t.empty:
             continue
         medians.append(float(t.median()))
@@ -97,6 +93,34 @@ def compute_time(results_root: str | Path, model: str) -> Input | None:
                  f"measured here (median time_compute of {len(medians)} {model} run(s), "
                  f"device {'/'.join(sorted(devices))}, batch {'/'.join(sorted(batches))})",
                  _device_kind(devices))
+
+
+def measured_compute(run_dir: str | Path) -> pd.Series:
+    """The run's measured time_compute per step from step WARMUP_STEPS on (train.parquet; the
+    first steps warm caches up); empty when it has no train.parquet or no value there."""
+    path = Path(run_dir) / "train.parquet"
+    if not path.is_file():
+        return pd.Series(dtype="float64")
+    t = pd.read_parquet(path, columns=["step", "time_compute"])
+    return t[t["step"] >= WARMUP_STEPS]["time_compute"].astype("float64").dropna()
+
+
+def run_compute(run_dir: str | Path, manifest: dict) -> tuple[int, Input | None, int | None]:
+    """(d, compute Input or None, per-worker batch or None) of one run: its manifest's
+    num_parameters, the median of its measured time_compute (None when every value is null),
+    its config's batch_size. ValueError when the manifest gives no d."""
+    d = manifest.get("num_parameters")
+    if not isinstance(d, int) or d < 1:
+        raise ValueError(f"{str(run_dir)!r}: its manifest gives no model size "
+                         f"(num_parameters = {d!r})")
+    t = measured_compute(run_dir)
+    batch = (manifest.get("config") or {}).get("batch_size")
+    if t.empty:
+        return d, None, batch
+    device = manifest.get("device", "?")
+    return d, Input(float(t.median()), f"measured in {run_dir} (median time_compute of "
+                                       f"{len(t)} steps, device {device})",
+                    _device_kind({device})), batch
 
 
 def _device_kind(devices) -> str | None:

@@ -51,6 +51,7 @@ SPEEDUP_CLAIMS = tuple(CLAIM + suffix for suffix in CLAIMS)
 # where the compute (and batch) of a prediction come from: "published" is the default
 INPUTS = {"published": "GPU inputs from published measurements", "here": "this machine"}
 DEFAULT_INPUTS = "published"
+RUN_INPUTS = "measured in a run"  # the inputs of `topkscope scale --from-run`
 FIGURES = {"scaling-breakdown-p16": "breakdown", "scaling-efficiency": "efficiency",
            "scaling-crossover": "crossover", "scaling-breakeven-p16": "breakeven"}
 CAPTIONS = {
@@ -91,11 +92,11 @@ def _bench_table(name: str, reader, results_root, path, hint: str) -> pd.DataFra
     raise ValueError(f"no {name}: looked at {', '.join(map(str, candidates))}; {hint}")
 
 
-def selection_device(inputs: str = DEFAULT_INPUTS, compute_s: float | None = None) -> str | None:
+def selection_device(inputs: str = DEFAULT_INPUTS, compute_s: float | inp.Input | None = None) -> str | None:
     """The device whose selection times a prediction wants: "gpu" for the published GPU
     inputs, "cpu" for this machine's, None for a compute time the user gave (any device)."""
-    if compute_s is not None:
-        return None
+    if compute_s is not None:  # a run's measurement (an Input) names its device
+        return getattr(compute_s, "device", None)
     return "gpu" if inputs == "published" else "cpu"
 
 
@@ -143,10 +144,11 @@ def _check_inputs(inputs: str) -> None:
         raise ValueError(f"inputs must be one of {', '.join(INPUTS)}, got {inputs!r}")
 
 
-def compute_input(model: str, results_root=None, compute_s: float | None = None,
+def compute_input(model: str, results_root=None, compute_s: float | inp.Input | None = None,
                   bench: pd.DataFrame | None = None, inputs: str = DEFAULT_INPUTS,
                   batch: int | None = None) -> tuple[inp.Input | None, int | None]:
-    """(compute Input, batch per worker) of `model`: the user's value; else, with inputs
+    """(compute Input, batch per worker) of `model`: the user's value (compute_s: seconds,
+    or an Input measured in a run, kept as it is); else, with inputs
     "published", the published GPU compute table (topkscope.perf.published); with "here", its
     complete runs' time_compute, else the model-compute benchmark of this machine. (None, None)
     when none has it. `batch` (the user's per-worker batch) rescales a table's compute time
@@ -156,6 +158,8 @@ def compute_input(model: str, results_root=None, compute_s: float | None = None,
     _check_inputs(inputs)
     if batch is not None and not batch >= 1:
         raise ValueError(f"batch must be >= 1, got {batch!r}")
+    if isinstance(compute_s, inp.Input):  # measured in a run (topkscope scale --from-run)
+        return compute_s, batch
     if compute_s is not None:
         return inp.Input(float(compute_s), "user"), batch or _batch(results_root, model)
     if inputs == "published":
@@ -175,7 +179,7 @@ def compute_input(model: str, results_root=None, compute_s: float | None = None,
 
 
 def model_inputs(model: str, methods: Sequence[str], density: float, selection: pd.DataFrame,
-                 results_root=None, compute_s: float | None = None,
+                 results_root=None, compute_s: float | inp.Input | None = None,
                  select_s: dict[str, float] | None = None, d: int | None = None,
                  bench: pd.DataFrame | None = None, inputs: str = DEFAULT_INPUTS,
                  batch: int | None = None):
@@ -241,7 +245,7 @@ def scaling_table(models: Iterable[str], networks: Iterable[Network | str],
                   workers: Sequence[int] = pm.PAPER_WORKERS,
                   methods: Sequence[str] = pm.DEFAULT_METHODS, *,
                   density: float = pm.PAPER_DENSITY, results_root=None,
-                  selection: pd.DataFrame | None = None, compute_s: float | None = None,
+                  selection: pd.DataFrame | None = None, compute_s: float | inp.Input | None = None,
                   select_s: dict[str, float] | None = None,
                   opts: pm.Options | None = None,
                   compute: pd.DataFrame | None = None, inputs: str = DEFAULT_INPUTS,
@@ -269,7 +273,8 @@ def scaling_table(models: Iterable[str], networks: Iterable[Network | str],
         if t_compute is None:
             continue
         warning = inputs_warning(t_compute, mi)
-        label = "user" if compute_s is not None else INPUTS[inputs]
+        label = (RUN_INPUTS if isinstance(compute_s, inp.Input) else
+                 "user" if compute_s is not None else INPUTS[inputs])
         basis = {m.method or key: selection_basis(t_compute, m.select) for key, m in mi.items()}
         for net in nets:
             rows += [{**row, "inputs": label, "inputs_warning": warning,

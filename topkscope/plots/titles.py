@@ -58,8 +58,12 @@ def model_name(name: str | None, model_args: Mapping[str, Any] | None = None) ->
 def dataset_name(name: str | None, substitute: str | None = None,
                  subset: int | None = None) -> str:
     """'CIFAR-10', 'CIFAR-10 (substituted by MNIST)' when another dataset stood in, and the
-    size of the training subset when only the first `subset` samples (tokens for PTB) were used."""
-    label = DATASET_NAMES.get(str(name), str(name))
+    size of the training subset when only the first `subset` samples (tokens for PTB) were used;
+    "an unnamed dataset" for none (a hook run whose script gave no run_fields dataset)."""
+    if name is None or (isinstance(name, float) and name != name):  # a user's run names none
+        label = "an unnamed dataset"
+    else:
+        label = DATASET_NAMES.get(str(name), str(name))
     notes = []
     if substitute:
         notes.append(f"substituted by {DATASET_NAMES.get(substitute, substitute)}")

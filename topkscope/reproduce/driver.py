@@ -22,6 +22,11 @@
     7. index  <results>/figures/index.md with every figure and caption (the scaling figures
               under "predicted scaling"); timing.csv
 
+A user's own experiment under the results root (runs of the DDP hook or of a Recorder in a
+loop of their own, of an experiment the plan does not have: topkscope.reproduce.own_runs) is
+drawn too, never run, with the figures its runs hold the data for; `only` may name it. Its
+runs go to the claims; the tables and notebooks stay the plan's.
+
 --no-run (Options.run False) runs nothing, benchmarks included: it draws from what exists. A
 variant that only a run with other settings covers (e.g. a hand run with fewer steps) is drawn
 from that run, named with what differs in the log, in the index notes and in the claims'
@@ -58,10 +63,12 @@ import pandas as pd
 import yaml
 
 from topkscope import validate
+from topkscope.analysis.claims import what_is_missing
+from topkscope.analysis.runs import load
 from topkscope.analysis.verdicts import ACCURACY_MARGIN_POINTS, PERPLEXITY_MARGIN_PCT
 from topkscope.interrupts import ChildProcesses, handling
 from topkscope.io import write_bytes_atomic
-from topkscope.reproduce import plan
+from topkscope.reproduce import own_runs, plan
 from topkscope.reproduce.runner import (
     Covering,
     RunFailed,
@@ -190,15 +197,15 @@ def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock,
     return out
 
 
-def draw_training(job: plan.TrainingJob, run_dirs: list[Path], opts: Options,
+def draw_training(job: plan.TrainingJob, run_dirs: list, opts: Options,
                   clock: Clock, batteries: list | None = None) -> tuple[list[FigureEntry], list]:
-    """Draw the job's figures; the normality battery of its snapshot analysis is appended to
-    `batteries` (with the model), for the tables."""
-    from topkscope.analysis.runs import load
+    """Draw the job's figures from its run folders (or runs already loaded); the normality
+    battery of its snapshot analysis is appended to `batteries` (with the model), for the
+    tables."""
     from topkscope.analysis.snapshots import analyze_run, snapshot_densities
     from topkscope.reproduce.draw import CONVERGENCE_DRAWERS, DISTRIBUTION_DRAWERS
 
-    runs = [load(d) for d in run_dirs]
+    runs = [d if hasattr(d, "manifest") else load(d) for d in run_dirs]
     entries: list[FigureEntry] = []
     t = time.perf_counter()
     wanted = [f for f in job.figures if f in DISTRIBUTION_DRAWERS]
@@ -428,12 +435,27 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
         from topkscope.perf.inputs import read_selection_csv
 
         read_selection_csv(opts.selection_csv)
-    jobs = plan.jobs(list(opts.only) if opts.only else None, opts.jobs, opts.profile)
+    own = own_runs.own_experiments(opts.results_root,
+                                   [j.experiment for j in (opts.jobs or plan.JOBS)])
+    if opts.only:  # names of the plan, or of a user's own experiment found under the results
+        own = {name: dirs for name, dirs in own.items() if name in opts.only}
+        planned = [n for n in opts.only if n not in own]
+        names = [j.experiment for j in (opts.jobs or plan.JOBS)]
+        unknown = [n for n in planned if n not in names]
+        if unknown:
+            raise ValueError(f"unknown experiment(s) {unknown}: not in the plan ({', '.join(names)})"
+                             f" and no complete or failed run of your own (DDP hook or Recorder)"
+                             f" under {str(opts.results_root)!r} names it")
+        jobs = plan.jobs(planned, opts.jobs, opts.profile) if planned else []
+    else:
+        jobs = plan.jobs(None, opts.jobs, opts.profile)
     if not Path(opts.experiments_dir).is_dir():
         raise ValueError(f"no experiments folder at {str(opts.experiments_dir)!r} (outside the "
                          f"repository?): pass --experiments DIR, the folder of experiment YAMLs")
     if opts.dry_run:
         print_plan(jobs, opts, log)
+        for name, dirs in own.items():
+            log(f"{name} [your own runs: {len(dirs)}, drawn, never run]")
         return Outcome([], [], pd.DataFrame(), None, None)
     clock = Clock(log)
     failures: list[str] = []
@@ -479,6 +501,22 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
             msg = f"{job.experiment}: {exc}"
             failures.append(msg)
             log(f"  FAILED {msg}")
+    for name, dirs in own.items():
+        log(f"drawing {name} (your own runs: {len(dirs)}; drawn, never run)")
+        try:
+            runs = own_runs.distribution_first([load(d) for d in dirs])
+            job = plan.TrainingJob(name, figures=own_runs.figures_for(runs))
+            new, runs = draw_training(job, runs, opts, clock)
+            entries += new
+            for run in runs:  # the claims take the runs they can read (claims.what_is_missing)
+                missing = what_is_missing(run)
+                if missing is None:
+                    all_runs.append(run)
+                else:
+                    log(f"  {run.path}: not in the claims: {missing}")
+        except (RuntimeError, ValueError, OSError) as exc:
+            failures.append(f"{name}: {exc}")
+            log(f"  FAILED {name}: {exc}")
     claims, md = None, ""
     if all_runs:
         try:
