@@ -35,6 +35,7 @@ COMMANDS = {
     "scale": "topkscope.commands.scale",
     "fetch": "topkscope.commands.fetch",
     "gallery": "topkscope.commands.gallery",
+    "import": "topkscope.commands.import",
 }
 
 

@@ -1,0 +1,80 @@
+"""Claims of imported published runs (topkscope.analysis.published_claims): compared only
+where every logged setting agrees, never pooled without seeds, and the time split."""
+
+import pytest
+
+from tests._gaussiank_logs import write_job
+from topkscope.analysis import claims
+from topkscope.analysis.runs import load
+from topkscope.cli import main
+from topkscope.importers import gaussiank_sgd as imp
+from topkscope.manifest import find_runs
+
+
+def _runs(tmp_path, jobs):
+    logs = tmp_path / "job"
+    for job, kw in jobs.items():
+        write_job(logs, job, **kw)
+    imp.import_runs([logs], tmp_path / "res")
+    return [load(r.path) for r in find_runs(tmp_path / "res")]
+
+
+def _published(table):
+    return table[table["section"] == "published"]
+
+
+def test_same_settings_are_listed_not_pooled(tmp_path):
+    runs = _runs(tmp_path, {"1": {}, "2": {"acc_shift": 1.0},
+                            "3": {"compressor": "none", "density": 1.0, "acc_shift": 2.0}})
+    table = _published(claims.build(runs))
+    row = table[table["claim"] == "topk_accuracy"].iloc[0]
+    assert row["verdict"] == "insufficient-data" and row["n_runs"] == 3
+    assert "grouping unknown" in row["cause"] and "seeds not published" in row["evidence"]
+    # finals 70% and 71% against Dense's 72%: differences -2 and -1 points
+    assert "job 1 (gpu99) 70.00%" in row["evidence"] and "job 3 (gpu99) 72.00%" in row["evidence"]
+    assert "−2 … −1 points over 2 run pair(s)" in row["evidence"]
+    assert row["diff_mean"] == pytest.approx(-1.5)
+
+
+def test_runs_whose_logged_settings_differ_are_never_compared(tmp_path):
+    runs = _runs(tmp_path, {"1": {"batch": 32}, "2": {"batch": 64},
+                            "3": {"compressor": "none", "density": 1.0, "batch": 32}})
+    rows = _published(claims.build(runs))
+    acc = rows[rows["claim"] == "topk_accuracy"].sort_values("condition")
+    assert acc["condition"].tolist() == ["published: P=2, batch 32, lr 0.1, rho=0.001",
+                                         "published: P=2, batch 64, lr 0.1, rho=0.001"]
+    assert acc["n_runs"].tolist() == [2, 1]
+    assert "one run each" in acc["cause"].iloc[0]
+    assert "no dense run with the same logged settings" in acc["cause"].iloc[1]
+
+
+def test_selection_share_holds_or_fails_on_the_logged_times(tmp_path):
+    # every = 1: four target-density intervals (iterations 9..12); compute = fwd + bwd ~ 0.205
+    slow = _runs(tmp_path / "a", {"1": {"every": 1}})
+    fast = _runs(tmp_path / "b", {"1": {"every": 1, "select_base": 0.0}})
+    (row,) = _published(claims.build(slow)).query("claim == 'topk_selection_share'")\
+        .itertuples()
+    # selection 0.1 + 0.001 it > 0.205 - selection for every it in 9..12
+    assert (row.verdict, row.n_units, row.fraction) == ("holds", 4, 1.0)
+    (row,) = _published(claims.build(fast)).query("claim == 'topk_selection_share'")\
+        .itertuples()
+    assert (row.verdict, row.n_units, row.fraction) == ("fails", 4, 0.0)
+
+
+def test_claims_command_on_imported_folder(tmp_path, capsys):
+    logs = tmp_path / "job"
+    write_job(logs, "1", dnn="resnet20")
+    write_job(logs, "2", dnn="resnet20", compressor="none", density=1.0)
+    write_job(logs, "3", dnn="vgg16")
+    write_job(logs, "4", dnn="vgg16", compressor="randomk")
+    assert main(["import", "gaussiank-sgd", str(logs), "--results", str(tmp_path / "res"),
+                 "--no-progress"]) == 0
+    out = tmp_path / "claims.csv"
+    assert main(["claims", str(tmp_path / "res"), "--out", str(out)]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(out)
+    got = set(zip(table["model"], table["claim"]))
+    assert {("resnet20", "topk_accuracy"), ("vgg16", "randk_accuracy"),
+            ("vgg16", "topk_selection_share")} <= got
+    assert set(table["section"]) == {"published"}  # no distribution rows without a recorder
