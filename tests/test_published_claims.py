@@ -78,3 +78,41 @@ def test_claims_command_on_imported_folder(tmp_path, capsys):
     assert {("resnet20", "topk_accuracy"), ("vgg16", "randk_accuracy"),
             ("vgg16", "topk_selection_share")} <= got
     assert set(table["section"]) == {"published"}  # no distribution rows without a recorder
+
+
+def test_readme_sentences_are_generated_from_the_committed_tables():
+    from tests.conftest import REPO
+    from topkscope.reproduce import published_findings as pf
+
+    text = (REPO / "README.md").read_text()
+    assert pf.START in text and pf.END in text
+    assert pf.with_published(text) == text  # what `topkscope gallery` writes
+    block = text.split(pf.START, 1)[1].split(pf.END, 1)[0]
+    assert "seeds not published" in block and "Top-k − Dense" in block
+
+
+def test_prose_numbers_come_from_the_rows():
+    from topkscope.reproduce.published_findings import prose
+
+    claims_rows = pd_frame([
+        {"section": "published", "claim": "topk_accuracy", "model": "vgg16", "diff_mean": -1.5,
+         "verdict": "insufficient-data", "evidence": ""},
+        {"section": "published", "claim": "topk_accuracy", "model": "vgg16", "diff_mean": -0.5,
+         "verdict": "insufficient-data", "evidence": ""},
+        {"section": "published", "claim": "topk_selection_share", "model": "vgg16",
+         "diff_mean": float("nan"), "verdict": "holds",
+         "evidence": "x; selection share of an iteration 70%"},
+    ])
+    validation = pd_frame([{"family": "one-node sparse", "ratio": 0.8, "communicate_s": 0.05,
+                            "predicted_communicate_s": 0.0004}])
+    text = prose(claims_rows, validation)
+    assert "Top-k − Dense final validation accuracy -1.5 to -0.5 points over 2 setting(s)" in text
+    assert "took 70% of an iteration" in text and "2 insufficient-data" in text
+    assert "predicts 0.800× the measured sparse iterations" in text
+    assert "took 50.0 ms, the model's all-gather 0.40 ms" in text
+
+
+def pd_frame(rows):
+    import pandas as pd
+
+    return pd.DataFrame(rows)
