@@ -116,3 +116,18 @@ def pd_frame(rows):
     import pandas as pd
 
     return pd.DataFrame(rows)
+
+
+def test_the_figures_driver_draws_and_finds_imported_runs(tmp_path):
+    from topkscope.reproduce import published_findings as pf
+
+    logs = tmp_path / "job"
+    write_job(logs, "1", every=1)
+    write_job(logs, "2", every=1, compressor="none", density=1.0)
+    write_job(logs, "3", every=1, batch=64)  # alone in its settings: no figure
+    imp.import_runs([logs], tmp_path / "res")
+    runs = pf.imported_runs(tmp_path / "res")
+    assert sorted(r.manifest["run_id"] for r in runs) == ["1", "2", "3"]
+    entries = pf.draw(runs, tmp_path / "figures")
+    assert [e.name for e in entries] == ["published-vgg16-p2-b32-lr0.1"]
+    assert entries[0].png.is_file() and "seeds not published" in entries[0].caption

@@ -75,3 +75,68 @@ def with_published(text: str, claims_csv: Path = CLAIMS_CSV,
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{START}\n{block}\n{END}{tail}"
+
+
+# ---------------------------------------------------------------- the figures driver
+def imported_runs(results_root: Path) -> list:
+    """The imported published runs (launcher `published`, complete or failed) under the
+    results root, loaded: the figures driver draws them and hands them to the claims."""
+    from topkscope.analysis.published_claims import PUBLISHED
+    from topkscope.analysis.runs import load
+    from topkscope.manifest import find_runs
+
+    return [load(r.path) for r in find_runs(results_root, status=("complete", "failed"))
+            if r.manifest.get("launcher") == PUBLISHED]
+
+
+def draw(runs: list, figures_dir: Path) -> list:
+    """One figure per group of imported runs with the same logged settings (but compressor
+    and density) holding more than one method: accuracy per epoch and the split of an
+    iteration (topkscope.plots.published_runs); FigureEntry each, experiment "published"."""
+    from topkscope import plots
+    from topkscope.analysis.published_claims import condition, settings
+    from topkscope.perf.gpu_runs import validation_rows
+    from topkscope.reproduce.draw import _save
+    from topkscope.reproduce.findings import model_name, sparsifier_name
+
+    groups: dict[tuple, list] = {}
+    for run in runs:
+        groups.setdefault((run.manifest.get("model"), settings(run.manifest)), []).append(run)
+    timed = validation_rows(runs)
+    entries = []
+    for (model, _), group in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        if len({r.manifest.get("sparsifier") for r in group}) < 2:
+            continue
+        group = sorted(group, key=lambda r: (str(r.manifest.get("sparsifier")),
+                                             str(r.manifest.get("run_id"))))
+
+        def label(run) -> str:
+            m = run.manifest
+            rho = "" if m.get("sparsifier") == "dense" else f" ρ={float(m['density']):g}"
+            return f"{sparsifier_name(m.get('sparsifier'))}{rho} (job {m.get('run_id')})"
+
+        evals = pd.concat([r.eval.assign(run=label(r)) for r in group if len(r.eval)],
+                          ignore_index=True)
+        jobs = {str(r.manifest.get("run_id")): f"{sparsifier_name(r.manifest.get('sparsifier'))}"
+                f"\n{r.manifest.get('run_id')}" for r in group}
+        split = timed[timed["job"].astype(str).isin(jobs)].dropna(subset=["communicate_s"]) \
+            if len(timed) else timed
+        splits = pd.DataFrame({
+            "run": [jobs[str(j)] for j in split["job"]] if len(split) else [],
+            "compute": split.get("compute_s", []), "selection": split.get("select_s", []),
+            "exchange": split.get("communicate_s", []),
+            "other": (split["measured_s"] - split["compute_s"] - split["select_s"]
+                      - split["communicate_s"]).clip(lower=0) if len(split) else []})
+        cond = condition(group[0].manifest).replace(", rho=", "; first run rho=")
+        title = f"{model_name(model)} on CIFAR-10, published GPU runs ({cond.split(': ', 1)[1]})"
+        fig = plots.published_runs(evals, splits.reset_index(drop=True), title)
+        cfg = group[0].manifest.get("config") or {}
+        name = f"{model}-p{cfg.get('nworkers')}-b{cfg.get('batch_size')}-lr{cfg.get('lr')}"
+        caption = (f"{model_name(model)}, the Gaussian-k authors' code on one GPU node "
+                   f"({SOURCE}; seeds not published, GPU not named): validation top-1 accuracy "
+                   "per epoch of each run (left) and, where the log times every iteration, the "
+                   "median split of an iteration (compute = forward + backward less the "
+                   "selection; exchange = the logged COMM_TOTAL / COMM; other = the rest of "
+                   "the logged time per iteration).")
+        entries.append(_save(fig, figures_dir, "published", name, caption))
+    return entries
