@@ -131,3 +131,18 @@ def test_the_figures_driver_draws_and_finds_imported_runs(tmp_path):
     entries = pf.draw(runs, tmp_path / "figures")
     assert [e.name for e in entries] == ["published-vgg16-p2-b32-lr0.1"]
     assert entries[0].png.is_file() and "seeds not published" in entries[0].caption
+
+
+def test_notebook_frames_keep_each_job_apart(tmp_path):
+    from topkscope.reproduce.draw import run_frames
+
+    runs = _runs(tmp_path, {"1": {}, "2": {}, "3": {"batch": 64}})
+    train, evaluation = run_frames(runs)
+    # same logged settings, no seed: two series (job ids), never one pooled "seed 0"
+    assert sorted(set(evaluation["seed"])) == [1, 2, 3]
+    assert evaluation.groupby("seed")["condition"].nunique().eq(1).all()
+    assert evaluation.loc[evaluation["seed"] == 3, "condition"].iloc[0].endswith(
+        "batch 64, lr 0.1, rho=0.001")
+    # elements: 15 per worker and iteration in epoch 0 (iterations 1..4), P = 2
+    first = evaluation[(evaluation["seed"] == 1) & (evaluation["step"] == 4)]
+    assert first["elements"].iloc[0] == 15.0 * 4 * 2

@@ -469,6 +469,7 @@ def parse_job(job: Job, source: str = SOURCE) -> ParsedRun:
         "density_schedule": named if named is not None else schedule,
         "density_schedule_values": schedule, "deviations": deviations,
         "seed": None, "seed_note": SEED_NOT_PUBLISHED, "workers": workers or None,
+        "world_size": workers or None,
         "batch_per_worker": s.get("batch_size"), "steps_per_epoch": loop_iters,
         "published_compressor": s.get("compressor"),
         "config": {**s, **elog.info, "_dynamic_densities": elog.schedule},
