@@ -146,3 +146,18 @@ def test_notebook_frames_keep_each_job_apart(tmp_path):
     # elements: 15 per worker and iteration in epoch 0 (iterations 1..4), P = 2
     first = evaluation[(evaluation["seed"] == 1) & (evaluation["step"] == 4)]
     assert first["elements"].iloc[0] == 15.0 * 4 * 2
+
+
+def test_p16_sentence_names_ranges_and_deciding_inputs():
+    from topkscope.reproduce.published_findings import _p16
+
+    table = pd_frame([
+        {"model": "vgg16", "baselines": "Top-k", "verdict": "holds",
+         "cause": "predicted over Top-k 1.78x-8.3x (e ±4.5%) over the whole input band at a"},
+        {"model": "vgg16", "baselines": "Top-k", "verdict": "holds",
+         "cause": "predicted over Top-k 2.15x-8.64x (e ±4.5%) over the whole input band at b"},
+        {"model": "vgg16", "baselines": "Dense", "verdict": "inconclusive",
+         "cause": "decided by overhead (0 ms: holds; 49.6 ms: fails) (predicted ...)"}])
+    text = _p16(table)
+    assert "VGG-16-BN against Top-k: 2 holds, 1.78–8.64×" in text
+    assert "VGG-16-BN against Dense: 1 inconclusive, decided by overhead" in text

@@ -1,6 +1,7 @@
 """The README's sentences on the published GPU runs, generated from the committed derived
-tables (results/reference/published/claims.csv and validation.csv, written by
-`topkscope claims` and `python -m topkscope.perf.gpu_runs` on the imported runs), between
+tables (results/reference/published/claims.csv, validation.csv and p16-gpu.csv, written by
+`topkscope claims`, `python -m topkscope.perf.gpu_runs` on the imported runs and
+`python -m topkscope.perf.p16_gpu`), between
 the markers `<!-- published-runs:start -->` and `<!-- published-runs:end -->`; `topkscope
 gallery` rewrites the block, no number typed.
 """
@@ -8,6 +9,7 @@ gallery` rewrites the block, no number typed.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +17,7 @@ import pandas as pd
 REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference" / "published"
 CLAIMS_CSV = REFERENCE / "claims.csv"
 VALIDATION_CSV = REFERENCE / "validation.csv"
+P16_CSV = REFERENCE / "p16-gpu.csv"
 START, END = "<!-- published-runs:start -->", "<!-- published-runs:end -->"
 SOURCE = "kljp/topk_results@4d5937cd6c81f7a3869de9d1355bbc520d72ee27"
 
@@ -30,7 +33,26 @@ def _verdicts(frame: pd.DataFrame) -> str:
     return ", ".join(f"{n} {v}" for v, n in frame["verdict"].value_counts().sort_index().items())
 
 
-def prose(claims: pd.DataFrame, validation: pd.DataFrame) -> str:
+def _p16(table: pd.DataFrame) -> str:
+    """The P = 16 verdicts on GPU input bands, per model and baselines: the verdicts, the
+    speed-up range over both networks where a verdict was reached, else what decides."""
+    from topkscope.reproduce.findings import model_name
+
+    parts = []
+    for (model, baselines), sub in table.groupby(["model", "baselines"], sort=True):
+        decided = sub[sub["verdict"] != "inconclusive"]
+        found = decided["cause"].str.extractall(r"([\d.]+)x-([\d.]+)x").astype(float)
+        span = (f", {found[0].min():.3g}–{found[1].max():.3g}×" if len(found) else "")
+        deciding = sorted({name for cause in sub["cause"] for name in
+                           re.findall(r"(\w+) \([\d.]+(?: ms)?: \w+; ", str(cause))})
+        why = f", decided by {' / '.join(deciding)}" if deciding else ""
+        parts.append(f"{model_name(model)} against {baselines}: {_verdicts(sub)}{span}{why}")
+    return ("At P = 16 on GPU input bands (predictions of the step-time model on 10 GbE and "
+            "100 Gb IB; a verdict only where the whole band agrees): " + "; ".join(parts) + ".")
+
+
+def prose(claims: pd.DataFrame, validation: pd.DataFrame,
+          p16: pd.DataFrame | None = None) -> str:
     """The sentences: accuracy differences per model and comparison (with the verdicts), the
     selection share, the model's check on the iterations."""
     from topkscope.reproduce.findings import model_name
@@ -61,6 +83,8 @@ def prose(claims: pd.DataFrame, validation: pd.DataFrame) -> str:
                      f"ms, the model's all-gather "
                      f"{_range(sparse['predicted_communicate_s'] * 1e3, '{:.2f}')} ms "
                      "(docs/scaling.md).")
+    if p16 is not None and len(p16):
+        parts.append(_p16(p16))
     return " ".join(parts)
 
 
@@ -71,7 +95,8 @@ def with_published(text: str, claims_csv: Path = CLAIMS_CSV,
     if START not in text or END not in text or not Path(claims_csv).is_file() \
             or not Path(validation_csv).is_file():
         return text
-    block = prose(pd.read_csv(claims_csv), pd.read_csv(validation_csv))
+    p16 = pd.read_csv(P16_CSV) if P16_CSV.is_file() else None
+    block = prose(pd.read_csv(claims_csv), pd.read_csv(validation_csv), p16)
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{START}\n{block}\n{END}{tail}"
