@@ -91,3 +91,13 @@ def test_docs_show_the_committed_tables():
     sel = pd.read_csv(gpu_runs.PUBLISHED_DIR / "gpu_selection.csv")
     assert gpu_runs.validation_markdown(val) in text
     assert gpu_runs.selection_markdown(sel) in text
+
+
+def test_imported_runs_are_not_inputs_measured_here(runs, tmp_path):
+    from topkscope.perf import inputs
+
+    root = tmp_path / "res"
+    assert len(runs) == 3  # found by the manifest index ...
+    assert inputs.complete_runs(root) == []  # ... but never this machine's inputs
+    assert inputs.compute_time(root, "vgg16") is None
+    assert inputs.method_conditions(root, "vgg16", "gaussiank-2019", 0.001) == []
