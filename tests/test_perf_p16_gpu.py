@@ -4,6 +4,7 @@ corner of the band agrees, the deciding input named, and the committed table as 
 import pandas as pd
 import pytest
 
+from topkscope.analysis import verdicts
 from topkscope.perf import model as pm
 from topkscope.perf import p16_gpu
 from topkscope.perf.inputs import Input
@@ -66,10 +67,10 @@ def test_holds_only_when_every_corner_agrees_and_names_what_decides():
 
 def test_verdict_rule():
     errors = {"dense": 0.05, "topk": 0.05}
-    assert p16_gpu._verdict([{"dense": 1.1, "topk": 2.0}], ("dense", "topk"), errors) == "holds"
-    assert p16_gpu._verdict([{"dense": 0.9, "topk": 2.0}, {"dense": 0.8, "topk": 2.0}],
+    assert verdicts.band_verdict([{"dense": 1.1, "topk": 2.0}], ("dense", "topk"), errors) == "holds"
+    assert verdicts.band_verdict([{"dense": 0.9, "topk": 2.0}, {"dense": 0.8, "topk": 2.0}],
                             ("dense", "topk"), errors) == "fails"
-    assert p16_gpu._verdict([{"dense": 0.9, "topk": 2.0}, {"dense": 1.2, "topk": 2.0}],
+    assert verdicts.band_verdict([{"dense": 0.9, "topk": 2.0}, {"dense": 1.2, "topk": 2.0}],
                             ("dense", "topk"), errors) == "inconclusive"
 
 

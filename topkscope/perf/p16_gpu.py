@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from topkscope.analysis.verdicts import band_verdict
 from topkscope.perf import model as pm
 from topkscope.perf.gpu_runs import PUBLISHED_DIR, REFERENCE
 from topkscope.perf.inputs import Input
@@ -154,23 +155,14 @@ def _value(name: str, value: float) -> str:
     return f"{value:.3g}" if name == "counts" else f"{value * 1e3:.3g} ms"
 
 
-def _verdict(speedups: list[dict[str, float]], baselines, errors) -> str:
-    """holds / fails / inconclusive over the points given (each: baseline -> speed-up)."""
-    if all(s[b] > 1 + errors[b] for s in speedups for b in baselines):
-        return "holds"
-    if any(all(s[b] < 1 - errors[b] for s in speedups) for b in baselines):
-        return "fails"
-    return "inconclusive"
-
-
 def claim_rows(validation: pd.DataFrame | None = None, selection: pd.DataFrame | None = None,
                claims: pd.DataFrame | None = None,
                errors: dict[str, float] | None = None) -> pd.DataFrame:
     """The rows (module docstring) for every model with bands, network and baseline set."""
     from topkscope.analysis.claims import COLUMNS, PREDICTION_COLUMNS
     from topkscope.models import DATASET
+    from topkscope.perf.p16_claims import CLAIMS, comparison_error, prediction_columns
     from topkscope.perf.published import validated_errors
-    from topkscope.perf.report import CLAIMS, comparison_error, prediction_columns
     from topkscope.perf.workload import model_size
     from topkscope.plots.titles import sparsifier_name
 
@@ -196,10 +188,10 @@ def claim_rows(validation: pd.DataFrame | None = None, selection: pd.DataFrame |
                 errs = {b: comparison_error(METHOD, b, errors) for b in baselines}
 
                 every = _speedups(model, d, net, corners, baselines)
-                verdict = _verdict(every, baselines, errs)
+                verdict = band_verdict(every, baselines, errs)
                 deciding = []
                 for k in VARIED:
-                    ends = [_verdict(_speedups(model, d, net, [{**mid, k: v}], baselines),
+                    ends = [band_verdict(_speedups(model, d, net, [{**mid, k: v}], baselines),
                                      baselines, errs) for v in (bands[k].low, bands[k].high)]
                     if ends[0] != ends[1]:
                         deciding.append(f"{k} ({_value(k, bands[k].low)}: {ends[0]}; "
