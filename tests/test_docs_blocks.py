@@ -46,6 +46,13 @@ LANGUAGES = (*RUN, "text", "yaml", "diff")
 # (page, first line of the block) -> why it does not run here; the page says the same in its
 # `<!-- not run: ... -->` comment
 NOT_RUN: dict[tuple[str, str], str] = {
+    ('docs/scaling.md', 'python -m topkscope.perf.p16_gpu'):
+        'rewrites the committed p16-gpu.csv; tests/test_perf_p16_gpu.py regenerates it and compares',
+    ('docs/scaling.md',
+     'python -m topkscope.perf.gpu_runs imported   # runs.csv, validation.csv, gpu_selection.csv; published.csv'):
+        'needs the imported runs of the published logs (about 53 MB, not in the repository)',
+    ('docs/results.md', 'topkscope import gaussiank-sgd job/ --results imported'):
+        'needs the published logs (kljp/topk_results, about 53 MB) in job/',
     ('README.md',
      'make reproduce-figures    # quick profile: train, record, analyse, draw every figure + results/claims.csv'):
         'the whole quick profile (about 20 minutes on 2 cores) and the test suite itself',

@@ -38,6 +38,7 @@ COMMANDS = {
     "scale": "topkscope.commands.scale",
     "fetch": "topkscope.commands.fetch",
     "gallery": "topkscope.commands.gallery",
+    "import": "topkscope.commands.import",
 }
 
 

@@ -11,7 +11,9 @@ points below −1 point", "2 of 5 seeds failed").
 
 Sections (`section`): distribution (claims 1-4: u and Top-k's contraction), convergence
 (claims 5-6, topkscope.analysis.convergence_claims), prediction (the predicted speed-ups,
-topkscope.perf.report), check (rows true by construction, e.g. the robust Gaussian-k's count).
+topkscope.perf.report), check (rows true by construction, e.g. the robust Gaussian-k's count),
+published (runs imported from published logs, topkscope.analysis.published_claims: no seeds,
+so never pooled; they feed no other section).
 
 Distribution claims look at the whole-model error-compensated gradient u (stats rows kind
 "u", layer "__global__"; raw snapshots where the statistic needs every value) of runs trained
@@ -49,7 +51,15 @@ import numpy as np
 import pandas as pd
 
 from topkscope import validate
-from topkscope.analysis import contraction, convergence_claims, fits, phases, snapshots, verdicts
+from topkscope.analysis import (
+    contraction,
+    convergence_claims,
+    fits,
+    phases,
+    published_claims,
+    snapshots,
+    verdicts,
+)
 from topkscope.analysis.convergence_claims import (  # noqa: F401  (part of this module's API)
     claim_family,
     final_metric,
@@ -82,7 +92,7 @@ PREDICTION_COLUMNS = [
     "network", "inputs", "baselines", "training_condition", "selection_basis", "breakeven_ms",
     "breakeven_topk_ms", "model_error",
 ]  # fmt: skip
-SECTIONS = ("distribution", "convergence", "prediction", "check")
+SECTIONS = ("distribution", "convergence", "prediction", "check", published_claims.SECTION)
 ALL_CONDITIONS = "all conditions (target density)"
 NO_UNITS = "no units recorded"
 DURING_WARMUP = "during warm-up at rho="
@@ -156,8 +166,12 @@ def build(
         groups.setdefault(model_key(run.manifest), []).append(run)
     rows: list[dict] = []
     for key in sorted(groups, key=lambda k: tuple("" if v is None else str(v) for v in k)):
-        model_runs = groups[key]
+        model_runs = [r for r in groups[key] if not published_claims.is_published(r.manifest)]
         base = {"model": key[0], "dataset": key[1], "dataset_substitute": key[2]}
+        # published runs (no seeds, no recorder): their own rows (published_claims)
+        rows += [{**base, **row} for row in published_claims.rows(groups[key])]
+        if not model_runs:
+            continue
         trained = [r for r in model_runs if r.manifest.get("sparsifier") in sparsifiers
                    and diverged_at(r.manifest) is None]
         rows += [{**base, **row} for row in _distribution_rows(trained, sparsifiers,

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from topkscope.analysis import phases, verdicts
+from topkscope.analysis.published_claims import is_published
 from topkscope.manifest import condition_of
 
 ACCURACY_STATEMENT = "{method} trains as well as exact Top-k"
@@ -139,12 +140,15 @@ def seed_cells(runs: list, dense: bool = False) -> dict[tuple, dict[int, SeedRun
     """(experiment, density, condition, method) -> {seed: SeedRun}: the run standing for each
     seed, complete or failed (a complete run of a seed wins over a failed one; a complete run
     without an evaluation stands for nothing). Top-k runs sit under method "topk" of their own
-    condition; dense runs are left out unless `dense`."""
+    condition; dense runs are left out unless `dense`; imported published runs (no seed) are
+    left out: their claims are topkscope.analysis.published_claims's."""
     cells: dict[tuple, dict[int, SeedRun]] = {}
     for run in runs:
         m = run.manifest
         if m.get("status") not in USED_STATUSES or (m.get("sparsifier") == "dense"
                                                     and not dense):
+            continue
+        if is_published(m):  # no seed was published: never a seed cell (published_claims)
             continue
         seed_run = _seed_run(run)
         if seed_run.name is None and not seed_run.failed:

@@ -212,3 +212,27 @@ def traffic_verdict(accuracy: str, accuracy_cause: str, target_ratios: Sequence[
         return "inconclusive", f"accuracy claim {accuracy}: {accuracy_cause}; {sent}"
     over = int((ratios > TRAFFIC_LIMIT).sum())
     return "inconclusive", f"{sent}; {over} of {ratios.size} seeds above 4/3"
+
+
+# --- predicted speed-ups (topkscope.perf.p16_claims) -----------------------------------
+def speedup_verdict(speedups: Sequence[float], errors: Sequence[float]) -> tuple[str, int]:
+    """(verdict, comparisons won): holds when every speed-up exceeds 1 + its error, fails when
+    one falls below 1 - its error, else inconclusive (the model cannot tell them apart)."""
+    faster = sum(s > 1 + e for s, e in zip(speedups, errors))
+    if faster == len(speedups):
+        return "holds", faster
+    if any(s < 1 - e for s, e in zip(speedups, errors)):
+        return "fails", faster
+    return "inconclusive", faster
+
+
+def band_verdict(speedups: Sequence[dict], baselines: Sequence[str],
+                 errors: dict) -> str:
+    """The verdict over every point of an input band (each point: baseline -> speed-up):
+    holds when every speed-up exceeds 1 + its baseline's error at every point, fails when one
+    baseline's speed-up is below 1 - its error at every point, else inconclusive."""
+    if all(s[b] > 1 + errors[b] for s in speedups for b in baselines):
+        return "holds"
+    if any(all(s[b] < 1 - errors[b] for s in speedups) for b in baselines):
+        return "fails"
+    return "inconclusive"

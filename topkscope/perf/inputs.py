@@ -66,10 +66,19 @@ def device_mismatch(compute: Input, select: Input) -> str | None:
             "selection CSV of the compute's device)")
 
 
+def runs_here(results_root: str | Path, **wanted) -> list:
+    """The one index of the runs whose numbers are inputs here: topkscope.manifest.find_runs
+    (complete runs; `wanted`: its fields), less the imported published runs, which were
+    measured elsewhere, on GPUs (their inputs: topkscope.perf.gpu_runs)."""
+    from topkscope.analysis.published_claims import is_published
+
+    return [r for r in find_runs(results_root, **wanted) if not is_published(r.manifest)]
+
+
 def complete_runs(results_root: str | Path, model: str | None = None) -> list[tuple[Path, dict]]:
     """(run folder, manifest) of every complete run under results_root (of `model` if given):
-    topkscope.manifest.find_runs, as a list of pairs."""
-    return [(r.path, r.manifest) for r in find_runs(results_root, model=model)]
+    runs_here, as a list of pairs."""
+    return [(r.path, r.manifest) for r in runs_here(results_root, model=model)]
 
 
 def compute_time(results_root: str | Path, model: str) -> Input | None:
@@ -342,7 +351,7 @@ def seed_counts(results_root: str | Path, model: str, method: str, density: floa
     source says so). None when neither exists. Dense runs never count."""
     per_seed: dict[int, list[float]] = {}
     hows, workers = set(), set()
-    for run in find_runs(results_root, model=model, sparsifier=method, density=density,
+    for run in runs_here(results_root, model=model, sparsifier=method, density=density,
                          condition=condition):
         got = run_count_ratio(run.path, method, density, run_k(run.manifest, density, d))
         if got is not None:
@@ -351,7 +360,7 @@ def seed_counts(results_root: str | Path, model: str, method: str, density: floa
             workers.add(str(run.manifest.get("world_size")))
     whose = f"{method}'s own runs"
     if not per_seed:
-        for run in find_runs(results_root, model=model, condition=condition):
+        for run in runs_here(results_root, model=model, condition=condition):
             trained = run.manifest.get("sparsifier")
             if trained in NO_SELECTION or trained == method:
                 continue
@@ -380,8 +389,8 @@ def method_conditions(results_root: str | Path, model: str, method: str,
     """The training conditions of `method`'s complete runs of `model` at `density`, sorted;
     without any, those of the model's complete runs of another sparsifier (whose recorder may
     have measured `method`'s count on their u; seed_counts says whether it did)."""
-    own = find_runs(results_root, model=model, sparsifier=method, density=density)
-    runs = own or [r for r in find_runs(results_root, model=model)
+    own = runs_here(results_root, model=model, sparsifier=method, density=density)
+    runs = own or [r for r in runs_here(results_root, model=model)
                    if r.manifest.get("sparsifier") not in (*NO_SELECTION, method)]
     return sorted({condition_of(r.manifest) for r in runs})
 

@@ -66,11 +66,12 @@ GPU_NAME = "not named by the source (ddl-benchmarks cluster, 4 GPUs per node)"
 INPUTS_LABEL = "GPU inputs from published measurements"
 # which validated error applies to a method's prediction
 ERROR_FAMILY = {"dense-wfbp": "wfbp"}
+CLUSTER_FAMILIES = ("no-overlap", "wfbp")
 
 
 def error_family(method: str) -> str:
     """"wfbp" for dense-wfbp, "no-overlap" for every other method (no exchange overlap)."""
-    return ERROR_FAMILY.get(method, "no-overlap")
+    return ERROR_FAMILY.get(method, CLUSTER_FAMILIES[0])
 
 
 def measurements(path: str | Path = MEASUREMENTS_CSV) -> pd.DataFrame:
@@ -251,7 +252,8 @@ def validated_errors(table: pd.DataFrame | None = None) -> dict[str, float]:
             raise ValueError(f"no validation table at {PUBLISHED_CSV}; run "
                              "python -m topkscope.perf.published")
         table = pd.read_csv(PUBLISHED_CSV)
-    held = table[table["use"] == "held-out"]
+    held = cluster_rows(table)
+    held = held[held["use"] == "held-out"]
     errors = {}
     for method, rows in held.groupby("method"):
         family = error_family(str(method))
@@ -260,8 +262,19 @@ def validated_errors(table: pd.DataFrame | None = None) -> dict[str, float]:
     return errors
 
 
+def cluster_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the ddl-benchmarks clusters (families no-overlap and wfbp), without the
+    one-node rows of published GPU training runs (topkscope.perf.gpu_runs) that published.csv
+    also holds; the cluster rows' errors are what the P = 16 predictions carry."""
+    if "family" not in table:
+        return table
+    return table[table["family"].isna() | table["family"].isin(CLUSTER_FAMILIES)]
+
+
 def validation_markdown(table: pd.DataFrame) -> str:
-    """The validation table as docs/scaling.md shows it: one row per published measurement."""
+    """The validation table as docs/scaling.md shows it: one row per published cluster
+    measurement (the one-node rows: topkscope.perf.gpu_runs.validation_markdown)."""
+    table = cluster_rows(table)
     lines = ["| model | network | GPUs | method (published) | measured s | predicted s | "
              "ratio | line-rate ratio | use |", "|---|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples(index=False):
@@ -282,15 +295,28 @@ def gpu_compute_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def write(out_dir: str | Path = REFERENCE_SCALING) -> list[Path]:
-    """gpu_compute.csv and published.csv of the committed measurements into out_dir."""
+GPU_RUNS_CSV = REFERENCE_SCALING.parent / "published" / "validation.csv"
+
+
+def write(out_dir: str | Path = REFERENCE_SCALING,
+          gpu_rows: pd.DataFrame | None = None) -> list[Path]:
+    """gpu_compute.csv and published.csv of the committed measurements into out_dir;
+    published.csv also holds the rows of the published GPU training runs (gpu_rows, default:
+    the committed results/reference/published/validation.csv of topkscope.perf.gpu_runs),
+    each with its `family` ("one-node dense" / "one-node sparse")."""
     from topkscope.io import write_bytes_atomic
 
     out_dir = Path(out_dir)
     table = measurements()
+    if gpu_rows is None and GPU_RUNS_CSV.is_file():
+        gpu_rows = pd.read_csv(GPU_RUNS_CSV)
+    validation = validation_table(table)
+    validation["family"] = [error_family(str(m)) for m in validation["method"]]
+    if gpu_rows is not None and len(gpu_rows):
+        validation = pd.concat([validation, gpu_rows], ignore_index=True)
     paths = []
     for name, frame in (("gpu_compute.csv", gpu_compute_table(table)),
-                        ("published.csv", validation_table(table))):
+                        ("published.csv", validation)):
         write_bytes_atomic(out_dir / name, frame.to_csv(index=False).encode())
         paths.append(out_dir / name)
     return paths

@@ -13,6 +13,7 @@
 | accuracy_vs_elements | held-out metric vs cumulative elements communicated | eval + `elements` |
 | density_sensitivity | held-out metric per density, per method, dense as reference | eval + `density` |
 | selected_per_step | selected/k per step in each method's own run, min-max over workers | train table |
+| published_runs | imported GPU runs: validation accuracy per epoch, the split of an iteration | eval rows + medians |
 
 `save_figure(fig, out_dir, name)` writes name.png and name.pdf atomically.
 """
@@ -21,6 +22,7 @@ from topkscope.plots.contraction import contraction_over_iterations
 from topkscope.plots.convergence import accuracy_vs_elements, convergence, density_sensitivity
 from topkscope.plots.histogram import gradient_histogram
 from topkscope.plots.normality import normality_over_training
+from topkscope.plots.published import published_runs
 from topkscope.plots.qq import qq_plot
 from topkscope.plots.selection_speed import selection_time
 from topkscope.plots.selectors import selected_over_k, selected_per_step
@@ -38,6 +40,7 @@ __all__ = [
     "figure_title",
     "gradient_histogram",
     "normality_over_training",
+    "published_runs",
     "qq_plot",
     "save_figure",
     "selected_over_k",

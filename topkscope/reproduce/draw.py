@@ -157,9 +157,12 @@ def selectors_figure(run, out_dir: Path, experiment: str) -> FigureEntry:
 
 def run_frames(runs: Sequence) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(train, eval) of every run, each row tagged with its run's sparsifier, seed, condition
-    (claims.condition_of: density warm-up and named deviations) and density; eval also gets
+    (claims.condition_of: density warm-up and named deviations; an imported published run:
+    its logged setting too, and its job id for a seed, so no two jobs are pooled) and
+    density; eval also gets
     `elements`: the elements all workers sent up to and including its step (cumulative sum of
     train `selected`, the mean per worker, times the number of workers)."""
+    from topkscope.analysis import published_claims
     from topkscope.analysis.claims import condition_of
 
     trains, evals = [], []
@@ -167,9 +170,17 @@ def run_frames(runs: Sequence) -> tuple[pd.DataFrame, pd.DataFrame]:
         m = r.manifest
         tags = {"sparsifier": m["sparsifier"], "seed": int(m.get("seed", 0) or 0),
                 "condition": condition_of(m), "density": float(m["density"])}
-        tr = r.train.sort_values("step").assign(**tags)
-        sent = tr["selected"].astype("float64").cumsum() * int(m.get("world_size", 1))
-        elements = pd.Series(sent.to_numpy(), index=tr["step"].to_numpy())
+        if published_claims.is_published(m):  # no seed: each job its own series, by setting
+            tags.update(seed=int(m["run_id"]), condition=f"{tags['condition']}; "
+                        f"{published_claims.condition(m)}")
+        tr = r.train.sort_values("step", kind="stable").assign(**tags)
+        # one count per step (an imported run's train rows are per worker and interval)
+        per_step = tr.drop_duplicates("step")
+        count = per_step["selected"].astype("float64")
+        if published_claims.is_published(m):  # a row is the mean over its interval's steps
+            count = count * per_step["step"].diff().fillna(per_step["step"]).to_numpy()
+        sent = count.cumsum() * int(m.get("world_size", 1))
+        elements = pd.Series(sent.to_numpy(), index=per_step["step"].to_numpy())
         ev = r.eval.assign(**tags)
         ev["elements"] = elements.reindex(ev["step"].to_numpy()).to_numpy()
         trains.append(tr)

@@ -517,6 +517,16 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
         except (RuntimeError, ValueError, OSError) as exc:
             failures.append(f"{name}: {exc}")
             log(f"  FAILED {name}: {exc}")
+    try:  # imported published runs under the results root: drawn, and claims of their own
+        from topkscope.reproduce import published_findings
+
+        imported = published_findings.imported_runs(opts.results_root)
+        if imported:
+            entries += published_findings.draw(imported, opts.figures_dir)
+            all_runs += imported
+    except (RuntimeError, ValueError, OSError) as exc:
+        failures.append(f"published runs: {exc}")
+        log(f"  FAILED published runs: {exc}")
     claims, md = None, ""
     if all_runs:
         try:

@@ -92,6 +92,10 @@ def prepare(results: Path, width: int = MAX_WIDTH, readme: Path | None = None,
     text = None if readme is None else readme_with_findings(readme, Path(results) / "claims.csv")
     if text is not None and standard_claims is not None:
         text = _with_findings(text, standard_claims, "standard-claims")
+    if text is not None:  # the published GPU runs' sentences, from their committed tables
+        from topkscope.reproduce.published_findings import with_published
+
+        text = with_published(text)
     return Gallery({p.name: shrunk_png(p, width) for p in pngs}, "\n".join(lines), text)
 
 

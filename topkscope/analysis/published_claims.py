@@ -1,0 +1,203 @@
+"""Claims from published runs (manifest launcher `published`, e.g. `topkscope import
+gaussiank-sgd`): the same questions as our convergence claims, on runs whose seeds were not
+published, and the time split of an iteration on the GPU they ran on. Section `published`.
+
+    topk_accuracy         exact Top-k trains as well as Dense
+    randk_accuracy        Rand-k trains as well as exact Top-k
+    topk_selection_share  exact Top-k's selection takes longer than the forward and backward
+                          computation on that GPU
+
+Grouping: a run's settings are every logged setting (manifest `config`) but the compressor and
+the density; runs are compared only where their settings agree (ResNet-20's Top-k runs at
+rho = 0.001 under five batch sizes and three learning rates are ten rows, never one pool).
+Units: our rule pairs a method's run with Top-k's of the same seed; a published log names no
+seed, so runs with the same logged settings may be seeds of one setting or differ in what the
+log does not record: their grouping is unknown, and they are listed, never pooled into an
+interval. Each row is therefore insufficient-data (fewer than verdicts.MIN_SEEDS paired seeds)
+and its evidence gives every run's final validation accuracy, the differences between them,
+and "seeds not published".
+
+The time split is a fraction rule over units (verdicts.fraction_verdict): a unit is one logged
+interval (all workers' rows of one iteration) at the target density with a logged selection
+time; the criterion is time_select > time_compute - time_select (the authors' selection runs
+inside the backward pass, so the logged backward includes it). Runs are grouped by settings and
+node (the GPU matters); the evidence gives the medians and the selection's share of the logged
+time per iteration.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from topkscope.analysis import verdicts
+
+PUBLISHED = "published"  # manifest `launcher` of an imported run
+SECTION = "published"
+SEEDS = "seeds not published"
+STATEMENTS = {
+    "topk_accuracy": "exact Top-k trains as well as Dense (published GPU runs)",
+    "randk_accuracy": "Rand-k trains as well as exact Top-k (published GPU runs)",
+    "topk_selection_share": "exact Top-k's selection takes longer than the forward and "
+                            "backward computation on the GPU (published GPU runs)",
+}
+PAIRS = {"topk_accuracy": ("topk", "dense"), "randk_accuracy": ("randk", "topk")}
+ACCURACY_RULE = (
+    "unit = one seed with runs of the method and its baseline under the same logged settings "
+    "(every logged setting but compressor and density); a published log names no seed, so "
+    "runs with the same settings are listed, not paired or pooled (grouping unknown): "
+    f"fewer than {verdicts.MIN_SEEDS} paired seeds: insufficient-data; evidence: each run's "
+    "final validation top-1 accuracy and the differences between them")
+SHARE_RULE = (
+    "unit = one logged interval at the target density with a logged selection time (all "
+    "workers' rows of that iteration, averaged); criterion time_select > time_compute - "
+    "time_select (forward + backward without the selection, which the authors' code runs in "
+    f"the backward hooks); runs grouped by logged settings and node; {verdicts.FRACTION_RULE}")
+NOT_SETTINGS = ("compressor", "density")
+
+
+def is_published(manifest: dict) -> bool:
+    return manifest.get("launcher") == PUBLISHED
+
+
+def settings(manifest: dict) -> tuple:
+    """The logged settings a comparison must agree on: the manifest's config but the
+    compressor and the density, as a sorted tuple of (name, value)."""
+    config = manifest.get("config") or {}
+    return tuple(sorted((k, repr(v)) for k, v in config.items() if k not in NOT_SETTINGS))
+
+
+def condition(manifest: dict) -> str:
+    """A row's condition in words: workers, batch per worker, learning rate, density."""
+    cfg = manifest.get("config") or {}
+    parts = [f"P={cfg.get('nworkers')}", f"batch {cfg.get('batch_size')}", f"lr {cfg.get('lr')}"]
+    density = manifest.get("density")
+    if density is not None and float(density) < 1.0:
+        parts.append(f"rho={float(density):g}")
+        trained = manifest.get("density_trained")
+        if trained is not None and not math.isclose(float(trained), float(density),
+                                                    rel_tol=0.01):
+            parts.append(f"trained at rho={float(trained):.3g}")
+    return "published: " + ", ".join(parts)
+
+
+def _final(run) -> float:
+    ev = run.eval
+    if ev is None or ev.empty:
+        return math.nan
+    ev = ev.sort_values("step", kind="stable")
+    return float(ev["metric"].iloc[-1]) * 100.0
+
+
+def _label(run) -> str:
+    m = run.manifest
+    return f"job {m.get('run_id')} ({m.get('node') or 'node not logged'}) {_final(run):.2f}%"
+
+
+def rows(runs: list) -> list[dict]:
+    """The published claims rows (claims COLUMNS, less model/dataset) of one model's runs."""
+    runs = [r for r in runs if is_published(r.manifest)
+            and r.manifest.get("status") in ("complete", "failed")]
+    by: dict[tuple, dict[str, list]] = {}
+    for run in runs:
+        by.setdefault(settings(run.manifest), {}).setdefault(
+            run.manifest.get("sparsifier"), []).append(run)
+    out = []
+    for claim, (method, baseline) in PAIRS.items():
+        for same in sorted(by, key=str):
+            groups = by[same]
+            mine_all = groups.get(method, [])
+            densities = sorted({r.manifest.get("density") for r in mine_all})
+            for density in densities:
+                mine = [r for r in mine_all if r.manifest.get("density") == density]
+                base = groups.get(baseline, [])
+                if baseline != "dense":
+                    base = [r for r in base if r.manifest.get("density") == density]
+                out.append(_accuracy_row(claim, method, baseline, mine, base))
+    for same in sorted(by, key=str):
+        topk = by[same].get("topk", [])
+        nodes = sorted({str(r.manifest.get("node")) for r in topk})
+        for node in nodes:
+            for density in sorted({r.manifest.get("density") for r in topk}):
+                group = [r for r in topk if str(r.manifest.get("node")) == node
+                         and r.manifest.get("density") == density]
+                row = _share_row(group)
+                if row is not None:
+                    out.append(row)
+    return out
+
+
+def _accuracy_row(claim: str, method: str, baseline: str, mine: list, base: list) -> dict:
+    m = mine[0].manifest
+    cond = condition(m)
+    finals = {"m": [_final(r) for r in mine], "b": [_final(r) for r in base]}
+    listed = (f"{method}: " + ", ".join(_label(r) for r in mine) + f"; {baseline}: "
+              + (", ".join(_label(r) for r in base) or "no run with these settings"))
+    diffs = [a - b for a in finals["m"] for b in finals["b"]]
+    finite = [d for d in diffs if math.isfinite(d)]
+    if finite:
+        spread = (f"{method} − {baseline} {verdicts.signed(min(finite))} … "
+                  f"{verdicts.signed(max(finite))} points over {len(finite)} run pair(s)"
+                  if len(finite) > 1 else
+                  f"{method} − {baseline} {verdicts.signed(finite[0])} points (one run each)")
+    else:
+        spread = "no difference (no run of both)"
+    if not base:
+        cause = f"no {baseline} run with the same logged settings"
+    elif len(mine) > 1 or len(base) > 1:
+        cause = (f"grouping unknown: {len(mine)} {method} and {len(base)} {baseline} run(s) "
+                 f"with the same logged settings, {SEEDS}, listed not pooled")
+    else:
+        cause = f"one run each, {SEEDS}; {verdicts.MIN_SEEDS} paired seeds needed"
+    diff_mean = float(np.mean(finite)) if finite else math.nan
+    return {"claim": claim, "sparsifier": method, "statement": STATEMENTS[claim],
+            "condition": cond, "section": SECTION, "metric": "accuracy",
+            "margin": verdicts.ACCURACY_MARGIN_POINTS, "n_runs": len(mine) + len(base),
+            "n_units": 0, "n_seeds": 0, "n_failed_seeds": sum(
+                r.manifest.get("status") == "failed" for r in [*mine, *base]),
+            "fraction": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+            "diff_mean": diff_mean, "verdict": "insufficient-data", "cause": cause,
+            "evidence": f"{cond}; final validation top-1 accuracy, {listed}; {spread}; {SEEDS}",
+            "rule": ACCURACY_RULE}
+
+
+def _target_rows(run) -> pd.DataFrame:
+    tr = run.train
+    need = {"time_select", "time_compute", "step", "density"}
+    if tr is None or tr.empty or not need <= set(tr.columns):
+        return pd.DataFrame()
+    trained = run.manifest.get("density_trained")
+    if trained is None:
+        return pd.DataFrame()
+    tr = tr[np.isclose(tr["density"].astype("float64"), float(trained))]
+    tr = tr.dropna(subset=["time_select", "time_compute"])
+    return tr.groupby("step", as_index=False)[
+        [c for c in ("time_select", "time_compute", "time_iteration") if c in tr]].mean()
+
+
+def _share_row(group: list) -> dict | None:
+    units = [(_target_rows(r), r) for r in group]
+    units = [(u, r) for u, r in units if not u.empty]
+    if not units:
+        return None
+    frame = pd.concat([u for u, _ in units], ignore_index=True)
+    select = frame["time_select"].to_numpy(float)
+    compute = frame["time_compute"].to_numpy(float) - select
+    n_pass, n = int((select > compute).sum()), len(frame)
+    verdict = verdicts.fraction_verdict(n_pass, n)
+    it = frame["time_iteration"].dropna().to_numpy(float) if "time_iteration" in frame else []
+    share = (float(np.median(select)) / float(np.median(it))) if len(it) else math.nan
+    m = units[0][1].manifest
+    cond = f"{condition(m)}, node {m.get('node')} (GPU {m.get('gpu')})"
+    jobs = ", ".join(str(r.manifest.get("run_id")) for _, r in units)
+    evidence = (f"{cond}; jobs {jobs}; median selection {np.median(select) * 1e3:.1f} ms, "
+                f"forward + backward without it {np.median(compute) * 1e3:.1f} ms, time per "
+                f"iteration {np.median(it) * 1e3:.1f} ms" if len(it) else "")
+    evidence += f"; selection share of an iteration {share:.0%}" if math.isfinite(share) else ""
+    return {"claim": "topk_selection_share", "sparsifier": "topk",
+            "statement": STATEMENTS["topk_selection_share"], "condition": cond,
+            "section": SECTION, "n_runs": len(units), "n_units": n, "fraction": n_pass / n,
+            "verdict": verdict, "cause": verdicts.fraction_cause(n_pass, n),
+            "evidence": evidence, "rule": SHARE_RULE, "metric": "seconds"}

@@ -1,0 +1,225 @@
+"""The P = 16 claims rows of the predicted scaling (results/claims.csv, section prediction):
+the robust and the published Gaussian-k's predicted speed-up over Dense and Top-k, over Dense
+with WFBP and over Dense in fp16, per model, network and training condition, each judged
+against the model's validated error (the rule: topkscope.analysis.verdicts.speedup_verdict),
+or on break-even selection times where a selection time is another device's than the
+compute's (see _rule). The scaling table they read is topkscope.perf.report's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from topkscope.analysis.verdicts import speedup_verdict
+from topkscope.perf import model as pm
+from topkscope.plots.frames import text_column
+
+CLAIM = "gaussiank_speedup_p16"
+CLAIM_P = 16
+# claim-name suffix: (the methods the speed-up is over, what the statement says)
+CLAIMS = {
+    "": (("dense", "topk"), "an end-to-end speed-up over Dense and over Top-k"),
+    "_wfbp": (("dense-wfbp",), "a shorter step than Dense with wait-free back-propagation"),
+    "_fp16": (("dense-fp16",), "a shorter step than Dense with an fp16 all-reduce"),
+}
+SPEEDUP_CLAIMS = tuple(CLAIM + suffix for suffix in CLAIMS)
+SELECTION_MEASURED = "measured"     # the selection time is the compute's device's (or none)
+SELECTION_BREAKEVEN = "break-even"  # another device's: judged by break-even selection times
+
+
+def comparison_error(method: str, reference: str, errors: dict[str, float]) -> float:
+    """The validated error of the speed-up of `method` over `reference`: the larger of the two
+    predictions' (topkscope.perf.published.error_family)."""
+    from topkscope.perf.published import error_family
+
+    missing = {error_family(method), error_family(reference)} - set(errors)
+    if missing:
+        raise ValueError(f"no validated error for {sorted(missing)}; errors: {errors}")
+    return max(errors[error_family(method)], errors[error_family(reference)])
+
+
+def _rule(errors: dict[str, float]) -> str:
+    measured = ", ".join(f"{family} {err:.1%}" for family, err in sorted(errors.items()))
+    return (f"prediction of the step-time model (topkscope.perf) at P = {CLAIM_P}, density "
+            "0.001, published exchange (two all-gathers, padded); with e the model's validated "
+            "error (largest |predicted / measured - 1| over the held-out published cluster "
+            f"rows, results/reference/scaling/published.csv: {measured}): with selection times "
+            "measured on the compute's device, holds if every predicted speed-up exceeds 1 + e, "
+            "fails if one falls below 1 - e, else inconclusive; with selection times of another "
+            "device only (break-even), fails if the method is slower than a dense baseline by "
+            "more than e even with free selection, else inconclusive, the break-even selection "
+            "times saying what its selection must cost")
+
+
+BREAKEVEN_EVIDENCE = "break-even selection"  # how a claim's break-even part begins
+# the sparsifiers whose predicted speed-ups are claims rows: the robust and the published rule
+CLAIM_SPARSIFIERS = ("gaussiank", "gaussiank-2019")
+
+
+def breakeven_text(reference: str, seconds: float) -> str:
+    """A break-even selection time (topkscope.perf.model.breakeven_select) in words."""
+    from topkscope.plots.titles import sparsifier_name
+
+    name = sparsifier_name(reference)
+    if reference in pm.DENSE_METHODS:
+        return (f"beats {name} while its selection takes below {seconds * 1e3:.3g} ms"
+                if seconds > 0 else f"slower than {name} even with free selection")
+    sign = "+" if seconds >= 0 else "-"
+    return (f"beats {name} while its selection takes below {name}'s {sign} "
+            f"{abs(seconds) * 1e3:.3g} ms")
+
+
+def _parts(m: str, row, with_select: bool) -> str:
+    if with_select:
+        return (f"{m} {row['t_step'] * 1e3:.3g} ms (compute {row['t_compute'] * 1e3:.3g}, "
+                f"select {row['t_select'] * 1e3:.3g}, comm {row['t_comm'] * 1e3:.3g})")
+    return (f"{m} {(row['t_step'] - row['t_select']) * 1e3:.3g} ms without selection (compute "
+            f"{row['t_compute'] * 1e3:.3g}, comm {row['t_comm'] * 1e3:.3g})")
+
+
+def _speedup_cause(names: Sequence[str], speedups: Sequence[float], errors: Sequence[float],
+                   network: str) -> str:
+    """'predicted 1.49× over Dense, 1.12× over Top-k at 10gbe-fit (model error ±4.5%)': the
+    numbers behind a verdict on measured selection times (the verdict's lead says what they
+    mean)."""
+    return ("predicted " + ", ".join(f"{s:.3g}× over {n}" for n, s in zip(names, speedups))
+            + f" at {network} (model error ±{max(errors):.1%})")
+
+
+def _claim_row(refs: pd.DataFrame, g: pd.Series, model: str, network: str, suffix: str,
+               errors: dict[str, float]) -> dict | None:
+    """One claims row of the sparsifier row `g` against the baselines of CLAIMS[suffix]
+    (`refs`: the table's rows at this model, network and P that depend on no training
+    condition, indexed by method); None when a baseline is missing."""
+    from topkscope.analysis.claims import claim_family
+    from topkscope.models import DATASET
+    from topkscope.plots.titles import sparsifier_name
+
+    references, what = CLAIMS[suffix]
+    if not set(references) <= set(refs.index):
+        return None
+    sparsifier = str(g["method"])
+    training = g.get("condition") if isinstance(g.get("condition"), str) else ""
+    names = [sparsifier_name(r) for r in references]
+    speedups = [float(g[pm.speedup_column(r)]) for r in references]
+    errs = [comparison_error(sparsifier, r, errors) for r in references]
+    breakeven = "; ".join(breakeven_text(r, float(g[pm.breakeven_column(r)]))
+                          for r in references)
+    limits = "validated model error " + ", ".join(f"±{e:.1%}" for e in errs)
+    measured = {g["selection_basis"], *refs.loc[list(references), "selection_basis"]} == {
+        SELECTION_MEASURED}
+    parts = "; ".join(_parts(m, refs.loc[m], measured) for m in references) + "; " + _parts(
+        sparsifier, g, measured)
+    warning = g.get("inputs_warning") or ""
+    if measured:
+        verdict, faster = speedup_verdict(speedups, errs)
+        fraction = faster / len(references)
+        evidence = ("predicted speed-up " + ", ".join(
+            f"over {n} {s:.3f}x" for n, s in zip(names, speedups))
+            + f" ({limits}); {BREAKEVEN_EVIDENCE}: {breakeven}; {parts}")
+        cause = _speedup_cause(names, speedups, errs, network)
+        selection = f"selection {g['select_source']}"
+    else:
+        free = [(refs.loc[r, "t_step"] - refs.loc[r, "t_select"])
+                / (g["t_step"] - g["t_select"]) for r in references]
+        slower = [(n, f) for r, n, f, e in zip(references, names, free, errs)
+                  if r in pm.DENSE_METHODS and f < 1 - e]
+        verdict, fraction = ("fails" if slower else "inconclusive"), np.nan
+        evidence = (f"{BREAKEVEN_EVIDENCE} (no selection time measured on the compute's "
+                    f"device): {breakeven}; with free selection the speed-up would be "
+                    + ", ".join(f"over {n} {f:.3f}x" for n, f in zip(names, free))
+                    + f" ({limits}); {parts}")
+        cause = (f"slower than {slower[0][0]} even with free selection: {slower[0][1]:.3f}x at "
+                 f"{network}" if slower else
+                 f"decided by its selection time on the compute's device at {network}: "
+                 f"{breakeven}")
+        selection = f"not counted: {BREAKEVEN_EVIDENCE} times (warning: {warning})"
+    condition = (f"prediction, not a measurement: {g['inputs']}; "
+                 + (f"training condition {training}; " if training else "")
+                 + f"network {network} ({g['comm_source']}); compute {g['compute_source']}; "
+                 f"{selection}; {sparsifier_name(sparsifier)} counts {g['count_source']}; "
+                 f"{g['options']}"
+                 + "".join(f"; {r} overlap {refs.loc[r, 'overlap_source']}" for r in references
+                           if refs.loc[r, "overlap"])
+                 + (f"; warning: {warning}" if warning and measured else ""))
+    return {"model": model, "dataset": DATASET.get(model), "dataset_substitute": None,
+            "claim": f"{claim_family(sparsifier)}_speedup_p{CLAIM_P}{suffix}",
+            "sparsifier": sparsifier,
+            "statement": f"{sparsifier_name(sparsifier)} gives {what} at P = {CLAIM_P} "
+                         f"({network})",
+            "n_runs": np.nan, "n_units": len(references), "fraction": fraction,
+            "evidence": evidence, "verdict": verdict, "rule": _rule(errors), "profile": None,
+            "model_args": "", "condition": condition, "n_seeds": g.get("count_seeds", np.nan),
+            "ci_low": np.nan, "ci_high": np.nan, "traffic_ratio": float(g["count_ratio"]),
+            "section": "prediction", "cause": cause, "metric": "", "margin": np.nan,
+            "n_failed_seeds": np.nan,
+            **prediction_columns(
+                network=network, inputs=g["inputs"], baselines=", ".join(names),
+                training_condition=(f"{training}; rho={float(g['density']):g}" if training
+                                    else ""),
+                selection_basis=SELECTION_MEASURED if measured else SELECTION_BREAKEVEN,
+                model_error=max(errs), **_breakeven_ms(g, references))}
+
+
+def prediction_columns(**values) -> dict:
+    """The prediction columns of a claims row (topkscope.analysis.claims.PREDICTION_COLUMNS,
+    docs/design.md), each from `values` or empty (NaN / ""); ValueError for another name."""
+    from topkscope.analysis.claims import PREDICTION_COLUMNS
+
+    unknown = set(values) - set(PREDICTION_COLUMNS)
+    if unknown:
+        raise ValueError(f"not prediction columns: {sorted(unknown)}; allowed: "
+                         f"{', '.join(PREDICTION_COLUMNS)}")
+    return {c: values.get(c, np.nan if c in _NUMERIC_PREDICTION_COLUMNS else "")
+            for c in PREDICTION_COLUMNS}
+
+
+_NUMERIC_PREDICTION_COLUMNS = ("breakeven_ms", "breakeven_topk_ms", "model_error")
+
+
+def _breakeven_ms(g: pd.Series, references: Sequence[str]) -> dict[str, float]:
+    """breakeven_ms: the break-even selection time against the row's dense baseline (ms; <= 0:
+    slower even with free selection); breakeven_topk_ms: the most the selection may exceed
+    Top-k's (ms; negative: it must select faster), where Top-k is a baseline."""
+    out = {}
+    for r in references:
+        column = "breakeven_ms" if r in pm.DENSE_METHODS else "breakeven_topk_ms"
+        out[column] = float(g[pm.breakeven_column(r)]) * 1e3
+    return out
+
+
+def claims_rows(table: pd.DataFrame, workers: int = CLAIM_P,
+                sparsifiers: str | Sequence[str] = CLAIM_SPARSIFIERS,
+                errors: dict[str, float] | None = None) -> pd.DataFrame:
+    """claims.csv rows per (model, network, sparsifier, training condition, baseline) at P:
+    the sparsifier's predicted speed-up over Dense and Top-k, over Dense with WFBP, and over
+    Dense in fp16. Each verdict is judged against the model's validated error (default:
+    topkscope.perf.published.validated_errors); where a selection time is another device's
+    than the compute's (column selection_basis "break-even"), on the break-even selection
+    times instead (see _rule)."""
+    if errors is None:
+        from topkscope.perf.published import validated_errors
+
+        errors = validated_errors()
+    sparsifiers = (sparsifiers,) if isinstance(sparsifiers, str) else tuple(sparsifiers)
+    rows = []
+    at = table[table["workers"] == workers] if not table.empty else table
+    for (model, network), sub in at.groupby(["model", "network"], sort=False):
+        condition = text_column(sub, "condition")
+        refs = sub[condition == ""].set_index("method")
+        for sparsifier in sparsifiers:
+            for _, g in sub[sub["method"] == sparsifier].iterrows():
+                for suffix in CLAIMS:
+                    row = _claim_row(refs, g, model, network, suffix, errors)
+                    if row is not None:
+                        rows.append(row)
+    from topkscope.analysis.claims import COLUMNS, PREDICTION_COLUMNS
+
+    frame = pd.DataFrame(rows)  # every claims column, empty where a prediction has none
+    return frame.reindex(columns=list(dict.fromkeys([*COLUMNS, *PREDICTION_COLUMNS,
+                                                     *frame.columns])))
+
+

@@ -1,0 +1,167 @@
+"""The README's sentences on the published GPU runs, generated from the committed derived
+tables (results/reference/published/claims.csv, validation.csv and p16-gpu.csv, written by
+`topkscope claims`, `python -m topkscope.perf.gpu_runs` on the imported runs and
+`python -m topkscope.perf.p16_gpu`), between
+the markers `<!-- published-runs:start -->` and `<!-- published-runs:end -->`; `topkscope
+gallery` rewrites the block, no number typed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference" / "published"
+CLAIMS_CSV = REFERENCE / "claims.csv"
+VALIDATION_CSV = REFERENCE / "validation.csv"
+P16_CSV = REFERENCE / "p16-gpu.csv"
+START, END = "<!-- published-runs:start -->", "<!-- published-runs:end -->"
+SOURCE = "kljp/topk_results@4d5937cd6c81f7a3869de9d1355bbc520d72ee27"
+
+
+def _range(values, fmt: str = "{:+.3g}") -> str:
+    """"lo to hi" (one value when they agree) of the finite values, each formatted by fmt."""
+    x = [float(v) for v in values if math.isfinite(float(v))]
+    lo, hi = min(x), max(x)
+    return fmt.format(lo) if math.isclose(lo, hi) else f"{fmt.format(lo)} to {fmt.format(hi)}"
+
+
+def _verdicts(frame: pd.DataFrame) -> str:
+    return ", ".join(f"{n} {v}" for v, n in frame["verdict"].value_counts().sort_index().items())
+
+
+def _p16(table: pd.DataFrame) -> str:
+    """The P = 16 verdicts on GPU input bands, per model and baselines: the verdicts, the
+    speed-up range over both networks where a verdict was reached, else what decides."""
+    from topkscope.reproduce.findings import model_name
+
+    parts = []
+    for (model, baselines), sub in table.groupby(["model", "baselines"], sort=True):
+        decided = sub[sub["verdict"] != "inconclusive"]
+        found = decided["cause"].str.extractall(r"([\d.]+)x-([\d.]+)x").astype(float)
+        span = (f", {found[0].min():.3g}–{found[1].max():.3g}×" if len(found) else "")
+        deciding = sorted({name for cause in sub["cause"] for name in
+                           re.findall(r"(\w+) \([\d.]+(?: ms)?: \w+; ", str(cause))})
+        why = f", decided by {' / '.join(deciding)}" if deciding else ""
+        parts.append(f"{model_name(model)} against {baselines}: {_verdicts(sub)}{span}{why}")
+    return ("At P = 16 on GPU input bands (predictions of the step-time model on 10 GbE and "
+            "100 Gb IB; a verdict only where the whole band agrees): " + "; ".join(parts) + ".")
+
+
+def prose(claims: pd.DataFrame, validation: pd.DataFrame,
+          p16: pd.DataFrame | None = None) -> str:
+    """The sentences: accuracy differences per model and comparison (with the verdicts), the
+    selection share, the model's check on the iterations."""
+    from topkscope.reproduce.findings import model_name
+
+    rows = claims[claims["section"] == "published"]
+    parts = [f"Published GPU runs of the authors' code ({SOURCE}, one node of 2–8 GPUs, seeds "
+             "not published), imported by `topkscope import gaussiank-sgd`:"]
+    for claim, what in (("topk_accuracy", "Top-k − Dense"), ("randk_accuracy",
+                                                            "Rand-k − Top-k")):
+        for model, sub in rows[rows["claim"] == claim].groupby("model", sort=True):
+            known = sub.dropna(subset=["diff_mean"])
+            if len(known):
+                parts.append(f"{model_name(model)}: {what} final validation accuracy "
+                             f"{_range(known['diff_mean'])} points over {len(known)} "
+                             f"setting(s) ({_verdicts(known)}: no seeds to pair).")
+    share = rows[rows["claim"] == "topk_selection_share"]
+    if len(share):
+        shares = share["evidence"].str.extract(r"selection share of an iteration (\d+)%")[0]
+        parts.append(f"Top-k's selection took {_range(shares.astype(float), '{:.0f}')}% of an "
+                     f"iteration ({', '.join(sorted(model_name(m) for m in set(share['model'])))}, "
+                     f"{len(share)} "
+                     f"node(s); longer than forward + backward: {_verdicts(share)}).")
+    sparse = validation[validation["family"] == "one-node sparse"]
+    if len(sparse):
+        parts.append(f"The step-time model predicts {_range(sparse['ratio'], '{:.3f}')}× the "
+                     f"measured sparse iterations ({len(sparse)} held-out rows): the logged "
+                     f"sparse exchange took {_range(sparse['communicate_s'] * 1e3, '{:.1f}')} "
+                     f"ms, the model's all-gather "
+                     f"{_range(sparse['predicted_communicate_s'] * 1e3, '{:.2f}')} ms "
+                     "(docs/scaling.md).")
+    if p16 is not None and len(p16):
+        parts.append(_p16(p16))
+    return " ".join(parts)
+
+
+def with_published(text: str, claims_csv: Path = CLAIMS_CSV,
+                   validation_csv: Path = VALIDATION_CSV) -> str:
+    """text with its published-runs block regenerated; unchanged without the markers or the
+    committed tables."""
+    if START not in text or END not in text or not Path(claims_csv).is_file() \
+            or not Path(validation_csv).is_file():
+        return text
+    p16 = pd.read_csv(P16_CSV) if P16_CSV.is_file() else None
+    block = prose(pd.read_csv(claims_csv), pd.read_csv(validation_csv), p16)
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{block}\n{END}{tail}"
+
+
+# ---------------------------------------------------------------- the figures driver
+def imported_runs(results_root: Path) -> list:
+    """The imported published runs (launcher `published`, complete or failed) under the
+    results root, loaded: the figures driver draws them and hands them to the claims."""
+    from topkscope.analysis.published_claims import PUBLISHED
+    from topkscope.analysis.runs import load
+    from topkscope.manifest import find_runs
+
+    return [load(r.path) for r in find_runs(results_root, status=("complete", "failed"))
+            if r.manifest.get("launcher") == PUBLISHED]
+
+
+def draw(runs: list, figures_dir: Path) -> list:
+    """One figure per group of imported runs with the same logged settings (but compressor
+    and density) holding more than one method: accuracy per epoch and the split of an
+    iteration (topkscope.plots.published_runs); FigureEntry each, experiment "published"."""
+    from topkscope import plots
+    from topkscope.analysis.published_claims import condition, settings
+    from topkscope.perf.gpu_runs import validation_rows
+    from topkscope.reproduce.draw import _save
+    from topkscope.reproduce.findings import model_name, sparsifier_name
+
+    groups: dict[tuple, list] = {}
+    for run in runs:
+        groups.setdefault((run.manifest.get("model"), settings(run.manifest)), []).append(run)
+    timed = validation_rows(runs)
+    entries = []
+    for (model, _), group in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        if len({r.manifest.get("sparsifier") for r in group}) < 2:
+            continue
+        group = sorted(group, key=lambda r: (str(r.manifest.get("sparsifier")),
+                                             str(r.manifest.get("run_id"))))
+
+        def label(run) -> str:
+            m = run.manifest
+            rho = "" if m.get("sparsifier") == "dense" else f" ρ={float(m['density']):g}"
+            return f"{sparsifier_name(m.get('sparsifier'))}{rho} (job {m.get('run_id')})"
+
+        evals = pd.concat([r.eval.assign(run=label(r)) for r in group if len(r.eval)],
+                          ignore_index=True)
+        jobs = {str(r.manifest.get("run_id")): f"{sparsifier_name(r.manifest.get('sparsifier'))}"
+                f"\n{r.manifest.get('run_id')}" for r in group}
+        split = timed[timed["job"].astype(str).isin(jobs)].dropna(subset=["communicate_s"]) \
+            if len(timed) else timed
+        splits = pd.DataFrame({
+            "run": [jobs[str(j)] for j in split["job"]] if len(split) else [],
+            "compute": split.get("compute_s", []), "selection": split.get("select_s", []),
+            "exchange": split.get("communicate_s", []),
+            "other": (split["measured_s"] - split["compute_s"] - split["select_s"]
+                      - split["communicate_s"]).clip(lower=0) if len(split) else []})
+        cond = condition(group[0].manifest).replace(", rho=", "; first run rho=")
+        title = f"{model_name(model)} on CIFAR-10, published GPU runs ({cond.split(': ', 1)[1]})"
+        fig = plots.published_runs(evals, splits.reset_index(drop=True), title)
+        cfg = group[0].manifest.get("config") or {}
+        name = f"{model}-p{cfg.get('nworkers')}-b{cfg.get('batch_size')}-lr{cfg.get('lr')}"
+        caption = (f"{model_name(model)}, the Gaussian-k authors' code on one GPU node "
+                   f"({SOURCE}; seeds not published, GPU not named): validation top-1 accuracy "
+                   "per epoch of each run (left) and, where the log times every iteration, the "
+                   "median split of an iteration (compute = forward + backward less the "
+                   "selection; exchange = the logged COMM_TOTAL / COMM; other = the rest of "
+                   "the logged time per iteration).")
+        entries.append(_save(fig, figures_dir, "published", name, caption))
+    return entries
