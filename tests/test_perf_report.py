@@ -89,7 +89,7 @@ def test_break_even_claims_when_the_selection_is_another_devices():
     """GPU compute beside CPU selection times: no speed-up with those times is claimed; the
     verdict rests on the break-even selection times (fails only when even free selection
     leaves the method slower than a dense baseline beyond the error)."""
-    table, _ = report.scaling_table(["fnn3", "vgg16"], ["1gbe", "ib100-fit"], [16],
+    table, _ = report.scaling_table(["fnn3", "vgg16"], ["1gbe", "ib100"], [16],
                                     selection=_selection())
     sparse = table[~table["method"].isin(["dense", "dense-wfbp", "dense-fp16"])]
     assert (sparse["selection_basis"] == "break-even").all()
@@ -257,7 +257,7 @@ def test_validation_table_predicts_from_calibration(tmp_path):
 
 def test_committed_p16_table_regenerates_and_the_docs_show_it():
     path = REFERENCE / "scaling" / "p16-published.csv"
-    table, notes = report.scaling_table(pm.PAPER_MODELS, ["10gbe-fit", "ib100-fit"], [16])
+    table, notes = report.scaling_table(pm.PAPER_MODELS, ["10gbe", "ib100"], [16])
     assert notes == []
     committed = pd.read_csv(path, keep_default_na=False, na_values=[""])
     committed["condition"] = text_column(committed, "condition")  # no training condition
@@ -331,7 +331,7 @@ def test_selection_table_prefers_the_computes_device(tmp_path, monkeypatch):
     assert report.selection_device("here") == "cpu" and report.selection_device(
         "published", compute_s=0.1) is None
     # with the GPU CSV the published predictions are judged on their speed-ups
-    table, _ = report.scaling_table(["fnn3"], ["10gbe-fit"], [16], results_root=root)
+    table, _ = report.scaling_table(["fnn3"], ["10gbe"], [16], results_root=root)
     assert (table["selection_basis"] == "measured").all() and (table["inputs_warning"] == "").all()
     claims = report.claims_rows(table, errors=ERRORS)
     assert claims["evidence"].str.startswith("predicted speed-up").all()
