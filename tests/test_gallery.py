@@ -92,7 +92,7 @@ def test_allow_shrink_publishes_partial_results_and_says_what_went(published, tm
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("outro\n")
     assert findings_block(text).strip() == findings_markdown(
-        pd.read_csv(partial / "claims.csv")).strip()
+        pd.read_csv(partial / "claims.csv"), "Quick").strip()
 
 
 def test_more_results_are_published_without_asking(published, tmp_path):
@@ -139,7 +139,7 @@ def test_the_standard_profiles_claims_fill_their_own_blocks_and_never_shrink(tmp
     assert cli([*args, "--standard-claims", str(standard / "claims.csv")]) == 0
     text = readme.read_text()
     assert findings_block(text).strip() == findings_markdown(
-        pd.read_csv(quick / "claims.csv")).strip()
+        pd.read_csv(quick / "claims.csv"), "Quick").strip()
     shown = findings_block(text, "standard-claims")
     assert "LSTM" in shown and "FNN-3" not in shown and "LSTM" not in findings_block(text)
     assert "VGG" not in shown  # its predicted speed-ups are the quick profile's, shown once
@@ -148,4 +148,36 @@ def test_the_standard_profiles_claims_fill_their_own_blocks_and_never_shrink(tmp
     assert cli([*args, "--standard-claims", str(fewer / "claims.csv")]) == 2
     assert "would lose" in capsys.readouterr().err and readme.read_text() == text
     assert cli([*args[:-2], "--standard-claims", str(fewer / "claims.csv")]) == 2
-    assert "needs --readme" in capsys.readouterr().err
+    assert "needs --readme or --findings" in capsys.readouterr().err
+
+
+def test_text_only_regenerates_the_readme_and_the_findings_from_claims_alone(published,
+                                                                             tmp_path, capsys):
+    """--text-only --claims CSV: the README's headline and the findings document's tables
+    from a claims table, with no figures read or written; a file with no block to fill is
+    refused and nothing is written."""
+    from topkscope.reproduce.headline import HEADLINE_END, HEADLINE_START, headline_markdown
+
+    out, _ = published
+    before = snapshot(out)
+    claims = make_results(tmp_path / "claims-only", [], ["fnn3", "vgg16"]) / "claims.csv"
+    (tmp_path / "claims-only" / "figures").rmdir()
+    readme, doc = tmp_path / "R.md", tmp_path / "findings.md"
+    readme.write_text(f"top\n{HEADLINE_START}\nold\n{HEADLINE_END}\nMore: below\n")
+    doc.write_text(f"# all\n{README_START}\nold\n{README_END}\n")
+    args = ["gallery", "--text-only", "--claims", str(claims), "--out", str(out)]
+    assert cli([*args, "--readme", str(readme), "--findings", str(doc)]) == 0
+    assert "text only" in capsys.readouterr().out and snapshot(out) == before
+    table = pd.read_csv(claims)
+    assert readme.read_text() == (f"top\n{HEADLINE_START}\n{headline_markdown({'Quick': table})}"
+                                  f"\n{HEADLINE_END}\nMore: below\n")
+    assert "holds in 2 of 2 conditions" in readme.read_text()  # two models, one row each
+    assert findings_block(doc.read_text()).strip() == findings_markdown(table, "Quick").strip()
+    plain = tmp_path / "plain.md"
+    plain.write_text("nothing to fill\n")
+    kept = snapshot(readme, doc)
+    assert cli([*args, "--readme", str(readme), "--findings", str(plain)]) == 2
+    assert f"{plain} has no {HEADLINE_START}" in capsys.readouterr().err
+    assert snapshot(readme, doc) == kept and plain.read_text() == "nothing to fill\n"
+    assert cli(args) == 2 and "--text-only needs --readme or --findings" in \
+        capsys.readouterr().err

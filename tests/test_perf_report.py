@@ -292,7 +292,15 @@ def test_each_predicted_verdict_reads_as_a_sentence_with_its_speedups():
         assert f"{g.speedup_vs_dense_fp16:.3g}× over Dense fp16" in sentence \
             or not row.claim.endswith("_fp16")
     md = findings_markdown(claims)
-    assert "| FNN-3 | Gaussian-k | over Dense + WFBP | " in md and "user" in md
+    assert "Against Dense + WFBP:" in md and "user" in md
+    for row in claims.itertuples(index=False):  # each cell: the mark and the speed-up
+        g = table[(table.workers == 16) & (table.method == "gaussiank")
+                  & (table.network == row.network)].iloc[0]
+        mark = {"holds": "✓", "fails": "✗", "inconclusive": "?"}[row.verdict]
+        if row.claim.endswith("_fp16"):
+            fp16 = md.split("Against Dense fp16:")[1]
+            line = next(ln for ln in fp16.splitlines() if ln.startswith("| FNN-3 |"))
+            assert f"| {mark} {g.speedup_vs_dense_fp16:.3g}× |" in line
     # another device's selection times: the break-even sentence and cells
     table, _ = report.scaling_table(["fnn3"], ["1gbe"], [16], selection=_selection())
     claims = report.claims_rows(table, errors=ERRORS)
@@ -307,9 +315,12 @@ def test_each_predicted_verdict_reads_as_a_sentence_with_its_speedups():
         row = claims[(claims.sparsifier == method)
                      & (claims.claim == "gaussiank_speedup_p16")].iloc[0]
         over_topk = g.breakeven_select_over_topk * 1e3
-        assert (f"| FNN-3 | {sparsifier_name(method)} | over Dense, Top-k | {row.verdict}: "
-                f"break-even selection < {g.breakeven_select_vs_dense * 1e3:.3g} ms vs Dense, "
-                f"Top-k's {'+' if over_topk >= 0 else '−'}{abs(over_topk):.3g} ms |") in md
+        mark = {"fails": "✗", "inconclusive": "?"}[row.verdict]
+        dense, topk = md.split("Against Dense:")[1], md.split("Against Top-k:")[1]
+        assert (f"| FNN-3 | {sparsifier_name(method)} | {mark} < "
+                f"{g.breakeven_select_vs_dense * 1e3:.3g} ms |") in dense
+        assert (f"| FNN-3 | {sparsifier_name(method)} | {mark} "
+                f"{'+' if over_topk >= 0 else '−'}{abs(over_topk):.3g} ms |") in topk
 
 
 def test_selection_table_prefers_the_computes_device(tmp_path, monkeypatch):

@@ -142,10 +142,11 @@ def test_times_to_target_are_steps_times_each_runs_own_step(tmp_path):
         assert "training condition warmup=none; rho=0.001" in row.condition
         dense = 20 * _step_time("dense", 1.0, net) / (20 * _step_time(G19, 2.0, net))
         assert f"{dense:.3g}x sooner than Dense" in row.evidence
-        # in words, and in the README's time-to-accuracy table: the verdict and its cause
+        # in words, and in the findings' time-to-accuracy table: the mark and the speed-up
         assert verdict_sentence(row).endswith(f"{row.cause}.")
-        assert f"{row.verdict}: {row.cause}" in md
-    assert ("| FNN-3 | Gaussian-k (2019) | warmup=none; rho=0.001 | Top-k −1 point | 3 | "
+        mark = {"holds": "✓", "fails": "✗", "inconclusive": "?"}[row.verdict]
+        assert f"| {mark} {speedup:.3g}× |" in md
+    assert ("| FNN-3 | Gaussian-k (2019) | warmup=none; ρ=0.001 | Top-k −1 point | 3 | "
             in md)
 
 
