@@ -181,3 +181,15 @@ def test_text_only_regenerates_the_readme_and_the_findings_from_claims_alone(pub
     assert snapshot(readme, doc) == kept and plain.read_text() == "nothing to fill\n"
     assert cli(args) == 2 and "--text-only needs --readme or --findings" in \
         capsys.readouterr().err
+
+
+def test_the_reports_screenshot_is_no_figure_of_the_gallery(published, tmp_path):
+    """docs/gallery/report.png (the README's picture of `topkscope report`) is kept when
+    results without it are published, and never counted as lost."""
+    out, readme = published
+    (out / "report.png").write_bytes((out / "a-histogram.png").read_bytes())
+    same = make_results(tmp_path / "same", ["a-histogram", "b-convergence"],
+                        ["fnn3", "resnet20"])
+    assert cli(["gallery", "--results", str(same), "--out", str(out), "--readme",
+                str(readme)]) == 0
+    assert (out / "report.png").is_file()

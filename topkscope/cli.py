@@ -12,7 +12,7 @@ exit 2, or a failure with its own code) and Ctrl-C become one line on stderr,
 status 2 / the error's code / 130. Commands never print their own errors.
 
 It is also the only place that wires a command to another package's entry point (`WIRED`):
-`topkscope figures`, `claims` and `gallery` get what they need of topkscope.reproduce here, so
+`topkscope figures`, `claims`, `gallery` and `report` get what they need of topkscope.reproduce here, so
 `commands` and `reproduce` never import each other.
 """
 
@@ -35,6 +35,7 @@ COMMANDS = {
     "scale": "topkscope.commands.scale",
     "fetch": "topkscope.commands.fetch",
     "gallery": "topkscope.commands.gallery",
+    "report": "topkscope.commands.report",
 }
 
 
@@ -62,11 +63,18 @@ def _gallery(**options):
     return publish(**options)
 
 
+def _report(paths, out, **options):
+    from topkscope.reproduce.report import write_report
+
+    return write_report(paths, out, **options)
+
+
 # subcommand -> extra keyword arguments of its main(args, ...)
 WIRED = {
     "figures": {"driver": _figures_driver},
     "claims": {"tabulate": _claims_table, "summarize": _claims_summary},
     "gallery": {"publish": _gallery},
+    "report": {"write": _report},
 }
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -247,20 +246,24 @@ def _median(values) -> float:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+    from topkscope import progress
 
     try:
         densities = parse_densities(args.densities)
         max_n = parse_int("--max-n", args.max_n, 8)
         seed = parse_int("--seed", args.seed, 0)
         out = getattr(args, "out", None)
+        if out is not None:
+            from topkscope.validate import output_folder
+
+            output_folder("--out", out)
         plans = [plan_run(d, densities, args.force, out, max_n, seed)
                  for d in run_folders(list(args.paths))]
     except ValueError as exc:  # nothing has been written yet
         raise CommandError(str(exc)) from None
     total = sum(len(p.todo) for p in plans)
-    with tqdm(total=total, desc="analyze", unit="snapshot", file=sys.stderr,
-              disable=True if args.no_progress else None) as bar:
+    with progress.bar(total=total, desc="analyze", unit="snapshot",
+                      enabled=not args.no_progress) as bar:
         try:
             for plan in plans:
                 analyze_plan(plan, max_n, seed, bar)

@@ -30,9 +30,12 @@ STDOUT = "-"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", type=Path, metavar="RUN_OR_RESULTS",
-                   help="run folder, experiment folder or results root (complete runs are used)")
+                   help="run folder, experiment folder or results root (its complete and "
+                        "failed runs are used; a failed run is a failed seed)")
     p.add_argument("--out", default="claims.csv", metavar="FILE",
                    help="where the table goes (default: ./claims.csv; '-': stdout)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar while the runs are read")
     add_margin_arguments(p)
 
 
@@ -53,6 +56,7 @@ def add_margin_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, tabulate: Callable, summarize: Callable) -> int:
     """tabulate(runs, margin=, perplexity_margin=) -> the claims DataFrame, summarize(table)
     -> its sentences (cli.py)."""
+    from topkscope import progress
     from topkscope.analysis.runs import load
     from topkscope.io import write_bytes_atomic
     from topkscope.manifest import runs_at
@@ -62,7 +66,9 @@ def main(args: argparse.Namespace, tabulate: Callable, summarize: Callable) -> i
         if out is not None and out.is_dir():
             raise ValueError(f"--out {str(out)!r} is a folder; give a file name (e.g. "
                              f"{out / 'claims.csv'}) or '-' for stdout")
-        runs = [load(r.path) for r in runs_at(args.paths, status=("complete", "failed"))]
+        found = runs_at(args.paths, status=("complete", "failed"))
+        runs = [load(r.path) for r in progress.bar(found, desc="claims: read", unit="run",
+                                                   enabled=not args.no_progress)]
         table = tabulate(runs, margin=args.margin, perplexity_margin=args.perplexity_margin)
     except ValueError as exc:  # nothing has been written yet
         raise CommandError(str(exc)) from None

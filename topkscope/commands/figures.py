@@ -69,7 +69,10 @@ def main(args: argparse.Namespace, driver: Callable) -> int:
                    parallel=args.parallel, notebooks=not args.no_notebooks,
                    tables=not args.no_tables, selection_csv=args.selection_csv,
                    margin=args.margin, perplexity_margin=args.perplexity_margin)
+    from topkscope.validate import output_folder
+
     try:
+        output_folder("--results", args.results)
         outcome = driver(lambda m: print(m, flush=True), **options)
     except ValueError as exc:
         raise CommandError(str(exc)) from None

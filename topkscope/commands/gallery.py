@@ -49,7 +49,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, publish: Callable) -> int:
     """publish(**options) is topkscope.reproduce.gallery.publish (see cli.py)."""
+    from topkscope.validate import output_folder
+
     try:
+        if not args.text_only:
+            output_folder("--out", args.out)
         width = {} if args.width is None else {"width": args.width}
         if args.standard_claims is not None and args.readme is None and args.findings is None:
             raise ValueError(f"--standard-claims {args.standard_claims} needs --readme or "

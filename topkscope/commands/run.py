@@ -82,8 +82,10 @@ def main(args: argparse.Namespace) -> int:
     from topkscope.train.resume import interruption_report
     from topkscope.train.run import RunOptions, preflight, run, under_torchrun
     from topkscope.train.trainer import DivergedError
+    from topkscope.validate import output_folder
 
     try:
+        output_folder("--out", args.out)
         cfg, profile = load_config(args.config, args.profile, overrides_from(args))
     except ValueError as exc:
         raise CommandError(str(exc)) from None

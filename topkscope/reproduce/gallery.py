@@ -33,6 +33,9 @@ from topkscope.io import write_bytes_atomic
 
 MAX_WIDTH = 900
 SHOWN = 5  # names listed in a refusal, then "and N more"
+# PNGs of the gallery folder that are no figure of the results: the README's screenshot of
+# `topkscope report` (tests/_browser.py makes it); never removed or counted as lost
+NOT_FIGURES = ("report.png",)
 
 
 def shrunk_png(src: Path, width: int = MAX_WIDTH) -> bytes:
@@ -174,7 +177,8 @@ def losses(gallery: Gallery, out: Path, readme: Path | None,
     from topkscope.reproduce.findings import findings_block, findings_cells
 
     lost = []
-    figures = sorted({p.name for p in Path(out).glob("*.png")} - set(gallery.pngs))
+    figures = sorted({p.name for p in Path(out).glob("*.png")} - set(gallery.pngs)
+                     - set(NOT_FIGURES))
     if figures and gallery.index:
         lost.append(f"{out} would lose {len(figures)} figure(s): {_some(figures)}")
     for path, new in ((readme, gallery.readme), (findings, gallery.findings)):
@@ -218,7 +222,8 @@ def publish(results: Path, out: Path, width: int = MAX_WIDTH, readme: Path | Non
     if not text_only:
         written = [write_bytes_atomic(out / name, data) for name, data in gallery.pngs.items()]
         for stale in sorted(set(out.glob("*.png")) - set(written)):
-            stale.unlink()
+            if stale.name not in NOT_FIGURES:
+                stale.unlink()
         write_bytes_atomic(out / "README.md", gallery.index.encode())
     for path, text in ((readme, gallery.readme), (findings, gallery.findings)):
         if path is not None and text is not None:
