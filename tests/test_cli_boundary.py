@@ -116,10 +116,10 @@ def test_a_results_folder_that_is_a_file_is_one_line(tmp_path, capsys):
     afile = tmp_path / "a-file"
     afile.write_text("x")
     repo = Path(__file__).resolve().parents[1]
-    cases = [["run", str(repo / "experiments" / "fnn3-mnist.yaml"), "--steps", "1", "--out",
+    cases = [["run", str(repo / "experiments" / "fnn3-mnist.yaml"), "--steps", "1", "--results",
               str(afile / "results")],
              ["figures", "--results", str(afile), "--dry-run"],
-             ["analyze", str(tmp_path), "--out", str(afile)]]
+             ["analyze", str(tmp_path), "--results", str(afile)]]
     for argv in cases:
         assert main(argv) == 2, argv
         err = capsys.readouterr().err

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from topkscope.commands import CommandError, claims
+from topkscope.commands import CommandError, claims, list_option
 
 HELP = "run the experiments of a profile (skipping complete ones) and draw every figure"
 
@@ -29,8 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmarks", type=Path, default=Path("benchmarks"),
                    help="folder of benchmark scripts (default: benchmarks)")
     p.add_argument("--data", type=Path, help="dataset root (default: $TOPKSCOPE_DATA or ./data)")
-    p.add_argument("--only", nargs="+", metavar="EXPERIMENT",
-                   help="restrict to these experiments of the plan")
+    list_option(p, "--only", metavar="EXPERIMENT",
+                help="restrict to these experiments of the plan, space-separated (repeatable)")
     p.add_argument("--no-run", action="store_true",
                    help="run nothing (no training, no benchmark): draw from complete runs "
                         "and benchmark tables that already exist")

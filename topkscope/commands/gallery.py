@@ -1,4 +1,4 @@
-"""`topkscope gallery [--results DIR] [--out DIR] [--readme FILE] [--findings FILE]
+"""`topkscope gallery [--results DIR] [--gallery DIR] [--readme FILE] [--findings FILE]
 [--claims CSV] [--standard-claims CSV] [--text-only]`: publish small copies of the figures,
 the README's first screen and the findings tables (docs/findings.md) from a results folder
 (topkscope.reproduce.gallery, handed in by topkscope.cli); --text-only regenerates the text
@@ -15,7 +15,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from topkscope.commands import CommandError
+from topkscope.commands import CommandError, deprecated
 
 HELP = "publish the figures and findings of a results folder into docs/gallery/ and the README"
 
@@ -23,8 +23,9 @@ HELP = "publish the figures and findings of a results folder into docs/gallery/ 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", type=Path, default=Path("results"),
                    help="results folder with figures/ and claims.csv (default: results)")
-    p.add_argument("--out", type=Path, default=Path("docs/gallery"),
-                   help="gallery folder (default: docs/gallery)")
+    p.add_argument("--gallery", type=Path, default=Path("docs/gallery"), metavar="DIR",
+                   help="gallery folder the figures' copies go into (default: docs/gallery)")
+    deprecated(p, "--out", "--gallery", type=Path)
     p.add_argument("--width", type=int, default=None,
                    help="largest width of a copy in pixels, >= 64 (default 900)")
     p.add_argument("--readme", type=Path, default=None,
@@ -53,7 +54,7 @@ def main(args: argparse.Namespace, publish: Callable) -> int:
 
     try:
         if not args.text_only:
-            output_folder("--out", args.out)
+            output_folder("--gallery", args.gallery)
         width = {} if args.width is None else {"width": args.width}
         if args.standard_claims is not None and args.readme is None and args.findings is None:
             raise ValueError(f"--standard-claims {args.standard_claims} needs --readme or "
@@ -61,7 +62,7 @@ def main(args: argparse.Namespace, publish: Callable) -> int:
         if args.text_only and args.readme is None and args.findings is None:
             raise ValueError("--text-only needs --readme or --findings (the text to "
                              "regenerate)")
-        written = publish(results=args.results, out=args.out, readme=args.readme,
+        written = publish(results=args.results, out=args.gallery, readme=args.readme,
                           allow_shrink=args.allow_shrink, log=print,
                           standard_claims=args.standard_claims, findings=args.findings,
                           claims=args.claims, text_only=args.text_only, **width)
@@ -69,6 +70,6 @@ def main(args: argparse.Namespace, publish: Callable) -> int:
         raise CommandError(str(exc)) from None
     texts = [str(f) for f in (args.readme, args.findings) if f is not None]
     print(("gallery: text only" if args.text_only else
-           f"gallery: {len(written)} figures in {args.out}")
+           f"gallery: {len(written)} figures in {args.gallery}")
           + (f"; {' and '.join(texts)} regenerated" if texts else ""))
     return 0
