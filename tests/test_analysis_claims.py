@@ -372,8 +372,8 @@ def test_a_density_sensitivity_gives_one_named_row_per_density():
     from topkscope.reproduce.findings import findings_markdown
 
     md = findings_markdown(table)  # each density keeps its own row in the README table
-    assert "| Gaussian-k (2019) | warmup=none; rho=0.001 | " in md
-    row = next(ln for ln in md.splitlines() if "| warmup=none; rho=0.001 |" in ln)
-    assert "| **fails**: interval [" in row
-    row = next(ln for ln in md.splitlines() if "| warmup=none; rho=0.005 |" in ln)
-    assert "| holds: interval [" in row
+    assert "| Gaussian-k (2019) | warmup=none; ρ=0.001 | " in md
+    row = next(ln for ln in md.splitlines() if "| warmup=none; ρ=0.001 |" in ln)
+    assert "| **fails** |" in row
+    row = next(ln for ln in md.splitlines() if "| warmup=none; ρ=0.005 |" in ln)
+    assert "| holds |" in row

@@ -79,7 +79,7 @@ def assert_frames_match(written: pd.DataFrame, direct: pd.DataFrame, columns: li
 
 
 def test_written_tables_equal_direct_calls(run_dir: Path, capsys) -> None:
-    rc = analyze(str(run_dir), "--densities", ",".join(map(str, DENSITIES)),
+    rc = analyze(str(run_dir), "--densities", *map(str, DENSITIES),
                  "--max-n", str(MAX_N), "--seed", str(SEED))
     assert rc == 0
     out = tables(run_dir)
@@ -145,7 +145,7 @@ def test_rerun_skips_adds_new_work_and_force_recomputes(run_dir: Path, capsys) -
         pd.testing.assert_frame_equal(frame, first[name])
     # a new snapshot and a new density: only those are computed
     np.save(run_dir / "snapshots" / "step300-rank0.npy", laplace(9))
-    assert analyze(*args[:-1], "0.01,0.1") == 0
+    assert analyze(*args[:-1], "0.01", "0.1") == 0
     assert "4 snapshot(s) of u, 4 analyzed now, 0 already done" in capsys.readouterr().out
     second = tables(run_dir)
     assert len(second["normality"]) == 4
@@ -162,7 +162,7 @@ def test_rerun_skips_adds_new_work_and_force_recomputes(run_dir: Path, capsys) -
 
 
 def test_rerun_with_other_seed_or_max_n_is_refused_without_force(run_dir: Path, capsys) -> None:
-    args = [str(run_dir), "--max-n", str(MAX_N), "--densities", "0.01,0.1"]
+    args = [str(run_dir), "--max-n", str(MAX_N), "--densities", "0.01", "0.1"]
     assert analyze(*args) == 0
     first = tables(run_dir)
     capsys.readouterr()
@@ -201,8 +201,8 @@ def test_results_root_finds_every_run(tmp_path: Path, capsys) -> None:
 
 @pytest.mark.parametrize("argv, expected", [
     (["--densities", "0"], "--densities: density = 0.0 is outside the allowed range (0, 1]"),
-    (["--densities", "0.01,1.5"], "outside the allowed range (0, 1]"),
-    (["--densities", "0.01,abc"], "'abc' is not a number"),
+    (["--densities", "0.01", "1.5"], "outside the allowed range (0, 1]"),
+    (["--densities", "0.01", "abc"], "'abc' is not a number"),
     (["--max-n", "3"], "--max-n: 3 is outside the allowed range (>= 8)"),
     (["--seed", "x"], "--seed: 'x' is not an integer"),
 ])
@@ -283,7 +283,7 @@ def test_damaged_stats_part_is_one_line_naming_the_file(run_dir: Path, capsys) -
 def test_out_writes_the_tables_elsewhere_and_leaves_the_run_folder_alone(run_dir, tmp_path):
     before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))
     out = tmp_path / "mine"
-    assert analyze(str(run_dir), "--out", str(out), "--densities", "0.01") == 0
+    assert analyze(str(run_dir), "--results", str(out), "--densities", "0.01") == 0
     assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before
     elsewhere = out / "fnn3-mnist" / "r1"
     written = {n: pd.read_parquet(elsewhere / f"{n}.parquet")
@@ -291,6 +291,6 @@ def test_out_writes_the_tables_elsewhere_and_leaves_the_run_folder_alone(run_dir
     assert sorted(map(tuple, written["normality"][["step", "rank"]].values)) == \
         [(100, 0), (100, 1), (200, 0)]
     # a second call finds its own tables there: nothing left to do
-    assert analyze(str(run_dir), "--out", str(out), "--densities", "0.01") == 0
+    assert analyze(str(run_dir), "--results", str(out), "--densities", "0.01") == 0
     again = pd.read_parquet(elsewhere / "normality.parquet")
     pd.testing.assert_frame_equal(again, written["normality"])

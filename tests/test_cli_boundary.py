@@ -123,3 +123,44 @@ def test_output_to_a_closed_pipe_ends_quietly_with_128_plus_sigpipe():
     finally:
         os.close(write)
     assert done.stderr == "" and done.returncode == cli.BROKEN_PIPE == 141, done.stderr
+
+
+def test_a_results_folder_that_is_a_file_is_one_line(tmp_path, capsys):
+    """--out / --results naming a file, or a folder inside one: one line naming the path,
+    exit 2, nothing written (no raw 'Not a directory')."""
+    from topkscope.cli import main
+
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    repo = Path(__file__).resolve().parents[1]
+    cases = [["run", str(repo / "experiments" / "fnn3-mnist.yaml"), "--steps", "1", "--results",
+              str(afile / "results")],
+             ["figures", "--results", str(afile), "--dry-run"],
+             ["analyze", str(tmp_path), "--results", str(afile)]]
+    for argv in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is a file" in err and "Errno" not in err, err
+        assert str(afile) in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_progress_bars_show_on_a_terminal_only(monkeypatch):
+    """A bar is drawn when enabled and stderr is a terminal; piped (CI logs) or
+    --no-progress: none."""
+    import io
+
+    from topkscope import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, enabled, drawn in ((Terminal(), True, True), (Terminal(), False, False),
+                                   (io.StringIO(), True, False)):
+        monkeypatch.setattr("sys.stderr", stream)
+        assert progress.shown(enabled) is drawn
+        with progress.bar(total=3, desc="work", unit="item", enabled=enabled) as bar:
+            for _ in range(3):
+                bar.update()
+        assert ("work" in stream.getvalue()) is drawn

@@ -48,7 +48,7 @@ def final_model(run_dir: Path) -> dict[str, torch.Tensor]:
 def test_sim_run_writes_a_complete_result_folder(tmp_path, capsys):
     cfg = write_config(tmp_path)
     out = tmp_path / "results"
-    assert main(["run", str(cfg), "--out", str(out), "--run-id", "r1", "--no-progress"]) == 0
+    assert main(["run", str(cfg), "--results", str(out), "--run-id", "r1", "--no-progress"]) == 0
     run_dir = out / "tiny" / "r1"
     assert f"done: {run_dir}" in capsys.readouterr().out
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -89,7 +89,7 @@ def test_sim_run_writes_a_complete_result_folder(tmp_path, capsys):
 def test_bad_input_is_one_line_nonzero_and_leaves_no_files(tmp_path, capsys, args, words):
     cfg = write_config(tmp_path)
     out = tmp_path / "results"
-    code = main(["run", str(cfg), "--out", str(out), "--no-progress", *args])
+    code = main(["run", str(cfg), "--results", str(out), "--no-progress", *args])
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert err.startswith("topkscope run: error: ") and "\n" not in err
@@ -101,7 +101,7 @@ def test_bad_input_is_one_line_nonzero_and_leaves_no_files(tmp_path, capsys, arg
 @pytest.mark.parametrize("args", [["--workers", "abc"], ["--launcher", "mpi"]])
 def test_malformed_options_are_one_line_usage_errors(tmp_path, capsys, args):
     with pytest.raises(SystemExit) as stop:
-        main(["run", str(write_config(tmp_path)), "--out", str(tmp_path / "r"), *args])
+        main(["run", str(write_config(tmp_path)), "--results", str(tmp_path / "r"), *args])
     err = capsys.readouterr().err.strip()
     assert stop.value.code == 2 and "\n" not in err
     assert err.startswith("topkscope run: error: argument " + args[0])
@@ -112,11 +112,11 @@ def test_malformed_options_are_one_line_usage_errors(tmp_path, capsys, args):
 def test_checkpoint_of_another_model_is_refused_without_touching_the_run(tmp_path, capsys):
     out = tmp_path / "results"
     fnn = write_config(tmp_path, name="same")
-    assert main(["run", str(fnn), "--out", str(out), "--run-id", "a", "--no-progress"]) == 0
+    assert main(["run", str(fnn), "--results", str(out), "--run-id", "a", "--no-progress"]) == 0
     wide_dir = tmp_path / "wide"
     wide_dir.mkdir()
     wide = write_config(wide_dir, name="same", model_args={"hidden": [64]}, steps=5)
-    assert main(["run", str(wide), "--out", str(out), "--run-id", "b", "--no-progress"]) == 0
+    assert main(["run", str(wide), "--results", str(out), "--run-id", "b", "--no-progress"]) == 0
     # plant run b's checkpoint (another model) into run a, then try to resume a
     a, b = out / "same" / "a", out / "same" / "b"
     latest_a = sorted((a / "checkpoints").iterdir())[-1]
@@ -125,7 +125,7 @@ def test_checkpoint_of_another_model_is_refused_without_touching_the_run(tmp_pat
         (latest_a / f.name).write_bytes(f.read_bytes())
     before = files_under(a)
     capsys.readouterr()
-    code = main(["run", str(fnn), "--out", str(out), "--run-id", "a", "--resume", "--no-progress"])
+    code = main(["run", str(fnn), "--results", str(out), "--run-id", "a", "--resume", "--no-progress"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
     assert "does not fit this model" in err or "is from model" in err
@@ -136,10 +136,10 @@ def test_checkpoint_of_another_model_is_refused_without_touching_the_run(tmp_pat
 def test_resume_refuses_a_changed_config(tmp_path, capsys):
     out = tmp_path / "results"
     cfg = write_config(tmp_path)
-    assert main(["run", str(cfg), "--out", str(out), "--run-id", "a", "--no-progress"]) == 0
+    assert main(["run", str(cfg), "--results", str(out), "--run-id", "a", "--no-progress"]) == 0
     before = files_under(out)
     capsys.readouterr()
-    code = main(["run", str(cfg), "--out", str(out), "--run-id", "a", "--resume",
+    code = main(["run", str(cfg), "--results", str(out), "--run-id", "a", "--resume",
                  "--density", "0.05", "--no-progress"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "config differs in density" in err
@@ -150,7 +150,7 @@ def test_resume_refuses_a_changed_config(tmp_path, capsys):
 def test_a_run_that_diverges_ends_failed_with_its_error(tmp_path, capsys):
     cfg = write_config(tmp_path, lr=1e30, steps=40)
     out = tmp_path / "results"
-    code = main(["run", str(cfg), "--out", str(out), "--run-id", "nan", "--no-progress"])
+    code = main(["run", str(cfg), "--results", str(out), "--run-id", "nan", "--no-progress"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
     assert re.fullmatch(r"topkscope run: error: training diverged at step \d+: loss = "
@@ -165,7 +165,7 @@ def test_a_run_that_diverges_ends_failed_with_its_error(tmp_path, capsys):
 def test_console_script_reports_bad_input_in_one_line(tmp_path):
     script = Path(sys.executable).with_name("topkscope")
     cfg = write_config(tmp_path)
-    done = subprocess.run([str(script), "run", str(cfg), "--workers", "-3", "--out",
+    done = subprocess.run([str(script), "run", str(cfg), "--workers", "-3", "--results",
                            str(tmp_path / "r")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip() == ("topkscope run: error: workers = -3 is outside the allowed "
@@ -200,7 +200,7 @@ def test_sigkilled_torchrun_run_resumes_to_the_uninterrupted_result(tmp_path):
     out = tmp_path / "results"
     run_dir = out / "killed" / "k"
     command = [sys.executable, "-m", "topkscope.cli", "run", str(cfg), "--launcher", "torchrun",
-               "--workers", "2", "--out", str(out), "--run-id", "k", "--no-progress"]
+               "--workers", "2", "--results", str(out), "--run-id", "k", "--no-progress"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
@@ -238,7 +238,7 @@ def test_sigkilled_torchrun_run_resumes_to_the_uninterrupted_result(tmp_path):
     assert manifest["error"] is None and manifest["segments"][1]["from_step"] == killed_at
 
     # the uninterrupted run of the same config (simulated workers: the same math, bit for bit)
-    assert main(["run", str(cfg), "--out", str(out), "--run-id", "whole", "--no-progress"]) == 0
+    assert main(["run", str(cfg), "--results", str(out), "--run-id", "whole", "--no-progress"]) == 0
     whole = out / "killed" / "whole"
     a, b = final_model(run_dir), final_model(whole)
     assert a.keys() == b.keys()
@@ -251,7 +251,7 @@ def test_sigkilled_torchrun_run_resumes_to_the_uninterrupted_result(tmp_path):
 
     # a torchrun checkpoint resumes under simulated workers too (here: extending the run)
     for run_id in ("k", "whole"):
-        assert main(["run", str(cfg), "--out", str(out), "--run-id", run_id, "--resume",
+        assert main(["run", str(cfg), "--results", str(out), "--run-id", run_id, "--resume",
                      "--launcher", "sim", "--steps", str(steps + 10), "--no-progress"]) == 0
     a, b = final_model(run_dir), final_model(whole)
     assert all(torch.equal(a[name], b[name]) for name in a)
@@ -262,7 +262,7 @@ def test_sigkilled_torchrun_run_resumes_to_the_uninterrupted_result(tmp_path):
 def test_the_gpt_experiment_trains_with_adamw_and_records(tmp_path, capsys):
     """experiments/gpt-ptb.yaml as shipped (quick profile), cut to 4 steps."""
     out = tmp_path / "results"
-    code = main(["run", str(REPO / "experiments" / "gpt-ptb.yaml"), "--out", str(out),
+    code = main(["run", str(REPO / "experiments" / "gpt-ptb.yaml"), "--results", str(out),
                  "--run-id", "g", "--no-progress", "--steps", "4",
                  "--set", "eval_every_steps=2", "--set", "eval_subset=2000",
                  "--set", "recorder={schedule: 1, hist_schedule: 0, snapshot_schedule: [3], "

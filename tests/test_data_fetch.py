@@ -26,7 +26,7 @@ def _no_temporaries(folder):
 
 
 def test_ptb_is_written_from_the_package_and_verified(tmp_path):
-    assert cli(["fetch", "--root", str(tmp_path), "--datasets", "ptb", "--offline"]) == 0
+    assert cli(["fetch", "--data", str(tmp_path), "--datasets", "ptb", "--offline"]) == 0
     for name in PTB_NAMES:
         raw = (tmp_path / "ptb" / name).read_bytes()
         assert hashlib.md5(raw).hexdigest() == PTB[name].md5
@@ -36,7 +36,7 @@ def test_ptb_is_written_from_the_package_and_verified(tmp_path):
 def test_second_run_keeps_valid_files_untouched(tmp_path, capsys):
     obtain.obtain_ptb(tmp_path, network=False)
     before = {n: (tmp_path / "ptb" / n).stat().st_mtime_ns for n in PTB_NAMES}
-    assert cli(["fetch", "--root", str(tmp_path), "--datasets", "ptb", "--offline"]) == 0
+    assert cli(["fetch", "--data", str(tmp_path), "--datasets", "ptb", "--offline"]) == 0
     after = {n: (tmp_path / "ptb" / n).stat().st_mtime_ns for n in PTB_NAMES}
     assert before == after
     assert "present and verified" in capsys.readouterr().out
@@ -95,7 +95,7 @@ def test_bad_cifar_archive_is_rejected_before_anything_is_written(tmp_path):
 
 def test_cli_missing_cifar_offline_is_one_line_and_exit_1(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "topkscope.cli", "fetch", "--root", str(tmp_path),
+        [sys.executable, "-m", "topkscope.cli", "fetch", "--data", str(tmp_path),
          "--datasets", "cifar10", "--offline"],
         capture_output=True, text=True, timeout=120,
     )
@@ -114,7 +114,7 @@ def test_cli_missing_cifar_offline_is_one_line_and_exit_1(tmp_path):
 )
 def test_cli_rejects_bad_arguments_in_one_line(argv, pattern, capsys, tmp_path):
     try:  # a bad value of a typed option stops argparse; an unknown dataset, the command
-        code = cli(["fetch", "--root", str(tmp_path), *argv])
+        code = cli(["fetch", "--data", str(tmp_path), *argv])
     except SystemExit as stop:
         code = stop.code
     assert code == 2

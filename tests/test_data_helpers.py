@@ -20,7 +20,7 @@ def require(root: Path, sub: str, names: tuple[str, ...]) -> Path:
     if missing:
         pytest.fail(
             f"{', '.join(missing)} missing in {folder}: run `make data` "
-            f"(topkscope fetch --root {root})"
+            f"(topkscope fetch --data {root})"
         )
     return folder
 

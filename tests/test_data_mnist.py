@@ -133,7 +133,7 @@ def test_missing_files_name_the_file_and_the_fix(tmp_path):
     with pytest.raises(MissingDataError) as info:
         data.load("mnist", "train", root=tmp_path)
     message = str(info.value)
-    assert "train-images-idx3-ubyte" in message and f"topkscope fetch --root {tmp_path}" in message
+    assert "train-images-idx3-ubyte" in message and f"topkscope fetch --data {tmp_path}" in message
     assert "\n" not in message
 
 

@@ -54,8 +54,14 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ('docs/results.md', 'topkscope import gaussiank-sgd job/ --results imported'):
         'needs the published logs (kljp/topk_results, about 53 MB) in job/',
     ('README.md',
-     'make reproduce-figures    # quick profile: train, record, analyse, draw every figure + results/claims.csv'):
+     'make reproduce-figures    # quick profile: train, record, analyse, every figure, results/claims.csv, results/report.html'):
         'the whole quick profile (about 20 minutes on 2 cores) and the test suite itself',
+    ('README.md',
+     'topkscope report results/my-exp/run1 --out my-run.html   # one run of yours'):
+        'needs run folders of yours (tests/test_report.py runs it on a DDP-hook run)',
+    ('docs/figures.md',
+     'topkscope report results/my-exp/run1 --out my-run.html   # one run of yours (DDP hook, Recorder, topkscope run)'):
+        'needs run folders of yours; tests/test_report.py runs it on a DDP-hook run and on a profile\'s results root, in a headless browser',
     ('docs/benchmarks.md',
      'topkscope bench --quick                       # every benchmark, each well under a minute'):
         'every benchmark (minutes even with --quick), and full sizes',
@@ -63,7 +69,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
      '.venv/bin/python benchmarks/selection.py --device cuda --out results/reference/bench-gpu/selection.csv'):
         'needs a CUDA GPU',
     ('docs/data.md',
-     'topkscope fetch --root DIR                 # MNIST + PTB into DIR (idempotent: a rerun only verifies)'):
+     'topkscope fetch --data DIR                 # MNIST + PTB into DIR (idempotent: a rerun only verifies)'):
         'downloads (MNIST, PTB and CIFAR-10 from the network)',
     ('docs/figures.md',
      'make reproduce-figures                  # quick profile, on a 2-core CPU (at most 20 minutes)'):

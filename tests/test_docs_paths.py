@@ -33,6 +33,7 @@ GENERATED = (
     # benchmarks/selection.py --device cuda writes it; committed once a GPU has run it
     "results/reference/bench-gpu",
     "results/claims.md",     # make reproduce-figures
+    "results/report.html",   # make reproduce-figures: topkscope report of the whole profile
     "results/notebooks",     # make reproduce-figures: executed notebooks + HTML
     "results/tables",        # make reproduce-figures: CSV + LaTeX tables
     "results/standard",      # make reproduce-figures PROFILE=standard: its whole results root

@@ -37,7 +37,7 @@ def manifest_of(run_dir: Path) -> dict:
 def test_a_diverged_run_records_the_step_and_keeps_what_it_evaluated(tmp_path, capsys):
     cfg = write_config(tmp_path, **DIVERGES)
     out = tmp_path / "results"
-    assert main(["run", str(cfg), "--out", str(out), "--run-id", "nan", "--no-progress"]) == 2
+    assert main(["run", str(cfg), "--results", str(out), "--run-id", "nan", "--no-progress"]) == 2
     run_dir = out / "tiny" / "nan"
     manifest = manifest_of(run_dir)
     step = manifest["diverged_at_step"]
@@ -120,7 +120,7 @@ def test_the_driver_hands_diverged_and_failed_seeds_to_the_claims(tmp_path, data
 
     def fails_after_training(argv):  # e.g. the disk filled up as the run ended
         code = main([*argv, "--set", "steps=4"])
-        run_dir = Path(argv[argv.index("--out") + 1]) / "plan" / argv[argv.index("--run-id") + 1]
+        run_dir = Path(argv[argv.index("--results") + 1]) / "plan" / argv[argv.index("--run-id") + 1]
         Manifest.resume(run_dir).fail("OSError: [Errno 28] No space left on device")
         return 2 if code == 0 else code
 

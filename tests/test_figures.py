@@ -57,6 +57,18 @@ def test_every_figure_drawn_with_png_pdf_and_caption(small):
         assert (figures / link).exists(), link
 
 
+def test_the_driver_writes_the_profiles_report_page(small):
+    """make reproduce-figures writes <results>/report.html: every figure it drew, embedded,
+    and every claims row."""
+    page = (small.root / "report.html").read_text()
+    drawn = sorted(p.stem for p in (small.root / "figures").glob("*.png"))
+    assert sorted(re.findall(r'<figure id="([^"]+)">', page)) == drawn
+    assert page.count('src="data:image/png;base64,') == len(drawn) and "<script" not in page
+    claims = pd.read_csv(small.root / "claims.csv")
+    shown = page.split('id="claims"')[1].split('id="figures"')[0]
+    assert shown.count("<tr><td>") == len(claims)
+
+
 def test_timing_table_covers_every_phase(small):
     timing = pd.read_csv(small.root / "figures" / "timing.csv")
     assert set(timing["phase"]) == {"run", "analyze", "draw", "claims"}

@@ -66,3 +66,23 @@ def test_an_unreadable_manifest_is_skipped_with_a_warning(tree):
     with pytest.warns(UserWarning, match="broken"):
         found = find_runs(tree)
     assert len(found) == 2
+
+
+def test_an_unreadable_folder_is_one_line_naming_it(tmp_path, monkeypatch):
+    """A folder the user may not list (simulated: these tests may run as root, who may list
+    any) is named with what was expected, not a raw errno."""
+    import pytest
+
+    from topkscope import manifest
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+
+    def refuse(root):
+        raise PermissionError(13, "Permission denied", str(root))
+
+    monkeypatch.setattr(manifest, "_run_folders", refuse)
+    with pytest.raises(ValueError) as err:
+        manifest.runs_at([locked])
+    assert str(err.value) == (f"cannot read {str(locked)!r}: permission denied (expected a run "
+                              "folder, an experiment folder or a results root)")

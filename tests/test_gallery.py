@@ -44,7 +44,7 @@ def published(tmp_path) -> tuple[Path, Path]:
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{README_START}\nold\n{README_END}\noutro\n")
     out = tmp_path / "gallery"
-    assert cli(["gallery", "--results", str(full), "--out", str(out), "--readme",
+    assert cli(["gallery", "--results", str(full), "--gallery", str(out), "--readme",
                 str(readme)]) == 0
     return out, readme
 
@@ -71,7 +71,7 @@ def test_partial_results_are_refused_naming_what_would_be_lost(published, tmp_pa
     out, readme = published
     before = snapshot(out, readme)
     partial = make_results(tmp_path / "partial", ["a-histogram"], ["fnn3"])
-    assert cli(["gallery", "--results", str(partial), "--out", str(out), "--readme",
+    assert cli(["gallery", "--results", str(partial), "--gallery", str(out), "--readme",
                 str(readme)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("topkscope gallery: error: ")
@@ -84,7 +84,7 @@ def test_partial_results_are_refused_naming_what_would_be_lost(published, tmp_pa
 def test_allow_shrink_publishes_partial_results_and_says_what_went(published, tmp_path, capsys):
     out, readme = published
     partial = make_results(tmp_path / "partial", ["a-histogram"], ["fnn3"])
-    assert cli(["gallery", "--results", str(partial), "--out", str(out), "--readme",
+    assert cli(["gallery", "--results", str(partial), "--gallery", str(out), "--readme",
                 str(readme), "--allow-shrink"]) == 0
     assert "--allow-shrink: " in capsys.readouterr().out
     assert sorted(p.name for p in out.glob("*.png")) == ["a-histogram.png"]
@@ -92,14 +92,14 @@ def test_allow_shrink_publishes_partial_results_and_says_what_went(published, tm
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("outro\n")
     assert findings_block(text).strip() == findings_markdown(
-        pd.read_csv(partial / "claims.csv")).strip()
+        pd.read_csv(partial / "claims.csv"), "Quick").strip()
 
 
 def test_more_results_are_published_without_asking(published, tmp_path):
     out, readme = published
     more = make_results(tmp_path / "more", ["a-histogram", "b-convergence", "c-qq"],
                         ["fnn3", "resnet20", "vgg16"])
-    assert cli(["gallery", "--results", str(more), "--out", str(out), "--readme",
+    assert cli(["gallery", "--results", str(more), "--gallery", str(out), "--readme",
                 str(readme)]) == 0
     assert len(list(out.glob("*.png"))) == 3
     assert "VGG-16" in findings_block(readme.read_text())
@@ -108,15 +108,15 @@ def test_more_results_are_published_without_asking(published, tmp_path):
 def test_bad_input_writes_nothing(published, tmp_path, capsys):
     out, readme = published
     before = snapshot(out, readme)
-    assert cli(["gallery", "--results", str(tmp_path / "nowhere"), "--out", str(out)]) == 2
+    assert cli(["gallery", "--results", str(tmp_path / "nowhere"), "--gallery", str(out)]) == 2
     assert "no figures in" in capsys.readouterr().err
     unmarked = tmp_path / "plain.md"
     unmarked.write_text("no markers\n")
     full = tmp_path / "full"
-    assert cli(["gallery", "--results", str(full), "--out", str(out), "--readme",
+    assert cli(["gallery", "--results", str(full), "--gallery", str(out), "--readme",
                 str(unmarked)]) == 2
     assert "claims-table" in capsys.readouterr().err
-    assert cli(["gallery", "--results", str(full), "--out", str(out), "--width", "10"]) == 2
+    assert cli(["gallery", "--results", str(full), "--gallery", str(out), "--width", "10"]) == 2
     assert "width = 10 is too small" in capsys.readouterr().err
     assert snapshot(out, readme) == before and unmarked.read_text() == "no markers\n"
 
@@ -135,11 +135,11 @@ def test_the_standard_profiles_claims_fill_their_own_blocks_and_never_shrink(tmp
     readme.write_text(f"intro\n{README_START}\nold\n{README_END}\nmiddle\n{start}\nold\n"
                       f"{end}\n{prose_start}\nold\n{prose_end}\noutro\n")
     out = tmp_path / "gallery"
-    args = ["gallery", "--results", str(quick), "--out", str(out), "--readme", str(readme)]
+    args = ["gallery", "--results", str(quick), "--gallery", str(out), "--readme", str(readme)]
     assert cli([*args, "--standard-claims", str(standard / "claims.csv")]) == 0
     text = readme.read_text()
     assert findings_block(text).strip() == findings_markdown(
-        pd.read_csv(quick / "claims.csv")).strip()
+        pd.read_csv(quick / "claims.csv"), "Quick").strip()
     shown = findings_block(text, "standard-claims")
     assert "LSTM" in shown and "FNN-3" not in shown and "LSTM" not in findings_block(text)
     assert "VGG" not in shown  # its predicted speed-ups are the quick profile's, shown once
@@ -148,4 +148,48 @@ def test_the_standard_profiles_claims_fill_their_own_blocks_and_never_shrink(tmp
     assert cli([*args, "--standard-claims", str(fewer / "claims.csv")]) == 2
     assert "would lose" in capsys.readouterr().err and readme.read_text() == text
     assert cli([*args[:-2], "--standard-claims", str(fewer / "claims.csv")]) == 2
-    assert "needs --readme" in capsys.readouterr().err
+    assert "needs --readme or --findings" in capsys.readouterr().err
+
+
+def test_text_only_regenerates_the_readme_and_the_findings_from_claims_alone(published,
+                                                                             tmp_path, capsys):
+    """--text-only --claims CSV: the README's headline and the findings document's tables
+    from a claims table, with no figures read or written; a file with no block to fill is
+    refused and nothing is written."""
+    from topkscope.reproduce.headline import HEADLINE_END, HEADLINE_START, headline_markdown
+
+    out, _ = published
+    before = snapshot(out)
+    claims = make_results(tmp_path / "claims-only", [], ["fnn3", "vgg16"]) / "claims.csv"
+    (tmp_path / "claims-only" / "figures").rmdir()
+    readme, doc = tmp_path / "R.md", tmp_path / "findings.md"
+    readme.write_text(f"top\n{HEADLINE_START}\nold\n{HEADLINE_END}\nMore: below\n")
+    doc.write_text(f"# all\n{README_START}\nold\n{README_END}\n")
+    args = ["gallery", "--text-only", "--claims", str(claims), "--gallery", str(out)]
+    assert cli([*args, "--readme", str(readme), "--findings", str(doc)]) == 0
+    assert "text only" in capsys.readouterr().out and snapshot(out) == before
+    table = pd.read_csv(claims)
+    assert readme.read_text() == (f"top\n{HEADLINE_START}\n{headline_markdown({'Quick': table})}"
+                                  f"\n{HEADLINE_END}\nMore: below\n")
+    assert "holds in 2 of 2 conditions" in readme.read_text()  # two models, one row each
+    assert findings_block(doc.read_text()).strip() == findings_markdown(table, "Quick").strip()
+    plain = tmp_path / "plain.md"
+    plain.write_text("nothing to fill\n")
+    kept = snapshot(readme, doc)
+    assert cli([*args, "--readme", str(readme), "--findings", str(plain)]) == 2
+    assert f"{plain} has no {HEADLINE_START}" in capsys.readouterr().err
+    assert snapshot(readme, doc) == kept and plain.read_text() == "nothing to fill\n"
+    assert cli(args) == 2 and "--text-only needs --readme or --findings" in \
+        capsys.readouterr().err
+
+
+def test_the_reports_screenshot_is_no_figure_of_the_gallery(published, tmp_path):
+    """docs/gallery/report.png (the README's picture of `topkscope report`) is kept when
+    results without it are published, and never counted as lost."""
+    out, readme = published
+    (out / "report.png").write_bytes((out / "a-histogram.png").read_bytes())
+    same = make_results(tmp_path / "same", ["a-histogram", "b-convergence"],
+                        ["fnn3", "resnet20"])
+    assert cli(["gallery", "--results", str(same), "--gallery", str(out), "--readme",
+                str(readme)]) == 0
+    assert (out / "report.png").is_file()

@@ -38,7 +38,7 @@ def results(tmp_path_factory, data_root) -> Path:
     and a user's DDP-hook run under my-exp/run1."""
     root = tmp_path_factory.mktemp("hand") / "results"
     assert cli(["run", str(REPO / "experiments" / "fnn3-mnist.yaml"), "--profile", "quick",
-                "--out", str(root), "--steps", str(STEPS), "--set", RECORDER,
+                "--results", str(root), "--steps", str(STEPS), "--set", RECORDER,
                 "--set", "train_subset=2560", "--set", "eval_subset=1000",
                 "--data", str(data_root), "--no-progress"]) == 0
     hook = root / "my-exp" / "run1"  # the hook test's user script, as one gloo rank

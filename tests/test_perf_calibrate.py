@@ -56,10 +56,10 @@ def test_calibration_csv_is_a_network(tmp_path):
 
 
 def test_presets_and_user_overrides():
-    ten = networks.resolve("10gbe")
+    ten = networks.resolve("10gbe-line")
     assert ten.bandwidth_gbit == pytest.approx(10.0)
     assert "preset" in ten.beta_source
-    mixed = networks.resolve("10gbe", beta=1e-9)
+    mixed = networks.resolve("10gbe-line", beta=1e-9)
     assert mixed.beta == 1e-9 and mixed.beta_source == "user" and mixed.alpha == ten.alpha
     user = networks.resolve(None, alpha=1e-4, beta=2e-9)
     assert (user.alpha_source, user.beta_source) == ("user", "user")
@@ -70,3 +70,27 @@ def test_presets_and_user_overrides():
     with pytest.raises(ValueError, match="beta"):
         networks.resolve("1gbe", beta=-1.0)
     assert networks.available()[0] == "1gbe"
+
+
+def test_the_plain_names_are_the_fitted_presets_and_line_rates_carry_line():
+    """`10gbe` / `ib100` are fitted on published measurements (a factor below 1), their line
+    rates `-line`; the figures' labels say the same (plots cannot import perf); tables written
+    before the renaming read with today's names."""
+    from topkscope.plots import scaling
+
+    fitted = {n for n in networks.PRESETS if networks.is_fitted(n)}
+    assert fitted == set(networks.FIT_FACTORS) == set(scaling.CLUSTER_NETWORKS)
+    for name in fitted:
+        line = networks.PRESETS[name + networks.LINE]
+        assert line.bandwidth_factor == 1.0 and networks.PRESETS[name].beta > line.beta
+        assert scaling.network_name(name).endswith("fitted on published measurements")
+        assert scaling.network_name(name + networks.LINE).endswith("line rate")
+        assert networks.resolve(f"{name}-fit") == networks.PRESETS[name]
+    assert scaling.network_name("1gbe") == "1 GbE, line rate"
+    assert not any("measured" in scaling.network_name(n) and not networks.is_fitted(n)
+                   for n in networks.PRESETS)
+    old = networks.current_names(["1gbe", "10gbe-fit", "10gbe", "ib100-fit", "ib100"])
+    assert old == {"1gbe": "1gbe", "10gbe-fit": "10gbe", "10gbe": "10gbe-line",
+                   "ib100-fit": "ib100", "ib100": "ib100-line"}
+    assert networks.current_names(["10gbe", "10gbe-line"]) == {"10gbe": "10gbe",
+                                                               "10gbe-line": "10gbe-line"}

@@ -38,8 +38,8 @@ def test_every_published_number_names_its_file_and_commit():
 def test_preset_factors_are_the_fit_of_the_committed_measurements():
     assert published.fit_factors() == networks.FIT_FACTORS
     for name, factor in networks.FIT_FACTORS.items():
-        fit = networks.PRESETS[f"{name}-fit"]
-        assert fit.beta == pytest.approx(networks.PRESETS[name].beta / factor)
+        fit = networks.PRESETS[name]
+        assert fit.beta == pytest.approx(networks.LINE_RATES[name].beta / factor)
         assert fit.bandwidth_factor == factor and "preset" in fit.beta_source
 
 
@@ -66,7 +66,7 @@ def test_synthetic_measurements_give_back_their_bandwidth_factor():
     rows = []
     for _, row in base.iterrows():
         if row["gpus"] > 1:
-            net = networks.fitted(networks.PRESETS[row["network"]], 0.5)
+            net = networks.fitted(networks.LINE_RATES[row["network"]], 0.5)
             compute = published.seconds_per_step(published._single_gpu(base, row["model"]))
             t, _ = published._predict(row, compute, net)
             row = row.copy()
@@ -175,7 +175,7 @@ def test_the_prediction_of_a_row_is_the_models_step():
     """A published row's prediction is topkscope.perf.model.step on the fitted preset."""
     table = pd.read_csv(published.PUBLISHED_CSV)
     row = table[(table["model"] == "resnet50") & (table["method"] == "dense-wfbp")].iloc[0]
-    net = networks.PRESETS[f"{row['network']}-fit"]
+    net = networks.PRESETS[row["network"]]
     fraction = flop_counts("resnet50", 64).backward_fraction
     inputs = pm.MethodInputs(Input(0.0, "none"), Input(1.0, "exact"), Input(fraction, "t"))
     step = pm.step("dense-wfbp", int(row["gpus"]), int(row["params"]), 0.001, net,

@@ -89,7 +89,7 @@ def test_break_even_claims_when_the_selection_is_another_devices():
     """GPU compute beside CPU selection times: no speed-up with those times is claimed; the
     verdict rests on the break-even selection times (fails only when even free selection
     leaves the method slower than a dense baseline beyond the error)."""
-    table, _ = report.scaling_table(["fnn3", "vgg16"], ["1gbe", "ib100-fit"], [16],
+    table, _ = report.scaling_table(["fnn3", "vgg16"], ["1gbe", "ib100"], [16],
                                     selection=_selection())
     sparse = table[~table["method"].isin(["dense", "dense-wfbp", "dense-fp16"])]
     assert (sparse["selection_basis"] == "break-even").all()
@@ -257,7 +257,7 @@ def test_validation_table_predicts_from_calibration(tmp_path):
 
 def test_committed_p16_table_regenerates_and_the_docs_show_it():
     path = REFERENCE / "scaling" / "p16-published.csv"
-    table, notes = report.scaling_table(pm.PAPER_MODELS, ["10gbe-fit", "ib100-fit"], [16])
+    table, notes = report.scaling_table(pm.PAPER_MODELS, ["10gbe", "ib100"], [16])
     assert notes == []
     committed = pd.read_csv(path, keep_default_na=False, na_values=[""])
     committed["condition"] = text_column(committed, "condition")  # no training condition
@@ -292,7 +292,15 @@ def test_each_predicted_verdict_reads_as_a_sentence_with_its_speedups():
         assert f"{g.speedup_vs_dense_fp16:.3g}× over Dense fp16" in sentence \
             or not row.claim.endswith("_fp16")
     md = findings_markdown(claims)
-    assert "| FNN-3 | Gaussian-k | over Dense + WFBP | " in md and "user" in md
+    assert "Against Dense + WFBP:" in md and "user" in md
+    for row in claims.itertuples(index=False):  # each cell: the mark and the speed-up
+        g = table[(table.workers == 16) & (table.method == "gaussiank")
+                  & (table.network == row.network)].iloc[0]
+        mark = {"holds": "✓", "fails": "✗", "inconclusive": "?"}[row.verdict]
+        if row.claim.endswith("_fp16"):
+            fp16 = md.split("Against Dense fp16:")[1]
+            line = next(ln for ln in fp16.splitlines() if ln.startswith("| FNN-3 |"))
+            assert f"| {mark} {g.speedup_vs_dense_fp16:.3g}× |" in line
     # another device's selection times: the break-even sentence and cells
     table, _ = report.scaling_table(["fnn3"], ["1gbe"], [16], selection=_selection())
     claims = report.claims_rows(table, errors=ERRORS)
@@ -307,9 +315,12 @@ def test_each_predicted_verdict_reads_as_a_sentence_with_its_speedups():
         row = claims[(claims.sparsifier == method)
                      & (claims.claim == "gaussiank_speedup_p16")].iloc[0]
         over_topk = g.breakeven_select_over_topk * 1e3
-        assert (f"| FNN-3 | {sparsifier_name(method)} | over Dense, Top-k | {row.verdict}: "
-                f"break-even selection < {g.breakeven_select_vs_dense * 1e3:.3g} ms vs Dense, "
-                f"Top-k's {'+' if over_topk >= 0 else '−'}{abs(over_topk):.3g} ms |") in md
+        mark = {"fails": "✗", "inconclusive": "?"}[row.verdict]
+        dense, topk = md.split("Against Dense:")[1], md.split("Against Top-k:")[1]
+        assert (f"| FNN-3 | {sparsifier_name(method)} | {mark} < "
+                f"{g.breakeven_select_vs_dense * 1e3:.3g} ms |") in dense
+        assert (f"| FNN-3 | {sparsifier_name(method)} | {mark} "
+                f"{'+' if over_topk >= 0 else '−'}{abs(over_topk):.3g} ms |") in topk
 
 
 def test_selection_table_prefers_the_computes_device(tmp_path, monkeypatch):
@@ -331,7 +342,7 @@ def test_selection_table_prefers_the_computes_device(tmp_path, monkeypatch):
     assert report.selection_device("here") == "cpu" and report.selection_device(
         "published", compute_s=0.1) is None
     # with the GPU CSV the published predictions are judged on their speed-ups
-    table, _ = report.scaling_table(["fnn3"], ["10gbe-fit"], [16], results_root=root)
+    table, _ = report.scaling_table(["fnn3"], ["10gbe"], [16], results_root=root)
     assert (table["selection_basis"] == "measured").all() and (table["inputs_warning"] == "").all()
     claims = report.claims_rows(table, errors=ERRORS)
     assert claims["evidence"].str.startswith("predicted speed-up").all()

@@ -60,7 +60,7 @@ def _seeded(root, *, g19=(0.93, 0.945, 0.96), topk=(0.80, 0.90, 0.95), schedule=
         _run(root, f"{prefix}g{s}", G19, s, g19, schedule=schedule, ratio=ratio)
 
 
-def _step_time(method, ratio, net="10gbe-fit", selection=None):
+def _step_time(method, ratio, net="10gbe", selection=None):
     compute, _ = report.compute_input("fnn3")
     select = inputs.selection_time(_gpu_selection() if selection is None else selection,
                                    method, D, DENSITY)
@@ -111,9 +111,9 @@ def test_times_to_target_are_steps_times_each_runs_own_step(tmp_path):
         _run(tmp_path, f"dense{s}", "dense", s, (0.5, 0.945, 0.96))
     table, notes = _table(tmp_path)
     assert notes == []
-    assert set(table["network"]) == {"10gbe-fit", "ib100-fit"} and set(table["workers"]) == {16}
+    assert set(table["network"]) == {"10gbe", "ib100"} and set(table["workers"]) == {16}
     assert table["selection_counted"].all() and (table["margin"] == ACCURACY_MARGIN_POINTS).all()
-    at = table[table["network"] == "10gbe-fit"].set_index(["method", "seed"])
+    at = table[table["network"] == "10gbe"].set_index(["method", "seed"])
     for s in range(3):
         assert at.loc[("topk", s), "steps_to_target"] == 30   # its own final, 0.95, at step 29
         assert at.loc[(G19, s), "steps_to_target"] == 20      # 0.945 >= 0.94 at step 19
@@ -142,10 +142,11 @@ def test_times_to_target_are_steps_times_each_runs_own_step(tmp_path):
         assert "training condition warmup=none; rho=0.001" in row.condition
         dense = 20 * _step_time("dense", 1.0, net) / (20 * _step_time(G19, 2.0, net))
         assert f"{dense:.3g}x sooner than Dense" in row.evidence
-        # in words, and in the README's time-to-accuracy table: the verdict and its cause
+        # in words, and in the findings' time-to-accuracy table: the mark and the speed-up
         assert verdict_sentence(row).endswith(f"{row.cause}.")
-        assert f"{row.verdict}: {row.cause}" in md
-    assert ("| FNN-3 | Gaussian-k (2019) | warmup=none; rho=0.001 | Top-k −1 point | 3 | "
+        mark = {"holds": "✓", "fails": "✗", "inconclusive": "?"}[row.verdict]
+        assert f"| {mark} {speedup:.3g}× |" in md
+    assert ("| FNN-3 | Gaussian-k (2019) | warmup=none; ρ=0.001 | Top-k −1 point | 3 | "
             in md)
 
 
@@ -190,7 +191,7 @@ def test_the_claims_margin_sets_the_target_of_both(tmp_path):
     _seeded(tmp_path)
     runs = [load(p) for p in sorted((tmp_path / "conv").iterdir())]
     table, _ = _table(tmp_path, runs=runs, margin=0.2)
-    at = table[table["network"] == "10gbe-fit"].set_index(["method", "seed"])
+    at = table[table["network"] == "10gbe"].set_index(["method", "seed"])
     for s in range(3):  # 0.945 misses 0.95 - 0.2 points; 0.96 at step 29 reaches it
         assert at.loc[(G19, s), "steps_to_target"] == 30
         assert at.loc[(G19, s), "target"] == pytest.approx(0.948)
@@ -218,7 +219,7 @@ def test_conditions_are_never_mixed(tmp_path):
     _seeded(tmp_path, schedule="paper", ratio=2.4, topk=(0.9, 0.97, 0.98), prefix="p",
             g19=(0.9, 0.975, 0.99))
     table, _ = _table(tmp_path)
-    by = table[table["network"] == "10gbe-fit"].groupby(["method", "condition"])
+    by = table[table["network"] == "10gbe"].groupby(["method", "condition"])
     assert by["topk_final"].unique().map(list).to_dict() == {
         (G19, "warmup=none"): [0.95], (G19, "warmup=paper"): [0.98],
         ("topk", "warmup=none"): [0.95], ("topk", "warmup=paper"): [0.98]}

@@ -268,7 +268,7 @@ def test_switching_the_recorder_off_changes_no_number_of_training(tmp_path, data
     tables = {}
     for name, recorder in (("on", "{schedule: 1, densities: [0.001], sparsifiers: "
                                   "[gaussiank, gaussiank-2019, randk]}"), ("off", "null")):
-        assert main(["run", str(path), "--profile", "quick", "--out", str(tmp_path),
+        assert main(["run", str(path), "--profile", "quick", "--results", str(tmp_path),
                      "--run-id", name, "--sparsifier", "topk", "--steps", "12",
                      "--set", "eval_every_steps=4", "--set", f"recorder={recorder}",
                      "--set", "eval_subset=1000", "--data", str(data_root),

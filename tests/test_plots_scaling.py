@@ -68,7 +68,7 @@ def test_efficiency_fits_a_page_and_is_linear_unless_wide(table):
     for ax, model in zip(panels, pm.PAPER_MODELS):
         _linear_unless_wide(ax, shown[shown["model"] == model]["efficiency"], "y")
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "Dense + WFBP" in labels and "100 Gb IB (measured)" in labels
+    assert "Dense + WFBP" in labels and "100 Gb IB, fitted on published measurements" in labels
     assert len(labels) == table["method"].nunique() + len(scaling.CLUSTER_NETWORKS)
 
 
@@ -81,7 +81,7 @@ def test_crossover_marks_the_published_clusters_and_reads_at_a_glance(table):
         scaling.CLUSTER_NETWORKS)].drop_duplicates("network")["beta"])
     assert lines == expect
     # each bar ends at its method's crossover bandwidth (finite ones)
-    at = table[(table["workers"] == 16) & (table["network"] == "10gbe-fit")]
+    at = table[(table["workers"] == 16) & (table["network"] == "10gbe")]
     sparse = at[~at["method"].isin(pm.DENSE_METHODS)]
     ends = sorted(round(p.get_x() + p.get_width(), 6) for p in ax.patches)
     for value in sparse["crossover_gbit"]:
@@ -127,7 +127,18 @@ def test_breakeven_fits_a_page_and_draws_the_break_even_times(table):
     shown = sub[sub["method"] != "topk"]["breakeven_select_over_topk"] * 1e3
     np.testing.assert_allclose(np.sort(marks[np.isfinite(marks)]), np.sort(shown))
     labels = [t.get_text() for t in panels[0].get_yticklabels()]
-    assert "Gaussian-k (2019) · 10 GbE (measured)" in labels
+    assert "Gaussian-k (2019) · 10 GbE, fitted on published measurements" in labels
+    assert not any("measured)" in label for label in labels)
+
+
+def test_breakeven_drops_the_rows_no_panel_has(table):
+    """A (network, method) with no row in the table gets no empty bar row."""
+    gone = (table["network"] == "ib100") & (table["method"] == "gaussiank-2019")
+    fig = scaling.breakeven(table[~gone])
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert "Gaussian-k (2019) · 100 Gb IB, fitted on published measurements" not in labels
+    assert "Gaussian-k (2019) · 10 GbE, fitted on published measurements" in labels
+    assert len(labels) == len(set(labels)) == len(fig.axes[0].patches)
 
 
 def test_time_to_target_fits_a_page_and_draws_the_mean_over_seeds(tmp_path):
@@ -142,8 +153,9 @@ def test_time_to_target_fits_a_page_and_draws_the_mean_over_seeds(tmp_path):
     _check_layout(fig)
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert len(panels) == 2  # one experiment, two networks
-    assert panels[0].get_title() == "conv · 10 GbE (measured)"
-    sub = frame[frame["network"] == "10gbe-fit"]
+    title = " ".join(panels[0].get_title().split())  # wrapped to fit its panel
+    assert title.startswith("conv") and title.endswith("10 GbE, fitted on published measurements")
+    sub = frame[frame["network"] == "10gbe"]
     means = sub.groupby("method")["time_to_target_s"].mean()  # NaN (never) left out
     np.testing.assert_allclose(sorted(p.get_width() for p in panels[0].patches),
                                sorted(means))
@@ -169,7 +181,7 @@ def test_a_method_under_two_training_conditions_is_two_series_in_every_figure(ta
     widths = np.array([p.get_width() for p in ax.patches]).reshape(3, -1).sum(axis=0)
     np.testing.assert_allclose(np.sort(widths), np.sort(at["t_step"].to_numpy() * 1e3))
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert all(f"{n} · 10 GbE (measured)" in labels for n in names)
+    assert all(f"{n} · 10 GbE, fitted on published measurements" in labels for n in names)
     legend = [t.get_text() for t in scaling.efficiency(both).legends[0].get_texts()]
     assert all(n in legend for n in names)
     legend = [t.get_text() for t in scaling.crossover(both).legends[0].get_texts()]

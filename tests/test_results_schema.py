@@ -53,7 +53,7 @@ def test_every_table_of_a_run_and_its_analysis_has_the_documented_dtypes(small, 
     schema = documented()
     assert set(schema) == {"train", "eval", "stats", "hist", "normality", "fits", "contraction"}
     run = next(p for p in (small.root / "tiny-fnn3").iterdir() if (p / "manifest.json").exists())
-    assert cli(["analyze", str(run), "--out", str(tmp_path), "--densities", "0.01",
+    assert cli(["analyze", str(run), "--results", str(tmp_path), "--densities", "0.01",
                 "--no-progress"]) == 0
     analysis = tmp_path / run.parent.name / run.name
     paths = {"train": run / "train.parquet", "eval": run / "eval.parquet",

@@ -101,7 +101,7 @@ def sorted_values(frame: pd.DataFrame, keys: list[str], values: list[str]) -> pd
 def test_a_run_id_must_be_a_plain_name(tmp_path, capsys, run_id, resume):
     cfg = write_config(tmp_path)
     out = tmp_path / "deep" / "results"
-    code = main(["run", str(cfg), "--out", str(out), "--run-id", run_id, "--no-progress",
+    code = main(["run", str(cfg), "--results", str(out), "--run-id", run_id, "--no-progress",
                  *["--resume"] * resume])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
@@ -127,7 +127,7 @@ def test_a_folder_taken_between_the_check_and_the_start_is_refused(tmp_path, cap
     monkeypatch.setattr(train_run, "prepare", prepare_then_lose_the_race)
     cfg = write_config(tmp_path)
     out = tmp_path / "results"
-    code = main(["run", str(cfg), "--out", str(out), "--run-id", "same", "--no-progress"])
+    code = main(["run", str(cfg), "--results", str(out), "--run-id", "same", "--no-progress"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and "already exists" in err
     assert files_under(out / "tiny" / "same") == {"theirs.txt": b"the other run"}
@@ -140,7 +140,7 @@ def test_two_runs_started_at_once_with_one_run_id_never_share_its_folder(tmp_pat
         out = tmp_path / f"trial{trial}"
         steps = {12: None, 13: None}  # the two runs differ in length, so files tell whose
         for n in steps:
-            steps[n] = start(cli("run", str(cfg), "--out", str(out), "--run-id", "same",
+            steps[n] = start(cli("run", str(cfg), "--results", str(out), "--run-id", "same",
                                  "--steps", str(n), "--no-progress"))
         done = {n: (p.wait(timeout=300), p.stdout.read(), p.stderr.read())
                 for n, p in steps.items()}
@@ -169,7 +169,7 @@ def test_a_signal_stops_the_run_cleanly_and_the_resume_doubles_no_row(tmp_path, 
     cfg = write_config(tmp_path, name="stop", **LONG)
     out = tmp_path / "results"
     run_dir = out / "stop" / "s"
-    proc = start(cli("run", str(cfg), "--out", str(out), "--run-id", "s", "--no-progress"))
+    proc = start(cli("run", str(cfg), "--results", str(out), "--run-id", "s", "--no-progress"))
     try:
         ckpt = freeze_when(proc, lambda: past_a_checkpoint(run_dir), "rows past a checkpoint")
         os.kill(proc.pid, sig)
@@ -184,7 +184,7 @@ def test_a_signal_stops_the_run_cleanly_and_the_resume_doubles_no_row(tmp_path, 
 
     manifest = manifest_of(run_dir)
     done = manifest["steps_done"]
-    resume = shlex.join(["topkscope", "run", str(cfg), "--out", str(out), "--no-progress",
+    resume = shlex.join(["topkscope", "run", str(cfg), "--results", str(out), "--no-progress",
                          "--run-id", "s", "--resume"])
     assert (manifest["status"], manifest["signal"], manifest["error"]) == ("interrupted", name,
                                                                           None)
@@ -203,7 +203,7 @@ def test_a_signal_stops_the_run_cleanly_and_the_resume_doubles_no_row(tmp_path, 
 
     # the same command again, without a run id: refused, with the way to resume
     capsys.readouterr()
-    assert main(["run", str(cfg), "--out", str(out), "--no-progress"]) == 2
+    assert main(["run", str(cfg), "--results", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith(
         f"topkscope run: error: an interrupted run of this config exists: '{run_dir}'")
@@ -218,7 +218,7 @@ def test_a_signal_stops_the_run_cleanly_and_the_resume_doubles_no_row(tmp_path, 
     argv = shlex.split(manifest["resume_command"])
     assert argv[0] == "topkscope"
     assert main([*argv[1:], "--steps", str(steps)]) == 0
-    assert main(["run", str(cfg), "--out", str(out), "--run-id", "whole", "--steps", str(steps),
+    assert main(["run", str(cfg), "--results", str(out), "--run-id", "whole", "--steps", str(steps),
                  "--no-progress"]) == 0
     whole = out / "stop" / "whole"
 
@@ -260,7 +260,7 @@ def test_sigterm_to_a_torchrun_launch_stops_every_rank_after_the_same_step(tmp_p
                                                                        flush_every=1000)))
     out = tmp_path / "results"
     run_dir = out / "tr" / "t"
-    proc = start(cli("run", str(cfg), "--out", str(out), "--run-id", "t", "--launcher",
+    proc = start(cli("run", str(cfg), "--results", str(out), "--run-id", "t", "--launcher",
                      "torchrun", "--workers", "2", "--no-progress"))
     try:
         deadline = time.monotonic() + 240
@@ -277,7 +277,7 @@ def test_sigterm_to_a_torchrun_launch_stops_every_rank_after_the_same_step(tmp_p
     assert proc.returncode == 143, err[-3000:]
     manifest = manifest_of(run_dir)  # written by rank 0
     done, ckpt = manifest["steps_done"], manifest["checkpoint_step"]
-    resume = shlex.join(["topkscope", "run", str(cfg), "--out", str(out), "--workers", "2",
+    resume = shlex.join(["topkscope", "run", str(cfg), "--results", str(out), "--workers", "2",
                          "--launcher", "torchrun", "--no-progress", "--run-id", "t", "--resume"])
     assert (manifest["status"], manifest["signal"], manifest["resume_command"]) == (
         "interrupted", "SIGTERM", resume)
@@ -317,7 +317,7 @@ def test_resume_without_a_run_id_takes_only_an_interrupted_or_failed_run_of_this
         tmp_path, capsys):
     cfg = write_config(tmp_path, name="pick", steps=12, checkpoint_every_steps=5)
     out = tmp_path / "results"
-    base = ["run", str(cfg), "--out", str(out), "--no-progress"]
+    base = ["run", str(cfg), "--results", str(out), "--no-progress"]
     for run_id, extra in (("done", []), ("other", ["--density", "0.05"]), ("stopped", [])):
         assert main([*base, "--run-id", run_id, *extra]) == 0
     _stopped(out / "pick" / "other", "interrupted")  # another config: never picked

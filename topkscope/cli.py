@@ -14,7 +14,7 @@ closed early (`topkscope analyze ... | head`) ends the command quietly with stat
 (128 + SIGPIPE, what a shell reports for a process killed by SIGPIPE), with no traceback.
 
 It is also the only place that wires a command to another package's entry point (`WIRED`):
-`topkscope figures`, `claims` and `gallery` get what they need of topkscope.reproduce here, so
+`topkscope figures`, `claims`, `gallery` and `report` get what they need of topkscope.reproduce here, so
 `commands` and `reproduce` never import each other.
 """
 
@@ -39,6 +39,7 @@ COMMANDS = {
     "fetch": "topkscope.commands.fetch",
     "gallery": "topkscope.commands.gallery",
     "import": "topkscope.commands.import",
+    "report": "topkscope.commands.report",
 }
 
 
@@ -66,11 +67,18 @@ def _gallery(**options):
     return publish(**options)
 
 
+def _report(paths, out, **options):
+    from topkscope.reproduce.report import write_report
+
+    return write_report(paths, out, **options)
+
+
 # subcommand -> extra keyword arguments of its main(args, ...)
 WIRED = {
     "figures": {"driver": _figures_driver},
     "claims": {"tabulate": _claims_table, "summarize": _claims_summary},
     "gallery": {"publish": _gallery},
+    "report": {"write": _report},
 }
 
 

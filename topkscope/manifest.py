@@ -315,20 +315,44 @@ def _read_runs(root: Path, strict: bool) -> list[FoundRun]:
     return out
 
 
+EXPECTED_FOLDER = "expected a run folder, an experiment folder or a results root"
+
+
+OWN_FIELDS = ("versions", "experiment", "run_id", "sparsifier", "launcher")
+
+
+def foreign_manifest(manifest: dict) -> bool:
+    """Whether a manifest.json was written by another tool: it has none of the fields every
+    manifest of ours has (OWN_FIELDS; a folder made by hand in the docs/results.md layout
+    names at least its experiment and sparsifier)."""
+    return not any(k in manifest for k in OWN_FIELDS)
+
+
 def runs_at(paths: Iterable[str | Path], status: Any = "complete") -> list[FoundRun]:
     """The runs that command-line paths name, each path a run folder, an experiment folder or
     a results root, with `status` (as find_runs), in the order given, none twice.
 
-    Raises ValueError (one line naming the path) for a path that does not exist, holds no
-    run folder, holds an unreadable manifest, or holds runs but none with `status`, so a
-    command fails before it writes anything.
+    Raises ValueError (one line naming the path) for a path that does not exist, is a file,
+    cannot be read, holds no run folder, holds an unreadable manifest or one another tool
+    wrote (foreign_manifest), or holds runs but none with `status`, so a command fails before
+    it writes anything.
     """
     out: dict[Path, FoundRun] = {}
     for path in [Path(p) for p in paths]:
         if not path.exists():
-            raise ValueError(f"{str(path)!r} does not exist (expected a run folder, an "
-                             "experiment folder or a results root)")
-        every = _read_runs(path, strict=True)
+            raise ValueError(f"{str(path)!r} does not exist ({EXPECTED_FOLDER})")
+        if not path.is_dir():
+            raise ValueError(f"{str(path)!r} is a file, not a folder ({EXPECTED_FOLDER})")
+        try:
+            every = _read_runs(path, strict=True)
+        except PermissionError as exc:
+            raise ValueError(f"cannot read {str(exc.filename or path)!r}: permission denied "
+                             f"({EXPECTED_FOLDER})") from None
+        foreign = next((r for r in every if foreign_manifest(r.manifest)), None)
+        if foreign is not None:
+            raise ValueError(f"{str(foreign.path / MANIFEST)!r} was not written by topkscope "
+                             f"(it has none of {', '.join(OWN_FIELDS)}): expected a run folder "
+                             "of topkscope run, the DDP hook or a Recorder")
         if not every:
             raise ValueError(f"{str(path)!r} is not a result folder (no manifest.json) and holds "
                              "no run folders (<run_id>/ or <experiment>/<run_id>/)")

@@ -19,6 +19,7 @@ import math
 import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 Check = Callable[[str, Any], Any]  # (name, value) -> normalised value, or ValueError
@@ -161,3 +162,16 @@ def known_keys(what: str, keys: Iterable[str], allowed: Iterable[str], where: st
     if unknown:
         names = ", ".join(map(repr, unknown))
         raise ValueError(f"unknown {what} {names}{where}; allowed: {', '.join(allowed) or 'none'}")
+
+
+
+def output_folder(flag: str, path: Any) -> Path:
+    """path as a folder a command may write into (created if missing): ValueError naming
+    `flag` and the path when it, or a folder above it, is a file."""
+    path = Path(path)
+    above = next((p for p in (path, *path.parents) if p.exists()), None)
+    if above is not None and not above.is_dir():
+        inside = "" if above == path else f" (it would lie inside {str(above)!r})"
+        raise ValueError(f"{flag} {str(path)!r}: {str(above)!r} is a file{inside}; expected a "
+                         "folder, created if missing")
+    return path

@@ -17,11 +17,10 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topkscope.commands import CommandError
+from topkscope.commands import CommandError, deprecated, list_option
 
 HELP = "analyze the snapshots of u in run folders: normality, family fits, contraction"
 DEFAULT_DENSITIES = "0.001,0.01,0.1"
@@ -31,8 +30,9 @@ TABLES = ("normality", "fits", "contraction")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", type=Path, metavar="RUN_DIR",
                    help="run folder (holding manifest.json), experiment folder or results root")
-    p.add_argument("--densities", default=DEFAULT_DENSITIES,
-                   help=f"comma-separated rho = k/d, each in (0, 1] (default {DEFAULT_DENSITIES})")
+    list_option(p, "--densities", metavar="RHO",
+                help="densities rho = k/d to compare Top-k at, each in (0, 1], space-separated "
+                     f"(default {DEFAULT_DENSITIES.replace(',', ' ')})")
     p.add_argument("--max-n", default=None, metavar="N",
                    help="subsample size (>= 8) for the sort-based tests, the fits and the "
                         "magnitude curve (default: each statistic's own)")
@@ -40,9 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true",
                    help="re-analyze snapshots already analyzed (needed to change the --seed or "
                         "--max-n of existing tables)")
-    p.add_argument("--out", type=Path, metavar="DIR",
+    p.add_argument("--results", type=Path, metavar="DIR",
                    help="write the tables to DIR/<experiment>/<run_id>/ instead of "
                         "RUN_DIR/analysis/ (the run folders are only read)")
+    deprecated(p, "--out", "--results", type=Path)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -76,7 +77,7 @@ def parse_densities(text: str) -> list[float]:
             rho = float(item.strip())
         except ValueError:
             raise ValueError(f"--densities: {item.strip()!r} is not a number; give "
-                             "comma-separated densities in (0, 1]") from None
+                             "densities in (0, 1]") from None
         try:
             k_from_density(rho, 1)
         except ValueError as exc:
@@ -247,20 +248,24 @@ def _median(values) -> float:
 
 
 def main(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+    from topkscope import progress
 
     try:
-        densities = parse_densities(args.densities)
+        densities = parse_densities(",".join(args.densities or [DEFAULT_DENSITIES]))
         max_n = parse_int("--max-n", args.max_n, 8)
         seed = parse_int("--seed", args.seed, 0)
-        out = getattr(args, "out", None)
+        out = getattr(args, "results", None)
+        if out is not None:
+            from topkscope.validate import output_folder
+
+            output_folder("--results", out)
         plans = [plan_run(d, densities, args.force, out, max_n, seed)
                  for d in run_folders(list(args.paths))]
     except ValueError as exc:  # nothing has been written yet
         raise CommandError(str(exc)) from None
     total = sum(len(p.todo) for p in plans)
-    with tqdm(total=total, desc="analyze", unit="snapshot", file=sys.stderr,
-              disable=True if args.no_progress else None) as bar:
+    with progress.bar(total=total, desc="analyze", unit="snapshot",
+                      enabled=not args.no_progress) as bar:
         try:
             for plan in plans:
                 analyze_plan(plan, max_n, seed, bar)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from topkscope.commands import CommandError
+from topkscope.commands import CommandError, list_option
 
 HELP = "run the benchmark scripts of the repository's benchmarks/ folder"
 # the suite's benchmarks, in the order they run; other scripts in the folder run after them
@@ -31,7 +31,9 @@ REPO_BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true",
                    help="forward --quick to every benchmark (each well under a minute)")
-    p.add_argument("--only", metavar="NAME,...", help="comma-separated benchmarks to run")
+    list_option(p, "--only", metavar="NAME",
+                help="run only these benchmarks, space-separated (default: every one; see "
+                     "--list)")
     p.add_argument("--benchmarks", type=Path, metavar="DIR",
                    help=f"folder of benchmark scripts (default: ${ENV_VAR}, else the "
                         "repository's benchmarks/)")
@@ -86,11 +88,13 @@ def discover(folder: Path) -> list[str]:
     return [n for n in KNOWN_ORDER if n in present] + sorted(present - set(KNOWN_ORDER))
 
 
-def choose(available: list[str], only: str | None) -> list[str]:
-    """The benchmarks to run, in run order; ValueError naming an unknown name."""
+def choose(available: list[str], only: list[str] | str | None) -> list[str]:
+    """The benchmarks to run, in run order (only: names, or one comma-separated text);
+    ValueError naming an unknown name."""
     if only is None:
         return available
-    wanted = [n.strip().removesuffix(".py") for n in only.split(",") if n.strip()]
+    names = only.split(",") if isinstance(only, str) else only
+    wanted = [n.strip().removesuffix(".py") for n in names if n.strip()]
     if not wanted:
         raise ValueError(f"--only {only!r} names no benchmark; available: {', '.join(available)}")
     unknown = [n for n in wanted if n not in available]

@@ -32,10 +32,12 @@ STDOUT = "-"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", type=Path, metavar="RUN_OR_RESULTS",
-                   help="run folder, experiment folder or results root (its complete and failed "
-                        "runs are used)")
+                   help="run folder, experiment folder or results root (its complete and "
+                        "failed runs are used; a failed run is a failed seed)")
     p.add_argument("--out", default="claims.csv", metavar="FILE",
                    help="where the table goes (default: ./claims.csv; '-': stdout)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar while the runs are read")
     add_margin_arguments(p)
 
 
@@ -53,7 +55,7 @@ def add_margin_arguments(p: argparse.ArgumentParser) -> None:
                         f"{PERPLEXITY_MARGIN_PCT:g})")
 
 
-def readable_runs(paths, load: Callable, runs_at: Callable) -> list:
+def readable_runs(paths, load: Callable, runs_at: Callable, progress_shown: bool = True) -> list:
     """The complete and failed runs under paths, loaded; ValueError naming the first folder
     the claims cannot read and what it lacks (topkscope.analysis.claims.what_is_missing);
     a folder whose manifest.json is not topkscope's is named before any status is looked at."""
@@ -63,7 +65,11 @@ def readable_runs(paths, load: Callable, runs_at: Callable) -> list:
         foreign = not_ours(found.manifest)
         if foreign is not None:
             raise ValueError(f"{str(found.path)!r}: {foreign}")
-    runs = [load(r.path) for r in runs_at(paths, status=("complete", "failed"))]
+    from topkscope import progress
+
+    found = runs_at(paths, status=("complete", "failed"))
+    runs = [load(r.path) for r in progress.bar(found, desc="claims: read", unit="run",
+                                               enabled=progress_shown)]
     for run in runs:
         missing = what_is_missing(run)
         if missing is not None:
@@ -84,7 +90,7 @@ def main(args: argparse.Namespace, tabulate: Callable, summarize: Callable) -> i
         if out is not None and out.is_dir():
             raise ValueError(f"--out {str(out)!r} is a folder; give a file name (e.g. "
                              f"{out / 'claims.csv'}) or '-' for stdout")
-        runs = readable_runs(args.paths, load, runs_at)
+        runs = readable_runs(args.paths, load, runs_at, progress_shown=not args.no_progress)
         table = tabulate(runs, margin=args.margin, perplexity_margin=args.perplexity_margin)
     except ValueError as exc:  # nothing has been written yet
         raise CommandError(str(exc)) from None

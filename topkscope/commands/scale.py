@@ -1,7 +1,7 @@
 """`topkscope scale`: predicted TopK-SGD step time on a network, per method and worker count.
 
     topkscope scale --model resnet50 --network 10gbe --workers 16 64 256
-    topkscope scale --params 110000000 --batch 64 --compute-s 0.30 --network ib100-fit --workers 32
+    topkscope scale --params 110000000 --batch 64 --compute-s 0.30 --network ib100 --workers 32
     topkscope scale --from-run results/my-exp/cnn1 --network 10gbe --workers 16 64
 
 Compute comes from --compute-s, else (--inputs published, the default) the published GPU
@@ -12,12 +12,13 @@ size (manifest num_parameters) and the compute time (median train.parquet time_c
 one run folder, and refuses in one line a run where no compute time was measured; --batch B is the
 per-worker batch: it rescales a table's compute time linearly and gives the throughput.
 
-Prints one row per (method, training condition of its counts, P): compute, selection and
-communication milliseconds, t_step, the speed-ups over dense, Top-k, Dense + WFBP and Dense
-fp16, the throughput, the crossover bandwidth, the break-even selection times (the longest
-selection that still beats each baseline), and where each input came from (measured here,
-published, preset, user, nominal); a warning when the selection times come from another device
-than the compute. The selection CSV is --selection-csv, else the first measured on the
+Prints the answer: a table with one row per (method, training condition of its counts, P):
+t_step, the speed-ups over each baseline, the selection time and the break-even selection
+(the longest that still beats every dense baseline); per P the fastest method, by how much,
+and what decides it; the sources of the inputs once below (measured here, published, preset,
+user, nominal); a warning when the selection times come from another device than the
+compute. --verbose prints instead every row in detail: compute, selection and communication
+milliseconds, the throughput, the crossover bandwidth, each break-even time and the sources. The selection CSV is --selection-csv, else the first measured on the
 compute's device (topkscope.perf.report.selection_table). A value that
 does not apply prints as a dash, explained in a footnote. --csv writes the same table (every
 column; docs/scaling.md documents each).
@@ -61,10 +62,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "from published measurements, results/reference/scaling/"
                         "gpu_compute.csv) or here (this machine: runs under --results, else "
                         "the model-compute benchmark)")
-    p.add_argument("--network", help="preset (1gbe, 10gbe, 10gbe-fit, 25gbe, ib100, ib100-fit, "
-                   "nvlink) or a calibration CSV of benchmarks/calibrate_comm.py (default with "
-                   "--alpha and --beta: none)")
-    p.add_argument("--workers", type=int, nargs="+", required=True, metavar="P")
+    p.add_argument("--network", help="preset: 10gbe, ib100 (fitted on published measurements); "
+                   "1gbe, 10gbe-line, 25gbe, ib100-line, nvlink (line rate); or a calibration "
+                   "CSV of benchmarks/calibrate_comm.py (default with --alpha and --beta: none)")
+    p.add_argument("--workers", type=int, nargs="+", required=True, metavar="P",
+                   help="worker counts P to predict (space-separated, >= 1)")
     p.add_argument("--methods", nargs="+", metavar="METHOD",
                    help="sparsifiers and baselines (default: dense dense-wfbp dense-fp16 topk "
                         "gaussiank gaussiank-2019; gtopk = Top-k selection with gTop-k's tree "
@@ -90,11 +92,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="two all-gathers as published (default) or one packed buffer")
     p.add_argument("--unpadded", action="store_true",
                    help="all-gatherv of the real counts (default: padded to the largest)")
-    p.add_argument("--algorithm", choices=("ring", "recursive-doubling"), default="ring")
+    p.add_argument("--algorithm", choices=("ring", "recursive-doubling"), default="ring",
+                   help="collective algorithm of the exchange's cost model (default: ring, "
+                        "as NCCL)")
     p.add_argument("--overlap", type=float, default=0.0,
                    help="fraction of compute the exchange may hide behind (default 0: the "
                         "published code does not overlap)")
     p.add_argument("--csv", type=Path, help="write the table here")
+    p.add_argument("--verbose", action="store_true",
+                   help="every row in detail (parts, throughput, crossover, each break-even "
+                        "time, its sources) instead of the answer table")
 
 
 DASH = "—"
@@ -160,12 +167,90 @@ def from_run(args: argparse.Namespace) -> str:
     return f"{manifest.get('model') or 'model'} of {run}"
 
 
+def _detail(table, methods) -> list[str]:
+    """--verbose: every row with its parts, throughput, crossover, break-even times, sources."""
+    from topkscope.perf import model as pm
+    from topkscope.perf import report
+
+    lines = []
+    for row in table.to_dict("records"):
+        overlap = f" (overlaps {row['overlap']:.3g} of compute)" if row["overlap"] else ""
+        speedups = ", ".join(f"{ref} {_number(row[pm.speedup_column(ref)], '.3f', 'x')}"
+                             for ref in pm.SPEEDUP_REFERENCES if ref in methods)
+        name = row["method"] + (f" [{row['condition']}]" if row["condition"] else "")
+        lines += [f"  P={row['workers']:<5} {name:<15} t_step {row['t_step'] * 1e3:10.3f} ms = "
+                  f"compute {row['t_compute'] * 1e3:.3f} + select {row['t_select'] * 1e3:.3f} "
+                  f"+ comm {row['t_comm'] * 1e3:.3f}{overlap}",
+                  f"      speed-up over {speedups}; throughput "
+                  f"{_number(row['throughput'], '.1f', ' samples/s')}; "
+                  f"{_crossover(row['crossover_gbit'])}"]
+        if row["method"] not in pm.DENSE_METHODS:
+            lines.append("      break-even: " + "; ".join(
+                report.breakeven_text(ref, row[pm.breakeven_column(ref)])
+                for ref in pm.SPEEDUP_REFERENCES if ref in methods and ref != row["method"]))
+        lines.append(f"      sources: compute {row['compute_source']}; select "
+                     f"{row['select_source']}; counts {row['count_source']}; comm "
+                     f"{row['comm_source']}")
+    return lines
+
+
+def _answer(table, methods) -> list[str]:
+    """The answer table (one row per method, condition and P), per P the fastest method and
+    what decides it, then the inputs' sources once."""
+    from topkscope.perf import model as pm
+
+    refs = [r for r in pm.SPEEDUP_REFERENCES if r in methods]
+    dense = [r for r in pm.DENSE_METHODS if r in methods]
+    rows = table.to_dict("records")
+    names = [r["method"] + (f" [{r['condition']}]" if r["condition"] else "") for r in rows]
+    width = max(len("method"), *map(len, names))
+    head = (f"  {'P':>5}  {'method':<{width}}  {'t_step ms':>10}  "
+            + "  ".join(f"{'x ' + r:>12}" for r in refs) + f"  {'select ms':>9}  "
+            "break-even ms")
+    lines = [head]
+    for row, name in zip(rows, names):
+        breakeven = (_number(min(row[pm.breakeven_column(r)] for r in dense) * 1e3, '.3g')
+                     if row["method"] not in pm.DENSE_METHODS and dense else DASH)
+        lines.append(f"  {row['workers']:>5}  {name:<{width}}  {row['t_step'] * 1e3:>10.3f}  "
+                     + "  ".join(f"{_number(row[pm.speedup_column(r)], '.3f', 'x'):>12}"
+                                 for r in refs)
+                     + f"  {row['t_select'] * 1e3:>9.3g}  {breakeven}")
+    lines.append("break-even ms: the longest selection that still beats every dense baseline")
+    for workers in sorted({r["workers"] for r in rows}):
+        at = [(r, n) for r, n in zip(rows, names) if r["workers"] == workers]
+        best, name = min(at, key=lambda rn: rn[0]["t_step"])
+        others = [r for r, _ in at if r is not best]
+        line = f"P={workers}: fastest {name} at {best['t_step'] * 1e3:.3g} ms"
+        if others:
+            second = min(others, key=lambda r: r["t_step"])
+            line += (f", {second['t_step'] / best['t_step']:.3g}x faster than the next, "
+                     f"{second['method']}")
+        parts = {"compute": best["t_compute"], "selection": best["t_select"],
+                 "communication": best["t_comm"]}
+        line += f"; its largest part: {max(parts, key=parts.get)}"
+        if best["method"] not in pm.DENSE_METHODS and dense:
+            limit = min(best[pm.breakeven_column(r)] for r in dense)
+            line += (f"; it stays ahead of the dense baselines while its selection "
+                     f"({best['t_select'] * 1e3:.3g} ms) takes below {limit * 1e3:.3g} ms")
+        lines.append(line)
+    for kind in ("compute", "select", "count", "comm"):  # each source once, with its methods
+        by_source: dict[str, list[str]] = {}
+        for r in rows:
+            if kind in ("compute", "comm") or r["method"] not in pm.DENSE_METHODS:
+                by_source.setdefault(str(r[kind + "_source"]), []).append(r["method"])
+        if by_source:
+            lines.append(f"sources of {kind}: " + "; ".join(
+                (f"{', '.join(dict.fromkeys(m))}: " if kind in ("select", "count") else "") + src
+                for src, m in by_source.items()))
+    return lines
+
+
 def main(args: argparse.Namespace) -> int:
     from topkscope import models
     from topkscope.io import write_bytes_atomic
     from topkscope.perf import model as pm
     from topkscope.perf import report
-    from topkscope.perf.networks import resolve
+    from topkscope.perf.networks import DEPRECATED_NAMES, resolve
     from topkscope.sparsify import available as sparsifiers
 
     try:
@@ -178,6 +263,9 @@ def main(args: argparse.Namespace) -> int:
         if "dense" not in methods:
             methods = ["dense", *methods]
         net = resolve(args.network, args.alpha, args.beta)
+        if str(args.network).lower() in DEPRECATED_NAMES:
+            print(f"note: --network {args.network} is deprecated; it is now named "
+                  f"{DEPRECATED_NAMES[str(args.network).lower()]}", file=sys.stderr)
         opts = pm.Options(layout=args.layout, padded=not args.unpadded,
                           algorithm=args.algorithm, overlap=args.overlap)
         results = args.results if args.results.is_dir() else None
@@ -203,24 +291,7 @@ def main(args: argparse.Namespace) -> int:
              f"{_number(first['batch_per_worker'], '.0f')}, {opts.label()}"]
     if first["inputs_warning"]:
         lines.append(f"warning: {first['inputs_warning']}")
-    for row in table.to_dict("records"):
-        overlap = f" (overlaps {row['overlap']:.3g} of compute)" if row["overlap"] else ""
-        speedups = ", ".join(f"{ref} {_number(row[pm.speedup_column(ref)], '.3f', 'x')}"
-                             for ref in pm.SPEEDUP_REFERENCES if ref in methods)
-        name = row["method"] + (f" [{row['condition']}]" if row["condition"] else "")
-        lines += [f"  P={row['workers']:<5} {name:<15} t_step {row['t_step'] * 1e3:10.3f} ms = "
-                  f"compute {row['t_compute'] * 1e3:.3f} + select {row['t_select'] * 1e3:.3f} "
-                  f"+ comm {row['t_comm'] * 1e3:.3f}{overlap}",
-                  f"      speed-up over {speedups}; throughput "
-                  f"{_number(row['throughput'], '.1f', ' samples/s')}; "
-                  f"{_crossover(row['crossover_gbit'])}"]
-        if row["method"] not in pm.DENSE_METHODS:
-            lines.append("      break-even: " + "; ".join(
-                report.breakeven_text(ref, row[pm.breakeven_column(ref)])
-                for ref in pm.SPEEDUP_REFERENCES if ref in methods and ref != row["method"]))
-        lines.append(f"      sources: compute {row['compute_source']}; select "
-                     f"{row['select_source']}; counts {row['count_source']}; comm "
-                     f"{row['comm_source']}")
+    lines += (_detail(table, methods) if args.verbose else _answer(table, methods))
     if any(DASH in line for line in lines):
         lines.append(FOOTNOTE)
     print("\n".join(lines))

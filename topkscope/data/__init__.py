@@ -4,7 +4,7 @@
     shard_indices(n, rank, world_size, epoch, seed, shuffle=True) -> LongTensor
     batchify(tokens, batch_size) -> (T, B) LongTensor
 
-root defaults to $TOPKSCOPE_DATA, else ./data; `topkscope fetch --root DIR` puts MNIST and
+root defaults to $TOPKSCOPE_DATA, else ./data; `topkscope fetch --data DIR` puts MNIST and
 PTB there.
 """
 

@@ -130,7 +130,7 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
 def fetch_command(root: Path, extra: str = "") -> str:
     """The command that obtains the datasets for this root, for error messages."""
     tail = f" {extra}" if extra else ""
-    return f"topkscope fetch --root {root}{tail}"
+    return f"topkscope fetch --data {root}{tail}"
 
 
 def mismatch(data: bytes, expected: FileSum) -> str | None:

@@ -1,15 +1,15 @@
 """Named networks: a latency alpha (seconds per message) and an inverse bandwidth beta
 (seconds per byte), each with where its numbers come from.
 
-beta is the nominal line rate of the link (what the standard or vendor specifies), so every
-preset is an optimistic bound: real collectives reach a fraction of it (TCP, protocol
+The line rates (LINE_RATES): beta is the nominal line rate of the link (what the standard or
+vendor specifies), so each is an optimistic bound: real collectives reach a fraction of it (TCP, protocol
 overheads). alpha is the per-ring-step latency NCCL assumes in its own cost model
 (src/graph/tuning.cc, the `hwLat` table, Ring algorithm, Simple protocol: 14.0 us for a
 network hop in current releases, 3.4 us for NVLink), which is lower than what a TCP socket
 achieves on Ethernet; calibrate (benchmarks/calibrate_comm.py) or give --alpha/--beta for a
 real cluster.
 
-    preset     line rate            beta (s/B)   alpha (s)   source of the rate
+    link       line rate            beta (s/B)   alpha (s)   source of the rate
     1gbe       1 Gbit/s             8.0e-9       14e-6       IEEE 802.3ab (1000BASE-T)
     10gbe      10 Gbit/s            8.0e-10      14e-6       IEEE 802.3ae / 802.3an
     25gbe      25 Gbit/s            3.2e-10      14e-6       IEEE 802.3by
@@ -17,18 +17,26 @@ real cluster.
     nvlink     150 GB/s per dir.    6.67e-12     3.4e-6      NVIDIA V100 SXM2: 6 NVLink 2.0
                                                              links x 25 GB/s per direction
 
-Fitted presets carry an effective-bandwidth factor: the fraction of the line rate that dense
-ring all-reduces reached on published clusters (beta = line-rate beta / factor), fitted by
-topkscope.perf.published to the ddl-benchmarks measurements of ResNet-50 and BERT-Large on 16
-and 32 GPUs (BERT-Base held out; docs/scaling.md has the table):
+The names a user types first give the predictions validated on published measurements: where
+a published cluster measured a link, its plain name is the fitted preset, which carries an
+effective-bandwidth factor, the fraction of the line rate that dense ring all-reduces reached
+there (beta = line-rate beta / factor), fitted by topkscope.perf.published to the
+ddl-benchmarks measurements of ResNet-50 and BERT-Large on 16 and 32 GPUs (BERT-Base held out;
+docs/scaling.md has the table); its line rate is then `<name>-line`:
 
-    10gbe-fit  10 Gbit/s x FIT_FACTORS["10gbe"]     the 32-GPU cluster's 10GbE, TCP/IP
-    ib100-fit  100 Gbit/s x FIT_FACTORS["ib100"]    the same cluster's 100 Gb InfiniBand, RDMA
+    10gbe        10 Gbit/s x FIT_FACTORS["10gbe"]   the 32-GPU cluster's 10GbE, TCP/IP
+    ib100        100 Gbit/s x FIT_FACTORS["ib100"]  the same cluster's 100 Gb InfiniBand, RDMA
+    10gbe-line   10 Gbit/s line rate
+    ib100-line   100 Gbit/s line rate
+
+1gbe, 25gbe and nvlink have no published measurement: line rate only. The fitted presets were
+named `10gbe-fit` / `ib100-fit` and the line rates `10gbe` / `ib100` before; the old `-fit`
+names still resolve (DEPRECATED_NAMES), and `current_names` reads tables written then.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 NCCL_NET_RING_LATENCY = 14.0e-6     # hwLat[NET][Ring][Simple], us -> s
@@ -78,17 +86,20 @@ FIT_SOURCE = ("fitted to published dense all-reduce times (HKBU-HPML/ddl-benchma
 
 
 def fitted(line_rate: Network, factor: float) -> Network:
-    """`line_rate` with its bandwidth scaled by `factor` (beta / factor), named <name>-fit."""
+    """`line_rate` with its bandwidth scaled by `factor` (beta / factor), named as the link
+    (its name less LINE)."""
     if not 0 < factor <= 1:
         raise ValueError(f"bandwidth factor must be in (0, 1], got {factor!r}")
-    return Network(f"{line_rate.name}-fit", line_rate.alpha, line_rate.beta / factor,
+    return Network(line_rate.name.removesuffix(LINE), line_rate.alpha, line_rate.beta / factor,
                    line_rate.alpha_source,
                    f"preset ({line_rate.bandwidth_gbit:g} Gbit/s line rate x {factor:.3f} "
                    f"effective, {FIT_SOURCE})", bandwidth_factor=factor)
 
 
+LINE = "-line"  # the suffix of a line-rate preset whose link also has a fitted one
 _NCCL_NET = "preset (NCCL tuning.cc hwLat NET/Ring/Simple)"
-PRESETS: dict[str, Network] = {
+# the nominal line rate of each link, by the link's name (the published rows' `network`)
+LINE_RATES: dict[str, Network] = {
     "1gbe": Network("1gbe", NCCL_NET_RING_LATENCY, _gbit(1.0), _NCCL_NET,
                     "preset (1 Gbit/s line rate, IEEE 802.3ab)"),
     "10gbe": Network("10gbe", NCCL_NET_RING_LATENCY, _gbit(10.0), _NCCL_NET,
@@ -101,8 +112,32 @@ PRESETS: dict[str, Network] = {
                       "preset (NCCL tuning.cc hwLat NVLINK/Ring/Simple)",
                       "preset (V100 SXM2: 6 NVLink 2.0 links x 25 GB/s per direction)"),
 }
-PRESETS.update({f"{name}-fit": fitted(PRESETS[name], factor)
-                for name, factor in FIT_FACTORS.items()})
+PRESETS: dict[str, Network] = {}
+for _name, _net in LINE_RATES.items():
+    if _name in FIT_FACTORS:
+        _net = replace(_net, name=_name + LINE)
+        PRESETS[_name] = fitted(_net, FIT_FACTORS[_name])
+        PRESETS[_name + LINE] = _net
+    else:
+        PRESETS[_name] = _net
+# the fitted presets' names before they took the plain ones (kept for one release)
+DEPRECATED_NAMES = {f"{name}-fit": name for name in FIT_FACTORS}
+
+
+def is_fitted(name: str) -> bool:
+    """Whether the preset `name` was fitted on published measurements (else: a line rate)."""
+    net = PRESETS.get(str(name))
+    return net is not None and net.bandwidth_factor != 1.0
+
+
+def current_names(names) -> dict[str, str]:
+    """{name as a table wrote it: today's preset name}. A table naming any `<link>-fit` preset
+    was written before the renaming: there `<link>` was the line rate (today `<link>-line`)
+    and `<link>-fit` the fitted preset (today `<link>`)."""
+    names = [str(n) for n in names]
+    if not any(n in DEPRECATED_NAMES for n in names):
+        return {n: n for n in names}
+    return {n: DEPRECATED_NAMES.get(n, n + LINE if n in FIT_FACTORS else n) for n in names}
 
 
 def available() -> list[str]:
@@ -127,7 +162,7 @@ def resolve(name: str | None, alpha: float | None = None, beta: float | None = N
                              + ", ".join(available()))
         return Network("user", float(alpha), float(beta), "user", "user")
     else:
-        key = name.lower()
+        key = DEPRECATED_NAMES.get(name.lower(), name.lower())
         if key not in PRESETS:
             raise ValueError(f"unknown network {name!r}; presets: {', '.join(available())} "
                              "(or a calibration CSV from benchmarks/calibrate_comm.py)")

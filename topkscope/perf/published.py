@@ -18,7 +18,7 @@ which names the file and commit it was read from; this module derives the rest:
     gpu_compute(model)      (compute Input, batch) of that table for the step-time model
     fit_factors()           per network, the fraction of the line rate the dense all-reduce
                             reached: least squares on relative error over the fit rows
-                            (dense rows of FIT_MODELS); the presets <net>-fit carry it
+                            (dense rows of FIT_MODELS); the presets <net> carry it
     validation_table()      every 16- and 32-GPU row: measured seconds per step
                             (GPUs x batch / throughput), the model's prediction on the fitted
                             preset (compute: the model's own 1-GPU time), their ratio, and
@@ -48,7 +48,7 @@ import pandas as pd
 
 from topkscope.perf import model as pm
 from topkscope.perf.inputs import Input
-from topkscope.perf.networks import PRESETS, fitted
+from topkscope.perf.networks import LINE_RATES, fitted
 from topkscope.perf.workload import WORKLOADS, backward_fraction, flop_counts, model_size
 
 REFERENCE_SCALING = Path(__file__).resolve().parents[2] / "results" / "reference" / "scaling"
@@ -169,7 +169,7 @@ def _predict(row, compute_s: float, net) -> tuple[float, dict]:
 
 def _multi_gpu(table: pd.DataFrame) -> pd.DataFrame:
     rows = table[table["gpus"] > 1]
-    unknown = set(rows["network"]) - set(PRESETS)
+    unknown = set(rows["network"]) - set(LINE_RATES)
     if unknown:
         raise ValueError(f"published rows name unknown networks {sorted(unknown)}")
     bad = set(rows["method"]) - set(pm.DENSE_METHODS)
@@ -195,7 +195,7 @@ def fit_factors(table: pd.DataFrame | None = None) -> dict[str, float]:
             if not is_fit_row(row):
                 continue
             compute = seconds_per_step(_single_gpu(table, row["model"]))
-            line = PRESETS[network]
+            line = LINE_RATES[network]
             t_line, _ = _predict(row, compute, line)
             t_zero, _ = _predict(row, compute, _no_bandwidth_cost(line))
             measured, b = seconds_per_step(row), t_line - t_zero
@@ -225,9 +225,9 @@ def validation_table(table: pd.DataFrame | None = None,
             raise ValueError(f"no fitted bandwidth factor for network {network!r}")
         compute = seconds_per_step(_single_gpu(table, row["model"]))
         measured = seconds_per_step(row)
-        net = fitted(PRESETS[network], factors[network])
+        net = fitted(LINE_RATES[network], factors[network])
         predicted, parts = _predict(row, compute, net)
-        line, _ = _predict(row, compute, PRESETS[network])
+        line, _ = _predict(row, compute, LINE_RATES[network])
         out.append({
             "source": row["source"], "model": row["model"],
             "published_model": row.get("published_model", row["model"]),

@@ -37,16 +37,24 @@ PARTS = (("t_compute", "compute"), ("t_select", "selection"), ("t_comm", "commun
 NEEDED = ("model", "network", "method", "workers", "t_compute", "t_select", "t_comm", "t_step")
 MAX_COLUMNS = 3
 # the networks of the published clusters (topkscope.perf.published), drawn when present
-CLUSTER_NETWORKS = ("10gbe-fit", "ib100-fit")
-NETWORK_NAMES = {"10gbe-fit": "10 GbE (measured)", "ib100-fit": "100 Gb IB (measured)",
-                 "1gbe": "1 GbE", "10gbe": "10 GbE", "25gbe": "25 GbE", "ib100": "100 Gb IB",
-                 "nvlink": "NVLink"}
+CLUSTER_NETWORKS = ("10gbe", "ib100")
+LINKS = {"1gbe": "1 GbE", "10gbe": "10 GbE", "25gbe": "25 GbE", "ib100": "100 Gb IB",
+         "nvlink": "NVLink"}
+FITTED, LINE_RATE = "fitted on published measurements", "line rate"
 LOG_SPAN = 10.0  # a value axis turns logarithmic when its positive values span this factor
 DENSE_METHODS = ("dense", "dense-wfbp", "dense-fp16")
 
 
 def network_name(name: str) -> str:
-    return NETWORK_NAMES.get(str(name), str(name))
+    """'10 GbE, fitted on published measurements' / '1 GbE, line rate' for a preset of
+    topkscope.perf.networks (the clusters' links are fitted; `<link>-line` and the links no
+    cluster measured are line rates); any other network (a calibration, user values) by its
+    own name."""
+    name = str(name)
+    link = LINKS.get(name.removesuffix("-line"))
+    if link is None:
+        return name
+    return f"{link}, {FITTED if name in CLUSTER_NETWORKS else LINE_RATE}"
 
 
 def _at(table: pd.DataFrame, workers: int, what: str) -> pd.DataFrame:
@@ -201,14 +209,14 @@ def crossover(table: pd.DataFrame, workers: int = 16) -> Figure:
                                 ha="right" if np.isinf(v) else "left", fontsize=7)
         for net, gbit in zip(marks["network"], cluster_gbit):
             ax.axvline(gbit, color="0.2", linestyle="--", linewidth=1)
-            ax.annotate(f"{network_name(net)}\n{gbit:.3g} Gbit/s", (gbit, 1.0),
+            ax.annotate(f"{LINKS.get(net, net)}\n{gbit:.3g} Gbit/s", (gbit, 1.0),
                         xycoords=("data", "axes fraction"), xytext=(0, 3),
                         textcoords="offset points", ha="center", va="bottom", fontsize=7)
         ax.set_xscale("log")
         ax.set_xlim(low, high)
         ax.set_yticks(np.arange(len(models))[::-1], [model_name(m) for m in models])
         ax.set_xlabel("bandwidth (Gbit/s) below which the method beats Dense\n(dashed: the "
-                      "published clusters' measured bandwidth)")
+                      "bandwidth fitted on the published clusters)")
         ax.grid(axis="y", visible=False)
         handles, names = ax.get_legend_handles_labels()
         _shared_legend(fig, handles, names, len(methods))
@@ -243,10 +251,12 @@ def breakeven(table: pd.DataFrame, workers: int = 16) -> Figure:
     require_rows(sparse, "sparse methods in the scaling table")
     variants = _variants(sparse)
     models = list(dict.fromkeys(sparse["model"]))
-    bars = [(n, v) for n in nets for v in variants]
+    present = set(zip(sparse["network"], sparse["method"], sparse["condition"]))
+    bars = [(n, v) for n in nets for v in variants if (n, *v) in present]  # no empty rows
     y = np.arange(len(bars))[::-1].astype(float)
-    for i in range(1, len(nets)):  # a gap between network blocks
-        y[: i * len(variants)] += 0.6
+    for i in range(1, len(bars)):  # a gap between network blocks
+        if bars[i][0] != bars[i - 1][0]:
+            y[:i] += 0.6
     colors = palette(["dense", "topk"])
     with figure_style():
         fig, axes = _grid(len(models), sharey=True)

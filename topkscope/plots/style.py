@@ -191,11 +191,27 @@ def palette(names: Sequence[str]) -> dict[str, tuple]:
     return {name: colors[i % len(colors)] for i, name in enumerate(names)}
 
 
+_saved_formats: list[tuple[str, ...]] = [SAVE_FORMATS]  # the default of save_figure
+
+
+@contextlib.contextmanager
+def saving(formats: Sequence[str]):
+    """save_figure writes only `formats` by default inside this block (the report embeds
+    PNGs and needs no PDF)."""
+    _saved_formats.append(tuple(formats))
+    try:
+        yield
+    finally:
+        _saved_formats.pop()
+
+
 def save_figure(
-    fig: Figure, out_dir: str | Path, name: str, formats: Sequence[str] = SAVE_FORMATS,
+    fig: Figure, out_dir: str | Path, name: str, formats: Sequence[str] | None = None,
     dpi: int = PNG_DPI,
 ) -> list[Path]:
-    """Write fig as out_dir/name.{png,pdf} (atomically: temporary name, then rename)."""
+    """Write fig as out_dir/name.{png,pdf} (atomically: temporary name, then rename); formats:
+    default SAVE_FORMATS, or those of the enclosing `saving` block."""
+    formats = _saved_formats[-1] if formats is None else formats
     bad = [f for f in formats if f not in ("png", "pdf", "svg")]
     if bad:
         raise ValueError(f"unsupported figure format(s) {bad}; allowed: png, pdf, svg")

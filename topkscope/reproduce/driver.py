@@ -551,6 +551,14 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
 
     index = write_index(entries, opts.figures_dir, profile=opts.profile, claims_markdown=md,
                         notes=notes)
+    if claims is not None:  # the whole profile on one page: results/report.html
+        from topkscope.reproduce.report import write_report
+
+        try:
+            write_report([Path(opts.results_root)], Path(opts.results_root) / "report.html")
+        except (ValueError, OSError) as exc:
+            failures.append(f"report: {exc}")
+            log(f"  FAILED report: {exc}")
     log(f"done in {total / 60:.1f} min: {len(entries)} figures, index {index}"
         + (f"; {len(failures)} failure(s)" if failures else ""))
     return Outcome(entries, failures, timings, claims, index)

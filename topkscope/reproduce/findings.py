@@ -39,6 +39,9 @@ def markers(block: str = "claims") -> tuple[str, str, str, str]:
 
 
 README_START, README_END, PROSE_START, PROSE_END = markers("claims")
+# block -> the heading of its findings sections in docs/findings.md ("### Quick: Convergence")
+HEADINGS = {"claims": "Quick", "standard-claims": "Standard"}
+MAX_COLUMNS, MAX_CELL = 9, 60  # docs/findings.md: a table's columns, a cell's characters
 # the claims columns of the distribution table, in order: (claim, header)
 DISTRIBUTION_COLUMNS = (
     ("gaussian_like", "Gaussian-like"),
@@ -214,6 +217,12 @@ def _condition(value) -> str:
     return text if text else "all runs pooled"
 
 
+def _short(condition: str) -> str:
+    """A condition as a table cell shows it: rho as ρ, "during warm-up at" as "in warm-up at"
+    (the claims' own text is in claims.csv)."""
+    return condition.replace("; during warm-up at ", "; in warm-up at ").replace("rho=", "ρ=")
+
+
 def _row(cells: list[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
@@ -241,7 +250,7 @@ def distribution_markdown(table: pd.DataFrame) -> str:
     for (model, cond), by in cells.items():
         values = [by.get(columns[0][0], "—"), by.get("beta", "—")]
         values += [by.get(key, "—") for key, _ in columns[1:]]
-        lines.append(_row([model_name(model), cond, *values]))
+        lines.append(_row([model_name(model), _short(cond), *values]))
     return "\n".join(lines)
 
 
@@ -272,7 +281,9 @@ def _sent(row, derived: bool) -> str:
 def convergence_markdown(table: pd.DataFrame, derived: bool = False) -> str:
     """One row per (model, method, condition): the paired difference with its 95% interval,
     the seeds (failed ones counted), the elements sent at the target density relative to
-    Top-k's, and each claim's verdict with its cause."""
+    Top-k's, and each claim's verdict; the rules are stated above the table (CONVERGENCE_RULES)
+    and the causes a row's cells do not show (a traffic verdict neither holds nor fails by
+    the accuracy claim alone) are numbered notes below it."""
     pairs: dict[tuple, dict] = {}
     for row in table.itertuples(index=False):
         kind = "traffic" if str(row.claim).endswith("_traffic") else "accuracy"
@@ -280,13 +291,31 @@ def convergence_markdown(table: pd.DataFrame, derived: bool = False) -> str:
                          {})[kind] = row
     lines = _header(["model", "method", "condition", "difference [95% interval]", "seeds",
                      "sent vs Top-k (target ρ)", "trains as well as Top-k", "traffic-matched"])
+    notes: list[str] = []
     for (model, method, cond), by in pairs.items():
         acc = by.get("accuracy") or by.get("traffic")
-        verdict = {k: f"{_verdict(str(r.verdict))}: {_text(r.cause)}" for k, r in by.items()}
-        lines.append(_row([model_name(model), sparsifier_name(method), cond, _interval(acc),
-                           _seeds(acc), _sent(acc, derived), verdict.get("accuracy", "—"),
-                           verdict.get("traffic", "—")]))
-    return "\n".join(lines)
+        verdict = {}
+        for kind, r in by.items():
+            verdict[kind] = _verdict(str(r.verdict))
+            if kind == "traffic" and str(r.verdict) not in ("holds", "fails"):
+                notes.append(f"{model_name(model)}, {sparsifier_name(method)}, {cond}: "
+                             f"{_text(r.cause)}")
+                verdict[kind] += f" (note {len(notes)})"
+        lines.append(_row([model_name(model), sparsifier_name(method), _short(cond),
+                           _interval(acc), _seeds(acc), _sent(acc, derived),
+                           verdict.get("accuracy", "—"), verdict.get("traffic", "—")]))
+    text = "\n".join(lines)
+    if notes:
+        text += "\n\n" + "\n".join(f"{i}. {n}" for i, n in enumerate(notes, 1))
+    return text
+
+
+CONVERGENCE_RULES = (
+    "trains as well as Top-k holds when the interval lies on the good side of the margin (above "
+    "−1 point of accuracy, below +3% of perplexity), fails on the other side, else is "
+    "inconclusive; traffic-matched holds when it trains as well and sends at most 4/3 of "
+    "Top-k's elements at the target density on every seed, fails when it does not train as "
+    "well or every seed sends more; each row's cause is in claims.csv")
 
 
 def _variants(table: pd.DataFrame) -> dict[int, str]:
@@ -295,56 +324,104 @@ def _variants(table: pd.DataFrame) -> dict[int, str]:
     [warmup=paper; rho=0.001]")."""
     conditions = table["training_condition"].map(_text)
     several = conditions.groupby(table["sparsifier"]).nunique() > 1
-    return {i: sparsifier_name(str(m)) + (f" [{c}]" if several[m] and c else "")
+    return {i: sparsifier_name(str(m)) + (f" [{_short(c)}]" if several[m] and c else "")
             for i, (m, c) in enumerate(zip(table["sparsifier"], conditions))}
 
 
-def _breakeven_cell(row) -> str:
-    """'inconclusive: break-even selection < 161 ms vs Dense, Top-k's + 0.2 ms': the verdict
-    of a speed-up row judged on break-even selection times (breakeven_ms, breakeven_topk_ms)."""
-    dense, topk = _number(row, "breakeven_ms"), _number(row, "breakeven_topk_ms")
-    base = [b for b in _text(row.baselines).split(", ") if b != sparsifier_name("topk")]
-    parts = []
-    if not math.isnan(dense):
-        versus = f" vs {base[0]}" if base else ""
-        parts.append(f"< {dense:.3g} ms{versus}" if dense > 0
-                     else f"never{versus} (slower even with free selection)")
-    if not math.isnan(topk):
-        parts.append(f"Top-k's {verdicts.signed(topk)} ms")
-    return f"{_verdict(str(row.verdict))}: break-even selection " + ", ".join(parts)
+MARKS = {"holds": "✓", "fails": "✗", "inconclusive": "?", "mixed": "~",
+         "insufficient-data": "·"}
+MARKS_TEXT = ("✓ holds, ✗ fails, ? inconclusive (within the model's validated error, or "
+              "decided by a selection time not measured on the compute's device), · "
+              "insufficient data")
+_SPEEDUP = re.compile(r"([0-9][0-9.e+-]*)× over ([^,]+?)(?=, | at )")
+
+
+def _mark(verdict) -> str:
+    return MARKS.get(str(verdict), str(verdict))
+
+
+def _versus(row, baseline: str) -> str:
+    """The one number of a speed-up row against `baseline`, after the verdict's mark: the
+    predicted speed-up ("1.49×"), or, judged on break-even (selection_basis), the longest
+    selection that still beats a dense baseline ("< 161 ms"; "never": slower even with free
+    selection) or the most it may exceed Top-k's ("+0.2 ms")."""
+    if _text(row.selection_basis) == BREAKEVEN:
+        if baseline == sparsifier_name("topk"):
+            value = _number(row, "breakeven_topk_ms")
+            number = "—" if math.isnan(value) else f"{verdicts.signed(value)} ms"
+        else:
+            value = _number(row, "breakeven_ms")
+            number = ("—" if math.isnan(value) else
+                      f"< {value:.3g} ms" if value > 0 else "never")
+    else:
+        found = {name: value for value, name in _SPEEDUP.findall(_text(row.cause))}
+        number = f"{float(found[baseline]):.3g}×" if baseline in found else "—"
+    return f"{_mark(row.verdict)} {number}"
+
+
+def with_current_networks(table: pd.DataFrame) -> pd.DataFrame:
+    """table with its `network` column in today's preset names (a table written before the
+    fitted presets took the plain names: topkscope.perf.networks.current_names)."""
+    from topkscope.perf.networks import current_names
+
+    if "network" not in table or table["network"].isna().all():
+        return table
+    names = current_names(table["network"].dropna().astype(str).unique())
+    return table.assign(network=table["network"].map(
+        lambda n: names.get(str(n), n) if isinstance(n, str) else n))
+
+
+def prediction_tables(table: pd.DataFrame) -> list[tuple[str, str]]:
+    """(baseline, markdown table) per baseline of the speed-up rows: one row per (model,
+    method and training condition), one column per network preset, each cell the verdict's
+    mark and one number (_versus)."""
+    table = with_current_networks(table.reset_index(drop=True))
+    networks = list(dict.fromkeys(table["network"].astype(str)))
+    variants = _variants(table)
+    by_baseline: dict[str, dict[tuple, dict]] = {}
+    for i, row in enumerate(table.itertuples(index=False)):
+        for baseline in _text(row.baselines).split(", "):
+            cells = by_baseline.setdefault(baseline, {})
+            cells.setdefault((model_name(row.model), variants[i]), {})[str(row.network)] = \
+                _versus(row, baseline)
+    out = []
+    for baseline, cells in by_baseline.items():
+        lines = _header(["model", "method", *networks])
+        lines += [_row([*label, *(by.get(n, "—") for n in networks)])
+                  for label, by in cells.items()]
+        out.append((baseline, "\n".join(lines)))
+    return out
 
 
 def prediction_markdown(table: pd.DataFrame) -> str:
-    """One row per (model, method and training condition, baselines), one column per network
-    preset: the verdict and its cause (the predicted speed-ups), or the break-even selection
-    times where the selection was another device's; the inputs are named above the table."""
+    """The predicted speed-ups: the rule, the inputs and the model's error stated once, then
+    one table per baseline (prediction_tables)."""
     if "network" not in table or table["network"].isna().all():
         return ("_These claims predate the structured prediction columns (network, "
                 "baselines); regenerate them (`make reproduce-figures`) to list the predicted "
                 "speed-ups here._")
-    table = table.reset_index(drop=True)
-    networks = list(dict.fromkeys(table["network"].astype(str)))
-    variants = _variants(table)
-    cells: dict[tuple, dict] = {}
-    for i, row in enumerate(table.itertuples(index=False)):
-        cell = (_breakeven_cell(row) if _text(row.selection_basis) == BREAKEVEN
-                else f"{_verdict(str(row.verdict))}: {_text(row.cause)}")
-        cells.setdefault((model_name(row.model), variants[i], f"over {row.baselines}"),
-                         {})[str(row.network)] = cell
-    lines = _header(["model", "method", "speed-up", *networks])
-    for label, by in cells.items():
-        lines.append(_row([*label, *(by.get(n, "—") for n in networks)]))
     inputs = "; ".join(sorted({str(v) for v in table.get("inputs", pd.Series()).dropna()}))
+    errors = sorted({f"±{e:.1%}" for e in pd.to_numeric(
+        table.get("model_error", pd.Series(dtype=float)), errors="coerce").dropna()})
     sparsifiers = ", ".join(sparsifier_name(s) for s in dict.fromkeys(table["sparsifier"]))
-    intro = (f"Predicted, not measured — the step-time speed-up of {sparsifiers} at P = 16 over "
-             "each baseline, per network preset: verdict and predicted speed-ups (where the "
-             "selection times were another device's than the compute's: the break-even "
-             "selection times, the longest selection that still beats the dense baseline and "
-             "the most it may exceed Top-k's); "
-             + (f"inputs: {inputs}; " if inputs else "")
-             + "the rule and every input are in each claims row (rule, condition); see "
+    breakeven = (table["selection_basis"].map(_text) == BREAKEVEN).any()
+    intro = (f"Predicted, not measured — the step-time speed-up of {sparsifiers} at P = 16 "
+             "over each baseline, per network preset (10gbe and ib100 fitted on published "
+             "measurements, the others line rates): the verdict as a mark ("
+             + MARKS_TEXT + ") and one number: the predicted speed-up, or, "
+             + ("where the selection times were another device's than the compute's (every "
+                "row here), the break-even selection time — the longest selection that still "
+                "beats a dense baseline (< ms; never: slower even with free selection), or the "
+                "most it may exceed Top-k's selection (± ms)" if breakeven else
+                "judged on break-even, the break-even selection time")
+             + (f"; inputs: {inputs}" if inputs else "")
+             + (f"; the model's validated error {', '.join(errors)}" if errors else "")
+             + "; the rule and every input are in each claims row (rule, condition); see "
                "docs/scaling.md.")
-    return intro + "\n\n" + "\n".join(lines)
+    parts = [intro]
+    for baseline, md in prediction_tables(table):
+        parts.append(f"Against {baseline}:\n\n{md}")
+    return "\n\n".join(parts)
 
 
 def _target(row) -> str:
@@ -354,69 +431,127 @@ def _target(row) -> str:
     return f"Top-k {verdicts.limit_text(metric, margin)}"
 
 
+_TTA_SPEEDUP = re.compile(r"Top-k ([0-9][0-9.e+-]*)x(?: \(seeds ([0-9.e+-]+)-([0-9.e+-]+)\))?")
+_TTA_NEVER = re.compile(r"never reaches the target on (\d+) of (\d+) seeds")
+_TTA_FAILED = re.compile(r"^(\d+) of (\d+) seeds failed")
+NOT_COUNTED = "with selection not counted"
+
+
+def _time_cell(row) -> str:
+    """The verdict's mark and one number of a time-to-accuracy row: the speed-up to the target
+    over Top-k with the seeds' range, or on how many seeds it never reached the target."""
+    cause = _text(row.cause)
+    failed = _TTA_FAILED.search(cause)
+    prefix = f"{failed[1]}/{failed[2]} failed, " if failed else ""
+    never, speedup = _TTA_NEVER.search(cause), _TTA_SPEEDUP.search(cause)
+    if never:
+        number = f"never on {never[1]}/{never[2]} seeds"
+    elif speedup:
+        number = f"{speedup[1]}×" + (f" ({speedup[2]}–{speedup[3]})" if speedup[2] else "")
+    else:
+        number = cause
+    return f"{_mark(row.verdict)} {prefix}{number}"
+
+
 def time_to_accuracy_markdown(table: pd.DataFrame) -> str:
     """One row per (model, method, training condition), one column per network preset: the
-    verdict of reaching the target sooner than Top-k and its cause; the target (Top-k's final
-    metric less the margin) and the seeds (failed ones counted) beside."""
+    verdict of reaching the target sooner than Top-k as a mark and the speed-up to the target
+    (the seeds' range) or the seeds that never reached it; the target (Top-k's final metric
+    less the margin) and the seeds (failed ones counted) beside; the rule and inputs above."""
+    table = with_current_networks(table)
     networks = list(dict.fromkeys(table["network"].astype(str)))
     cells: dict[tuple, dict] = {}
     for row in table.itertuples(index=False):
         label = (model_name(row.model), sparsifier_name(str(row.sparsifier)),
-                 _text(row.training_condition), _target(row), _seeds(row))
-        cells.setdefault(label, {})[str(row.network)] = (
-            f"{_verdict(str(row.verdict))}: {_text(row.cause)}")
+                 _short(_text(row.training_condition)), _target(row), _seeds(row))
+        cells.setdefault(label, {})[str(row.network)] = _time_cell(row)
     lines = _header(["model", "method", "condition", "target", "seeds", *networks])
     for label, by in cells.items():
         lines.append(_row([*label, *(by.get(n, "—") for n in networks)]))
     inputs = "; ".join(sorted({str(v) for v in table.get("inputs", pd.Series()).dropna()}))
+    uncounted = table["cause"].map(_text).str.contains(NOT_COUNTED).any()
     intro = ("Predicted from the measured convergence — the wall-clock each method needs at "
              "P = 16 to reach the target (Top-k's final metric of the same seed and condition "
-             "less the claims' margin) against Top-k's, per network preset: verdict and its "
-             "cause (the speed-up to the target, or the seeds that never reached it); "
-             + (f"inputs: {inputs}; " if inputs else "") + "see docs/scaling.md.")
+             "less the claims' margin) against Top-k's, per network preset: the verdict as a "
+             f"mark ({MARKS_TEXT}) and the speed-up to the target over Top-k (mean, the "
+             "seeds' range), or the seeds that never reached it"
+             + ("; ? where the selection was not counted (the selection times were another "
+                "device's than the compute's): its selection time on the compute's device "
+                "decides" if uncounted else "")
+             + (f"; inputs: {inputs}" if inputs else "") + "; see docs/scaling.md.")
     return intro + "\n\n" + "\n".join(lines)
 
 
 def checks_markdown(table: pd.DataFrame) -> str:
-    """The rows true by construction, one line per (claim, sparsifier) with each model's
-    verdict: checks of the code, not findings."""
+    """The rows true by construction, one line per (claim, sparsifier): how many rows hold,
+    on which models, the share of units: checks of the code, not findings."""
     lines = []
     for (claim, sparsifier), g in table.groupby(["claim", "sparsifier"], sort=False):
-        shown = ", ".join(f"{model_name(r.model)} {_fraction_cell(r)}"
-                          for r in g.itertuples(index=False))
+        counts = g["verdict"].astype(str).value_counts()
+        told = ", ".join(f"{v} {counts[v]}" for v in verdicts.VERDICTS if v in counts)
+        if len(counts) == 1:
+            told = f"{counts.index[0]} in {len(g)} of {len(g)} rows"
+        else:
+            told += f" of {len(g)} rows"
+        models = ", ".join(model_name(m) for m in dict.fromkeys(g["model"]))
+        units = _span(g["fraction"])
         statement = _text(g["statement"].iloc[0]) or claim
-        lines.append(f"- {statement} — {sparsifier_name(sparsifier)}: {shown} (true by "
-                     "construction; a check of the code, not a finding)")
+        lines.append(f"- {statement} — {sparsifier_name(sparsifier)}: {told} ({models}"
+                     + (f"; {units} of units" if units else "") + ")")
     return "\n".join(lines)
 
 
-def findings_markdown(table: pd.DataFrame) -> str:
-    """The README's findings: the distribution and contraction table, the convergence table,
-    the predictions, and the checks (each only where the claims have rows for it)."""
+SECTIONS = {"distribution": "Distribution and contraction", "convergence": "Convergence",
+            "prediction": "Predicted speed-ups", "time": "Predicted time to accuracy",
+            "check": "Checks"}
+
+
+def section_heading(heading: str | None, section: str) -> str:
+    """The markdown heading of a findings section ("### Quick profile: Convergence"; without a
+    heading "### Convergence"), whose anchor slug() gives."""
+    return f"### {heading}: {SECTIONS[section]}" if heading else f"### {SECTIONS[section]}"
+
+
+def slug(heading: str) -> str:
+    """The anchor a markdown renderer gives a heading: lower case, punctuation dropped,
+    spaces as hyphens ("### Quick profile: Checks" -> "quick-profile-checks")."""
+    text = re.sub(r"^#+\s*", "", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def findings_markdown(table: pd.DataFrame, heading: str | None = None) -> str:
+    """The findings, each section under its own heading (section_heading): the distribution
+    and contraction table, the convergence table, the predictions, and the checks (each only
+    where the claims have rows for it)."""
     if len(table) == 0:
         return "_no claims (no runs)_"
     table, derived = with_derived_columns(table)
     parts = [DERIVED_NOTE] if derived else []
+
+    def part(section: str, body: str) -> None:
+        parts.append(f"{section_heading(heading, section)}\n\n{body}")
+
     by = {s: table[table["section"] == s] for s in ("distribution", "convergence",
                                                     "prediction", "check")}
     if len(by["distribution"]):
-        parts.append("**Distribution and contraction** of Top-k's u, per model and condition "
-                     "(density warm-up and target density ρ): verdict (share of units meeting "
-                     "the criterion); β: median generalised-normal shape of the snapshot fits "
-                     "(2 = normal, 1 = Laplace).\n\n" + distribution_markdown(by["distribution"]))
+        part("distribution", "Top-k's u per model and condition (density warm-up and target "
+             "density ρ): verdict (share of units meeting the criterion); β: median "
+             "generalised-normal shape of the snapshot fits (2 = normal, 1 = Laplace).\n\n"
+             + distribution_markdown(by["distribution"]))
     if len(by["convergence"]):
-        parts.append("**Convergence**: each method against exact Top-k on the same seeds; "
-                     "difference method − Top-k of the final held-out metric (points of "
-                     "accuracy, % of perplexity) with its 95% interval; elements sent relative "
-                     "to Top-k's in the target-density phase.\n\n"
-                     + convergence_markdown(by["convergence"], derived))
+        part("convergence", "Each method against exact Top-k on the same seeds: difference "
+             "method − Top-k of the final held-out metric (points of accuracy, % of "
+             "perplexity) with its 95% interval; elements sent relative to Top-k's in the "
+             f"target-density phase; {CONVERGENCE_RULES}.\n\n"
+             + convergence_markdown(by["convergence"], derived))
     timed = by["prediction"]["claim"].map(is_time_to_accuracy).astype(bool)
     if (~timed).any():
-        parts.append(prediction_markdown(by["prediction"][~timed]))
+        part("prediction", prediction_markdown(by["prediction"][~timed]))
     if timed.any():
-        parts.append(time_to_accuracy_markdown(by["prediction"][timed]))
+        part("time", time_to_accuracy_markdown(by["prediction"][timed]))
     if len(by["check"]):
-        parts.append("**Checks** (true by construction):\n\n" + checks_markdown(by["check"]))
+        part("check", "True by construction: checks of the code, not findings.\n\n"
+             + checks_markdown(by["check"]))
     return "\n\n".join(parts)
 
 
@@ -545,6 +680,22 @@ def findings_cells(block: str) -> set[tuple[str, str, str]]:
     return cells
 
 
+def width_problems(markdown: str, max_columns: int = MAX_COLUMNS,
+                   max_cell: int = MAX_CELL) -> list[str]:
+    """Each table row of `markdown` with more than max_columns columns, and each cell longer
+    than max_cell characters (as shown: bold marks not counted), one phrase each."""
+    problems = []
+    for number, line in enumerate(markdown.splitlines(), 1):
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip().replace("**", "") for c in _UNESCAPED_PIPE.split(line)[1:-1]]
+        if len(cells) > max_columns:
+            problems.append(f"line {number}: {len(cells)} columns")
+        problems += [f"line {number}: a {len(c)}-character cell {c!r}" for c in cells
+                     if len(c) > max_cell]
+    return problems
+
+
 def _replace(readme: str, start: str, end: str, body: str) -> str:
     i, j = readme.find(start), readme.find(end)
     if i < 0 or j < i:
@@ -556,7 +707,7 @@ def replace_findings(readme: str, table: pd.DataFrame, block: str = "claims") ->
     """readme with the text between the `block` table markers replaced by findings_markdown,
     and between its prose markers (where it has them) by findings_prose."""
     start, end, prose_start, prose_end = markers(block)
-    text = _replace(readme, start, end, findings_markdown(table))
+    text = _replace(readme, start, end, findings_markdown(table, HEADINGS.get(block)))
     if prose_start in text:
         text = _replace(text, prose_start, prose_end, findings_prose(table))
     return text

@@ -1,13 +1,16 @@
 """`topkscope gallery` (`make gallery`): small copies of the figures for the README.
 
 Reads <results>/figures/*.png and <results>/claims.md, writes <out>/*.png (at most `width`
-pixels wide, 256-colour PNG) and <out>/README.md: every figure with its caption from index entries, then the
-claims table as measured. Committed under docs/gallery/ so the README shows real results.
-With a README, the findings table between its claims-table markers is regenerated from
-<results>/claims.csv (findings.findings_markdown, and its sentences between the claims-prose
-markers: findings.findings_prose): no hand-written verdicts or numbers. A second claims table
-(standard_claims: the standard profile's committed claims-standard.csv) fills the README's
-standard-claims blocks the same way.
+pixels wide, 256-colour PNG) and <out>/README.md: every figure with its caption from index
+entries, then the claims table as measured. Committed under docs/gallery/ so the README shows
+real results. The text is regenerated from <results>/claims.csv (or `claims`, a given claims
+table): the README's first screen between its headline markers (topkscope.reproduce.headline),
+and, in the README and the findings document (docs/findings.md) alike, the findings tables
+between claims-table markers (findings.findings_markdown) and their sentences between
+claims-prose markers (findings.findings_prose): no hand-written verdicts or numbers. A second
+claims table (standard_claims: the standard profile's committed claims-standard.csv) fills
+the standard-claims blocks the same way and the headline's standard lines. text_only
+regenerates the text alone from the claims tables, with no figures (`make findings`).
 
 Partial results never shrink what is published silently: when <results> lacks a figure that
 <out> holds, or the new findings lack a cell (a row's value) the README shows, publish refuses
@@ -30,6 +33,9 @@ from topkscope.io import write_bytes_atomic
 
 MAX_WIDTH = 900
 SHOWN = 5  # names listed in a refusal, then "and N more"
+# PNGs of the gallery folder that are no figure of the results: the README's screenshot of
+# `topkscope report` (tests/_browser.py makes it); never removed or counted as lost
+NOT_FIGURES = ("report.png",)
 
 
 def shrunk_png(src: Path, width: int = MAX_WIDTH) -> bytes:
@@ -65,13 +71,19 @@ class Gallery:
     pngs: dict[str, bytes]
     index: str
     readme: str | None = None
+    findings: str | None = None
 
 
 def prepare(results: Path, width: int = MAX_WIDTH, readme: Path | None = None,
-            standard_claims: Path | None = None) -> Gallery:
-    """The gallery of `results` (and the README with its findings regenerated), unwritten.
-    ValueError when the results have no figures, the README no claims-table markers, or there
-    is no claims.csv for it."""
+            standard_claims: Path | None = None, findings: Path | None = None,
+            claims: Path | None = None, text_only: bool = False) -> Gallery:
+    """The gallery of `results` (and the README's and findings document's text regenerated),
+    unwritten. ValueError when the results have no figures (unless text_only), a text file
+    none of the blocks it fills, or a claims table is missing."""
+    texts = _texts(Path(results) / "claims.csv" if claims is None else Path(claims),
+                   standard_claims, {"readme": readme, "findings": findings})
+    if text_only:
+        return Gallery({}, "", texts.get("readme"), texts.get("findings"))
     figures = Path(results) / "figures"
     pngs = sorted(figures.glob("*.png"))
     if not pngs:
@@ -86,36 +98,63 @@ def prepare(results: Path, width: int = MAX_WIDTH, readme: Path | None = None,
         lines += [f"### {p.stem}", "", f"![{p.stem}]({p.name})", ""]
         if p.stem in captions:
             lines += [captions[p.stem], ""]
-    claims = Path(results) / "claims.md"
-    if claims.exists():
-        lines += ["## Claims table", "", claims.read_text().strip(), ""]
-    text = None if readme is None else readme_with_findings(readme, Path(results) / "claims.csv")
-    if text is not None and standard_claims is not None:
-        text = _with_findings(text, standard_claims, "standard-claims")
-    if text is not None:  # the published GPU runs' sentences, from their committed tables
-        from topkscope.reproduce.published_findings import with_published
-
-        text = with_published(text)
-    return Gallery({p.name: shrunk_png(p, width) for p in pngs}, "\n".join(lines), text)
+    claims_md = Path(results) / "claims.md"
+    if claims_md.exists():
+        lines += ["## Claims table", "", claims_md.read_text().strip(), ""]
+    return Gallery({p.name: shrunk_png(p, width) for p in pngs}, "\n".join(lines),
+                   texts.get("readme"), texts.get("findings"))
 
 
-def readme_with_findings(readme: Path, claims_csv: Path) -> str:
-    """readme's text with its findings table (between the claims-table markers) regenerated
-    from claims_csv."""
-    return _with_findings(Path(readme).read_text(), claims_csv, "claims")
-
-
-def _with_findings(text: str, claims_csv: Path, block: str) -> str:
+def _claims(path: Path):
     import pandas as pd
 
-    from topkscope.reproduce.findings import replace_findings
+    if not Path(path).is_file():
+        raise ValueError(f"no claims table at {path}: run `make reproduce-figures` first")
+    return pd.read_csv(path)
 
-    if not Path(claims_csv).is_file():
-        raise ValueError(f"no claims table at {claims_csv}: run `make reproduce-figures` first")
-    table = pd.read_csv(claims_csv)
-    if block != "claims" and "section" in table.columns:
-        table = without_repeated_predictions(table)
-    return replace_findings(text, table, block)
+
+def _texts(quick_csv: Path, standard_csv: Path | None,
+           files: dict[str, Path | None]) -> dict[str, str]:
+    """{kind: new text} of each given file ("readme", "findings"): its headline and claims
+    blocks regenerated from the quick profile's claims (quick_csv) and, with standard_csv,
+    the standard profile's (less its repeated predictions). ValueError naming a file that has
+    none of these blocks, or standard claims that no file has blocks for."""
+    from topkscope.reproduce.findings import markers, replace_findings
+    from topkscope.reproduce.headline import HEADLINE_START, replace_headline
+    from topkscope.reproduce.published_findings import START as PUBLISHED_START
+    from topkscope.reproduce.published_findings import with_published
+
+    files = {kind: Path(f) for kind, f in files.items() if f is not None}
+    if not files:
+        return {}
+    quick = _claims(quick_csv)
+    standard = None
+    if standard_csv is not None:
+        standard = _claims(standard_csv)
+        if "section" in standard.columns:
+            standard = without_repeated_predictions(standard)
+    out, standard_used = {}, False
+    for kind, path in files.items():
+        text = path.read_text()
+        filled = False
+        if HEADLINE_START in text:
+            profiles = {"Quick": quick, **({} if standard is None else {"Standard": standard})}
+            text, filled = replace_headline(text, profiles), True
+            standard_used |= standard is not None
+        for block, table in (("claims", quick), ("standard-claims", standard)):
+            if table is not None and markers(block)[0] in text:
+                text, filled = replace_findings(text, table, block), True
+                standard_used |= block == "standard-claims"
+        if PUBLISHED_START in text:  # the published GPU runs' sentences, from their tables
+            text, filled = with_published(text), True
+        if not filled:
+            raise ValueError(f"{path} has no {HEADLINE_START} or {markers('claims')[0]} block "
+                             "to fill")
+        out[kind] = text
+    if standard is not None and not standard_used:
+        raise ValueError(f"no file given has a {markers('standard-claims')[0]} block for "
+                         f"{standard_csv}")
+    return out
 
 
 def without_repeated_predictions(table):
@@ -129,27 +168,33 @@ def without_repeated_predictions(table):
 
 
 def update_readme(readme: Path, claims_csv: Path) -> None:
-    """Rewrite readme's findings table (between the claims-table markers) from claims_csv."""
-    write_bytes_atomic(Path(readme), readme_with_findings(readme, claims_csv).encode())
+    """Rewrite readme's headline and findings blocks from claims_csv."""
+    text = _texts(claims_csv, None, {"readme": readme})["readme"]
+    write_bytes_atomic(Path(readme), text.encode())
 
 
-def losses(gallery: Gallery, out: Path, readme: Path | None) -> list[str]:
-    """What publishing `gallery` would drop: figures <out> holds that it lacks, findings
-    cells (row x column) the README shows that its new text lacks; one phrase each."""
+def losses(gallery: Gallery, out: Path, readme: Path | None,
+           findings: Path | None = None) -> list[str]:
+    """What publishing `gallery` would drop: figures <out> holds that it lacks (unless it is
+    text only), findings cells (row x column) the README or the findings document shows that
+    its new text lacks; one phrase each."""
     from topkscope.reproduce.findings import findings_block, findings_cells
 
     lost = []
-    figures = sorted({p.name for p in Path(out).glob("*.png")} - set(gallery.pngs))
-    if figures:
+    figures = sorted({p.name for p in Path(out).glob("*.png")} - set(gallery.pngs)
+                     - set(NOT_FIGURES))
+    if figures and gallery.index:
         lost.append(f"{out} would lose {len(figures)} figure(s): {_some(figures)}")
-    if readme is not None and gallery.readme is not None:
-        old = Path(readme).read_text()
+    for path, new in ((readme, gallery.readme), (findings, gallery.findings)):
+        if path is None or new is None:
+            continue
+        old = Path(path).read_text()
         cells = sorted(cell for block in ("claims", "standard-claims") for cell in
                        findings_cells(findings_block(old, block))
-                       - findings_cells(findings_block(gallery.readme, block)))
+                       - findings_cells(findings_block(new, block)))
         if cells:
             rows = sorted({label for _, label, _ in cells})
-            lost.append(f"{readme}'s findings would lose {len(cells)} cell(s), in rows "
+            lost.append(f"{path}'s findings would lose {len(cells)} cell(s), in rows "
                         f"{_some(rows)}")
     return lost
 
@@ -161,24 +206,30 @@ def _some(names: list[str]) -> str:
 
 def publish(results: Path, out: Path, width: int = MAX_WIDTH, readme: Path | None = None,
             allow_shrink: bool = False, log: Callable[[str], None] = print,
-            standard_claims: Path | None = None) -> list[Path]:
-    """Write the gallery of `results` into `out` (and the README's findings); returns the
-    figures written. ValueError, with nothing written, on bad input or when the results hold
-    less than what is published (losses) unless allow_shrink."""
+            standard_claims: Path | None = None, findings: Path | None = None,
+            claims: Path | None = None, text_only: bool = False) -> list[Path]:
+    """Write the gallery of `results` into `out` (and the README's and findings document's
+    text; text_only: the text alone); returns the figures written. ValueError, with nothing
+    written, on bad input or when the results hold less than what is published (losses)
+    unless allow_shrink."""
     out = Path(out)
-    gallery = prepare(results, width, readme, standard_claims)
-    lost = losses(gallery, out, readme)
+    gallery = prepare(results, width, readme, standard_claims, findings, claims, text_only)
+    lost = losses(gallery, out, readme, findings)
     if lost and not allow_shrink:
-        raise ValueError(f"{results} holds less than what is published: {'; '.join(lost)}; run "
-                         "the whole profile first (make reproduce-figures), or pass "
-                         "--allow-shrink to publish these results anyway")
+        raise ValueError(f"{results if claims is None else claims} holds less than what is "
+                         f"published: {'; '.join(lost)}; run the whole profile first (make "
+                         "reproduce-figures), or pass --allow-shrink to publish these results "
+                         "anyway")
     for line in lost:
         log(f"gallery: --allow-shrink: {line}")
-    written = [write_bytes_atomic(out / name, data) for name, data in gallery.pngs.items()]
-    for stale in sorted(set(out.glob("*.png")) - set(written)):
-        stale.unlink()
-    write_bytes_atomic(out / "README.md", gallery.index.encode())
-    if readme is not None and gallery.readme is not None:
-        write_bytes_atomic(Path(readme), gallery.readme.encode())
+    written = []
+    if not text_only:
+        written = [write_bytes_atomic(out / name, data) for name, data in gallery.pngs.items()]
+        for stale in sorted(set(out.glob("*.png")) - set(written)):
+            if stale.name not in NOT_FIGURES:
+                stale.unlink()
+        write_bytes_atomic(out / "README.md", gallery.index.encode())
+    for path, text in ((readme, gallery.readme), (findings, gallery.findings)):
+        if path is not None and text is not None:
+            write_bytes_atomic(Path(path), text.encode())
     return written
-

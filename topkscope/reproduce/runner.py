@@ -232,7 +232,7 @@ def has_checkpoint(run_dir: Path) -> bool:
 def command(spec: RunSpec, resume: bool, progress: bool = True) -> list[str]:
     """The `topkscope run` command line that produces spec's run folder."""
     argv = [sys.executable, "-m", "topkscope.cli", "run", str(spec.config_path),
-            "--profile", spec.profile, "--out", str(spec.results_root), "--run-id", spec.run_id()]
+            "--profile", spec.profile, "--results", str(spec.results_root), "--run-id", spec.run_id()]
     if spec.sparsifier is not None:
         argv += ["--sparsifier", spec.sparsifier]
     if spec.seed is not None:

@@ -380,7 +380,7 @@ def _interrupted(p: Prepared, manifest: Manifest | None, signame: str) -> RunInt
 
 def _loop(cfg: ExperimentConfig, trainer: Trainer, run_dir: Path, manifest: Manifest | None,
           fresh: bool, progress: bool, stop: StopRequests | None = None) -> None:
-    from tqdm import tqdm
+    from topkscope import progress as bars
 
     main = trainer.transport.is_main
     train_log = Table(run_dir / "train.parquet", TRAIN_COLUMNS)
@@ -388,8 +388,8 @@ def _loop(cfg: ExperimentConfig, trainer: Trainer, run_dir: Path, manifest: Mani
     if not fresh and main:
         train_log.reload_before(trainer.step)
         eval_log.reload_before(trainer.step)
-    bar = tqdm(total=trainer.total_steps, initial=trainer.step, desc=cfg.experiment,
-               unit="step", disable=not (main and progress), dynamic_ncols=True)
+    bar = bars.bar(total=trainer.total_steps, initial=trainer.step, desc=cfg.experiment,
+                   unit="step", enabled=main and progress)
     rec = trainer.recorder
 
     def flush() -> None:

@@ -1,0 +1,218 @@
+"""The README's first screen: one line per claim of the paper (u Gaussian-like, the bound,
+Gaussian-k's count, accuracy and speed-up), each with its verdict, its evidence strength
+(models, seeds, runs, units) per profile and links to its figure and its table — formatted
+from the claims tables, never typed; written between the README's headline markers
+(`make gallery`, `make findings`):
+
+    <!-- headline:start --> ... <!-- headline:end -->
+
+A claim's verdict over several conditions is told as their count ("holds in 14 of 14
+conditions", "mixed 9, holds 2, fails 3 of 14 conditions"), never pooled into one; the full
+tables are docs/findings.md's (topkscope.reproduce.findings).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from topkscope.analysis import verdicts
+from topkscope.analysis.claims import ALL_CONDITIONS
+from topkscope.plots.titles import model_name, sparsifier_name
+from topkscope.reproduce.findings import (
+    BREAKEVEN,
+    is_time_to_accuracy,
+    section_heading,
+    slug,
+    with_current_networks,
+    with_derived_columns,
+)
+
+HEADLINE_START, HEADLINE_END = "<!-- headline:start -->", "<!-- headline:end -->"
+FINDINGS_DOC = "docs/findings.md"  # the full tables, linked from the README
+GALLERY = "docs/gallery"  # the figures, linked from the README
+MAX_LINE = 160  # the README's first screen: no line longer
+
+
+@dataclass(frozen=True)
+class PaperClaim:
+    """A claim of the paper as the README states it, the claims rows that test it (claim
+    names; sparsifiers, None: any), its figure in the gallery and its findings section."""
+
+    title: str
+    claims: tuple[str, ...]
+    sparsifiers: tuple[str, ...] | None
+    figure: str
+    section: str
+
+
+PAPER_CLAIMS = (
+    PaperClaim("u is bell-shaped (Gaussian-like) during training", ("gaussian_like",), None,
+               "fnn3-mnist-normality", "distribution"),
+    PaperClaim("Top-k's contraction δ stays below the paper's bound (1 − k/d)²",
+               ("below_paper",), None, "fnn3-mnist-contraction", "distribution"),
+    PaperClaim(f"The published Gaussian-k selects about k (within {verdicts.count_band_text()})",
+               ("gaussiank_count",), ("gaussiank-2019",), "fnn3-mnist-selectors",
+               "distribution"),
+    PaperClaim("Gaussian-k trains as well as Top-k", ("gaussiank_accuracy",), None,
+               "convergence-fnn3-mnist-convergence", "convergence"),
+    PaperClaim("Gaussian-k speeds up training on 16 GPUs (predicted, not measured)",
+               ("gaussiank_speedup_p16", "gaussiank_speedup_p16_wfbp",
+                "gaussiank_speedup_p16_fp16"), None, "scaling-breakeven-p16", "prediction"),
+    PaperClaim("Gaussian-k reaches Top-k's accuracy sooner on 16 GPUs (predicted from the "
+               "measured convergence)", ("gaussiank_time_to_accuracy",), None,
+               "time-to-accuracy-p16", "time"),
+)
+
+
+def tally(values, unit: str) -> str:
+    """'holds in 14 of 14 conditions' / 'mixed 9, holds 2, fails 3 of 14 conditions': each
+    verdict counted, the most frequent first, never pooled into one."""
+    counts = pd.Series(list(values), dtype=object).astype(str).value_counts()
+    n = int(counts.sum())
+    if len(counts) == 1:
+        return f"{_bold(counts.index[0])} in {n} of {n} {unit}"
+    order = sorted(counts.index, key=lambda v: (-counts[v], verdicts.VERDICTS.index(v)
+                                                if v in verdicts.VERDICTS else 99))
+    return ", ".join(f"{_bold(v)} {counts[v]}" for v in order) + f" of {n} {unit}"
+
+
+def _bold(verdict: str) -> str:
+    return f"**{verdict}**" if verdict == "fails" else verdict
+
+
+def _span(values, fmt: str = "{:.0%}") -> str:
+    x = [float(v) for v in values if not pd.isna(v)]
+    if not x:
+        return ""
+    lo, hi = fmt.format(min(x)), fmt.format(max(x))
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def _models(rows: pd.DataFrame) -> str:
+    """'FNN-3' / 'GPT, LSTM-PTB' (names without their size) / '5 models'."""
+    names = list(dict.fromkeys(model_name(m).split(" (")[0] for m in rows["model"]))
+    return ", ".join(names) if len(names) <= 3 else f"{len(names)} models"
+
+
+def _runs_per_model(rows: pd.DataFrame, table: pd.DataFrame) -> int:
+    """Runs behind distribution rows: per model the pooled row's count where the table has
+    one, else the sum over the target-density conditions (a warm-up phase's units come from
+    the same runs as its target density's)."""
+    total = 0
+    for model in dict.fromkeys(rows["model"]):
+        pooled = table[(table["model"] == model) & (table["condition"].astype(str)
+                                                   == ALL_CONDITIONS)
+                       & (table["claim"] == rows["claim"].iloc[0])]
+        mine = rows[rows["model"] == model]
+        if len(pooled):
+            total += int(pooled["n_runs"].max())
+        else:
+            target = mine[~mine["condition"].astype(str).str.contains("during warm-up")]
+            total += int(pd.to_numeric(target["n_runs"], errors="coerce").fillna(0).sum())
+    return total
+
+
+def _seeds(rows: pd.DataFrame) -> str:
+    seeds = _span(rows["n_seeds"], "{:.0f}")
+    failed = int(pd.to_numeric(rows["n_failed_seeds"], errors="coerce").fillna(0).sum())
+    return f"{seeds} seeds" + (f" ({failed} failed)" if failed else "")
+
+
+def _distribution(rows: pd.DataFrame, table: pd.DataFrame) -> str:
+    rows = rows[rows["condition"].astype(str) != ALL_CONDITIONS]
+    return (f"{tally(rows['verdict'], 'conditions')} ({_models(rows)}, "
+            f"{_runs_per_model(rows, table)} runs; {_span(rows['fraction'])} of units)")
+
+
+def _convergence(rows: pd.DataFrame, _table) -> str:
+    runs = int(pd.to_numeric(rows["n_runs"], errors="coerce").fillna(0).sum())
+    return (f"{tally(rows['verdict'], 'conditions')} ({_models(rows)}; {_seeds(rows)}, "
+            f"{runs} runs)")
+
+
+def _prediction(rows: pd.DataFrame, _table) -> str:
+    rows = with_current_networks(rows)
+    text = (f"{tally(rows['verdict'], 'predictions')} ({_models(rows)} × "
+            f"{rows['network'].nunique()} networks × {rows['claim'].nunique()} baselines")
+    errors = pd.to_numeric(rows.get("model_error"), errors="coerce").dropna()
+    text += f"; model error ≤ {errors.max():.1%})" if len(errors) else ")"
+    judged = rows[(rows["selection_basis"].astype(str) == BREAKEVEN)
+                  & (rows["claim"] == PAPER_CLAIMS[4].claims[0])
+                  & (rows["sparsifier"] == "gaussiank")]
+    if len(judged):
+        from topkscope.perf.networks import FIT_FACTORS
+
+        net = next((n for n in FIT_FACTORS if n in set(judged["network"])), None)
+        at = judged[judged["network"] == net] if net else judged.iloc[:0]
+        ms = pd.to_numeric(at["breakeven_ms"], errors="coerce")
+        if ms.notna().any():
+            lo, hi = at.loc[ms.idxmin()], at.loc[ms.idxmax()]
+            text += (f"\n    — no GPU selection time measured; to beat Dense "
+                     f"at {net} it must select in under {lo['breakeven_ms']:.3g} ms "
+                     f"({_models(lo.to_frame().T)}) to {hi['breakeven_ms']:.3g} ms "
+                     f"({_models(hi.to_frame().T)})")
+    return text
+
+
+def _time(rows: pd.DataFrame, _table) -> str:
+    rows = with_current_networks(rows)
+    return (f"{tally(rows['verdict'], 'predictions')} ({_models(rows)} × "
+            f"{rows['network'].nunique()} networks; {_seeds(rows)})")
+
+
+SUMMARIES = {"distribution": _distribution, "convergence": _convergence,
+             "prediction": _prediction, "time": _time}
+
+
+def _rows(table: pd.DataFrame, claim: PaperClaim) -> pd.DataFrame:
+    rows = table[table["claim"].isin(claim.claims)]
+    if claim.section in ("distribution", "convergence"):
+        rows = rows[rows["section"] == claim.section]
+    elif claim.section == "time":
+        rows = rows[rows["claim"].map(is_time_to_accuracy).astype(bool)]
+    if claim.sparsifiers is not None:
+        rows = rows[rows["sparsifier"].isin(claim.sparsifiers)]
+    return rows
+
+
+def headline_markdown(profiles: dict[str, pd.DataFrame]) -> str:
+    """One bullet per claim of the paper: its statement and its figure, then one line per
+    profile with rows for it: the verdicts, the evidence behind them and its table in
+    docs/findings.md (reference links, defined below the bullets, keep the lines short). profiles: {"Quick": claims table, "Standard": ...} in order;
+    the keys are the findings' headings (findings.HEADINGS)."""
+    tables = {name: with_derived_columns(t)[0] for name, t in profiles.items() if len(t)}
+    lines, links = [], {}
+    for claim in PAPER_CLAIMS:
+        found = {name: _rows(t, claim) for name, t in tables.items()}
+        found = {name: rows for name, rows in found.items() if len(rows)}
+        if not found:
+            continue
+        names = sorted({sparsifier_name(s) for rows in found.values()
+                        for s in rows["sparsifier"]})
+        who = f" — {', '.join(names)}" if claim.section != "distribution" else ""
+        links[claim.figure] = f"{GALLERY}/{claim.figure}.png"
+        lines.append(f"- **{claim.title}**{who} · [figure][{claim.figure}]")
+        for name, rows in found.items():
+            anchor = slug(section_heading(name, claim.section))
+            links[anchor] = f"{FINDINGS_DOC}#{anchor}"
+            first, *more = SUMMARIES[claim.section](rows, tables[name]).split("\n")
+            lines += [f"  - {name.lower()}: {first} · [table][{anchor}]", *more]
+    if not lines:
+        return "_no claims (no runs)_"
+    return "\n".join(lines) + "\n\n" + "\n".join(f"[{k}]: {v}" for k, v in links.items())
+
+
+def replace_headline(readme: str, profiles: dict[str, pd.DataFrame]) -> str:
+    """readme with the text between its headline markers replaced by headline_markdown."""
+    i, j = readme.find(HEADLINE_START), readme.find(HEADLINE_END)
+    if i < 0 or j < i:
+        raise ValueError(f"the README has no {HEADLINE_START} ... {HEADLINE_END} block")
+    return (readme[: i + len(HEADLINE_START)] + "\n" + headline_markdown(profiles) + "\n"
+            + readme[j:])
+
+
+def long_lines(text: str, limit: int = MAX_LINE) -> list[tuple[int, int]]:
+    """(line number, length) of each line of text longer than `limit` characters."""
+    return [(i, len(line)) for i, line in enumerate(text.splitlines(), 1) if len(line) > limit]

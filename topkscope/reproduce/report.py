@@ -1,0 +1,452 @@
+"""`topkscope report`: one self-contained HTML page for a user's own run, a folder of runs or a
+whole profile's results — figures embedded as PNG data, no script, nothing fetched.
+
+The page says, in this order:
+
+* **what ran**: one row per run from its manifest (model and its size, dataset, optimizer,
+  workers and launcher, sparsifier, density and its schedule, steps, status, commit, any
+  named deviation);
+* **the claims** with their verdicts and causes (topkscope.analysis.claims through
+  draw.claims_table, as `topkscope claims` tabulates them; or, for a profile's results root
+  that holds them, its claims.csv as `make reproduce-figures` wrote it);
+* **the figures** with their captions: a results root's figures/index.md as drawn, else the
+  figures the runs allow, drawn now (distribution figures of each experiment's first run with
+  snapshots, convergence figures over its runs; one that cannot be drawn is named with why);
+* **the predicted scaling** at P = 16 on the networks fitted on published measurements for
+  each model's size (topkscope.perf.report.scaling_table), with its inputs; a model of the
+  user's own is predicted from its parameter count and the compute time its run measured;
+* **where each table lies** (the runs' parquet tables, a results root's CSVs).
+
+Everything is read and drawn before anything is written; the page is written atomically.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from topkscope.plots.titles import dataset_name, model_name, sparsifier_name
+
+SCALING_NETWORKS = ("10gbe", "ib100")  # the presets fitted on published measurements
+SCALING_WORKERS = 16
+VERDICT_CLASS = {"holds": "holds", "fails": "fails", "mixed": "mixed",
+                 "inconclusive": "inconclusive", "insufficient-data": "insufficient"}
+
+
+@dataclass
+class Figure:
+    name: str
+    caption: str
+    png: bytes
+
+
+@dataclass
+class Report:
+    """Everything the page shows, gathered before it is rendered."""
+
+    sources: list[str]
+    runs: pd.DataFrame
+    claims: pd.DataFrame
+    claims_source: str
+    figures: list[Figure] = field(default_factory=list)
+    scaling: pd.DataFrame = field(default_factory=pd.DataFrame)
+    scaling_inputs: list[str] = field(default_factory=list)
+    tables: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------- what ran
+def _schedule(manifest: dict) -> str:
+    values = manifest.get("density_schedule_values") or manifest.get("density_schedule") or []
+    if manifest.get("density_function"):
+        return f"function {manifest['density_function']}"
+    return " → ".join(f"{v:g}" if isinstance(v, (int, float)) else str(v)
+                      for v in values) if values else "none"
+
+
+def _optimizer(manifest: dict) -> str:
+    opt = manifest.get("optimizer") or {}
+    if not opt:
+        return "not recorded"
+    settings = ", ".join(f"{k}={v}" for k, v in opt.items() if k != "name"
+                         and not isinstance(v, (list, dict)))
+    return f"{opt.get('name', '?')} ({settings})" if settings else str(opt.get("name", "?"))
+
+
+def shown_path(path) -> str:
+    """path relative to the working folder where it lies inside it (as the user typed it),
+    else as given."""
+    path = Path(path)
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def run_rows(found: Sequence) -> pd.DataFrame:
+    """One row per found run (topkscope.manifest.FoundRun): what its manifest says ran."""
+    rows = []
+    for run in found:
+        m = run.manifest
+        d = m.get("num_parameters")
+        rows.append({
+            "run": shown_path(run.path), "status": m.get("status", ""),
+            "model": model_name(str(m.get("model"))) + (f" (d = {int(d):,})" if d else ""),
+            "dataset": dataset_name(m.get("dataset"), m.get("dataset_substitute"))
+            if m.get("dataset") else "not recorded",
+            "optimizer": _optimizer(m),
+            "workers": f"{m.get('world_size', '?')} ({m.get('launcher', '?')})",
+            "sparsifier": sparsifier_name(str(m.get("sparsifier"))),
+            "density": f"{m['density']:g}" if isinstance(m.get("density"), (int, float))
+            else str(m.get("density")),
+            "density schedule": _schedule(m),
+            "steps": str(m.get("steps_done", m.get("total_steps", ""))),
+            "commit": str(m.get("git_commit") or "not recorded")[:12],
+            "deviations": ", ".join(str(v) for v in m.get("deviations") or []) or "none",
+        })
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------- figures
+def profile_root(paths: Sequence[Path]) -> Path | None:
+    """The one path given when it is a profile's results root (figures/index.md and
+    claims.csv written by `make reproduce-figures`), else None."""
+    if len(paths) == 1:
+        root = Path(paths[0])
+        if (root / "figures" / "index.md").is_file() and (root / "claims.csv").is_file():
+            return root
+    return None
+
+
+def drawn_figures(root: Path) -> list[Figure]:
+    """The figures of a results root, in figures/index.md's order with its captions."""
+    from topkscope.reproduce.gallery import captions_from_index
+
+    figures = root / "figures"
+    captions = captions_from_index((figures / "index.md").read_text())
+    names = list(captions) + sorted(p.stem for p in figures.glob("*.png")
+                                    if p.stem not in captions)
+    return [Figure(n, captions.get(n, ""), (figures / f"{n}.png").read_bytes())
+            for n in names if (figures / f"{n}.png").is_file()]
+
+
+def draw_runs(runs: Sequence, tick: Callable[[], None] = lambda: None
+              ) -> tuple[list[Figure], list[str]]:
+    """(figures, notes): per experiment, the distribution figures of its first run with
+    snapshots and the convergence figures over its runs, drawn into a scratch folder; a
+    figure that cannot be drawn from these runs becomes a note naming why."""
+    from topkscope.analysis.snapshots import analyze_run, snapshot_densities, snapshot_steps
+    from topkscope.reproduce.draw import CONVERGENCE_DRAWERS, DISTRIBUTION_DRAWERS
+
+    by_experiment: dict[str, list] = {}
+    for run in runs:
+        by_experiment.setdefault(str(run.manifest.get("experiment") or Path(run.path).parent
+                                     .name), []).append(run)
+    from topkscope.plots.style import saving
+
+    figures, notes = [], []
+    with tempfile.TemporaryDirectory(prefix="topkscope-report-") as scratch, saving(("png",)):
+        out = Path(scratch)
+        for experiment, group in by_experiment.items():
+            recorded = next((r for r in group if len(snapshot_steps(r, 0))), None)
+            if recorded is not None:
+                analysis = analyze_run(recorded)
+                densities = (sorted(set(analysis.ratios["density"]))
+                             or snapshot_densities(recorded))
+                for name, drawer in DISTRIBUTION_DRAWERS.items():
+                    _draw(drawer, (recorded, analysis, densities, out, experiment),
+                          f"{experiment}-{name}", figures, notes)
+                    tick()
+            else:
+                notes.append(f"{experiment}: no run recorded snapshots of u, so no "
+                             "distribution figure")
+            for name, drawer in CONVERGENCE_DRAWERS.items():
+                _draw(drawer, (group, out, experiment), f"{experiment}-{name}", figures, notes)
+                tick()
+    return figures, notes
+
+
+def _draw(drawer: Callable, args: tuple, name: str, figures: list[Figure],
+          notes: list[str]) -> None:
+    try:
+        entry = drawer(*args)
+    except (ValueError, KeyError, IndexError, RuntimeError) as exc:
+        notes.append(f"{name} not drawn: {' '.join(str(exc).split()) or type(exc).__name__}")
+        return
+    if entry is not None and entry.png is not None:
+        figures.append(Figure(entry.name, entry.caption, entry.png.read_bytes()))
+
+
+# --------------------------------------------------------------------- predicted scaling
+def _compute_seconds(run) -> float | None:
+    """The median compute seconds per step the run measured (train.parquet time_compute)."""
+    train = getattr(run, "train", None)
+    if train is None or "time_compute" not in train:
+        return None
+    values = pd.to_numeric(train["time_compute"], errors="coerce").dropna()
+    return float(values.median()) if len(values) else None
+
+
+def predicted_scaling(runs: Sequence, results_root: Path | None = None
+                      ) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """(table, inputs, notes): topkscope.perf.report.scaling_table at P = 16 on
+    SCALING_NETWORKS for each model the runs trained — a paper model from the published GPU
+    inputs, a model of the user's own from its parameter count and its run's compute time."""
+    from topkscope import models
+    from topkscope.perf import report as perf
+
+    frames, notes = [], []
+    seen = set()
+    for run in runs:
+        m = run.manifest
+        model, d = str(m.get("model")), m.get("num_parameters")
+        if (model, d) in seen:
+            continue
+        seen.add((model, d))
+        try:
+            if model in models.available():
+                table, more = perf.scaling_table([model], SCALING_NETWORKS, [SCALING_WORKERS],
+                                                 results_root=results_root)
+            elif d:
+                compute = _compute_seconds(run)
+                if compute is None:
+                    notes.append(f"{model} (d = {int(d):,}): no compute time recorded (the "
+                                 "DDP hook does not time the step unless the script notes "
+                                 "time_compute): `topkscope scale --params "
+                                 f"{int(d)} --compute-s SECONDS --network 10gbe --workers 16` "
+                                 "predicts it")
+                    continue
+                table, more = perf.scaling_table([f"params:{int(d)}"], SCALING_NETWORKS,
+                                                 [SCALING_WORKERS], d=int(d),
+                                                 compute_s=compute)
+                table = table.assign(model=model)
+            else:
+                notes.append(f"{model}: no parameter count in its manifest")
+                continue
+        except ValueError as exc:
+            notes.append(f"{model}: no prediction ({' '.join(str(exc).split())})")
+            continue
+        notes += more
+        frames.append(table)
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    inputs = []
+    if len(table):
+        for kind in ("compute_source", "select_source", "count_source", "comm_source"):
+            inputs += [f"{kind.removesuffix('_source')}: {s}"
+                       for s in dict.fromkeys(table[kind].astype(str))]
+        inputs += [f"warning: {w}" for w in dict.fromkeys(table["inputs_warning"].astype(str))
+                   if w]
+    return table, inputs, notes
+
+
+def profile_scaling(root: Path) -> tuple[pd.DataFrame, list[str]]:
+    """A results root's scaling.csv at P = 16 on SCALING_NETWORKS, and its inputs."""
+    path = root / "scaling.csv"
+    if not path.is_file():
+        return pd.DataFrame(), []
+    table = pd.read_csv(path)
+    from topkscope.perf.networks import current_names
+
+    names = current_names(table["network"].astype(str).unique())
+    table = table.assign(network=table["network"].astype(str).map(names))
+    table = table[(table["workers"] == SCALING_WORKERS)
+                  & table["network"].isin(SCALING_NETWORKS)]
+    inputs = [f"{k.removesuffix('_source')}: {s}" for k in
+              ("compute_source", "select_source", "count_source", "comm_source")
+              if k in table for s in dict.fromkeys(table[k].astype(str))]
+    return table, inputs
+
+
+# --------------------------------------------------------------------- where the tables lie
+RUN_TABLES = ("train.parquet", "eval.parquet", "stats", "hist", "snapshots")
+ROOT_TABLES = ("claims.csv", "scaling.csv", "time_to_accuracy.csv", "figures/index.md",
+               "figures/timing.csv")
+
+
+def table_locations(found: Sequence, root: Path | None) -> list[tuple[str, str]]:
+    """(what, path) of each table the page draws on."""
+    out = []
+    if root is not None:
+        out += [(name, shown_path(root / name)) for name in ROOT_TABLES
+                if (root / name).exists()]
+        out += [(f"tables/{p.name}", shown_path(p)) for p in sorted((root / "tables")
+                                                                    .glob("*.csv"))]
+        out += [(f"bench/{p.name}", shown_path(p)) for p in sorted((root / "bench")
+                                                                   .glob("*.csv"))]
+        return out
+    for run in found:
+        out += [(f"{Path(run.path).name}/{name}", shown_path(Path(run.path) / name))
+                for name in RUN_TABLES if (Path(run.path) / name).exists()]
+    return out
+
+
+# --------------------------------------------------------------------- gathering
+def gather(paths: Sequence[Path], progress: bool = False, **claims_options) -> Report:
+    """Everything the page of `paths` shows. ValueError (one line naming the path) for a path
+    that holds no complete or failed run (topkscope.manifest.runs_at)."""
+    from topkscope import progress as bars
+    from topkscope.analysis.runs import load
+    from topkscope.manifest import runs_at
+    from topkscope.reproduce.draw import claims_table
+
+    paths = [Path(p) for p in paths]
+    found = runs_at(paths, status=("complete", "failed"))
+    root = profile_root(paths)
+    report = Report([shown_path(p) for p in paths], run_rows(found), pd.DataFrame(), "")
+    report.tables = table_locations(found, root)
+    if root is not None:  # a whole profile: what `make reproduce-figures` wrote, as written
+        report.claims = pd.read_csv(root / "claims.csv")
+        report.claims_source = (f"{shown_path(root / 'claims.csv')}, as make "
+                                "reproduce-figures wrote it")
+        report.figures = drawn_figures(root)
+        report.scaling, report.scaling_inputs = profile_scaling(root)
+        return report
+    with bars.bar(total=len(found), desc="report: read", unit="run",
+                  enabled=progress) as bar:
+        runs = []
+        for run in found:
+            runs.append(load(run.path))
+            bar.update()
+    report.claims = claims_table(runs, **claims_options)
+    report.claims_source = (f"these {len(runs)} run(s), tabulated now as `topkscope claims` "
+                            "tabulates them")
+    with bars.bar(desc="report: draw", unit="figure", enabled=progress) as bar:
+        report.figures, report.notes = draw_runs(runs, bar.update)
+    report.scaling, report.scaling_inputs, notes = predicted_scaling(runs)
+    report.notes += notes
+    return report
+
+
+# --------------------------------------------------------------------- rendering
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222;
+       line-height: 1.4; padding: 0 1em; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
+th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+.holds { color: #17622a; font-weight: 600; } .fails { color: #a11212; font-weight: 600; }
+.mixed { color: #8a5a00; } .inconclusive { color: #555; } .insufficient { color: #888; }
+figure { margin: 1.5em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { font-size: 0.85em; color: #444; }
+details { font-size: 0.85em; } .note { color: #555; font-size: 0.9em; }
+code { background: #f5f5f5; padding: 0 3px; }
+"""
+
+
+def _e(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return html.escape(str(value))
+
+
+def _table(frame: pd.DataFrame, columns: Sequence[str]) -> str:
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{_e(row.get(c))}</td>" for c in columns) + "</tr>"
+                   for row in frame.to_dict("records"))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _claims_html(claims: pd.DataFrame) -> str:
+    from topkscope.reproduce.findings import verdict_sentence
+
+    if len(claims) == 0:
+        return "<p>No claim could be evaluated on these runs.</p>"
+    counts = claims["verdict"].astype(str).value_counts()
+    lines = [f"<p>{len(claims)} rows: " + ", ".join(
+        f'<span class="{VERDICT_CLASS.get(v, "")}">{_e(v)} {n}</span>'
+        for v, n in counts.items()) + ".</p>",
+        "<table><thead><tr><th>model</th><th>claim</th><th>method</th><th>condition</th>"
+        "<th>verdict</th><th>why</th><th>evidence</th></tr></thead><tbody>"]
+    for row in claims.itertuples(index=False):
+        verdict = str(row.verdict)
+        sparsifiers = ", ".join(sparsifier_name(s) for s in str(row.sparsifier).split(","))
+        lines.append(
+            f"<tr><td>{_e(model_name(str(row.model)))}</td><td>{_e(row.statement or row.claim)}"
+            f"</td><td>{_e(sparsifiers)}</td><td>{_e(getattr(row, 'condition', ''))}</td>"
+            f'<td class="{VERDICT_CLASS.get(verdict, "")}">{_e(verdict)}</td>'
+            f"<td>{_e(verdict_sentence(row))}</td><td><details><summary>evidence</summary>"
+            f"{_e(row.evidence)}</details></td></tr>")
+    lines.append("</tbody></table>")
+    return "\n".join(lines)
+
+
+SCALING_COLUMNS = ("model", "network", "method", "condition", "t_step ms", "× Dense",
+                   "× Top-k", "select ms", "break-even ms")
+
+
+def _scaling_html(table: pd.DataFrame, inputs: list[str]) -> str:
+    if len(table) == 0:
+        return "<p>No prediction (see the notes).</p>"
+    from topkscope.perf import model as pm
+
+    dense = [r for r in pm.DENSE_METHODS if pm.breakeven_column(r) in table]
+    shown = pd.DataFrame({
+        "model": table["model"].astype(str).map(model_name), "network": table["network"],
+        "method": table["method"].astype(str).map(sparsifier_name),
+        "condition": table.get("condition", pd.Series("", index=table.index)).fillna(""),
+        "t_step ms": (table["t_step"] * 1e3).map(lambda v: f"{v:.3g}"),
+        "× Dense": table["speedup_vs_dense"].map(lambda v: f"{v:.3g}"),
+        "× Top-k": table["speedup_vs_topk"].map(lambda v: "" if pd.isna(v) else f"{v:.3g}"),
+        "select ms": (table["t_select"] * 1e3).map(lambda v: f"{v:.3g}"),
+        "break-even ms": [
+            "" if r["method"] in pm.DENSE_METHODS or not dense
+            else f"{min(r[pm.breakeven_column(b)] for b in dense) * 1e3:.3g}"
+            for r in table.to_dict("records")]})
+    items = "".join(f"<li>{_e(i)}</li>" for i in inputs)
+    return (f"<p>Predicted by the step-time model (topkscope.perf), not measured, at P = "
+            f"{SCALING_WORKERS} on the networks fitted on published measurements (10gbe, "
+            "ib100); break-even: the longest selection that still beats every dense baseline. "
+            "Its inputs:</p>" f"<ul>{items}</ul>" + _table(shown, SCALING_COLUMNS))
+
+
+def render(report: Report) -> str:
+    """The page's HTML: self-contained (styles inline, figures as PNG data URIs)."""
+    title = "topkscope report: " + ", ".join(Path(s).name or s for s in report.sources)
+    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+             f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
+             f"<h1>{_e(title)}</h1>",
+             f"<p>{len(report.runs)} run(s) from {_e(', '.join(report.sources))}.</p>",
+             "<h2 id=\"what-ran\">What ran</h2>",
+             _table(report.runs, list(report.runs.columns)) if len(report.runs) else "",
+             "<h2 id=\"claims\">The paper's claims on these runs</h2>",
+             f"<p class=\"note\">From {_e(report.claims_source)}; the verdict rules: "
+             "docs/statistics.md.</p>", _claims_html(report.claims),
+             "<h2 id=\"figures\">Figures</h2>"]
+    if not report.figures:
+        parts.append("<p>No figure could be drawn from these runs (see the notes).</p>")
+    for fig in report.figures:
+        data = base64.b64encode(fig.png).decode()
+        parts.append(f"<figure id=\"{_e(fig.name)}\"><img alt=\"{_e(fig.name)}\" "
+                     f"src=\"data:image/png;base64,{data}\"><figcaption><b>{_e(fig.name)}"
+                     f"</b>: {_e(fig.caption)}</figcaption></figure>")
+    parts += ["<h2 id=\"scaling\">Predicted scaling</h2>",
+              _scaling_html(report.scaling, report.scaling_inputs),
+              "<h2 id=\"tables\">Where each table lies</h2>",
+              "<ul>" + "".join(f"<li>{_e(what)}: <code>{_e(path)}</code></li>"
+                               for what, path in report.tables) + "</ul>"
+              + ("<p class=\"note\">The claims table as CSV: <code>topkscope claims "
+                 f"{_e(' '.join(report.sources))} --out claims.csv</code>.</p>"
+                 if not report.claims_source.endswith("reproduce-figures wrote it") else "")]
+    if report.notes:
+        parts += ["<h2 id=\"notes\">Notes</h2>",
+                  "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in report.notes) + "</ul>"]
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_report(paths: Sequence[Path], out: Path, progress: bool = False,
+                 **claims_options) -> Report:
+    """Gather, render and write the page of `paths` to `out` (atomically, last)."""
+    from topkscope.io import write_bytes_atomic
+
+    report = gather(paths, progress=progress, **claims_options)
+    write_bytes_atomic(Path(out), render(report).encode())
+    return report
