@@ -16,7 +16,8 @@ from topkscope.commands import SpacedList
 REPO = Path(__file__).resolve().parents[1]
 # the old spellings kept for one release: (subcommand, old, new)
 RENAMED = [("run", "--out", "--results"), ("analyze", "--out", "--results"),
-           ("gallery", "--out", "--gallery"), ("fetch", "--root", "--data")]
+           ("gallery", "--out", "--gallery"), ("fetch", "--root", "--data"),
+           ("import", "--out", "--results")]
 
 
 def options():
@@ -54,7 +55,7 @@ def test_every_option_speaks_the_one_language():
 def test_an_old_spelling_still_works_with_one_line_naming_the_new(name, old, new, capsys):
     sub = build_parser().subcommands[name]
     args = {"run": ["experiments/fnn3-mnist.yaml"], "analyze": ["results"], "gallery": [],
-            "fetch": []}[name]
+            "fetch": [], "import": ["gaussiank-sgd", "logs"]}[name]
     got = sub.parse_args([*args, old, "somewhere"])
     assert getattr(got, new.lstrip("-").replace("-", "_")) == Path("somewhere")
     err = capsys.readouterr().err

@@ -43,7 +43,7 @@ def test_a_corner_is_the_models_step():
     bands = p16_gpu.model_bands("vgg16", validation, selection, claims)
     assert (bands["compute"].low, bands["compute"].high) == (0.03, 0.05)
     assert (bands["counts"].low, bands["counts"].high) == (1.1, 2.0)
-    net = PRESETS["10gbe-fit"]
+    net = PRESETS["10gbe"]
     point = {"compute": 0.05, "topk": 0.18, "select": 0.004, "counts": 2.0, "overhead": 0.0}
     t = p16_gpu._steps("vgg16", D, net, point)
     want = pm.step("gaussiank-2019", 16, D, 0.001, net, Input(0.05, "t"),
@@ -54,13 +54,13 @@ def test_a_corner_is_the_models_step():
 def test_holds_only_when_every_corner_agrees_and_names_what_decides():
     table = p16_gpu.claim_rows(*_tables(), errors=ERRORS)
     # Top-k's 180-220 ms selection against the rule's 1-4 ms: faster at every corner
-    assert _row(table, "10gbe-fit", "gaussiank_speedup_p16_gpu_topk")["verdict"] == "holds"
+    assert _row(table, "10gbe", "gaussiank_speedup_p16_gpu_topk")["verdict"] == "holds"
     # the missed exchange cost adds to both sparse steps: still faster than Top-k
     table = p16_gpu.claim_rows(*_tables(missed=0.5), errors=ERRORS)
-    assert _row(table, "10gbe-fit", "gaussiank_speedup_p16_gpu_topk")["verdict"] == "holds"
+    assert _row(table, "10gbe", "gaussiank_speedup_p16_gpu_topk")["verdict"] == "holds"
     # Top-k's selection somewhere in 0.5 ms ... 300 ms: that band alone decides
     table = p16_gpu.claim_rows(*_tables(topk=(0.0005, 0.3)), errors=ERRORS)
-    row = _row(table, "10gbe-fit", "gaussiank_speedup_p16_gpu_topk")
+    row = _row(table, "10gbe", "gaussiank_speedup_p16_gpu_topk")
     assert row["verdict"] == "inconclusive"
     assert row["cause"].startswith("decided by topk (0.5 ms: fails; 300 ms: holds)")
 

@@ -17,10 +17,9 @@ alias of `--results`.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from topkscope.commands import CommandError
+from topkscope.commands import CommandError, deprecated
 
 HELP = "import published training runs (the Gaussian-k authors' logs) as result folders"
 FORMATS = ("gaussiank-sgd",)
@@ -34,25 +33,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a job's log file (<prefix>.e<job> / .o<job>) or a folder of them")
     p.add_argument("--results", type=Path, default=None, metavar="RESULTS",
                    help="the results root the run folders go under")
-    p.add_argument("--out", type=Path, default=None, metavar="RESULTS",
-                   help="deprecated alias of --results")
+    deprecated(p, "--out", "--results", type=Path)
     p.add_argument("--source", default=_SOURCE, metavar="OWNER/REPO@COMMIT",
                    help=f"where the logs were published (default {_SOURCE})")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def main(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+    from topkscope import progress
     from topkscope.importers import gaussiank_sgd
 
     results = args.results
-    if args.out is not None:
-        print("topkscope import: --out is deprecated; use --results", file=sys.stderr)
-        if results is not None and results != args.out:
-            raise CommandError(f"--out {str(args.out)!r} and --results {str(results)!r} "
-                               "differ; give --results only")
-        results = args.out
     if results is None:
         raise CommandError("--results RESULTS is required (the results root to write under)")
     if results.exists() and not results.is_dir():
@@ -61,8 +52,8 @@ def main(args: argparse.Namespace) -> int:
         raise CommandError(f"--source {args.source!r} is not owner/repo@commit")
     try:
         jobs = gaussiank_sgd.find_jobs(args.paths)
-        with tqdm(total=len(jobs), desc="import", unit="job", file=sys.stderr,
-                  disable=True if args.no_progress else None) as bar:
+        with progress.bar(total=len(jobs), desc="import", unit="job",
+                          enabled=not args.no_progress) as bar:
             folders = gaussiank_sgd.import_runs(args.paths, results, source=args.source,
                                                 progress=lambda _job: bar.update())
     except ValueError as exc:  # nothing has been written yet

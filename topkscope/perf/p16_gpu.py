@@ -2,7 +2,7 @@
 only where the whole input band agrees.
 
 The step-time model (topkscope.perf.model.step) at P = 16 on the published clusters' fitted
-networks (10gbe-fit, ib100-fit), per paper model with imported GPU runs (VGG-16, ResNet-20 at
+networks (10gbe, ib100), per paper model with imported GPU runs (VGG-16, ResNet-20 at
 their logged per-worker batch), every input a band of what was measured or published
 (results/reference/published/, topkscope.perf.gpu_runs):
 
@@ -49,7 +49,7 @@ from topkscope.perf.inputs import Input
 from topkscope.perf.networks import PRESETS
 from topkscope.perf.workload import backward_fraction
 
-NETWORKS = ("10gbe-fit", "ib100-fit")
+NETWORKS = ("10gbe", "ib100")  # the presets fitted on published cluster measurements
 METHOD = "gaussiank-2019"
 P = 16
 CLAIMS_QUICK = REFERENCE / "claims-quick.csv"
