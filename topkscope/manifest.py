@@ -151,6 +151,15 @@ class Manifest:
             m.data.pop(key, None)
         return m
 
+    @classmethod
+    def reopen(cls, run_dir: str | Path) -> Manifest:
+        """An existing manifest to amend its latest segment (e.g. a launcher that learns how
+        its workers ended), with no new segment."""
+        m = cls.__new__(cls)
+        m.path = Path(run_dir) / MANIFEST
+        m.data = cls.load(run_dir)
+        return m
+
     def write(self) -> None:
         write_json_atomic(self.path, self.data)
 
