@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -122,6 +123,29 @@ def test_a_hook_given_bad_arguments_leaves_no_folder_and_the_corrected_rerun_sta
 
 
 # ---------------------------------------------------------------- the user's torchrun script
+def code_lines(text: str) -> list[str]:
+    """The code of each line: stripped, without its trailing comment; no blank or comment
+    lines."""
+    out = []
+    for line in text.splitlines():
+        code = re.sub(r"\s+#.*$", "", line).strip()
+        if code and not code.startswith("#"):
+            out.append(code)
+    return out
+
+
+def test_the_docs_resume_recipe_is_what_the_fixture_runs():
+    """Every line of docs/training.md's resume recipe is a line of the script these tests run,
+    so the recipe the page gives is the one that is tested."""
+    page = (REPO / "docs" / "training.md").read_text()
+    start = page.index("\n### Resuming your own script, and torchrun restarts\n")
+    recipe = re.search(r"```python\n(.*?)```", page[start:], re.S).group(1)
+    script = set(code_lines(SCRIPT.read_text()))
+    missing = [line for line in code_lines(recipe) if line not in script]
+    assert missing == []
+    assert len(code_lines(recipe)) > 30
+
+
 def torchrun(out: Path, *extra: str, max_restarts: int = 0) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
             "2", "--max-restarts", str(max_restarts), str(SCRIPT), str(out), "--steps",
