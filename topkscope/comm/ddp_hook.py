@@ -20,6 +20,12 @@ adds the run's fields to manifest.json and writes train.parquet from the hook's 
 bookkeeping (comm.run_log), so analyze, the claims, the figures and the notebooks read a
 user's run like ours; `state.note(loss=..., lr=..., metric=...)` adds what only the loop knows.
 
+A script that resumes (loads `state.load_state_dict` from its checkpoint and appends to its
+run folder) continues the run: at the hook's first step rank 0 sets aside what the folder
+holds for that step and later (run_log.HookRunLog.begin), so every step is there once. A state
+that closes before its hook ever ran ends the run failed (NeverRan); arguments it refuses
+leave no run folder behind (Recorder.discard_unused).
+
 `with TopKHookState(...) as state:` closes its recorder on leaving (marked failed on an
 exception). A script that ends without closing still exits cleanly: at interpreter exit the
 state closes its recorder and, when the process ends normally with its default process group

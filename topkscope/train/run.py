@@ -18,7 +18,13 @@ A run survives signals, races and resumes:
   steps it redoes (hooks.lifecycle.supersede_from), so plain readers see each step once; a
   complete run is not resumed (unless asked for more steps); `--resume` without a run id takes
   the newest interrupted or failed run of the same config, and a fresh start without a run id
-  is refused while an interrupted run of the same config can be resumed.
+  is refused while an interrupted run of the same config can be resumed;
+- a worker group that `torchrun --max-restarts` restarts (comm.elastic.restart_count > 0)
+  continues its own run folder (the --run-id's, else the one with this job's
+  TORCHELASTIC_RUN_ID) from its last checkpoint, or from step 0 if it had none;
+- only a stop the ranks agreed on is `interrupted`; any other error ends the run `failed`
+  (a dead peer's collective error included: the launcher then names the worker that died)
+  and the traceback is appended to <run>/run.log (train.failures).
 """
 
 from __future__ import annotations
