@@ -249,6 +249,7 @@ def uninterrupted(tmp_path_factory, data_root) -> Path:
 
 
 @pytest.mark.train
+@pytest.mark.slow
 def test_the_users_script_runs_200_steps_with_every_row_noted(uninterrupted):
     train = pd.read_parquet(uninterrupted / "train.parquet")
     assert train["step"].tolist() == list(range(STEPS))
