@@ -169,7 +169,13 @@ class TopKHookState:
 
     def state_dict(self) -> dict:
         """Step, this rank's residual and its sparsifier's state (None unless the method
-        adapts between steps, e.g. sidco), for the user's checkpoint (torch.save-able)."""
+        adapts between steps, e.g. sidco), for the user's checkpoint (torch.save-able).
+        It is taken for a checkpoint, so what the recorder and train.parquet hold of the
+        steps before it is written first: a run resumed from the checkpoint loses none."""
+        if self.recorder is not None and not self.recorder.closed:
+            self.recorder.flush()
+        if self.log is not None:
+            self.log.flush()
         return {"step": self.step, "residual": self.compressor.state_dict(),
                 "sparsifier": self.source.state_dict()}
 
