@@ -102,6 +102,12 @@ NOT_RUN: dict[tuple[str, str], str] = {
      '# train_accelerate.py: the same CNN with Hugging Face Accelerate, TopK-SGD through the DDP hook.'):
         'a script for torchrun (two ranks); tests/test_recipes.py runs it under torchrun with two gloo processes',
     ('docs/training.md',
+     'from topkscope.comm import TopKHookState, topk_hook'):
+        'lines of a torchrun script; tests/test_hook_runs.py runs tests/fixtures/user_cnn_ddp.py, which holds every line of this block',
+    ('docs/training.md',
+     'torchrun --standalone --nproc-per-node 2 --max-restarts 3 -m topkscope.cli run experiments/fnn3-mnist.yaml --run-id r1'):
+        'a restart shows only when a worker dies; tests/test_run_failures.py kills one under --max-restarts 1',
+    ('docs/training.md',
      'import torch.distributed as dist'):
         'a change to your own torchrun script (NCCL, GPUs); tests/test_hooks_distributed.py runs the hook on two gloo processes',
 }

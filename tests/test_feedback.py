@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import io
-from contextlib import contextmanager
 
 import pytest
 import torch
 
+from tests._process_group import one_process_group
 from topkscope.feedback import ErrorFeedback
 from topkscope.sparsify import get_sparsifier
 
@@ -155,20 +155,6 @@ def test_load_state_dict_leaves_the_callers_dict_unchanged(device):
         compressor.compress(torch.randn(64, generator=gen), density=0.0625)
     assert torch.equal(state[RESIDUAL_KEY], before)
     assert not torch.equal(compressor.feedback.residual(RESIDUAL_KEY), before)  # it trained
-
-
-@contextmanager
-def one_process_group():
-    """A gloo group of world size 1 in this process, destroyed afterwards."""
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        pytest.skip("a process group is already initialised in this process")
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 def test_hook_state_load_state_dict_leaves_the_callers_dict_unchanged():

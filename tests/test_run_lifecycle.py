@@ -417,10 +417,12 @@ def test_supersede_from_sets_aside_every_row_and_snapshot_at_or_past_the_step(tm
     assert sorted(p.name for p in (run / "stats").iterdir()) == ["part-r00000-000000.parquet",
                                                                   "part-r00000-000001.parquet"]
     assert [p.name for p in (run / "snapshots").iterdir()] == ["step2-rank0.npy"]
-    # aside: the whole originals of split files, the files past the step, the snapshots
-    assert steps(aside / "train.parquet") == before["train.parquet"]
-    assert steps(aside / "stats" / "part-r00000-000001.parquet") == \
-        before["stats/part-r00000-000001.parquet"]
+    # aside: exactly the rows past the step (of split files too), the files past it, the
+    # snapshots; what stayed and what went aside add up to each original
+    assert steps(aside / "train.parquet") == [5, 6, 7, 8, 9]
+    assert steps(aside / "stats" / "part-r00000-000001.parquet") == [5, 6]
+    for name, original in before.items():
+        assert steps(run / name) + steps(aside / name) == original
     assert steps(aside / "stats" / "part-r00001-000000.parquet") == [8, 9]
     assert sorted(p.name for p in (aside / "snapshots").iterdir()) == ["step6-rank0.npy",
                                                                         "step6-rank1-g.npy"]

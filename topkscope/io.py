@@ -106,13 +106,22 @@ class Table:
         self.path = Path(path)
         self.columns = columns
         self.rows: list[dict[str, Any]] = []
-        self._flushed = 0
+        self._dirty = False  # rows added or changed since the last flush
 
     def append(self, row: dict[str, Any]) -> None:
         missing = set(self.columns) - set(row)
         if missing:
             raise ValueError(f"row for {self.path.name} lacks {sorted(missing)}")
         self.rows.append({c: row[c] for c in self.columns})
+        self._dirty = True
+
+    def amend_last(self, **values: Any) -> None:
+        """Change columns of the latest row; the next flush writes the change."""
+        unknown = set(values) - set(self.columns)
+        if unknown:
+            raise ValueError(f"{self.path.name} has no column {sorted(unknown)}")
+        self.rows[-1].update(values)
+        self._dirty = True
 
     def frame(self):
         """The rows as a pandas DataFrame with the table's dtypes."""
@@ -122,9 +131,9 @@ class Table:
         return df.astype(self.columns)
 
     def flush(self) -> None:
-        if self._flushed != len(self.rows) or not self.path.exists():
+        if self._dirty or not self.path.exists():
             write_parquet_atomic(self.path, self.frame())
-            self._flushed = len(self.rows)
+            self._dirty = False
 
     def reload_before(self, step: int) -> None:
         """Resume: keep the rows already on disk whose step is below `step`."""
@@ -133,4 +142,4 @@ class Table:
         if self.path.exists():
             df = pd.read_parquet(self.path)
             self.rows = df[df["step"] < step].to_dict("records")
-        self._flushed = -1  # rewrite on the next flush
+        self._dirty = True  # rewrite on the next flush

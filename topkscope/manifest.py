@@ -79,7 +79,8 @@ def git_commit(cwd: str | Path | None = None) -> str | None:
 # set on a run that failed because its training diverged (train.trainer.DivergedError)
 DIVERGED_AT = "diverged_at_step"
 # top-level fields that describe how the latest segment ended; a new segment clears them
-_SEGMENT_STATE = ("signal", "resume_command", "checkpoint_step", "steps_done", DIVERGED_AT)
+_SEGMENT_STATE = ("signal", "resume_command", "checkpoint_step", "steps_done", "closed_by",
+                  DIVERGED_AT)
 # the error of a segment whose process ended without closing the manifest
 KILLED = "ended without closing its manifest (killed, e.g. by SIGKILL)"
 
@@ -150,6 +151,15 @@ class Manifest:
             m.data.pop(key, None)
         return m
 
+    @classmethod
+    def reopen(cls, run_dir: str | Path) -> Manifest:
+        """An existing manifest to amend its latest segment (e.g. a launcher that learns how
+        its workers ended), with no new segment."""
+        m = cls.__new__(cls)
+        m.path = Path(run_dir) / MANIFEST
+        m.data = cls.load(run_dir)
+        return m
+
     def write(self) -> None:
         write_json_atomic(self.path, self.data)
 
@@ -163,8 +173,9 @@ class Manifest:
         end = now_iso()
         segments = self.data.get("segments") or [_segment(self.data.get("start_time"))]
         segments[-1].update(end_time=end, status=status, error=error, signal=signal)
-        if "steps_done" in fields:
-            segments[-1]["steps_done"] = fields["steps_done"]
+        for key in ("steps_done", "closed_by"):
+            if key in fields:
+                segments[-1][key] = fields[key]
         top = {"signal": signal} if signal is not None else {}
         if signal is None:
             self.data.pop("signal", None)

@@ -4,6 +4,7 @@
     DistributedTransport()     one worker per torch.distributed process (gloo / NCCL)
     exchange(...)              feedback + sparsify + variable-count gather + mean
     TopKHookState, topk_hook   the same step inside DistributedDataParallel
+    init_process_group, restart_count   a process group that survives torchrun restarts
 """
 
 from topkscope.comm.compressor import WorkerCompressor
@@ -20,6 +21,10 @@ def __getattr__(name: str):
         from topkscope.comm.distributed import DistributedTransport
 
         return DistributedTransport
+    if name in ("init_process_group", "restart_count"):
+        from topkscope.comm import elastic
+
+        return getattr(elastic, name)
     if name in ("TopKHookState", "topk_hook"):
         from topkscope.comm import ddp_hook
 
@@ -37,6 +42,8 @@ __all__ = [
     "Transport",
     "WorkerCompressor",
     "exchange",
+    "init_process_group",
+    "restart_count",
     "scatter_sum",
     "topk_hook",
 ]

@@ -20,6 +20,12 @@ adds the run's fields to manifest.json and writes train.parquet from the hook's 
 bookkeeping (comm.run_log), so analyze, the claims, the figures and the notebooks read a
 user's run like ours; `state.note(loss=..., lr=..., metric=...)` adds what only the loop knows.
 
+A script that resumes (loads `state.load_state_dict` from its checkpoint and appends to its
+run folder) continues the run: at the hook's first step rank 0 sets aside what the folder
+holds for that step and later (run_log.HookRunLog.begin), so every step is there once. A state
+that closes before its hook ever ran ends the run failed (NeverRan); arguments it refuses
+leave no run folder behind (Recorder.discard_unused).
+
 `with TopKHookState(...) as state:` closes its recorder on leaving (marked failed on an
 exception). A script that ends without closing still exits cleanly: at interpreter exit the
 state closes its recorder and, when the process ends normally with its default process group
@@ -31,8 +37,11 @@ has gone aborts the process (`terminate called without an active exception`).
 
 # No `from __future__ import annotations`: DDP checks the hook's annotations at runtime.
 import atexit
+import functools
 import math
 import sys
+import time
+import warnings
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -52,6 +61,10 @@ from topkscope.hooks.lifecycle import CLOSED_AT_EXIT
 from topkscope.manifest import describe_optimizer
 from topkscope.sparsify import check_density
 from topkscope.sparsify.source import SparsifierSource
+
+
+class NeverRan(RuntimeError):
+    """A hook state closed before its hook ran even once: nothing was sparsified."""
 
 
 class TopKHookState:
@@ -78,18 +91,26 @@ class TopKHookState:
                  sparsifier_args: dict | None = None, seed: int = 0,
                  k_rule: str = "round", run_dir=None, run_fields: dict | None = None,
                  optimizer=None) -> None:
-        validate.integer("dense_steps", dense_steps, 0)
-        described = None if optimizer is None else describe_optimizer(optimizer)  # every rank
-        if not callable(density):
-            check_density(density)
-        trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-        self.layout = Layout.of(trainable)
-        self._slot = {id(p): i for i, (_, p) in enumerate(trainable)}  # param -> layout position
-        self.device = trainable[0][1].device
-        self.transport = DistributedTransport(process_group)
-        self.source = SparsifierSource(sparsifier, sparsifier_args, seed, self.transport.rank)
-        self.compressor = WorkerCompressor(self.source.at(0), self.layout, selection,
-                                           error_feedback, k_rule)
+        try:  # bad arguments: the recorder's folder, unused, is removed (a rerun can start)
+            validate.integer("dense_steps", dense_steps, 0)
+            described = None if optimizer is None else describe_optimizer(optimizer)
+            if not callable(density):
+                check_density(density)
+            trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+            if not trainable:
+                raise ValueError("the model has no trainable parameters for the hook to send")
+            self.layout = Layout.of(trainable)
+            self._slot = {id(p): i for i, (_, p) in enumerate(trainable)}  # param -> position
+            self.device = trainable[0][1].device
+            self.transport = DistributedTransport(process_group)
+            self.source = SparsifierSource(sparsifier, sparsifier_args, seed,
+                                           self.transport.rank)
+            self.compressor = WorkerCompressor(self.source.at(0), self.layout, selection,
+                                               error_feedback, k_rule)
+        except Exception as exc:
+            if recorder is not None:
+                recorder.discard_unused(exc)
+            raise
         self.density = density
         self.dense_steps = dense_steps
         self.recorder = recorder
@@ -99,6 +120,9 @@ class TopKHookState:
         self._pending: list[tuple[dist.GradBucket, torch.futures.Future]] = []
         self.closed = False
         self.log = None
+        self._begun = False  # the hook's first call in this process (HookRunLog.begin)
+        self._forward_start: float | None = None  # first training forward since the last step
+        model.register_forward_pre_hook(functools.partial(_forward_started, weakref.ref(self)))
         if self.transport.rank == 0:
             folder = run_dir if run_dir is not None else getattr(recorder, "out_dir", None)
             if folder is not None:
@@ -115,10 +139,17 @@ class TopKHookState:
             self.log.note(**values)
 
     def close(self, error: BaseException | None = None, closed_by: str | None = None) -> None:
-        """Close the recorder (marked failed when error is given); the hook stays usable."""
+        """Close the recorder (marked failed when error is given); the hook stays usable.
+        A state whose hook never ran (no step at all: e.g. a framework that did not register
+        it, or registered it on another model) closes its run `failed` with NeverRan."""
         if self.closed:
             return
         self.closed = True
+        if error is None and self.step == 0 and (self.log or self.recorder) is not None:
+            error = NeverRan("the communication hook never ran: no step went through "
+                             "topk_hook (was it registered with ddp.register_comm_hook on "
+                             "the DDP model that trains?)")
+            warnings.warn(f"TopKHookState: {error}; the run is marked failed", stacklevel=2)
         if self.log is not None:
             self.log.close(error)
         if self.recorder is not None:
@@ -138,7 +169,13 @@ class TopKHookState:
 
     def state_dict(self) -> dict:
         """Step, this rank's residual and its sparsifier's state (None unless the method
-        adapts between steps, e.g. sidco), for the user's checkpoint (torch.save-able)."""
+        adapts between steps, e.g. sidco), for the user's checkpoint (torch.save-able).
+        It is taken for a checkpoint, so what the recorder and train.parquet hold of the
+        steps before it is written first: a run resumed from the checkpoint loses none."""
+        if self.recorder is not None and not self.recorder.closed:
+            self.recorder.flush()
+        if self.log is not None:
+            self.log.flush()
         return {"step": self.step, "residual": self.compressor.state_dict(),
                 "sparsifier": self.source.state_dict()}
 
@@ -167,6 +204,21 @@ def _release_at_exit(ref: "weakref.ref[TopKHookState]") -> None:
             dist.destroy_process_group()
 
 
+def _forward_started(ref: "weakref.ref[TopKHookState]", module: nn.Module, args) -> None:
+    """Forward pre-hook: the first training forward since the last step starts its compute
+    time (a gradient accumulation's forwards all count; evaluation forwards do not)."""
+    state = ref()
+    if (state is not None and state._forward_start is None and module.training
+            and torch.is_grad_enabled()):
+        state._forward_start = time.perf_counter()
+
+
+def _compute_seconds(state: TopKHookState) -> float:
+    """Forward + backward of this step: from its first forward to DDP's last bucket."""
+    start, state._forward_start = state._forward_start, None
+    return math.nan if start is None else time.perf_counter() - start
+
+
 def _dense_allreduce(state: TopKHookState, bucket: dist.GradBucket
                      ) -> torch.futures.Future[torch.Tensor]:
     buf = bucket.buffer().div_(state.transport.world_size)
@@ -177,12 +229,18 @@ def _dense_allreduce(state: TopKHookState, bucket: dist.GradBucket
 def topk_hook(state: TopKHookState, bucket: dist.GradBucket
               ) -> torch.futures.Future[torch.Tensor]:
     """DDP communication hook: register with `ddp.register_comm_hook(state, topk_hook)`."""
+    if not state._begun:
+        state._begun = True
+        if state.log is not None:
+            state.log.begin(state.step)
     if state.step < state.dense_steps:
         fut = _dense_allreduce(state, bucket)
         if bucket.is_last():
+            compute = _compute_seconds(state)
             if state.log is not None:
                 d, P = state.layout.d, state.transport.world_size
                 state.log.add({"step": state.step, "density": 1.0, "k": d,
+                               "time_compute": compute,
                                **ExchangeResult.count_columns([d] * P),
                                "time_select": math.nan, "time_communicate": math.nan,
                                "bytes_sent": dense_payload_bytes(P, d, bucket.buffer()
@@ -196,9 +254,12 @@ def topk_hook(state: TopKHookState, bucket: dist.GradBucket
     try:
         _exchange_pending(state)
     except BaseException as exc:  # fail every waiting bucket rather than hang DDP
+        # a future takes an Exception only; a Ctrl-C (KeyboardInterrupt) still propagates
+        failure = exc if isinstance(exc, Exception) else RuntimeError(
+            f"the exchange was interrupted ({type(exc).__name__})")
         for _, fut in state._pending:
             if not fut.done():
-                fut.set_exception(exc)
+                fut.set_exception(failure)
         raise
     finally:
         state._pending = []
@@ -207,6 +268,7 @@ def topk_hook(state: TopKHookState, bucket: dist.GradBucket
 
 
 def _exchange_pending(state: TopKHookState) -> None:
+    compute = _compute_seconds(state)
     layout = state.layout
     grads: list[torch.Tensor | None] = [None] * len(layout.names)
     for bucket, _ in state._pending:
@@ -223,7 +285,7 @@ def _exchange_pending(state: TopKHookState) -> None:
     if state.log is not None:
         rho = state.density_at(state.step)
         state.log.add({"step": state.step, "density": rho,
-                       "k": state.compressor.target_k(rho),
+                       "k": state.compressor.target_k(rho), "time_compute": compute,
                        **ExchangeResult.count_columns(result.counts),
                        "time_select": result.time_select,
                        "time_communicate": result.time_communicate,

@@ -13,10 +13,15 @@ On rank 0 only (every rank knows every rank's count after the all-gather):
   dataset="cifar10").
 * train.parquet (TRAIN_COLUMNS), one row per step from the hook's own bookkeeping: density, k,
   the counts sent per worker (mean, min, median, max), bytes on the wire, select and
-  communicate seconds. What only the training loop knows (loss, lr, metric, epoch, compute
-  time) is missing (NaN / null) unless the script tells it with `state.note(loss=..., ...)`.
-  The dense all-reduce steps are rows with density 1 and k = d (their times are not measured:
-  the all-reduce runs asynchronously).
+  communicate seconds, and compute seconds (forward + backward: from the first training-mode
+  forward of the model since the last step to the arrival of DDP's last gradient bucket).
+  What only the training loop knows (loss, lr, metric, epoch) is missing (NaN / null) unless
+  the script tells it with `state.note(loss=..., ...)`. A row is written once the next step
+  begins (the loop has noted it by then) or when the state closes. The dense all-reduce steps
+  are rows with density 1 and k = d (their select and communicate times are not measured: the
+  all-reduce runs asynchronously).
+* a resumed script (one that loads `state.load_state_dict` from its checkpoint and appends to
+  the folder) first sets aside what the folder holds for the steps it redoes (`begin`).
 
 The manifest is the recorder's (rank 0 owns it) when the state has one, else the log's own,
 created in run_dir and finished when the state closes.
@@ -32,6 +37,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from topkscope.hooks.lifecycle import supersede_from
 from topkscope.io import Table
 from topkscope.manifest import Manifest
 from topkscope.schema import TRAIN_COLUMNS
@@ -92,12 +98,29 @@ class HookRunLog:
             manifest = Manifest(folder, launcher="ddp-hook")
         return cls(folder, manifest, owns, fields)
 
+    def begin(self, step: int) -> None:
+        """The hook's first step in this process is `step` (0, or the step of the checkpoint
+        the script resumed from): set aside what the folder holds for steps >= step (rows and
+        parts of an earlier segment that this one records again; hooks.lifecycle
+        .supersede_from) and keep the rows before it, so train.parquet and stats/ end with
+        every step once and steps_done is the run's true total."""
+        aside = supersede_from(self.run_dir, step)
+        self.table.reload_before(step)
+        if self.manifest is not None:
+            segments = self.manifest.data.get("segments") or [{}]
+            segments[-1]["from_step"] = step
+            if aside is not None:
+                segments[-1]["superseded"] = str(aside.relative_to(self.run_dir))
+            self.manifest.update(segments=segments, steps_done=len(self.table.rows))
+
     def add(self, row: dict[str, Any]) -> None:
+        """A new step's row. The rows before it are complete (the loop has noted them), so
+        this is when they are written, every flush_every rows."""
+        if self.table.rows and len(self.table.rows) % self.flush_every == 0:
+            self.flush()
         full = {"epoch": pd.NA, "loss": math.nan, "lr": math.nan, "metric": math.nan,
                 "metric_name": None, "time_compute": math.nan, **row}
         self.table.append(full)
-        if len(self.table.rows) % self.flush_every == 0:
-            self.flush()
 
     def note(self, **values: Any) -> None:
         """Fill what only the training loop knows into the latest step's row."""
@@ -106,7 +129,11 @@ class HookRunLog:
             raise ValueError(f"note() got {unknown}; allowed: {', '.join(NOTABLE)}")
         if not self.table.rows:
             raise ValueError("note() before the hook's first step: nothing to note on")
-        self.table.rows[-1].update(values)
+        self.table.amend_last(**values)
+
+    @property
+    def steps(self) -> int:
+        return len(self.table.rows)
 
     def flush(self) -> None:
         self.table.flush()

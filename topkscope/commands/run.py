@@ -74,14 +74,36 @@ def torchrun_command(args: argparse.Namespace, workers: int, run_id: str) -> lis
     """This same command, re-run as `workers` torchrun processes on this machine."""
     argv = [*run_arguments(args, workers, "torchrun"), "--run-id", run_id]
     argv += ["--resume"] * args.resume
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+    return [sys.executable, "-m", "topkscope.train.launcher", "--standalone", "--nnodes", "1",
             "--nproc-per-node", str(workers), "-m", "topkscope.cli", *argv]
+
+
+def record_worker_failure(run_dir: Path, opts, failures: list[dict]) -> str:
+    """The launcher's word on workers that died: the manifest's latest segment ends `failed`
+    with which rank and how (`worker_failures`; the error names it), unless the run had
+    already completed; returns the one line to print."""
+    from topkscope.manifest import Manifest
+    from topkscope.train.failures import RUN_LOG, failure_message
+    from topkscope.train.resume import resume_fields
+
+    message = failure_message(failures)
+    try:
+        manifest = Manifest.reopen(run_dir)
+    except (OSError, ValueError):
+        return f"{message} before the run folder {run_dir} was written"
+    if manifest.data.get("status") != "complete":
+        fields = resume_fields(opts, run_dir)
+        manifest.fail(message, worker_failures=failures, **fields)
+        again = f"; resume with: {fields['resume_command']}" if fields else ""
+        return f"{message}; run {run_dir} failed (log: {run_dir / RUN_LOG}){again}"
+    return f"{message} after the run completed ({run_dir})"
 
 
 def main(args: argparse.Namespace) -> int:
     from topkscope.data import DataError
     from topkscope.interrupts import RunInterrupted, run_child
     from topkscope.train.config import load_config
+    from topkscope.train.failures import RUN_DIR_ENV, worker_failures
     from topkscope.train.resume import interruption_report
     from topkscope.train.run import RunOptions, preflight, run, under_torchrun
     from topkscope.train.trainer import DivergedError
@@ -98,7 +120,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         if cfg.launcher == "torchrun" and not under_torchrun():
             run_dir = preflight(cfg, opts)
-            env = dict(os.environ)
+            env = {**os.environ, RUN_DIR_ENV: str(run_dir)}
             env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // cfg.workers)))
             code, signum = run_child(torchrun_command(args, cfg.workers, run_dir.name), env)
             if signum is not None and code != 0:  # forwarded; the workers stopped cleanly
@@ -106,15 +128,26 @@ def main(args: argparse.Namespace) -> int:
                       file=sys.stderr)
                 return 128 + signum
             if code != 0:
-                raise CommandError(f"torchrun workers exited with status {code} "
-                                   f"(their messages are above); run folder {run_dir}")
+                failures = worker_failures(run_dir)
+                if failures and all(f["exitcode"] == 2 for f in failures):
+                    return 2  # bad input or a divergence: the workers said it in one line
+                raise CommandError(record_worker_failure(run_dir, opts, failures), code=1)
         else:
             run_dir = run(cfg, opts)
-    except (ValueError, DataError, OSError, DivergedError) as exc:
-        raise CommandError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                           ) from None
+    except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        log = getattr(exc, "run_log", None)  # a run that failed (train.run.execute wrote it)
+        if log is not None:  # one line, the traceback in the run folder's log
+            if RUN_DIR_ENV in os.environ or os.environ.get("RANK", "0") != "0":
+                return 1  # the launcher, or rank 0, speaks for this worker
+            raise CommandError(f"{type(exc).__name__}: {first} (traceback: {log})",
+                               code=1) from None
+        if isinstance(exc, (ValueError, DataError, OSError, DivergedError)):  # bad input
+            raise CommandError(first) from None
+        raise
     except RunInterrupted as exc:  # files flushed, manifest `interrupted`
-        if os.environ.get("RANK", "0") == "0":  # torchrun: rank 0 speaks for the workers
+        # torchrun: rank 0 speaks for the workers, and the launcher (if any) for rank 0
+        if os.environ.get("RANK", "0") == "0" and RUN_DIR_ENV not in os.environ:
             print(f"topkscope run: {exc}", file=sys.stderr)
         return exc.exit_status
     except KeyboardInterrupt:  # before the run installed its own handling: nothing written

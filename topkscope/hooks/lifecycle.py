@@ -147,12 +147,26 @@ def own_manifest(out: Path, mode: str | None, replaced: Path | None) -> Manifest
     return Manifest(out, **fields)
 
 
+def discard_folder(out: Path, with_manifest: bool) -> None:
+    """Remove what a recorder that recorded nothing wrote in a folder it created: the manifest
+    (rank 0), the empty result folders, and out itself once empty. Other ranks may be doing
+    the same at once: a folder already gone or not yet empty is left to them."""
+    if with_manifest:
+        (out / "manifest.json").unlink(missing_ok=True)
+    for sub in ("stats", "hist", "snapshots", ""):
+        try:
+            (out / sub).rmdir()
+        except OSError:
+            pass
+
+
 def supersede_from(run_dir: str | Path, step: int) -> Path | None:
     """Set aside everything a run folder holds for steps >= step (what a run resumed from the
     checkpoint after `step` steps records again) into run_dir/superseded/<time>/, same
     relative paths, never deleted: rows of train.parquet, eval.parquet and every stats/ and
     hist/ part, and snapshots. A file with rows on both sides keeps its earlier rows in place
-    (rewritten atomically) after its whole original was copied aside.
+    (rewritten atomically) after its later rows were written aside under its name, so
+    superseded/ holds exactly the rows the resumed run records again.
 
     Which files hold such steps is read from their parquet statistics; only a file with rows
     on both sides is read whole. Everything is read before anything moves, so a file that
@@ -173,7 +187,8 @@ def supersede_from(run_dir: str | Path, step: int) -> Path | None:
             moved.append(path)
         else:
             table = pq.read_table(path)
-            split.append((path, table.filter(pc.less(table["step"], step))))
+            later = pc.greater_equal(table["step"], step)
+            split.append((path, table.filter(pc.invert(later)), table.filter(later)))
     snapshots = run_dir / "snapshots"
     if snapshots.is_dir():
         moved += sorted(f for f in snapshots.iterdir()
@@ -181,10 +196,11 @@ def supersede_from(run_dir: str | Path, step: int) -> Path | None:
     if not moved and not split:
         return None
     dest = _new_aside_folder(run_dir, SUPERSEDED)
-    for path, kept in split:
+    for path, kept, later in split:
         target = dest / path.relative_to(run_dir)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, target)  # the whole original first: no row is only in memory
+        # the later rows aside first, then the earlier ones in place: no row is only in memory
+        atomic_write(target, lambda tmp, later=later: pq.write_table(later, tmp))
         atomic_write(path, lambda tmp, kept=kept: pq.write_table(kept, tmp))
     for path in moved:
         target = dest / path.relative_to(run_dir)

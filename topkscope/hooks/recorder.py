@@ -42,6 +42,7 @@ from topkscope.hooks.histogram import histogram_rows
 from topkscope.hooks.lifecycle import (
     RecorderOutput,
     check_output_dir,
+    discard_folder,
     own_manifest,
     prepare_folder,
 )
@@ -156,6 +157,8 @@ class Recorder:
         self.total_steps = None if total_steps is None else \
             validate.integer("total_steps", total_steps, 1)
 
+        # a manifest this recorder creates (not an earlier run's): discard_unused() may remove it
+        self._created = not (Path(out_dir) / "manifest.json").exists()
         self.out_dir = check_output_dir(out_dir, self.rank, min_free_bytes)
         self._owns_manifest = manifest is None and self.rank == 0
         replaced = prepare_folder(self.out_dir, self.rank, mode, manifest is not None)
@@ -470,6 +473,23 @@ class Recorder:
         self._finalizer.detach()
         self.detach()
         self._out.close(error, closed_by=closed_by)
+
+    def discard_unused(self, error: BaseException | str) -> bool:
+        """A run that failed while it was being set up (e.g. a DDP hook given an unknown
+        sparsifier). When this recorder has recorded nothing, remove what it wrote: its empty
+        folders, and on rank 0 the manifest it created and the folder once empty, so
+        that the corrected rerun is not refused; returns True. A recorder that recorded rows,
+        or that appends to an earlier run, fails as fail(error) does; returns False."""
+        out = self._out
+        if out.closed or out.rows_written or out.snapshots_written or out.buffered_steps or \
+                (out.owns_manifest and not self._created):
+            self.fail(error)
+            return False
+        self._finalizer.detach()
+        self.detach()
+        discard_folder(self.out_dir, with_manifest=out.owns_manifest)
+        out.closed, out.owns_manifest = True, False  # nothing more is written
+        return True
 
     def __enter__(self) -> Recorder:
         return self

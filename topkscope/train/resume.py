@@ -69,6 +69,10 @@ def find_run(out_root: Path, cfg: ExperimentConfig, run_id: str | None, announce
     base = Path(out_root) / cfg.experiment
     if run_id is not None:
         run_dir = base / run_id
+        if not run_dir.exists():
+            raise ValueError(f"cannot resume {str(run_dir)!r}: there is no such run; drop "
+                             f"--resume to start it (under torchrun --max-restarts a "
+                             f"restarted worker continues its run without --resume)")
         if not (run_dir / "manifest.json").is_file():
             raise ValueError(f"cannot resume: {str(run_dir)!r} is not a result folder")
         return run_dir
@@ -112,6 +116,15 @@ def resume_command(opts: RunOptions, run_id: str) -> str:
         return (f"run(cfg, RunOptions(out_root={str(opts.out_root)!r}, run_id={run_id!r}, "
                 f"resume=True))")
     return shlex.join(["topkscope", *opts.command, "--run-id", run_id, "--resume"])
+
+
+def resume_fields(opts: RunOptions, run_dir: Path) -> dict[str, Any]:
+    """checkpoint_step and resume_command of a stopped run (empty without a checkpoint)."""
+    ckpt = checkpoint.latest(run_dir)
+    if ckpt is None:
+        return {}
+    return {"checkpoint_step": checkpoint.marker_step(ckpt),
+            "resume_command": resume_command(opts, run_dir.name)}
 
 
 def interruption_message(run_dir: Path, manifest: dict[str, Any]) -> str:

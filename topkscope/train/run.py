@@ -18,7 +18,13 @@ A run survives signals, races and resumes:
   steps it redoes (hooks.lifecycle.supersede_from), so plain readers see each step once; a
   complete run is not resumed (unless asked for more steps); `--resume` without a run id takes
   the newest interrupted or failed run of the same config, and a fresh start without a run id
-  is refused while an interrupted run of the same config can be resumed.
+  is refused while an interrupted run of the same config can be resumed;
+- a worker group that `torchrun --max-restarts` restarts (comm.elastic.restart_count > 0)
+  continues its own run folder (the --run-id's, else the one with this job's
+  TORCHELASTIC_RUN_ID) from its last checkpoint, or from step 0 if it had none;
+- only a stop the ranks agreed on is `interrupted`; any other error ends the run `failed`
+  (a dead peer's collective error included: the launcher then names the worker that died)
+  and the traceback is appended to <run>/run.log (train.failures).
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from dataclasses import dataclass
+import traceback
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -34,12 +41,13 @@ from typing import Any
 import torch
 
 from topkscope import validate
+from topkscope.comm.elastic import init_process_group, restart_count
 from topkscope.comm.simulated import SimulatedTransport
 from topkscope.comm.transport import Transport
 from topkscope.hooks.lifecycle import supersede_from
 from topkscope.interrupts import RunInterrupted, StopRequests, handling, interruption_signal
 from topkscope.io import Table
-from topkscope.manifest import DIVERGED_AT, Manifest, describe_optimizer
+from topkscope.manifest import DIVERGED_AT, Manifest, describe_optimizer, find_runs, now_iso
 from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
 from topkscope.train import checkpoint
 from topkscope.train.config import (
@@ -49,14 +57,17 @@ from topkscope.train.config import (
     deviations,
     run_tags,
 )
+from topkscope.train.failures import append_log
 from topkscope.train.resume import (
     check_resumable,
     find_run,
     interruption_message,
     refuse_if_interrupted,
-    resume_command,
+    resume_fields,
 )
 from topkscope.train.trainer import DivergedError, Trainer
+
+TORCHELASTIC_RUN_ID = "TORCHELASTIC_RUN_ID"  # torchrun's job id: the same in every restart
 
 
 def under_torchrun() -> bool:
@@ -94,7 +105,7 @@ def make_transport(cfg: ExperimentConfig, device: torch.device) -> tuple[Transpo
     if not dist.is_initialized():
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        init_process_group("nccl" if device.type == "cuda" else "gloo")  # restarts too
         started = True
     from topkscope.comm.distributed import DistributedTransport
 
@@ -218,12 +229,17 @@ def prepare(cfg: ExperimentConfig, opts: RunOptions, transport: Transport,
     if opts.run_id is not None:
         validate.plain_name("run id", opts.run_id)
     trainer, substitute = build_trainer(cfg, transport, device, opts.data_root)
+    restarted = _restarted_run(opts, cfg, transport)
+    if restarted is not None:  # torchrun restarted this worker group: continue its run
+        opts = replace(opts, run_id=restarted.name, resume=True)
     if opts.resume:
         run_dir = find_run(opts.out_root, cfg, _from_main(transport, opts.run_id),
                            announce=transport.is_main)
         saved = Manifest.load(run_dir)
         check_resumable(saved["config"], cfg, run_dir)
         ckpt = checkpoint.latest(run_dir)
+        if ckpt is None and restarted is not None:  # died before its first checkpoint
+            return Prepared(cfg, opts, trainer, run_dir, substitute)
         if ckpt is None:
             raise ValueError(f"cannot resume {str(run_dir)!r}: it has no complete checkpoint")
         done = checkpoint.marker_step(ckpt)
@@ -240,6 +256,29 @@ def prepare(cfg: ExperimentConfig, opts: RunOptions, transport: Transport,
         if run_dir.exists():
             raise ValueError(_taken(run_dir))
     return Prepared(cfg, opts, trainer, run_dir, substitute)
+
+
+def _restarted_run(opts: RunOptions, cfg: ExperimentConfig, transport: Transport
+                   ) -> Path | None:
+    """The run folder of a worker group that torchrun restarted (`--max-restarts`), or None
+    for a first start (comm.elastic.restart_count is 0) or when the first start died before
+    it made its folder. The folder is the --run-id's, else the experiment's run whose
+    manifest has this torchrun job's TORCHELASTIC_RUN_ID. Rank 0 decides for every rank."""
+    if not under_torchrun() or restart_count() == 0:
+        return None
+    found = None
+    if transport.is_main:
+        base = Path(opts.out_root) / cfg.experiment
+        if opts.run_id is not None:
+            found = base / opts.run_id if (base / opts.run_id / "manifest.json").is_file() \
+                else None
+        else:
+            job = os.environ.get(TORCHELASTIC_RUN_ID)
+            runs = [r for r in find_runs(base, experiment=cfg.experiment, status=None)
+                    if job and r.manifest.get("torchelastic_run_id") == job]
+            found = runs[-1].path if runs else None
+    found = _from_main(transport, None if found is None else str(found))
+    return None if found is None else Path(found)
 
 
 def _taken(run_dir: Path) -> str:
@@ -307,6 +346,8 @@ def _manifest(p: Prepared) -> Manifest:
                     config=cfg.to_dict(), profile=p.opts.profile, seed=cfg.seed,
                     world_size=trainer.transport.world_size,
                     launcher="torchrun" if under_torchrun() else "sim",
+                    torchelastic_run_id=os.environ.get(TORCHELASTIC_RUN_ID)
+                    if under_torchrun() else None,
                     model=cfg.model, dataset=cfg.dataset, dataset_substitute=p.substitute,
                     sparsifier=cfg.sparsifier, density=cfg.density, selection=cfg.selection,
                     density_schedule=cfg.density_schedule,
@@ -352,14 +393,19 @@ def execute(p: Prepared, stop: StopRequests | None = None) -> Path:
     try:
         _loop(p.cfg, trainer, p.run_dir, manifest, not p.opts.resume, p.opts.progress, stop)
     except BaseException as exc:
+        # Only a stop the ranks agreed on (StopRequests) is an interruption. An error after a
+        # signal arrived is still a failure: under torchrun a worker that died makes its
+        # peers' collectives fail, and torchrun then sends them SIGTERM; the job was not
+        # stopped, a worker died (the launcher names which: topkscope.train.launcher).
         signame = interruption_signal(exc)
-        if signame is None and stop is not None and stop.received is not None:
-            signame = signal.Signals(stop.received).name  # e.g. a peer that stopped first
         if signame is None:
             if manifest is not None:  # a divergence is a result: the step is recorded
-                diverged = ({DIVERGED_AT: exc.step, "steps_done": exc.step}
-                            if isinstance(exc, DivergedError) else {})
-                manifest.fail(exc, **diverged)
+                done = ({DIVERGED_AT: exc.step, "steps_done": exc.step}
+                        if isinstance(exc, DivergedError) else {"steps_done": trainer.step})
+                manifest.fail(exc, **done)
+            if not isinstance(exc, DivergedError):
+                exc.run_log = append_log(p.run_dir, f"rank {rank}: {now_iso()}\n"
+                                         f"{traceback.format_exc()}")
             raise
         raise _interrupted(p, manifest, signame) from exc
     return p.run_dir
@@ -367,11 +413,8 @@ def execute(p: Prepared, stop: StopRequests | None = None) -> Path:
 
 def _interrupted(p: Prepared, manifest: Manifest | None, signame: str) -> RunInterrupted:
     """Mark the manifest interrupted (rank 0) and make the exception that reports it."""
-    fields: dict[str, Any] = {"steps_done": p.trainer.step}
-    ckpt = checkpoint.latest(p.run_dir)
-    if ckpt is not None:
-        fields.update(checkpoint_step=checkpoint.marker_step(ckpt),
-                      resume_command=resume_command(p.opts, p.run_dir.name))
+    fields: dict[str, Any] = {"steps_done": p.trainer.step,
+                              **resume_fields(p.opts, p.run_dir)}
     if manifest is not None:
         manifest.interrupt(signame, **fields)
     return RunInterrupted(signal.Signals[signame],

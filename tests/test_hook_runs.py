@@ -1,0 +1,301 @@
+"""A user's own DDP script with the TopK hook gives complete, whole runs: the last noted row
+lands, compute time is recorded, a stop and a rerun (or a torchrun restart) continue the run
+from its checkpoint with every step once and the parameters of an uninterrupted run, a hook
+that never ran fails the run, and bad hook arguments leave no folder behind.
+
+The torchrun tests run tests/fixtures/user_cnn_ddp.py (a small CNN on MNIST, 2 gloo ranks)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from tests._process_group import one_process_group
+from topkscope.io import Table
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "tests" / "fixtures" / "user_cnn_ddp.py"
+STEPS, CHECKPOINT_EVERY, STOP_AT = 200, 50, 66  # 66: not a checkpoint boundary
+
+
+# ---------------------------------------------------------------- in this process
+def manifest_of(run: Path) -> dict:
+    return json.loads((run / "manifest.json").read_text())
+
+
+def test_a_table_rewrites_a_row_amended_after_its_flush(tmp_path):
+    table = Table(tmp_path / "t.parquet", {"step": "int64", "loss": "float64"})
+    table.append({"step": 0, "loss": math.nan})
+    table.flush()
+    table.amend_last(loss=0.5)   # the row count did not change
+    table.flush()
+    assert pd.read_parquet(tmp_path / "t.parquet")["loss"].tolist() == [0.5]
+    with pytest.raises(ValueError, match="no column"):
+        table.amend_last(lr=0.1)
+
+
+@pytest.mark.train
+def test_every_noted_row_lands_and_carries_its_times_when_the_steps_fill_the_flushes(tmp_path):
+    """200 steps, a multiple of the 50-row flush: the last row is written with its note."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from topkscope.comm import TopKHookState, topk_hook
+    from topkscope.hooks import Recorder
+
+    run = tmp_path / "exp" / "run1"
+    noted = []
+    with one_process_group():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 2))
+        ddp = DDP(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with Recorder(run, schedule={"every": 25}, densities=[0.1]) as rec, \
+                TopKHookState(model, density=0.2, recorder=rec) as state:
+            ddp.register_comm_hook(state, topk_hook)
+            for step in range(200):
+                x, y = torch.randn(4, 6), torch.randint(0, 2, (4,))
+                loss = nn.functional.cross_entropy(ddp(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                state.note(loss=loss.item(), lr=0.1 * (step + 1), epoch=step // 40)
+                noted.append(loss.item())
+    train = pd.read_parquet(run / "train.parquet")
+    assert train["step"].tolist() == list(range(200))
+    assert train["loss"].tolist() == noted                       # the last row included
+    assert train["lr"].iloc[-1] == pytest.approx(20.0) and train["epoch"].iloc[-1] == 4
+    assert (train["time_compute"] > 0).all()                     # forward + backward, measured
+    sparse = train[train["density"] < 1]
+    assert (sparse["time_select"] > 0).all() and (sparse["time_communicate"] >= 0).all()
+    manifest = manifest_of(run)
+    assert (manifest["status"], manifest["steps_done"]) == ("complete", 200)
+
+
+def test_a_hook_that_never_ran_fails_its_run(tmp_path):
+    from topkscope.comm import TopKHookState
+    from topkscope.hooks import Recorder
+
+    run = tmp_path / "exp" / "run1"
+    with one_process_group():
+        model = nn.Linear(4, 2)
+        with pytest.warns(UserWarning, match="never ran"):
+            with Recorder(run, schedule=1) as rec, \
+                    TopKHookState(model, density=0.5, recorder=rec):
+                pass  # e.g. a framework that registered no hook: no step goes through it
+    manifest = manifest_of(run)
+    assert manifest["status"] == "failed"
+    assert "the communication hook never ran" in manifest["error"]
+    assert manifest["steps_done"] == 0
+
+
+@pytest.mark.parametrize("bad, match", [({"sparsifier": "topkk"}, "topkk"),
+                                        ({"density": 2.0}, "density"),
+                                        ({"selection": "everything"}, "selection")])
+def test_a_hook_given_bad_arguments_leaves_no_folder_and_the_corrected_rerun_starts(
+        tmp_path, bad, match):
+    from topkscope.comm import TopKHookState
+    from topkscope.hooks import Recorder
+
+    run = tmp_path / "exp" / "run1"
+    with one_process_group():
+        model = nn.Linear(4, 2)
+        with pytest.raises(ValueError, match=match):
+            with Recorder(run, schedule=1) as rec, \
+                    TopKHookState(model, **{"density": 0.5, **bad}, recorder=rec):
+                pass
+        assert not run.exists()
+        with Recorder(run, schedule=1) as rec:   # not refused: "already holds results"
+            assert TopKHookState(model, density=0.5, recorder=rec).step == 0
+            rec.record(0, 0, u=torch.randn(10), layout=[("w", 0, 10)])
+    assert manifest_of(run)["status"] == "complete"
+
+
+# ---------------------------------------------------------------- the user's torchrun script
+def code_lines(text: str) -> list[str]:
+    """The code of each line: stripped, without its trailing comment; no blank or comment
+    lines."""
+    out = []
+    for line in text.splitlines():
+        code = re.sub(r"\s+#.*$", "", line).strip()
+        if code and not code.startswith("#"):
+            out.append(code)
+    return out
+
+
+def test_the_docs_resume_recipe_is_what_the_fixture_runs():
+    """Every line of docs/training.md's resume recipe is a line of the script these tests run,
+    so the recipe the page gives is the one that is tested."""
+    page = (REPO / "docs" / "training.md").read_text()
+    start = page.index("\n### Resuming your own script, and torchrun restarts\n")
+    recipe = re.search(r"```python\n(.*?)```", page[start:], re.S).group(1)
+    script = set(code_lines(SCRIPT.read_text()))
+    missing = [line for line in code_lines(recipe) if line not in script]
+    assert missing == []
+    assert len(code_lines(recipe)) > 30
+
+
+def torchrun(out: Path, *extra: str, max_restarts: int = 0) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+            "2", "--max-restarts", str(max_restarts), str(SCRIPT), str(out), "--steps",
+            str(STEPS), "--checkpoint-every", str(CHECKPOINT_EVERY), *extra]
+
+
+def env(data_root: Path) -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "TOPKSCOPE_DATA": str(data_root),
+            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def run_script(out: Path, data_root: Path, **kw) -> subprocess.CompletedProcess:
+    done = subprocess.run(torchrun(out, **kw), env=env(data_root), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def worker_pid(parent: int, rank: int) -> int:
+    """The pid of torchrun's worker of this rank (a child of the torchrun process)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and f"RANK={rank}".encode() in environ:
+            return int(entry.name)
+    raise AssertionError(f"no rank-{rank} worker under pid {parent}")
+
+
+def stop_at(out: Path, data_root: Path, step: int, stop, max_restarts: int = 0
+            ) -> subprocess.CompletedProcess:
+    """Start the script; once rank 0 has done `step`, call stop(torchrun's Popen); wait."""
+    proc = subprocess.Popen(torchrun(out, max_restarts=max_restarts), env=env(data_root),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.strip() == f"step {step}":
+                stop(proc)
+                break
+        out_rest, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines) + out_rest,
+                                       err)
+
+
+def final_parameters(run: Path) -> dict[str, torch.Tensor]:
+    folder = run / "checkpoints" / f"step-{STEPS}"
+    return {rank: torch.load(folder / f"rank-{rank}.pt", weights_only=True)
+            for rank in (0, 1)}
+
+
+def assert_same_parameters(run: Path, reference: Path) -> None:
+    mine, ref = final_parameters(run), final_parameters(reference)
+    for rank in (0, 1):
+        for name, value in ref[rank]["model"].items():
+            assert torch.equal(mine[rank]["model"][name], value), (rank, name)
+        assert torch.equal(mine[rank]["topk"]["residual"]["__global__"],
+                           ref[rank]["topk"]["residual"]["__global__"])
+
+
+def assert_whole(run: Path, reference: Path, resumed_from: int) -> dict:
+    """Every step once in train.parquet and stats/, equal to the uninterrupted run's; only
+    rows past the checkpoint in superseded/; the manifest's totals and last segment."""
+    train, ref = pd.read_parquet(run / "train.parquet"), pd.read_parquet(
+        reference / "train.parquet")
+    assert train["step"].tolist() == list(range(STEPS))
+    assert train["loss"].notna().all() and train["time_compute"].notna().all()
+    assert train["loss"].tolist() == ref["loss"].tolist()
+    stats, ref_stats = (pd.read_parquet(r / "stats") for r in (run, reference))
+    keys = ["step", "rank", "layer", "kind", "density"]
+    assert not stats.duplicated(keys).any()  # every row of every rank once, none missing
+    assert sorted(map(tuple, stats[keys].values)) == sorted(map(tuple, ref_stats[keys].values))
+    for aside in (run / "superseded").glob("*"):  # none when a killed rank wrote none
+        for part in [aside / "train.parquet", *aside.glob("stats/*.parquet")]:
+            if part.exists():
+                assert pd.read_parquet(part)["step"].min() >= resumed_from, part
+    manifest = manifest_of(run)
+    assert (manifest["status"], manifest["steps_done"]) == ("complete", STEPS)
+    assert manifest.get("closed_by") is None
+    assert manifest["segments"][-1]["from_step"] == resumed_from
+    assert manifest["segments"][-1]["status"] == "complete"
+    assert_same_parameters(run, reference)
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, data_root) -> Path:
+    out = tmp_path_factory.mktemp("ref") / "exp" / "r0"
+    run_script(out, data_root)
+    return out
+
+
+@pytest.mark.train
+@pytest.mark.slow
+def test_the_users_script_runs_200_steps_with_every_row_noted(uninterrupted):
+    train = pd.read_parquet(uninterrupted / "train.parquet")
+    assert train["step"].tolist() == list(range(STEPS))
+    assert train[["loss", "lr", "time_compute"]].notna().all().all()
+    manifest = manifest_of(uninterrupted)
+    assert (manifest["status"], manifest["steps_done"], manifest["world_size"]) == \
+        ("complete", STEPS, 2)
+    assert manifest["segments"][0]["from_step"] == 0
+
+
+@pytest.mark.train
+@pytest.mark.slow
+def test_ctrl_c_and_the_same_command_again_continue_the_run_whole(tmp_path, data_root,
+                                                                     uninterrupted):
+    out = tmp_path / "exp" / "r1"
+    stopped = stop_at(out, data_root, STOP_AT, lambda p: os.killpg(p.pid, signal.SIGINT))
+    assert stopped.returncode != 0
+    manifest = manifest_of(out)
+    assert (manifest["status"], manifest["signal"]) == ("interrupted", "SIGINT")
+    run_script(out, data_root)  # the documented recipe: the same command resumes
+    manifest = assert_whole(out, uninterrupted, resumed_from=50)
+    assert [s["status"] for s in manifest["segments"]] == ["interrupted", "complete"]
+
+
+@pytest.mark.train
+@pytest.mark.slow
+def test_a_rank_killed_and_the_same_command_again_continue_the_run_whole(tmp_path, data_root,
+                                                                         uninterrupted):
+    out = tmp_path / "exp" / "r1"
+    stopped = stop_at(out, data_root, STOP_AT,
+                      lambda p: os.kill(worker_pid(p.pid, 1), signal.SIGKILL))
+    assert stopped.returncode != 0
+    run_script(out, data_root)
+    manifest = assert_whole(out, uninterrupted, resumed_from=50)
+    assert manifest["segments"][0]["status"] in ("failed", "interrupted")
+
+
+@pytest.mark.train
+@pytest.mark.slow
+def test_torchrun_restarts_a_killed_rank_and_the_run_ends_as_an_uninterrupted_one(
+        tmp_path, data_root, uninterrupted):
+    out = tmp_path / "exp" / "r1"
+    t0 = time.monotonic()
+    done = stop_at(out, data_root, STOP_AT,
+                   lambda p: os.kill(worker_pid(p.pid, 1), signal.SIGKILL), max_restarts=1)
+    wall = time.monotonic() - t0
+    assert done.returncode == 0, done.stderr[-3000:]
+    manifest = assert_whole(out, uninterrupted, resumed_from=50)
+    assert len(manifest["segments"]) == 2
+    print(f"elastic restart of the user's script: {wall:.1f} s wall")
