@@ -199,7 +199,7 @@ def measured_run(tmp_path_factory, data_root) -> Path:
     """A short `topkscope run` (12 steps of FNN-3, simulated workers): time_compute measured."""
     root = tmp_path_factory.mktemp("measured") / "results"
     assert cli(["run", str(REPO / "experiments" / "fnn3-mnist.yaml"), "--profile", "quick",
-                "--out", str(root), "--steps", "12", "--run-id", "r1", "--set",
+                "--results", str(root), "--steps", "12", "--run-id", "r1", "--set",
                 "train_subset=2560", "--set", "eval_subset=1000", "--set", "recorder=null",
                 "--data", str(data_root), "--no-progress"]) == 0
     return root / "fnn3-mnist" / "r1"

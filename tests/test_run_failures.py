@@ -93,7 +93,7 @@ def start_and_stop(command: list[str], experiment: Path, stop) -> subprocess.Com
 
 def launcher(config: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "topkscope.cli", "run", str(config), "--launcher", "torchrun",
-            "--out", str(out), "--run-id", "k", "--no-progress", *extra]
+            "--results", str(out), "--run-id", "k", "--no-progress", *extra]
 
 
 def model_of(run: Path) -> dict[str, torch.Tensor]:
@@ -108,7 +108,7 @@ def model_of(run: Path) -> dict[str, torch.Tensor]:
 def uninterrupted(tmp_path_factory) -> Path:
     """The same config run whole with simulated workers (the same math, bit for bit)."""
     folder = tmp_path_factory.mktemp("whole")
-    assert main(["run", str(write_config(folder)), "--out", str(folder / "results"),
+    assert main(["run", str(write_config(folder)), "--results", str(folder / "results"),
                  "--run-id", "whole", "--no-progress"]) == 0
     return folder / "results" / "tiny" / "whole"
 
@@ -185,7 +185,7 @@ def test_torchrun_max_restarts_continues_the_run_to_the_uninterrupted_parameters
     out = tmp_path / "results"
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                "--nproc-per-node", "2", "--max-restarts", "1", "-m", "topkscope.cli", "run",
-               str(write_config(tmp_path)), "--out", str(out), "--no-progress",
+               str(write_config(tmp_path)), "--results", str(out), "--no-progress",
                *(["--run-id", "e"] * named)]
     t0 = time.monotonic()
     done = start_and_stop(command, out / "tiny",
@@ -204,7 +204,7 @@ def test_torchrun_max_restarts_continues_the_run_to_the_uninterrupted_parameters
 
 
 def test_resume_of_a_run_that_does_not_exist_says_what_it_needs(tmp_path, capsys):
-    code = main(["run", str(write_config(tmp_path)), "--out", str(tmp_path / "results"),
+    code = main(["run", str(write_config(tmp_path)), "--results", str(tmp_path / "results"),
                  "--run-id", "new", "--resume", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
@@ -226,7 +226,7 @@ def test_a_failing_run_exits_1_with_one_line_and_its_traceback_in_the_log(tmp_pa
 
     monkeypatch.setattr(Trainer, "train_step", breaks_at_step_3)
     out = tmp_path / "results"
-    code = main(["run", str(write_config(tmp_path)), "--out", str(out), "--run-id", "f",
+    code = main(["run", str(write_config(tmp_path)), "--results", str(out), "--run-id", "f",
                  "--no-progress"])
     run = out / "tiny" / "f"
     err = capsys.readouterr().err.strip().splitlines()
