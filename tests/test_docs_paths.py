@@ -39,6 +39,7 @@ GENERATED = (
     "results/standard",      # make reproduce-figures PROFILE=standard: its whole results root
     "results/full",          # make reproduce-figures PROFILE=full: its whole results root
     "results/my-exp",        # the example run folder of the Recorder docs
+    "results/demo",          # the example run of the report's screenshot (docs/figures.md)
     *(f"results/{p.stem}" for p in (REPO / "experiments").glob("*.yaml")),  # run folders
 )
 

@@ -160,6 +160,14 @@ def _plot_cases(r) -> dict[str, Figure]:
         "selected_per_step four methods": lambda: plots.selected_per_step(
             _as_methods(approx, ["gaussiank-2019", "dgc", "redsync", "sidco"]),
             manifest=main[0].manifest),
+        "published_runs eight imported jobs": lambda: plots.published_runs(
+            pd.DataFrame({"run": [f"job 13026{i} topk rho=0.001 (8 GPUs, gpu04)"
+                                  for i in range(8) for _ in range(3)],
+                          "epoch": [0, 1, 2] * 8, "metric": [0.5, 0.7, 0.8] * 8}),
+            pd.DataFrame({"run": [f"job 13026{i} topk rho=0.001 (8 GPUs, gpu04)" for i in range(8)],
+                          "compute": 0.05, "selection": 0.19, "exchange": 0.04, "other": 0.01}),
+            title="VGG-16 on CIFAR-10, published GPU runs of the Gaussian-k authors' code "
+                  "(kljp/topk_results@4d5937c, one node of 8 GPUs, seeds not published)"),
     }
 
 
@@ -168,7 +176,7 @@ PLOT_CASES = ["gradient_histogram four steps", "sorted_magnitudes", "contraction
               "qq_plot", "selected_over_k", "selection_time", "convergence one condition",
               "convergence perplexity", "convergence without evaluation (hook run)",
               "accuracy_vs_elements three conditions", "density_sensitivity two methods",
-              "selected_per_step four methods"]
+              "selected_per_step four methods", "published_runs eight imported jobs"]
 
 
 def test_the_cases_cover_every_plot_function():

@@ -183,7 +183,7 @@ def test_run_command_is_a_valid_topkscope_run(small, tmp_path):
     args = build_parser().parse_args(argv[3:])
     assert (args.command, args.profile, args.sparsifier, args.run_id) == (
         "run", "quick", "gaussiank", spec.run_id())
-    assert Path(args.out) == tmp_path and Path(args.data) == small.data
+    assert Path(args.results) == tmp_path and Path(args.data) == small.data
 
 
 def test_bad_profile_and_unknown_experiment(small):

@@ -68,8 +68,10 @@ def test_the_report_of_a_users_hook_run(results, tmp_path, capsys):  # noqa: F81
         assert html.escape(verdict_sentence(row)) in claims
     figures = page.split('id="figures"')[1].split('id="scaling"')[0]
     assert figures.count("<figure ") == figures.count("<img ") > 0
-    # the user's model has no compute time: the page says how to predict it
-    assert f"topkscope scale --params {manifest['num_parameters']}" in page
+    # the hook measured the step's compute time: the page predicts the user's model from it
+    scaling = page.split('id="scaling"')[1]
+    assert "no compute time recorded" not in page and "<td>Sequential</td>" in scaling
+    assert f"measured in {run_dir} (median time_compute of" in scaling
     for table_file in ("train.parquet", "stats"):
         assert f"run1/{table_file}" in page
     if CHROMIUM is not None:

@@ -185,15 +185,6 @@ def _draw(drawer: Callable, args: tuple, name: str, figures: list[Figure],
 
 
 # --------------------------------------------------------------------- predicted scaling
-def _compute_seconds(run) -> float | None:
-    """The median compute seconds per step the run measured (train.parquet time_compute)."""
-    train = getattr(run, "train", None)
-    if train is None or "time_compute" not in train:
-        return None
-    values = pd.to_numeric(train["time_compute"], errors="coerce").dropna()
-    return float(values.median()) if len(values) else None
-
-
 def predicted_scaling(runs: Sequence, results_root: Path | None = None
                       ) -> tuple[pd.DataFrame, list[str], list[str]]:
     """(table, inputs, notes): topkscope.perf.report.scaling_table at P = 16 on
@@ -201,6 +192,7 @@ def predicted_scaling(runs: Sequence, results_root: Path | None = None
     inputs, a model of the user's own from its parameter count and its run's compute time."""
     from topkscope import models
     from topkscope.perf import report as perf
+    from topkscope.perf.inputs import run_compute
 
     frames, notes = [], []
     seen = set()
@@ -215,13 +207,12 @@ def predicted_scaling(runs: Sequence, results_root: Path | None = None
                 table, more = perf.scaling_table([model], SCALING_NETWORKS, [SCALING_WORKERS],
                                                  results_root=results_root)
             elif d:
-                compute = _compute_seconds(run)
+                _, compute, _ = run_compute(run.path, m)
                 if compute is None:
-                    notes.append(f"{model} (d = {int(d):,}): no compute time recorded (the "
-                                 "DDP hook does not time the step unless the script notes "
-                                 "time_compute): `topkscope scale --params "
-                                 f"{int(d)} --compute-s SECONDS --network 10gbe --workers 16` "
-                                 "predicts it")
+                    notes.append(f"{model} (d = {int(d):,}): no compute time recorded "
+                                 "(time_compute is null in every row): `topkscope scale "
+                                 f"--params {int(d)} --compute-s SECONDS --network 10gbe "
+                                 "--workers 16` predicts it")
                     continue
                 table, more = perf.scaling_table([f"params:{int(d)}"], SCALING_NETWORKS,
                                                  [SCALING_WORKERS], d=int(d),
@@ -391,7 +382,8 @@ def _scaling_html(table: pd.DataFrame, inputs: list[str]) -> str:
     shown = pd.DataFrame({
         "model": table["model"].astype(str).map(model_name), "network": table["network"],
         "method": table["method"].astype(str).map(sparsifier_name),
-        "condition": table.get("condition", pd.Series("", index=table.index)).fillna(""),
+        "condition": table.get("condition", pd.Series("", index=table.index)).map(
+            lambda v: "" if pd.isna(v) else str(v)),  # all null: a float column
         "t_step ms": (table["t_step"] * 1e3).map(lambda v: f"{v:.3g}"),
         "× Dense": table["speedup_vs_dense"].map(lambda v: f"{v:.3g}"),
         "× Top-k": table["speedup_vs_topk"].map(lambda v: "" if pd.isna(v) else f"{v:.3g}"),
