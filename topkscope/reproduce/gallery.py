@@ -122,7 +122,7 @@ def _texts(quick_csv: Path, standard_csv: Path | None,
     from topkscope.reproduce.findings import markers, replace_findings
     from topkscope.reproduce.headline import HEADLINE_START, replace_headline
     from topkscope.reproduce.published_findings import START as PUBLISHED_START
-    from topkscope.reproduce.published_findings import with_published
+    from topkscope.reproduce.published_findings import published_gpu_bands, with_published
 
     files = {kind: Path(f) for kind, f in files.items() if f is not None}
     if not files:
@@ -139,7 +139,7 @@ def _texts(quick_csv: Path, standard_csv: Path | None,
         filled = False
         if HEADLINE_START in text:
             profiles = {"Quick": quick, **({} if standard is None else {"Standard": standard})}
-            text, filled = replace_headline(text, profiles), True
+            text, filled = replace_headline(text, profiles, published_gpu_bands()), True
             standard_used |= standard is not None
         for block, table in (("claims", quick), ("standard-claims", standard)):
             if table is not None and markers(block)[0] in text:

@@ -33,6 +33,10 @@ HEADLINE_START, HEADLINE_END = "<!-- headline:start -->", "<!-- headline:end -->
 FINDINGS_DOC = "docs/findings.md"  # the full tables, linked from the README
 GALLERY = "docs/gallery"  # the figures, linked from the README
 MAX_LINE = 160  # the README's first screen: no line longer
+# the published rule's P = 16 claims on the GPU input bands of the imported published runs
+GPU_BANDS_ANCHOR = "p16-gpu-bands"
+GPU_BANDS_LINK = ("docs/scaling.md#the-p--16-claims-on-gpu-input-bands-resultsreferencepublished"
+                  "p16-gpucsv")
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,20 @@ def _time(rows: pd.DataFrame, _table) -> str:
             f"{rows['network'].nunique()} networks; {_seeds(rows)})")
 
 
+def _gpu_bands(rows: pd.DataFrame) -> str:
+    """The GPU-band predictions (perf.p16_gpu) counted, and the ones that decided, by name."""
+    text = (f"{tally(rows['verdict'], 'predictions')} ({_models(rows)} × "
+            f"{rows['network'].nunique()} networks × {rows['baselines'].nunique()} baselines)"
+            "\n    — compute, selection and counts from the authors' GPU logs, each over its band")
+    decided = rows[rows["verdict"].isin(("holds", "fails"))]
+    groups = decided.groupby(["model", "baselines", "verdict"], sort=False)["network"]
+    if len(decided):
+        text += "; " + "; ".join(
+            f"{_bold(verdict)} for {model_name(model).split(' (')[0]} over {baselines} at "
+            f"{', '.join(networks)}" for (model, baselines, verdict), networks in groups)
+    return text
+
+
 SUMMARIES = {"distribution": _distribution, "convergence": _convergence,
              "prediction": _prediction, "time": _time}
 
@@ -177,11 +195,14 @@ def _rows(table: pd.DataFrame, claim: PaperClaim) -> pd.DataFrame:
     return rows
 
 
-def headline_markdown(profiles: dict[str, pd.DataFrame]) -> str:
+def headline_markdown(profiles: dict[str, pd.DataFrame],
+                      gpu_bands: pd.DataFrame | None = None) -> str:
     """One bullet per claim of the paper: its statement and its figure, then one line per
     profile with rows for it: the verdicts, the evidence behind them and its table in
     docs/findings.md (reference links, defined below the bullets, keep the lines short). profiles: {"Quick": claims table, "Standard": ...} in order;
-    the keys are the findings' headings (findings.HEADINGS)."""
+    the keys are the findings' headings (findings.HEADINGS). gpu_bands: the P = 16 claims on
+    the published runs' GPU input bands (results/reference/published/p16-gpu.csv), one more
+    line under the speed-up claim, linked to their table in docs/scaling.md."""
     tables = {name: with_derived_columns(t)[0] for name, t in profiles.items() if len(t)}
     lines, links = [], {}
     for claim in PAPER_CLAIMS:
@@ -199,17 +220,22 @@ def headline_markdown(profiles: dict[str, pd.DataFrame]) -> str:
             links[anchor] = f"{FINDINGS_DOC}#{anchor}"
             first, *more = SUMMARIES[claim.section](rows, tables[name]).split("\n")
             lines += [f"  - {name.lower()}: {first} · [table][{anchor}]", *more]
+        if claim.section == "prediction" and gpu_bands is not None and len(gpu_bands):
+            first, *more = _gpu_bands(gpu_bands).split("\n")
+            links[GPU_BANDS_ANCHOR] = GPU_BANDS_LINK
+            lines += [f"  - published GPU runs: {first} · [table][{GPU_BANDS_ANCHOR}]", *more]
     if not lines:
         return "_no claims (no runs)_"
     return "\n".join(lines) + "\n\n" + "\n".join(f"[{k}]: {v}" for k, v in links.items())
 
 
-def replace_headline(readme: str, profiles: dict[str, pd.DataFrame]) -> str:
+def replace_headline(readme: str, profiles: dict[str, pd.DataFrame],
+                     gpu_bands: pd.DataFrame | None = None) -> str:
     """readme with the text between its headline markers replaced by headline_markdown."""
     i, j = readme.find(HEADLINE_START), readme.find(HEADLINE_END)
     if i < 0 or j < i:
         raise ValueError(f"the README has no {HEADLINE_START} ... {HEADLINE_END} block")
-    return (readme[: i + len(HEADLINE_START)] + "\n" + headline_markdown(profiles) + "\n"
+    return (readme[: i + len(HEADLINE_START)] + "\n" + headline_markdown(profiles, gpu_bands) + "\n"
             + readme[j:])
 
 

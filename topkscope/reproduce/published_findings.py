@@ -95,11 +95,16 @@ def with_published(text: str, claims_csv: Path = CLAIMS_CSV,
     if START not in text or END not in text or not Path(claims_csv).is_file() \
             or not Path(validation_csv).is_file():
         return text
-    p16 = pd.read_csv(P16_CSV) if P16_CSV.is_file() else None
+    p16 = published_gpu_bands()
     block = prose(pd.read_csv(claims_csv), pd.read_csv(validation_csv), p16)
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{START}\n{block}\n{END}{tail}"
+
+
+def published_gpu_bands(p16_csv: Path = P16_CSV) -> pd.DataFrame | None:
+    """The committed P = 16 claims on the published runs' GPU input bands (None: not there)."""
+    return pd.read_csv(p16_csv) if Path(p16_csv).is_file() else None
 
 
 # ---------------------------------------------------------------- the figures driver
