@@ -12,7 +12,7 @@ from tests._gaussiank_logs import bwd, comm_time, fwd, select_time, write_job
 from topkscope.importers import gaussiank_sgd as imp
 from topkscope.perf import gpu_runs
 from topkscope.perf import model as pm
-from topkscope.perf.inputs import Input
+from topkscope.perf.model import Input
 from topkscope.perf.networks import PRESETS
 
 DOCS = gpu_runs.REFERENCE.parents[1] / "docs" / "scaling.md"

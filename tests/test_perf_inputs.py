@@ -204,3 +204,12 @@ def test_compute_time_skips_runs_of_a_resized_model(tmp_path):
     _run(tmp_path, "full", "topk", {"step": np.arange(10), "time_compute": [0.5] * 10},
          model="vgg16")
     assert inputs.compute_time(tmp_path, "vgg16").value == pytest.approx(0.5)
+
+
+def test_input_is_the_models_type_under_both_names():
+    """Input is defined once, in topkscope.perf.model (below inputs and published, which both
+    use it); inputs.Input is that same class, so values made under either name compare equal."""
+    from topkscope.perf import model
+
+    assert inputs.Input is model.Input and inputs.Input.__module__ == "topkscope.perf.model"
+    assert inputs.Input(1.0, "x", "gpu") == model.Input(1.0, "x", "gpu")

@@ -6,7 +6,7 @@ import pytest
 
 from topkscope.perf import model as pm
 from topkscope.perf import patterns
-from topkscope.perf.inputs import Input
+from topkscope.perf.model import Input
 from topkscope.perf.networks import Network, resolve
 
 COMPUTE = Input(0.05, "user")

@@ -7,7 +7,7 @@ import pytest
 from topkscope.analysis import verdicts
 from topkscope.perf import model as pm
 from topkscope.perf import p16_gpu
-from topkscope.perf.inputs import Input
+from topkscope.perf.model import Input
 from topkscope.perf.networks import PRESETS
 
 ERRORS = {"no-overlap": 0.05, "wfbp": 0.25}

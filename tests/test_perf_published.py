@@ -11,7 +11,7 @@ import pytest
 
 from topkscope.perf import model as pm
 from topkscope.perf import networks, published
-from topkscope.perf.inputs import Input
+from topkscope.perf.model import Input
 from topkscope.perf.workload import WORKLOADS, flop_counts
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "scaling.md"

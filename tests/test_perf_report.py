@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from topkscope.perf import calibrate, report, validate
+from topkscope.perf import calibrate, inputs, report, validate
 from topkscope.perf import model as pm
 from topkscope.plots.frames import text_column
 from topkscope.plots.titles import sparsifier_name
@@ -196,7 +196,7 @@ def test_write_scaling_uses_the_published_gpu_inputs_by_default(tmp_path):
     by = table.drop_duplicates("model").set_index("model")
     np.testing.assert_allclose(by.loc[gpu.index, "t_compute"], gpu["compute_s"])
     assert (by["batch_per_worker"] == gpu.loc[by.index, "batch_per_worker"]).all()
-    assert (table["inputs"] == report.INPUTS["published"]).all()
+    assert (table["inputs"] == inputs.INPUTS["published"]).all()
     assert by["compute_source"].str.startswith("published, GPU").all()
     # the committed selection times are a CPU's: every model is warned about, and says so
     assert any("warning: topk" in line for line in logged)
@@ -214,18 +214,18 @@ def test_compute_input_precedence_and_no_source():
                           "batch_per_worker": [128, 128, 128],
                           "compute_s": [3.0, np.nan, np.nan],  # nan: not measured
                           "device": ["cpu"] * 3})
-    got, batch = report.compute_input("vgg16", None, None, bench, inputs="here")
+    got, batch = inputs.compute_input("vgg16", None, None, bench, inputs="here")
     assert got.value == 3.0 and batch == 128 and "benchmark" in got.source
     assert got.device == "cpu"
-    got, _ = report.compute_input("vgg16", None, 0.2, bench, inputs="here")
+    got, _ = inputs.compute_input("vgg16", None, 0.2, bench, inputs="here")
     assert got.value == 0.2 and got.source == "user" and got.device is None
-    assert report.compute_input("alexnet", None, None, bench, inputs="here") == (None, None)
-    got, batch = report.compute_input("vgg16", None, None, bench)  # published by default
+    assert inputs.compute_input("alexnet", None, None, bench, inputs="here") == (None, None)
+    got, batch = inputs.compute_input("vgg16", None, None, bench)  # published by default
     assert got.device == "gpu" and got.source.startswith("published") and batch == 128
-    half, batch = report.compute_input("vgg16", None, None, bench, batch=64)
+    half, batch = inputs.compute_input("vgg16", None, None, bench, batch=64)
     assert half.value == pytest.approx(got.value / 2) and batch == 64
     with pytest.raises(ValueError, match="inputs must be one of"):
-        report.compute_input("vgg16", inputs="cloud")
+        inputs.compute_input("vgg16", inputs="cloud")
     table, notes = report.scaling_table(["alexnet"], ["10gbe"], [16], selection=_selection(),
                                         compute=bench, inputs="here")
     assert table.empty and notes and "no compute time" in notes[0]
@@ -330,16 +330,16 @@ def test_selection_table_prefers_the_computes_device(tmp_path, monkeypatch):
     gpu = tmp_path / "bench-gpu" / "selection.csv"
     gpu.parent.mkdir()
     _selection().assign(device="cuda:0", median_ms=1.0).to_csv(gpu, index=False)
-    monkeypatch.setattr(report, "REFERENCE_GPU_BENCH", gpu.parent)
+    monkeypatch.setattr(inputs, "REFERENCE_GPU_BENCH", gpu.parent)
     root = tmp_path / "results"
     from topkscope.perf.inputs import table_device
 
-    assert table_device(report.selection_table(root, device="gpu")) == "gpu"
-    assert table_device(report.selection_table(root, device="cpu")) == "cpu"
-    assert table_device(report.selection_table(root)) == "cpu"  # any: the results' own first
-    assert table_device(report.selection_table(root, path=gpu, device="cpu")) == "gpu"
-    assert report.selection_device("published") == "gpu"
-    assert report.selection_device("here") == "cpu" and report.selection_device(
+    assert table_device(inputs.selection_table(root, device="gpu")) == "gpu"
+    assert table_device(inputs.selection_table(root, device="cpu")) == "cpu"
+    assert table_device(inputs.selection_table(root)) == "cpu"  # any: the results' own first
+    assert table_device(inputs.selection_table(root, path=gpu, device="cpu")) == "gpu"
+    assert inputs.selection_device("published") == "gpu"
+    assert inputs.selection_device("here") == "cpu" and inputs.selection_device(
         "published", compute_s=0.1) is None
     # with the GPU CSV the published predictions are judged on their speed-ups
     table, _ = report.scaling_table(["fnn3"], ["10gbe"], [16], results_root=root)
@@ -347,4 +347,4 @@ def test_selection_table_prefers_the_computes_device(tmp_path, monkeypatch):
     claims = report.claims_rows(table, errors=ERRORS)
     assert claims["evidence"].str.startswith("predicted speed-up").all()
     with pytest.raises(ValueError, match="does not exist"):
-        report.selection_table(root, path=tmp_path / "none.csv")
+        inputs.selection_table(root, path=tmp_path / "none.csv")

@@ -61,11 +61,11 @@ def _seeded(root, *, g19=(0.93, 0.945, 0.96), topk=(0.80, 0.90, 0.95), schedule=
 
 
 def _step_time(method, ratio, net="10gbe", selection=None):
-    compute, _ = report.compute_input("fnn3")
+    compute, _ = inputs.compute_input("fnn3")
     select = inputs.selection_time(_gpu_selection() if selection is None else selection,
                                    method, D, DENSITY)
     return pm.step(method, 16, D, DENSITY, resolve(net), compute,
-                   pm.MethodInputs(select, inputs.Input(ratio, "test")))["t_step"]
+                   pm.MethodInputs(select, pm.Input(ratio, "test")))["t_step"]
 
 
 def _table(root, **kwargs):

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from tests._figure_text import assert_text_fits
+from topkscope.perf import inputs, report
 from topkscope.perf import model as pm
-from topkscope.perf import report
 from topkscope.perf.networks import available
 from topkscope.plots import scaling
 
@@ -18,7 +18,7 @@ from topkscope.plots import scaling
 @pytest.fixture(scope="module")
 def table() -> pd.DataFrame:
     """The paper's models on every preset, as `make reproduce-figures` predicts them."""
-    selection = report.selection_table()
+    selection = inputs.selection_table()
     frame, _ = report.scaling_table(pm.PAPER_MODELS, available(), (2, 4, 8, 16, 32, 64),
                                     selection=selection)
     return frame

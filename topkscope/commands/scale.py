@@ -19,7 +19,7 @@ and what decides it; the sources of the inputs once below (measured here, publis
 user, nominal); a warning when the selection times come from another device than the
 compute. --verbose prints instead every row in detail: compute, selection and communication
 milliseconds, the throughput, the crossover bandwidth, each break-even time and the sources. The selection CSV is --selection-csv, else the first measured on the
-compute's device (topkscope.perf.report.selection_table). A value that
+compute's device (topkscope.perf.inputs.selection_table). A value that
 does not apply prints as a dash, explained in a footnote. --csv writes the same table (every
 column; docs/scaling.md documents each).
 """
@@ -248,8 +248,8 @@ def _answer(table, methods) -> list[str]:
 def main(args: argparse.Namespace) -> int:
     from topkscope import models
     from topkscope.io import write_bytes_atomic
+    from topkscope.perf import inputs, report
     from topkscope.perf import model as pm
-    from topkscope.perf import report
     from topkscope.perf.networks import DEPRECATED_NAMES, resolve
     from topkscope.sparsify import available as sparsifiers
 
@@ -269,9 +269,9 @@ def main(args: argparse.Namespace) -> int:
         opts = pm.Options(layout=args.layout, padded=not args.unpadded,
                           algorithm=args.algorithm, overlap=args.overlap)
         results = args.results if args.results.is_dir() else None
-        selection = report.selection_table(results, args.selection_csv,
-                                           report.selection_device(args.inputs, args.compute_s))
-        compute = report.compute_table(results, args.compute_csv) \
+        selection = inputs.selection_table(results, args.selection_csv,
+                                           inputs.selection_device(args.inputs, args.compute_s))
+        compute = inputs.compute_table(results, args.compute_csv) \
             if args.inputs == "here" else None
         table, notes = report.scaling_table(
             [label], [net], sorted(set(args.workers)), methods, density=args.density,

@@ -59,7 +59,7 @@ import pandas as pd
 
 from topkscope.importers.gaussiank_sgd import AUTHORS_CODE, ITERATIONS, LAUNCHER, run_summary
 from topkscope.perf import model as pm
-from topkscope.perf.inputs import Input
+from topkscope.perf.model import Input
 from topkscope.perf.networks import PRESETS
 
 REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"

@@ -19,15 +19,26 @@
   measured of it on other methods' u under that condition (never dense runs), else the
   nominal k. The source says which.
 
-Every value is an `Input(value, source, device)`; the model and the tables print the sources,
-and `device_mismatch` warns when a selection time was measured on another device than the
-compute time it is added to.
+Every value is an `Input(value, source, device)` (topkscope.perf.model.Input, importable from
+here too); the model and the tables print the sources, and `device_mismatch` warns when a
+selection time was measured on another device than the compute time it is added to.
+
+Choosing a model's inputs (model_inputs, what topkscope.perf.report's scaling table predicts
+from): compute from the user's value (seconds, or an Input measured in a run), else by
+`inputs` (INPUTS): "published" (the default; "GPU inputs from published measurements"): the
+GPU compute table of topkscope.perf.published; "here" ("this machine"): the model's complete
+runs, else the model-compute benchmark CSV (compute_table). Selection times from a
+selection-benchmark CSV (selection_table, preferring one measured on the device that
+selection_device names for the compute) or the user's; counts from each method's own runs (count_ratios, else
+nominal k); dense-wfbp's overlap from the model's FLOPs (topkscope.perf.workload).
+selection_basis and inputs_warning say where a selection time is another device's.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,22 +46,18 @@ import numpy as np
 import pandas as pd
 
 from topkscope.manifest import condition_of, find_runs
+from topkscope.perf import model as pm
+from topkscope.perf import published
+from topkscope.perf.model import Input  # defined with the model; inputs.Input stays importable
+from topkscope.perf.workload import backward_fraction, model_size
 
 WARMUP_STEPS = 2
 SELECTION_COLUMNS = {"method", "d", "density", "median_ms"}
 COMPUTE_COLUMNS = {"model", "threads", "batch_per_worker", "compute_s"}
 # the methods whose selection costs nothing (dense SGD and its baselines send everything)
 NO_SELECTION = ("dense", "dense-wfbp", "dense-fp16")
-
-
-@dataclass(frozen=True)
-class Input:
-    """A model input, where it came from (measured here, published, preset, user, nominal) and
-    the device it was measured on ("cpu", "gpu"; None: not a device's time, or not known)."""
-
-    value: float
-    source: str
-    device: str | None = None
+SELECTION_MEASURED = "measured"     # the selection time is the compute's device's (or none)
+SELECTION_BREAKEVEN = "break-even"  # another device's: judged by break-even selection times
 
 
 def device_mismatch(compute: Input, select: Input) -> str | None:
@@ -422,3 +429,172 @@ def count_ratio(results_root: str | Path | None, model: str, method: str, densit
         raise ValueError(f"{method} runs of {model} ran under several conditions ({conditions}); "
                          "give condition= one of them")
     return found[0]
+
+
+# ------------------------------------------------------------------ a model's inputs
+REFERENCE_BENCH = Path(__file__).resolve().parents[2] / "results" / "reference" / "bench-cpu"
+# a selection benchmark run on a GPU, committed here by whoever has one (docs/scaling.md)
+REFERENCE_GPU_BENCH = REFERENCE_BENCH.parent / "bench-gpu"
+# where the compute (and batch) of a prediction come from: "published" is the default
+INPUTS = {"published": "GPU inputs from published measurements", "here": "this machine"}
+DEFAULT_INPUTS = "published"
+RUN_INPUTS = "measured in a run"  # the inputs of `topkscope scale --from-run`
+
+
+def _bench_table(name: str, reader, results_root, path, hint: str) -> pd.DataFrame:
+    """`path`, else <results_root>/bench/<name>, else the committed CPU reference
+    (results/reference/bench-cpu/<name> of the repository), read by `reader`."""
+    candidates = [Path(path)] if path is not None else []
+    if path is None and results_root is not None:
+        candidates.append(Path(results_root) / "bench" / name)
+    if path is None:
+        candidates.append(REFERENCE_BENCH / name)
+    for c in candidates:
+        if c.is_file():
+            return reader(c)
+    raise ValueError(f"no {name}: looked at {', '.join(map(str, candidates))}; {hint}")
+
+
+def selection_device(inputs: str = DEFAULT_INPUTS,
+                     compute_s: float | Input | None = None) -> str | None:
+    """The device whose selection times a prediction wants: "gpu" for the published GPU
+    inputs, "cpu" for this machine's, None for a compute time the user gave (any device)."""
+    if compute_s is not None:  # a run's measurement (an Input) names its device
+        return getattr(compute_s, "device", None)
+    return "gpu" if inputs == "published" else "cpu"
+
+
+def selection_table(results_root: str | Path | None = None, path: str | Path | None = None,
+                    device: str | None = None) -> pd.DataFrame:
+    """The selection CSV: `path` when given; else the first of <results_root>/bench/
+    selection.csv and the committed references (results/reference/bench-gpu/selection.csv for
+    device "gpu", then bench-cpu/selection.csv) that was measured on `device` ("cpu", "gpu"),
+    else the first of them that exists (None: <results_root>/bench, then the CPU reference)."""
+    if path is not None:
+        return read_selection_csv(path)
+    candidates = [Path(results_root) / "bench" / "selection.csv"] if results_root else []
+    candidates += [REFERENCE_GPU_BENCH / "selection.csv"] if device == "gpu" else []
+    candidates += [REFERENCE_BENCH / "selection.csv"]
+    tables = [read_selection_csv(c) for c in candidates if c.is_file()]
+    if not tables:
+        raise ValueError(f"no selection.csv: looked at {', '.join(map(str, candidates))}; run "
+                         "benchmarks/selection.py or give one")
+    same = [t for t in tables if device is not None and table_device(t) == device]
+    return (same or tables)[0]
+
+
+def compute_table(results_root: str | Path | None = None,
+                  path: str | Path | None = None) -> pd.DataFrame | None:
+    """The model-compute CSV, found as selection_table's; None when there is none (and no
+    `path` was asked for)."""
+    try:
+        return _bench_table("model_compute.csv", read_compute_csv, results_root, path,
+                            "run benchmarks/model_compute.py or give one")
+    except ValueError:
+        if path is not None:
+            raise
+        return None
+
+
+def _batch(results_root, model: str) -> int | None:
+    batches = {(m.get("config") or {}).get("batch_size")
+               for _, m in complete_runs(results_root, model)} if results_root else set()
+    batches.discard(None)
+    return int(next(iter(batches))) if len(batches) == 1 else None
+
+
+def check_inputs(inputs: str) -> None:
+    """ValueError unless `inputs` is one of INPUTS."""
+    if inputs not in INPUTS:
+        raise ValueError(f"inputs must be one of {', '.join(INPUTS)}, got {inputs!r}")
+
+
+def compute_input(model: str, results_root=None, compute_s: float | Input | None = None,
+                  bench: pd.DataFrame | None = None, inputs: str = DEFAULT_INPUTS,
+                  batch: int | None = None) -> tuple[Input | None, int | None]:
+    """(compute Input, batch per worker) of `model`: the user's value (compute_s: seconds,
+    or an Input measured in a run, kept as it is); else, with inputs
+    "published", the published GPU compute table (topkscope.perf.published); with "here", its
+    complete runs' time_compute, else the model-compute benchmark of this machine. (None, None)
+    when none has it. `batch` (the user's per-worker batch) rescales a table's compute time
+    linearly from the batch it was measured at, and is the batch returned."""
+    check_inputs(inputs)
+    if batch is not None and not batch >= 1:
+        raise ValueError(f"batch must be >= 1, got {batch!r}")
+    if isinstance(compute_s, Input):  # measured in a run (topkscope scale --from-run)
+        return compute_s, batch
+    if compute_s is not None:
+        return Input(float(compute_s), "user"), batch or _batch(results_root, model)
+    if inputs == "published":
+        found = published.gpu_compute(model)
+    else:
+        measured = compute_time(results_root, model) if results_root is not None else None
+        found = (measured, _batch(results_root, model)) if measured is not None else (
+            benchmark_compute_time(bench, model) if bench is not None else None)
+    if found is None:
+        return None, None
+    compute, at = found
+    if batch is not None and at is not None and batch != at:
+        compute = Input(compute.value * batch / at,
+                            f"{compute.source}, scaled linearly from batch {at} to {batch}",
+                            compute.device)
+    return compute, batch or at
+
+
+def model_inputs(model: str, methods: Sequence[str], density: float, selection: pd.DataFrame,
+                 results_root=None, compute_s: float | Input | None = None,
+                 select_s: dict[str, float] | None = None, d: int | None = None,
+                 bench: pd.DataFrame | None = None, inputs: str = DEFAULT_INPUTS,
+                 batch: int | None = None):
+    """(d, batch, compute Input or None, {label: MethodInputs}, notes); without a compute
+    time the model is not built and d, the methods' inputs are None, {}. A method whose counts
+    were measured in runs under several training conditions gets one entry per condition,
+    labelled "<method> [<condition>]" (count_ratios: conditions are never
+    mixed); every other method one entry under its name. dense-wfbp overlaps the backward
+    share of the compute (topkscope.perf.workload.backward_fraction)."""
+    select_s = select_s or {}
+    compute, batch = compute_input(model, results_root, compute_s, bench, inputs, batch)
+    if compute is None:
+        where = ("the published GPU compute table" if inputs == "published" else
+                 "no complete run here, not in the model-compute benchmark")
+        return None, None, None, {}, [f"{model}: no compute time ({where}; give --compute-s)"]
+    d = d or model_size(model)
+    notes = []
+    out = {}
+    for m in methods:
+        selector = pm.SELECTOR_OF.get(m, m)
+        if m in select_s:
+            sel = Input(float(select_s[m]), "user")
+        else:
+            sel = selection_time(selection, selector, d, density)
+        if sel is None:
+            notes.append(f"{model}/{m}: no selection time (not in the selection CSV; give "
+                         f"--select-s {m}=SECONDS)")
+            continue
+        overlap = None
+        if m == "dense-wfbp":
+            fraction, source = backward_fraction(model)
+            overlap = Input(fraction, f"backward share of compute: {source}")
+        for counts in count_ratios(results_root, model, m, density, d):
+            condition = getattr(counts, "condition", "")
+            out[f"{m} [{condition}]" if condition else m] = pm.MethodInputs(
+                sel, counts, overlap, method=m, condition=condition)
+    return d, batch, compute, out, notes
+
+
+def selection_basis(compute: Input, select: Input) -> str:
+    """How a row's selection time may be used: "measured" when it was measured on the
+    compute's device, given by the user, or zero (nothing selected); "break-even" when it is
+    another device's (device_mismatch): a claim then rests on the
+    break-even selection times, never on that time."""
+    return SELECTION_BREAKEVEN if device_mismatch(compute, select) else SELECTION_MEASURED
+
+
+def inputs_warning(compute: Input, methods: dict[str, pm.MethodInputs]) -> str:
+    """One warning naming the methods whose selection time comes from another device than the
+    compute time ("" when every one agrees)."""
+    found = {mi.method or m: device_mismatch(compute, mi.select) for m, mi in methods.items()}
+    found = {m: w for m, w in found.items() if w}
+    if not found:
+        return ""
+    return f"{', '.join(found)}: {next(iter(found.values()))}"

@@ -20,6 +20,9 @@ topkscope.perf.patterns on a network of topkscope.perf.networks:
                         training condition (topkscope.perf.inputs)
     gtopk             Top-k selection, gTop-k's tree exchange of k pairs
 
+Every input is an `Input(value, source, device)`, defined here (the model's input type);
+topkscope.perf.inputs finds each one and names its source.
+
 dense-wfbp and dense-fp16 are the baselines reviewers of gradient compression ask for
 (Agarwal et al., "On the Utility of Gradient Compression in Distributed Training Systems",
 arXiv 2103.00543; arXiv 2407.01378): a compressor has to beat a well-built dense exchange,
@@ -60,7 +63,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
 from topkscope.perf import patterns
-from topkscope.perf.inputs import Input
 from topkscope.perf.networks import Network
 
 DEFAULT_METHODS = ("dense", "dense-wfbp", "dense-fp16", "topk", "gaussiank", "gaussiank-2019")
@@ -76,6 +78,16 @@ PAPER_DENSITY = 0.001
 PAPER_WORKERS = tuple(2**i for i in range(1, 11))  # 2, 4, ..., 1024
 # the selector whose time the gTop-k exchange pays (it selects exactly, then merges in a tree)
 SELECTOR_OF = {"gtopk": "topk"}
+
+
+@dataclass(frozen=True)
+class Input:
+    """A model input, where it came from (measured here, published, preset, user, nominal) and
+    the device it was measured on ("cpu", "gpu"; None: not a device's time, or not known)."""
+
+    value: float
+    source: str
+    device: str | None = None
 
 
 @dataclass(frozen=True)

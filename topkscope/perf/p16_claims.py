@@ -15,6 +15,7 @@ import pandas as pd
 
 from topkscope.analysis.verdicts import speedup_verdict
 from topkscope.perf import model as pm
+from topkscope.perf.inputs import SELECTION_BREAKEVEN, SELECTION_MEASURED
 from topkscope.plots.frames import text_column
 
 CLAIM = "gaussiank_speedup_p16"
@@ -26,8 +27,6 @@ CLAIMS = {
     "_fp16": (("dense-fp16",), "a shorter step than Dense with an fp16 all-reduce"),
 }
 SPEEDUP_CLAIMS = tuple(CLAIM + suffix for suffix in CLAIMS)
-SELECTION_MEASURED = "measured"     # the selection time is the compute's device's (or none)
-SELECTION_BREAKEVEN = "break-even"  # another device's: judged by break-even selection times
 
 
 def comparison_error(method: str, reference: str, errors: dict[str, float]) -> float:

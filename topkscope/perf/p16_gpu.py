@@ -45,7 +45,7 @@ import pandas as pd
 from topkscope.analysis.verdicts import band_verdict
 from topkscope.perf import model as pm
 from topkscope.perf.gpu_runs import PUBLISHED_DIR, REFERENCE
-from topkscope.perf.inputs import Input
+from topkscope.perf.model import Input
 from topkscope.perf.networks import PRESETS
 from topkscope.perf.workload import backward_fraction
 

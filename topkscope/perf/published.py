@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from topkscope.perf import model as pm
-from topkscope.perf.inputs import Input
+from topkscope.perf.model import Input
 from topkscope.perf.networks import LINE_RATES, fitted
 from topkscope.perf.workload import WORKLOADS, backward_fraction, flop_counts, model_size
 

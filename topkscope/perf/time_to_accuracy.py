@@ -144,7 +144,7 @@ class _Setting:
 
     model: str
     d: int
-    compute: inp.Input
+    compute: pm.Input
     selection: pd.DataFrame
     inputs_label: str
 
@@ -158,24 +158,24 @@ class _Target:
     margin: float
 
 
-def _count(method: str, seed_run: SeedRun, density: float, d: int) -> inp.Input:
+def _count(method: str, seed_run: SeedRun, density: float, d: int) -> pm.Input:
     if inp.sends_k(method):
-        return inp.Input(1.0, "exact (k by definition)")
+        return pm.Input(1.0, "exact (k by definition)")
     run = seed_run.run
     got = inp.run_count_ratio(run.path, method, density, inp.run_k(run.manifest, density, d))
     if got is None:
-        return inp.Input(1.0, f"nominal k (run {Path(run.path).name} has no counts)")
-    return inp.Input(got[0], f"measured (run {Path(run.path).name}: mean over steps of "
+        return pm.Input(1.0, f"nominal k (run {Path(run.path).name} has no counts)")
+    return pm.Input(got[0], f"measured (run {Path(run.path).name}: mean over steps of "
                              f"{got[1]})")
 
 
-def _selection(setting: _Setting, method: str, density: float) -> inp.Input | None:
+def _selection(setting: _Setting, method: str, density: float) -> pm.Input | None:
     return inp.selection_time(setting.selection, pm.SELECTOR_OF.get(method, method), setting.d,
                               density)
 
 
 def _rows_for(setting: _Setting, experiment: str, density: float, condition: str,
-              method: str, seeds: dict, targets: dict[int, _Target], select: inp.Input,
+              method: str, seeds: dict, targets: dict[int, _Target], select: pm.Input,
               counted: bool, nets, workers) -> list[dict]:
     rows = []
     for seed, seed_run in sorted(seeds.items()):
@@ -225,7 +225,7 @@ def _targets(topk: dict[int, SeedRun], margin: float, perplexity_margin: float
 def time_to_accuracy_table(results_root: str | Path, runs: Sequence | None = None, *,
                            networks: Sequence[str] = CLUSTER_NETWORKS,
                            workers: Sequence[int] = (report.CLAIM_P,),
-                           inputs: str = report.DEFAULT_INPUTS,
+                           inputs: str = inp.DEFAULT_INPUTS,
                            selection: pd.DataFrame | None = None,
                            margin: float = verdicts.ACCURACY_MARGIN_POINTS,
                            perplexity_margin: float = verdicts.PERPLEXITY_MARGIN_PCT,
@@ -237,15 +237,15 @@ def time_to_accuracy_table(results_root: str | Path, runs: Sequence | None = Non
     Args:
         results_root: where the compute inputs ("here") and the selection CSV are found.
         runs: loaded runs, complete and failed (default: found_runs(results_root)).
-        selection: the selection benchmark (default: report.selection_table's choice for the
-            compute's device).
+        selection: the selection benchmark (default: topkscope.perf.inputs.selection_table's
+            choice for the compute's device).
         margin, perplexity_margin: the claims' non-inferiority margins that set the target.
     """
     margin = validate.number("margin", margin, 0.0)
     perplexity_margin = validate.number("perplexity_margin", perplexity_margin, 0.0)
     nets = [resolve(n) for n in networks]
-    selection = selection if selection is not None else report.selection_table(
-        results_root, device=report.selection_device(inputs))
+    selection = selection if selection is not None else inp.selection_table(
+        results_root, device=inp.selection_device(inputs))
     cells = seed_cells(found_runs(results_root) if runs is None else list(runs), dense=True)
     rows, notes = [], []
     for (experiment, density, condition, method), topk in cells.items():
@@ -275,7 +275,7 @@ def time_to_accuracy_table(results_root: str | Path, runs: Sequence | None = Non
         for (m, cond), seeds in group.items():
             if selects[m] is None:
                 continue
-            select = selects[m] if counted or selects[m].value == 0 else inp.Input(
+            select = selects[m] if counted or selects[m].value == 0 else pm.Input(
                 0.0, f"{SELECTION_NOT_COUNTED} (measured on another device than the compute: "
                      f"{selects[m].source})")
             rows += _rows_for(setting, experiment, float(density), cond, m, seeds, targets,
@@ -290,13 +290,13 @@ def _setting(manifest: dict, results_root, inputs: str,
     model = str(manifest.get("model"))
     if (manifest.get("config") or {}).get("model_args"):
         return None, f"{model} was resized (model_args): no compute time for it"
-    compute, _ = report.compute_input(model, results_root, inputs=inputs)
+    compute, _ = inp.compute_input(model, results_root, inputs=inputs)
     if compute is None:
         return None, f"{model}: no compute time ({inputs} inputs)"
     from topkscope.perf.workload import model_size
 
     d = int(manifest.get("num_parameters") or model_size(model))
-    return _Setting(model, d, compute, selection, report.INPUTS[inputs]), ""
+    return _Setting(model, d, compute, selection, inp.INPUTS[inputs]), ""
 
 
 # ------------------------------------------------------------------ the claims
@@ -461,7 +461,7 @@ def _claim(rows: pd.DataFrame, topk: pd.DataFrame, dense: pd.DataFrame, n_densit
         **report.prediction_columns(
             network=network, inputs=first["inputs"], baselines=sparsifier_name(REFERENCE),
             training_condition=training, model_error=error,
-            selection_basis=report.SELECTION_MEASURED if counted else SELECTION_NOT_COUNTED),
+            selection_basis=inp.SELECTION_MEASURED if counted else SELECTION_NOT_COUNTED),
     }
 
 
@@ -495,7 +495,7 @@ def claims_rows(table: pd.DataFrame, workers: int = report.CLAIM_P,
 
 
 def write_time_to_accuracy(results_root: str | Path, log=print,
-                           inputs: str = report.DEFAULT_INPUTS,
+                           inputs: str = inp.DEFAULT_INPUTS,
                            selection_csv: str | Path | None = None,
                            runs: Sequence | None = None,
                            margin: float = verdicts.ACCURACY_MARGIN_POINTS,
@@ -510,7 +510,7 @@ def write_time_to_accuracy(results_root: str | Path, log=print,
     from topkscope.plots.style import save_figure
 
     root = Path(results_root)
-    selection = report.selection_table(root, selection_csv, report.selection_device(inputs))
+    selection = inp.selection_table(root, selection_csv, inp.selection_device(inputs))
     table, notes = time_to_accuracy_table(root, runs, inputs=inputs, selection=selection,
                                           margin=margin, perplexity_margin=perplexity_margin)
     for note in notes:
@@ -522,6 +522,6 @@ def write_time_to_accuracy(results_root: str | Path, log=print,
     counted = bool(table["selection_counted"].all())
     tail = ("" if counted else " Selection is not counted: the selection times were measured "
             "on another device than the compute (column selection_counted).")
-    text = f"{caption(margin, perplexity_margin)}. {report.INPUTS[inputs]}.{tail}"
+    text = f"{caption(margin, perplexity_margin)}. {inp.INPUTS[inputs]}.{tail}"
     files = save_figure(time_to_target(table), root / "figures", FIGURE)
     return claims_rows(table), [(FIGURE, text, files)]

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from topkscope.perf import model
-from topkscope.perf.inputs import Input, selection_time
+from topkscope.perf.inputs import selection_time
+from topkscope.perf.model import Input
 from topkscope.perf.networks import from_calibration
 
 STEP_COLUMNS = {"model", "workers", "method", "d", "density", "wall", "time_select",

@@ -13,7 +13,7 @@
               convergence runs (topkscope.perf.time_to_accuracy: the same runs and margins as
               the convergence claims). The selection times are Options.selection_csv, else
               the first selection CSV measured on the compute's device
-              (topkscope.perf.report.selection_table). A convergence variant's failed run
+              (topkscope.perf.inputs.selection_table). A convergence variant's failed run
               (diverged or not) is among the runs drawn, so the claims count it as a failed
               seed
     5. tables <results>/tables/*.csv + *.tex: claims and key numbers for papers (paper_tables)
