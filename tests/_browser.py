@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -46,12 +48,15 @@ def render(page: Path, width: int = 1200, height: int = 1600, timeout: float = 9
     import websocket
 
     deadline = time.monotonic() + timeout
-    with tempfile.TemporaryDirectory(prefix="topkscope-chromium-") as profile:
+    # Chromium's helper processes may still write into the profile as it is removed
+    with tempfile.TemporaryDirectory(prefix="topkscope-chromium-",
+                                     ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen(
             [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
              "--disable-dev-shm-usage", "--no-first-run", "--remote-debugging-port=0",
              f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            start_new_session=True)  # its own process group: the helpers end with it
         try:
             port = _devtools_port(proc, deadline)
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
@@ -62,7 +67,10 @@ def render(page: Path, width: int = 1200, height: int = 1600, timeout: float = 9
             finally:
                 ws.close()
         finally:
-            proc.kill()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             proc.wait(timeout=10)
 
 
