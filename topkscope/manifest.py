@@ -339,6 +339,22 @@ def foreign_manifest(manifest: dict) -> bool:
     return not any(k in manifest for k in OWN_FIELDS)
 
 
+# what every manifest topkscope writes holds (Manifest), whoever wrote it: the claims need it all
+MANIFEST_SCHEMA = ("status", "start_time", "versions")
+
+
+def not_ours(manifest: dict) -> str | None:
+    """What a manifest.json lacks of the fields every topkscope manifest holds (None: it is
+    one of ours)."""
+    absent = [k for k in MANIFEST_SCHEMA if k not in manifest]
+    versions = manifest.get("versions")
+    if not absent and isinstance(versions, dict) and "topkscope" in versions:
+        return None
+    return (f"its manifest.json is not a topkscope manifest (no "
+            f"{', '.join(absent) or 'versions.topkscope'}); the claims read the folders of "
+            "topkscope run, the DDP hook and the Recorder")
+
+
 def runs_at(paths: Iterable[str | Path], status: Any = "complete") -> list[FoundRun]:
     """The runs that command-line paths name, each path a run folder, an experiment folder or
     a results root, with `status` (as find_runs), in the order given, none twice.

@@ -76,7 +76,7 @@ from topkscope.analysis.verdicts import (  # noqa: F401  (part of this module's 
     paired_interval,
 )
 from topkscope.io import atomic_write
-from topkscope.manifest import condition_of, diverged_at
+from topkscope.manifest import condition_of, diverged_at, not_ours
 from topkscope.schema import GLOBAL
 
 COLUMNS = [
@@ -192,22 +192,6 @@ def write(runs: Iterable, path: str | Path, **options) -> pd.DataFrame:
     table = build(runs, **options)
     atomic_write(path, lambda tmp: table.to_csv(tmp, index=False))
     return table
-
-
-# what every manifest topkscope writes holds (topkscope.manifest.Manifest), whoever wrote it
-MANIFEST_SCHEMA = ("status", "start_time", "versions")
-
-
-def not_ours(manifest: dict) -> str | None:
-    """What a manifest.json lacks of the fields every topkscope manifest holds (None: it is
-    one of ours)."""
-    absent = [k for k in MANIFEST_SCHEMA if k not in manifest]
-    versions = manifest.get("versions")
-    if not absent and isinstance(versions, dict) and "topkscope" in versions:
-        return None
-    return (f"its manifest.json is not a topkscope manifest (no "
-            f"{', '.join(absent) or 'versions.topkscope'}); the claims read the folders of "
-            "topkscope run, the DDP hook and the Recorder")
 
 
 def what_is_missing(run) -> str | None:

@@ -59,7 +59,8 @@ def readable_runs(paths, load: Callable, runs_at: Callable, progress_shown: bool
     """The complete and failed runs under paths, loaded; ValueError naming the first folder
     the claims cannot read and what it lacks (topkscope.analysis.claims.what_is_missing);
     a folder whose manifest.json is not topkscope's is named before any status is looked at."""
-    from topkscope.analysis.claims import not_ours, what_is_missing
+    from topkscope.analysis.claims import what_is_missing
+    from topkscope.manifest import not_ours
 
     for found in runs_at(paths, status=None):
         foreign = not_ours(found.manifest)
