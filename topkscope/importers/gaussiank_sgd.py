@@ -609,6 +609,14 @@ def import_runs(paths: Sequence[str | Path], results: str | Path, source: str = 
     return [write_run(p, Path(results)) for p in parsed]
 
 
+def column_median(frame, col: str) -> float:
+    """The median of a DataFrame column's logged values (nulls left out); NaN when none is."""
+    if col not in frame:
+        return math.nan
+    x = frame[col].astype("float64").dropna()
+    return float(np.median(x)) if len(x) else math.nan
+
+
 def run_summary(run) -> dict:
     """One imported run in one row: its settings, status, final validation accuracy and the
     medians of its logged times over the intervals at the target density (after the warm-up),
@@ -623,8 +631,7 @@ def run_summary(run) -> dict:
     final = float(ev["metric"].iloc[-1]) if len(ev) else math.nan
 
     def median(col: str) -> float:
-        x = target[col].astype("float64").dropna() if col in target else []
-        return float(np.median(x)) if len(x) else math.nan
+        return column_median(target, col)
 
     cfg = m.get("config") or {}
     return {"job": m.get("run_id"), "model": m.get("model"), "dataset": m.get("dataset"),

@@ -57,7 +57,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from topkscope.importers.gaussiank_sgd import AUTHORS_CODE, ITERATIONS, LAUNCHER, run_summary
+from topkscope.importers.gaussiank_sgd import (
+    AUTHORS_CODE,
+    ITERATIONS,
+    LAUNCHER,
+    column_median,
+    run_summary,
+)
 from topkscope.perf import model as pm
 from topkscope.perf.model import Input
 from topkscope.perf.networks import PRESETS
@@ -118,11 +124,6 @@ def _at_density(frame: pd.DataFrame, density) -> pd.DataFrame:
     return frame[np.isclose(frame["density"].astype("float64"), float(density), rtol=1e-3)]
 
 
-def _median(frame: pd.DataFrame, col: str) -> float:
-    x = frame[col].astype("float64").dropna() if col in frame else pd.Series(dtype=float)
-    return float(np.median(x)) if len(x) else math.nan
-
-
 def _measured(run) -> dict | None:
     """The logged inputs and the measured time per iteration of one run, or None when its log
     lacks one of them."""
@@ -131,15 +132,15 @@ def _measured(run) -> dict | None:
     if tr.empty:
         return None
     dense = m.get("sparsifier") == "dense"
-    measured = _median(tr, "time_iteration")
-    select = 0.0 if dense else _median(tr, "time_select")
+    measured = column_median(tr, "time_iteration")
+    select = 0.0 if dense else column_median(tr, "time_select")
     both = tr["time_compute"].astype("float64") - (0.0 if dense else tr["time_select"])
     compute = float(np.median(both.dropna())) if both.notna().any() else math.nan
     if not all(math.isfinite(v) for v in (measured, select, compute)):
         return None
-    communicate = _median(tr, "time_communicate")
+    communicate = column_median(tr, "time_communicate")
     its = _at_density(_iterations(run), m.get("density_trained"))
-    slowest = 0.0 if dense else _median(its, "time_select_max")
+    slowest = 0.0 if dense else column_median(its, "time_select_max")
     files = (m.get("source") or {}).get("files") or []
     return {"job": m.get("run_id"), "node": m.get("node"), "model": m.get("model"),
             "method": m.get("sparsifier"), "gpus": int(m.get("workers") or 0),
@@ -247,7 +248,7 @@ def _phase_selects(run) -> list[dict]:
     files = "; ".join((m.get("source") or {}).get("files") or [])
     for density, phase in phases:
         sel = _at_density(its, density)
-        t = _median(sel, "time_select")
+        t = column_median(sel, "time_select")
         if not math.isfinite(t):
             continue
         lo, hi = (float(np.percentile(sel["time_select"].dropna(), q)) for q in (5, 95))
