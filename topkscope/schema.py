@@ -9,9 +9,9 @@ recorder in topkscope.hooks) and the code that reads it (topkscope.analysis.runs
     snapshots/step{t}-rank{r}.npy  (u; other kinds step{t}-rank{r}-{kind}.npy), float32
 
 Layer "__global__" (GLOBAL) is the whole model. A sparsifier S recorded by the recorder adds
-the stats columns S_count, S_ratio, S_recall, with S's registry name '-' turned into '_'.
-docs/results.md documents every column, docs/results-schema.md every stored dtype; keep them
-in step.
+the stats columns S_count, S_ratio, ..., with S's registry name '-' turned into '_'. The stats
+value columns are declared in topkscope.columns, which also generates their rows of
+docs/results.md and docs/results-schema.md (a test checks the docs hold them).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import re
 from collections.abc import Sequence
 
 import pyarrow as pa
+
+from topkscope import columns
 
 GLOBAL = "__global__"
 KINDS = ("g", "u", "e")
@@ -72,27 +74,11 @@ STATS_KEYS: dict[str, pa.DataType] = {
     "kind": pa.string(),
     "density": pa.float64(),
 }
-STATS_VALUES: dict[str, pa.DataType] = {
-    "numel": pa.int64(),
-    "k": pa.int64(),
-    "norm": pa.float64(),
-    "mean": pa.float64(),
-    "std": pa.float64(),
-    "skew": pa.float64(),
-    "excess_kurtosis": pa.float64(),
-    "max_abs": pa.float64(),
-    "zero_frac": pa.float64(),
-    "nonfinite": pa.int64(),
-    "topk_ratio": pa.float64(),
-    "classic_bound": pa.float64(),
-    "paper_bound": pa.float64(),
-    "gaussian_ratio": pa.float64(),
-}
-SPARSIFIER_SUFFIXES: dict[str, pa.DataType] = {
-    "count": pa.int64(),
-    "ratio": pa.float64(),
-    "recall": pa.float64(),
-}
+# the value columns are declared once, in topkscope.columns (built-in ones here; the schema
+# below also holds any statistic registered later)
+STATS_VALUES: dict[str, pa.DataType] = columns.stats_values()
+SPARSIFIER_SUFFIXES: dict[str, pa.DataType] = {c.suffix: c.arrow
+                                               for c in columns.SELECTOR_COLUMNS}
 HIST_KEYS = ("step", "rank", "layer", "kind", "bin")
 HIST_COLUMNS: dict[str, pa.DataType] = {
     "step": pa.int64(),
@@ -107,13 +93,13 @@ HIST_COLUMNS: dict[str, pa.DataType] = {
 
 
 def sparsifier_columns(prefixes: Sequence[str]) -> dict[str, pa.DataType]:
-    """S_count, S_ratio, S_recall for each sparsifier column prefix S."""
-    return {f"{p}_{suffix}": t for p in prefixes for suffix, t in SPARSIFIER_SUFFIXES.items()}
+    """S_count, S_ratio, ... (topkscope.columns.SELECTOR_COLUMNS) for each column prefix S."""
+    return columns.selector_columns(prefixes)
 
 
 def stats_schema(prefixes: Sequence[str] = ()) -> pa.Schema:
-    columns = {**STATS_KEYS, **STATS_VALUES, **sparsifier_columns(prefixes)}
-    return pa.schema(list(columns.items()))
+    fields = {**STATS_KEYS, **columns.stats_values(), **sparsifier_columns(prefixes)}
+    return pa.schema(list(fields.items()))
 
 
 def hist_schema() -> pa.Schema:

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from topkscope import columns
 from topkscope.hooks.power_sums import Moments
 from topkscope.hooks.rows import RowPlan
 from topkscope.io import atomic_write
@@ -120,7 +121,7 @@ class PartWriter:
         return path
 
 
-MOMENT_COLUMNS = ("norm", "mean", "std", "skew", "excess_kurtosis", "max_abs", "zero_frac")
+MOMENT_COLUMNS = columns.of_source("moment")  # fields of Moments, one value per (kind, row)
 
 
 def _static_stats_columns(plan: RowPlan, kinds: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -145,10 +146,28 @@ def _static_stats_columns(plan: RowPlan, kinds: tuple[str, ...]) -> dict[str, np
     return cached
 
 
+def row_statistics(vectors: Sequence[torch.Tensor], plan: RowPlan) -> dict[str, np.ndarray]:
+    """{name: (K, R)} of every registered statistic with source "row" (topkscope.columns):
+    its of_row on each plan row of each vector."""
+    out = {}
+    for stat in columns.statistics():
+        if stat.source != "row":
+            continue
+        values = np.empty((len(vectors), plan.rows))
+        for kv, x in enumerate(vectors):
+            for r in range(plan.rows):
+                a = int(plan.starts[r])
+                values[kv, r] = float(stat.of_row(x[a : a + int(plan.numel[r])]))
+        out[stat.name] = values
+    return out
+
+
 def stats_columns(step: int, rank: int, kinds: Sequence[str], plan: RowPlan, mom: Moments,
                   ratio: np.ndarray, sel: dict[str, np.ndarray] | None,
-                  sel_names: Sequence[str]) -> dict[str, np.ndarray]:
-    """Columns of one record: mom (K, R) moments, ratio (K, R, D), sel {S_x: (R, D)} of u."""
+                  sel_names: Sequence[str],
+                  rows: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Columns of one record: mom (K, R) moments, ratio (K, R, D), sel {S_x: (R, D)} of u,
+    rows {name: (K, R)} of the "row" statistics (`row_statistics`)."""
     kinds = tuple(kinds)
     nk, (nr, nd) = len(kinds), plan.k.shape
     n = nk * nr * nd
@@ -156,9 +175,12 @@ def stats_columns(step: int, rank: int, kinds: Sequence[str], plan: RowPlan, mom
     cols["step"] = np.full(n, step, dtype=np.int64)
     cols["rank"] = np.full(n, rank, dtype=np.int64)
     cols["topk_ratio"] = np.asarray(ratio, dtype=np.float64).reshape(n)
-    for name in MOMENT_COLUMNS:
-        cols[name] = np.repeat(getattr(mom, name).numpy().reshape(nk * nr), nd)
-    cols["nonfinite"] = np.repeat(mom.nonfinite.numpy().reshape(nk * nr), nd).astype(np.int64)
+    per_row = {name: getattr(mom, name).numpy() for name in MOMENT_COLUMNS}
+    per_row.update(rows or {})
+    for stat in columns.statistics():
+        if stat.name in per_row:
+            values = np.repeat(np.asarray(per_row[stat.name]).reshape(nk * nr), nd)
+            cols[stat.name] = values.astype(np.int64) if stat.dtype == "int64" else values
     for name in sel_names:
         values = np.full(n, np.nan)
         if sel is not None:

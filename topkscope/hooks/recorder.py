@@ -46,7 +46,13 @@ from topkscope.hooks.lifecycle import (
     own_manifest,
     prepare_folder,
 )
-from topkscope.hooks.parts import PartWriter, hist_columns, stats_columns, write_snapshot
+from topkscope.hooks.parts import (
+    PartWriter,
+    hist_columns,
+    row_statistics,
+    stats_columns,
+    write_snapshot,
+)
 from topkscope.hooks.power_sums import (
     ChunkedSums,
     PowerSums,
@@ -58,7 +64,7 @@ from topkscope.hooks.power_sums import (
 from topkscope.hooks.rows import RowPlan, plan_rows, segments_of
 from topkscope.hooks.schedules import Schedule
 from topkscope.hooks.settings import SETTINGS, check_settings
-from topkscope.hooks.topk_sums import RowTops, selection_rows, topk_ratio_rows
+from topkscope.hooks.topk_sums import RowStates, RowTops, selection_rows, topk_ratio_rows
 from topkscope.manifest import Manifest
 from topkscope.schema import KINDS, column_prefix, hist_schema, sparsifier_columns, stats_schema
 from topkscope.sparsify.source import SparsifierSource
@@ -147,6 +153,7 @@ class Recorder:
         # randomised estimators draw from (seed, rank, step) alone, like training does, so a
         # simulated and a torchrun run record the same numbers
         self._sources = {name: SparsifierSource(name, {}, self.seed, self.rank) for name in names}
+        self._states: dict[tuple[str, int], RowStates] = {}  # stateful selectors, per rank
         self.flush_every = checked["flush_every"]
         self.kinds = checked["kinds"]
         self.snapshot_kinds = checked["snapshot_kinds"]
@@ -394,8 +401,9 @@ class Recorder:
                           [vec[k] for k in kinds])
         if do_stats:
             ratio, sel_cols = self._contraction(vec, kinds, plan, mom, do_sel, step, rank)
+            rows = row_statistics([vec[k] for k in kinds], plan)
             self._stats.add(stats_columns(step, rank, kinds, plan, mom, ratio, sel_cols,
-                                          self._sel_columns))
+                                          self._sel_columns, rows))
         if do_hist:
             found = histogram_rows([vec[k] for k in kinds], mom, plan, self.hist_bins,
                                    self.hist_range)
@@ -444,10 +452,19 @@ class Recorder:
             return ratio, None
         iu = ranked.index("u")
         kth = tops.kth()
-        sparsifiers = {name: src.at(step, rank) for name, src in self._sources.items()}
+        sparsifiers = {name: self._row_states(name, src, rank) if src.stateful
+                       else src.at(step, rank) for name, src in self._sources.items()}
         cols = selection_rows(vec["u"], plan, mom.sumsq[kinds.index("u")], kth[iu],
-                              tops.count_above(kth)[iu], sparsifiers)
+                              tops.count_above(kth)[iu], sparsifiers, ratio[kinds.index("u")])
         return ratio, cols
+
+    def _row_states(self, name: str, source: SparsifierSource, rank: int) -> RowStates:
+        """A stateful selector's instances for worker rank: one state per (row, density),
+        following the recorded u of that row (see topk_sums.RowStates)."""
+        key = (name, rank)
+        if key not in self._states:
+            self._states[key] = RowStates(lambda: source.fresh())
+        return self._states[key]
 
     # ------------------------------------------------------------------ output
     def flush(self) -> None:

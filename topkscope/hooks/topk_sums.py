@@ -33,6 +33,7 @@ How approximate sparsifiers would do on the recorded u, without touching trainin
     S_count  = |I|
     S_ratio  = ||x - x_I||^2 / ||x||^2        (x_I keeps x on I, zero elsewhere)
     S_recall = |I intersect T_k| / k          T_k = the exact top-k set
+    S_ratio_vs_topk = S_ratio / topk_ratio    (1: as tight as the exact Top-k)
 
 S_ratio and S_recall are the kernel's (`delta_from_kept`, `recall_given_kth`: ties at the k-th
 magnitude counted as favourably as T_k allows), from the row's sum of squares and the k-th
@@ -52,6 +53,7 @@ import numpy as np
 import torch
 
 from topkscope import kernel
+from topkscope.columns import selector_columns
 from topkscope.hooks.power_sums import starts_of
 from topkscope.hooks.rows import RowPlan
 from topkscope.schema import column_prefix
@@ -292,27 +294,48 @@ def isolated_rng(device: torch.device) -> Iterator[None]:
         np.random.set_state(np_state)
 
 
+class RowStates:
+    """The recorder's instances of one stateful selector (class attribute `stateful`, e.g.
+    tail-k's previous threshold, sidco's stage count): one per (rank, row, density), made by
+    `make()`, so each row's state follows that row's sequence of recorded u alone.
+
+    The recorder sees u only at its `sparsifier_schedule` steps: the state then carries from
+    one recorded step to the next (steps in between are never seen), which is what the selector
+    would do if it ran only at those steps; with a schedule of every step it follows training's
+    u sequence. The state is not saved in checkpoints: a resumed recorder starts each row afresh
+    (tail-k: its first-call sample threshold).
+    """
+
+    def __init__(self, make) -> None:
+        self._make = make
+        self._by_key: dict[tuple, Sparsifier] = {}
+
+    def at_row(self, key: tuple) -> Sparsifier:
+        if key not in self._by_key:
+            self._by_key[key] = self._make()
+        return self._by_key[key]
+
+
 def selection_rows(
     u: torch.Tensor,
     plan: RowPlan,
     sumsq: torch.Tensor,
     kth: torch.Tensor,
     n_above: torch.Tensor,
-    sparsifiers: Mapping[str, Sparsifier],
+    sparsifiers: Mapping[str, Sparsifier | RowStates],
+    topk_ratio: np.ndarray | torch.Tensor | None = None,
 ) -> dict[str, np.ndarray]:
-    """Columns {S_count, S_ratio, S_recall} of shape (R, D) for the vector u (d,).
+    """Columns {S_<suffix>} (topkscope.columns.SELECTOR_COLUMNS) of shape (R, D) for u (d,).
 
     sumsq (R,), kth (R, D) and n_above (R, D) are u's row sums of squares, k-th largest
-    magnitudes and counts strictly above them. A sparsifier that refuses a row (ValueError,
-    e.g. an all-zero row) leaves NaN there.
+    magnitudes and counts strictly above them; topk_ratio (R, D) u's exact Top-k contraction
+    (S_ratio_vs_topk is NaN without it). A `RowStates` value gives each (row, density) its own
+    instance (keyed by layer name, numel and density). A sparsifier that refuses a row
+    (ValueError, e.g. an all-zero row) leaves NaN there.
     """
     rows, dens = plan.k.shape
-    out: dict[str, np.ndarray] = {}
-    for name in sparsifiers:
-        p = column_prefix(name)
-        out[f"{p}_count"] = np.full((rows, dens), np.nan)
-        out[f"{p}_ratio"] = np.full((rows, dens), np.nan)
-        out[f"{p}_recall"] = np.full((rows, dens), np.nan)
+    out = {name: np.full((rows, dens), np.nan) for name in selector_columns(
+        [column_prefix(n) for n in sparsifiers])}
     total = sumsq.tolist()
     kth_l, above_l = kth.tolist(), n_above.tolist()
     with torch.no_grad(), isolated_rng(u.device):
@@ -321,7 +344,9 @@ def selection_rows(
             x = u[a : a + n]
             for j in range(dens):
                 k = int(plan.k[r, j])
-                for name, sparsifier in sparsifiers.items():
+                for name, given in sparsifiers.items():
+                    sparsifier = given.at_row((plan.layers[r], n, float(plan.densities[j]))) \
+                        if isinstance(given, RowStates) else given
                     try:
                         idx = sparsifier.select(x, k)
                     except ValueError:
@@ -333,4 +358,11 @@ def selection_rows(
                     out[f"{p}_ratio"][r, j] = kernel.delta_from_kept(kept, total[r])
                     out[f"{p}_recall"][r, j] = kernel.recall_given_kth(
                         vals.abs(), kth_l[r][j], above_l[r][j], k)
+    if topk_ratio is not None:
+        exact = kernel.to_numpy(topk_ratio).astype(np.float64)
+        with np.errstate(all="ignore"):
+            for name in sparsifiers:
+                p = column_prefix(name)
+                rel = out[f"{p}_ratio"] / exact
+                out[f"{p}_ratio_vs_topk"] = np.where(exact > 0, rel, np.nan)
     return out

@@ -45,6 +45,10 @@ class SparsifierSource:
             self._other_ranks[r] = self._get(self.name, **self.params)
         return self._other_ranks[r]
 
+    def fresh(self) -> Sparsifier:
+        """A new instance with no state (the recorder keeps one per row of a stateful method)."""
+        return self._get(self.name, **self.params)
+
     def state_dict(self) -> dict | None:
         """The own rank's sparsifier state (None for a method that keeps none)."""
         return self._fixed.state_dict() if self.stateful else None
