@@ -76,24 +76,31 @@ class PowerSums:
     # where almost all of that mass was removed, the row is recomputed exactly
     subtracted_from: np.ndarray | None = None
 
+    # the axis along which each table runs over the K vectors (sums is (4, K, S))
+    VECTOR_AXIS = {"shift": 0, "sums": 1, "max_abs": 0, "nonzero": 0, "nonfinite": 0,
+                   "subtracted_from": 1}
+
     def pick(self, i: int) -> PowerSums:
         """The sums of vector i alone (K = 1)."""
-        sub = None if self.subtracted_from is None else self.subtracted_from[:, i : i + 1]
-        return PowerSums(self.shift[i : i + 1], self.sums[:, i : i + 1], self.max_abs[i : i + 1],
-                         self.nonzero[i : i + 1], self.nonfinite[i : i + 1], sub)
+        def one(name: str):
+            t = getattr(self, name)
+            if t is None:
+                return None
+            return t[i : i + 1] if self.VECTOR_AXIS[name] == 0 else t[:, i : i + 1]
+
+        return PowerSums(**{name: one(name) for name in self.VECTOR_AXIS})
 
     @staticmethod
     def cat(parts: list[PowerSums]) -> PowerSums:
         if len(parts) == 1:
             return parts[0]
-        subs = [p.sums[1::2] if p.subtracted_from is None else p.subtracted_from for p in parts]
-        derived = any(p.subtracted_from is not None for p in parts)
-        return PowerSums(np.concatenate([p.shift for p in parts]),
-                         np.concatenate([p.sums for p in parts], axis=1),
-                         np.concatenate([p.max_abs for p in parts]),
-                         np.concatenate([p.nonzero for p in parts]),
-                         np.concatenate([p.nonfinite for p in parts]),
-                         np.concatenate(subs, axis=1) if derived else None)
+        tables = {name: np.concatenate([getattr(p, name) for p in parts], axis=axis)
+                  for name, axis in PowerSums.VECTOR_AXIS.items() if name != "subtracted_from"}
+        if any(p.subtracted_from is not None for p in parts):
+            tables["subtracted_from"] = np.concatenate(
+                [p.sums[1::2] if p.subtracted_from is None else p.subtracted_from
+                 for p in parts], axis=1)
+        return PowerSums(**tables)
 
 
 @dataclass
@@ -165,13 +172,14 @@ def power_sums(x: torch.Tensor | Sequence[torch.Tensor], absx: torch.Tensor | No
         k, s = len(vectors), len(lengths)
         cuts = np.cumsum([k, 4 * k * s, k * s, k * s])
         c, sums, mx, nz, bad = np.split(host, cuts)
-        return PowerSums(c, sums.reshape(4, k, s), mx.reshape(k, s), nz.reshape(k, s),
-                         bad.reshape(k, s))
+        return PowerSums(shift=c, sums=sums.reshape(4, k, s), max_abs=mx.reshape(k, s),
+                         nonzero=nz.reshape(k, s), nonfinite=bad.reshape(k, s))
     workspace = workspace or ChunkedSums()
     parts = [_cpu_power_sums(kernel.as_float_array(v), lengths, workspace) for v in vectors]
-    return PowerSums(np.array([p[0] for p in parts]), np.stack([p[1] for p in parts], axis=1),
-                     np.stack([p[2] for p in parts]), np.stack([p[3] for p in parts]),
-                     np.stack([p[4] for p in parts]))
+    shift, sums, max_abs, nonzero, nonfinite = zip(*parts)
+    return PowerSums(shift=np.array(shift), sums=np.stack(sums, axis=1),
+                     max_abs=np.stack(max_abs), nonzero=np.stack(nonzero),
+                     nonfinite=np.stack(nonfinite))
 
 
 def residual_sums(u_sums: PowerSums, u: torch.Tensor, selected: torch.Tensor,
@@ -200,8 +208,9 @@ def residual_sums(u_sums: PowerSums, u: torch.Tensor, selected: torch.Tensor,
                                  starts_of(lengths))[None]
     else:
         e_max = kernel.to_numpy(segment_max(e_abs.abs(), lengths).to(torch.float64))
-    return PowerSums(c, u_sums.sums - delta[:, None, :], e_max,
-                     u_sums.nonzero - lost[None, :], u_sums.nonfinite, u_sums.sums[1::2])
+    return PowerSums(shift=c, sums=u_sums.sums - delta[:, None, :], max_abs=e_max,
+                     nonzero=u_sums.nonzero - lost[None, :], nonfinite=u_sums.nonfinite,
+                     subtracted_from=u_sums.sums[1::2])
 
 
 def row_moments(ps: PowerSums, plan: RowPlan, vectors: list[torch.Tensor]) -> Moments:
