@@ -247,3 +247,18 @@ def test_the_statistics_are_the_kernels(spy):
     fits.fit_student_t(x64[x64 != 0][:5_000])
     assert not [name for name, seen in calls.items() if not seen]
 
+
+
+def test_tail_sums_is_the_float64_tail_of_top_k_for_every_k():
+    """The one top-k tail engine against math.fsum of the sorted squares (exact rounding)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_t(3, size=5000) * np.exp(rng.normal(size=5000))
+    mag = np.sort(np.abs(x))[::-1]
+    ks = [0, 1, 17, 500, 4999, 5000]
+    top, below = mag[:4000], math.fsum(mag[4000:] ** 2)
+    got = kernel.tail_sums(top, [k for k in ks if k <= 4000], below)
+    for k, value in zip([k for k in ks if k <= 4000], got):
+        assert math.isclose(value, math.fsum(mag[k:] ** 2), rel_tol=1e-13)
+    for k in ks:  # topk_ratio runs on the same engine
+        want = math.fsum(mag[k:] ** 2) / math.fsum(mag**2)
+        assert math.isclose(kernel.topk_ratio(x, k), want, rel_tol=1e-12, abs_tol=1e-300)

@@ -8,7 +8,8 @@ Contraction of a vector x (d values) by a selection I, accumulated in float64:
                   rest = sum_{i not in I} x_i^2,  kept = sum_{i in I} x_i^2,  total = sum_i x_i^2
     topk_ratio(x, k) = delta(x, TopK(x)) = sum_{i > k} |x|_(i)^2 / sum_i |x|_(i)^2
 
-(`delta_from_rest`, `delta_from_kept`, `selection_ratio`, `topk_ratio`). NaN where total = 0:
+(`delta_from_rest`, `delta_from_kept`, `selection_ratio`, `topk_ratio`; the tail of Top-k from
+the sorted top magnitudes: `tail_sums`). NaN where total = 0:
 nothing to contract.
 
 Recall of a selection I against the exact top-k set T_k (`recall`, `recall_given_kth`). With
@@ -118,11 +119,24 @@ def delta_from_kept(kept, total, complete=False):
     return np.where(total == 0, np.nan, ratio)[()]
 
 
+def tail_sums(top, ks, below: float = 0.0) -> np.ndarray:
+    """sum_{i > k} |x|_(i)^2 for each k in ks (float64): what Top-k leaves of x's energy.
+
+    top: the exact largest magnitudes of x sorted descending (at least max(ks) of them); below:
+    the float64 sum of squares of every other element. The squares of top are summed from the
+    smallest upwards (suffix sums), so a small tail is not the difference of two large sums.
+    The one top-k tail engine: `topk_ratio` and the statistics' float64 tails use it.
+    """
+    sq = np.square(np.asarray(top, dtype=np.float64))
+    suffix = np.append(np.cumsum(sq[::-1])[::-1], 0.0)  # suffix[j] = sum of sq[j:]
+    return float(below) + suffix[np.asarray(ks, dtype=np.int64)]
+
+
 def topk_ratio(u, k: int) -> float:
     """||u - TopK(u)||^2 / ||u||^2 in float64 (u finite: ValueError otherwise; k in [0, d]).
 
-    The d - k smallest squares are what Top-k leaves behind: one partition, summed in float64.
-    1 for k = 0, 0 for k = d; NaN (with no division) when u is all zeros.
+    One partition of the squares at d - k: the d - k smallest are `below`, the k largest the
+    top of `tail_sums`. 1 for k = 0, 0 for k = d; NaN (with no division) when u is all zeros.
     """
     x = finite_float64(u)
     k, d = check_kd(k, x.size)
@@ -134,8 +148,10 @@ def topk_ratio(u, k: int) -> float:
         return 1.0
     if k == d:
         return 0.0
-    rest = np.partition(sq, d - k - 1)[: d - k]
-    return float(delta_from_rest(rest.sum(), total))
+    parted = np.partition(sq, d - k - 1)
+    top = np.sqrt(np.sort(parted[d - k :])[::-1])
+    rest = tail_sums(top, [k], below=float(parted[: d - k].sum()))[0]
+    return float(delta_from_rest(rest, total))
 
 
 def selection_ratio(x: np.ndarray, selected: np.ndarray) -> float:

@@ -102,11 +102,11 @@ def analyze(
     mags = _Magnitudes(values, max(ks), max_n, seed)
     curve = mags.curve(points)
     rows = []
-    for r, k in zip(rhos, ks):
+    for r, k, tail in zip(rhos, ks, mags.tails(ks)):
         if mags.total == 0.0:
             rows.append(_ratio_row(r, d, k, nonfinite, math.nan, "zero vector: ratio undefined"))
             continue
-        row = _ratio_row(r, d, k, nonfinite, kernel.delta_from_rest(mags.tail(k), mags.total), "")
+        row = _ratio_row(r, d, k, nonfinite, kernel.delta_from_rest(tail, mags.total), "")
         conv = convexity(curve, r, share)
         row.update({key: conv[key] for key in ("convexity_gap", "magnitude_convexity_gap",
                                                 "condition_holds")},
@@ -235,10 +235,7 @@ class _Magnitudes:
         if small or not self._candidates(values, kmax, max_n, seed):
             self.top = np.sort(np.abs(values.astype(np.float64)))[::-1]
             self.below = 0.0
-        sq = self.top * self.top
-        # tail_top[j] = sum of squares of top[j:], summed from the smallest upwards
-        self.tail_top = np.append(np.cumsum(sq[::-1])[::-1], 0.0)
-        self.total = self.below + float(self.tail_top[0])
+        self.total = float(kernel.tail_sums(self.top, [0], self.below)[0])
 
     def _candidates(self, values: np.ndarray, kmax: int, max_n: int, seed: int) -> bool:
         d = self.d
@@ -265,9 +262,9 @@ class _Magnitudes:
         self.sub = sub
         return True
 
-    def tail(self, k: int) -> float:
-        """sum_{i > k} |u|_(i)^2 (float64), k <= number of exact top magnitudes."""
-        return self.below + float(self.tail_top[k])
+    def tails(self, ks: list[int]) -> np.ndarray:
+        """sum_{i > k} |u|_(i)^2 (float64) for each k <= number of exact top magnitudes."""
+        return kernel.tail_sums(self.top, ks, self.below)
 
     def curve(self, points: int) -> pd.DataFrame:
         d = self.d
