@@ -5,7 +5,7 @@ The largest magnitudes of every row, for all densities at once (`topk_ratio_rows
     delta(x, k) = ||x - TopK(x)||^2 / ||x||^2 = 1 - (sum of the k largest x_i^2) / sum x_i^2
 
 One selection per (vector, row) at k_max = the largest k over the configured densities gives
-every smaller k by prefix sums of the same sorted values; delta itself is the kernel's
+every smaller k from the same sorted values (the kernel's tail engine `tail_sums`); delta itself is the kernel's
 (`topkscope.kernel.delta_from_kept`). On the CPU all rows are selected together from one
 thresholded pass (`threshold_tops`, below); a row it cannot answer exactly, and every row of a
 vector on another device, gets a selection of its own (`top_magnitudes`: the threshold-then-verify
@@ -118,12 +118,16 @@ class RowTops:
         self.tops = np.stack(blocks)  # (K, T)
 
     def top_sums(self) -> torch.Tensor:
-        """(K, R, D) float64: sum of the k largest squares for each row and density."""
-        sq = np.square(self.tops.astype(np.float64))
-        sq = np.concatenate([sq, np.zeros((sq.shape[0], 1))], axis=1)  # reduceat may end at T
-        pairs = self._index["prefix_pairs"]  # [start, start + k] for every (row, density)
-        sums = np.add.reduceat(sq, pairs, axis=1)[:, ::2]
-        return torch.from_numpy(sums.reshape(sq.shape[0], *self.plan.k.shape))
+        """(K, R, D) float64: sum of the k largest squares for each row and density: the
+        row's block minus what Top-k leaves of it (the kernel's tail engine, `tail_sums`)."""
+        plan, start = self.plan, self._index["block_start"]
+        out = np.empty((self.tops.shape[0], *plan.k.shape))
+        for kv, tops in enumerate(self.tops):
+            for r in range(plan.rows):
+                block = tops[start[r] : start[r] + plan.kmax[r]]
+                tails = kernel.tail_sums(block, np.concatenate([[0], plan.k[r]]))
+                out[kv, r] = tails[0] - tails[1:]
+        return torch.from_numpy(out)
 
     def kth(self) -> torch.Tensor:
         """(K, R, D): the k-th largest magnitude of each row for each density."""
@@ -173,8 +177,7 @@ def _index_tables(plan: RowPlan) -> dict[str, np.ndarray]:
         "row_id": row_id,
         "in_prefix": pos_in_row[:, None] < plan.k[row_id],  # (T, D)
         "kth_pos": ends - 1,
-        "prefix_pairs": np.stack([np.broadcast_to(block_start[:, None], ends.shape), ends],
-                                 axis=-1).reshape(-1),
+        "block_start": block_start,
         "full": plan.k == plan.numel[:, None],
     }
     plan._device_cache["tops_index"] = tables
