@@ -138,3 +138,11 @@ def test_selector_columns_and_a_stateful_selector_follow_each_rows_recorded_u(tm
 def test_recorded_selectors_are_registered_sparsifiers():
     for name in columns.RECORDED_SELECTORS:
         assert get_sparsifier(name).name == name
+
+
+def test_compared_in_a_recorder_config_means_the_recorded_selectors():
+    from topkscope.hooks.settings import check_settings
+
+    got = check_settings({"sparsifiers": ["dgc", "compared"]})["sparsifiers"]
+    assert got == ("dgc", *[n for n in columns.RECORDED_SELECTORS if n != "dgc"])
+    assert "tail-k" in got

@@ -3,7 +3,9 @@ total_steps) with its check.
 
 A `recorder:` block of an experiment config holds exactly these keys (`SETTINGS`);
 `check_settings` checks such a block without building a Recorder or touching a folder, so a
-bad config is refused before anything is written.
+bad config is refused before anything is written. In `sparsifiers`, the name "compared"
+stands for every selector of topkscope.columns.RECORDED_SELECTORS (the approximate selectors
+compared on Top-k's u), so a new selector is added there, once.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from topkscope import validate
+from topkscope.columns import RECORDED_SELECTORS
 from topkscope.hooks.schedules import Schedule, parse_schedule
 from topkscope.schema import KINDS
 from topkscope.sparsify import available, check_density
@@ -33,8 +36,13 @@ def _densities(name: str, value: Any) -> tuple[float, ...]:
     return tuple(sorted(set(rhos)))
 
 
+COMPARED = "compared"  # stands for topkscope.columns.RECORDED_SELECTORS, in that order
+
+
 def _sparsifier_names(name: str, value: Any) -> tuple[str, ...]:
-    names = list(dict.fromkeys([value] if isinstance(value, str) else (value or ())))
+    given = [value] if isinstance(value, str) else list(value or ())
+    expanded = [m for n in given for m in (RECORDED_SELECTORS if n == COMPARED else [n])]
+    names = list(dict.fromkeys(expanded))
     validate.known_keys("sparsifier", names, available(), where=f" in {name}")
     if "topk" in names:  # its columns would overwrite the exact reference's topk_ratio
         raise ValueError(f"{name} may not include 'topk': exact Top-k is always recorded "
