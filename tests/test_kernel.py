@@ -262,3 +262,17 @@ def test_tail_sums_is_the_float64_tail_of_top_k_for_every_k():
     for k in ks:  # topk_ratio runs on the same engine
         want = math.fsum(mag[k:] ** 2) / math.fsum(mag**2)
         assert math.isclose(kernel.topk_ratio(x, k), want, rel_tol=1e-12, abs_tol=1e-300)
+
+
+def test_the_candidate_pass_keeps_every_magnitude_at_the_threshold_and_the_energy_below():
+    """Chunked over more than two CHUNKs of signed float32 values, against a float64 pass."""
+    rng = np.random.default_rng(3)
+    x = rng.laplace(size=2 * kernel.CHUNK + 12345).astype(np.float32)
+    x[::7] = 0.0
+    mag = np.abs(x.astype(np.float64))
+    thr = float(np.sort(mag)[-5000])
+    cand, below = kernel.verified_candidates(x, 5000, thr, below=True)
+    assert np.array_equal(np.sort(cand.astype(np.float64)), np.sort(mag[mag >= thr]))
+    assert math.isclose(below, math.fsum(mag[mag < thr] ** 2), rel_tol=1e-12)
+    assert kernel.verified_candidates(x, int((mag >= thr).sum()) + 1, thr, below=True) is None
+    assert kernel.verified_candidates(x[:0], 0, thr, below=True)[1] == 0.0

@@ -279,10 +279,31 @@ def verified(count: int, k: int) -> bool:
     return count >= k
 
 
-def verified_candidates(mag, k: int, threshold):
-    """The entries of mag (1-D, numpy or torch) at or above threshold when they are `verified`
-    (then they hold the k largest, and anything computed from them is exact). None when there
-    are fewer than k (the guess was too high: the caller falls back)."""
-    cand = mag[mag >= threshold]
-    count = cand.numel() if _is_tensor(cand) else cand.size
-    return cand if verified(count, k) else None
+def verified_candidates(mag, k: int, threshold, *, below: bool = False):
+    """The magnitudes |x_i| >= threshold of the 1-D x = mag (numpy: signed values are taken as
+    |x|; torch: magnitudes) when they are `verified` (then they hold the k largest, and anything computed
+    from them is exact). None when there are fewer than k (the guess was too high: the caller
+    falls back).
+
+    The one candidate pass of threshold-then-verify: the recorder's row tops, the torch engine
+    `top_values` and the statistics' float64 tails call it. A numpy x is walked in chunks of
+    CHUNK (no whole-vector temporary); below=True (numpy only) returns (candidates, the float64
+    sum of squares of every other element) instead, or None.
+    """
+    if _is_tensor(mag):
+        if below:
+            raise ValueError("below=True needs a numpy array")
+        cand = mag[mag >= threshold]  # torch: given as magnitudes (the engine's |u|)
+        return cand if verified(cand.numel(), k) else None
+    parts, rest = [np.abs(mag[:0])], 0.0
+    for start in range(0, mag.size, CHUNK):
+        c = np.abs(mag[start : start + CHUNK])
+        keep = c >= threshold
+        parts.append(c[keep])
+        if below:
+            left = c[~keep].astype(np.float64)
+            rest += float(np.dot(left, left))
+    cand = np.concatenate(parts) if len(parts) > 2 else parts[-1]
+    if not verified(cand.size, k):
+        return None
+    return (cand, rest) if below else cand

@@ -221,8 +221,8 @@ class _Magnitudes:
     """The exact top magnitudes of a vector, its tail energies, and a subsample for the bulk.
 
     Small vectors (d <= 2e6) or large k: one full float64 sort. Otherwise threshold-then-verify:
-    `sample_threshold` (topkscope.sparsify.engine) of a seeded subsample picks a candidate set,
-    accepted by the kernel's `verified` when it numbers at least K (then it holds the top K),
+    `sample_threshold` (topkscope.sparsify.engine) of a seeded subsample picks a candidate set
+    (the kernel's chunked candidate pass `verified_candidates`), accepted when it numbers at least K (then it holds the top K),
     else everything is sorted; only the candidates are sorted. The elements below the threshold
     contribute their exact float64 sum of squares to every tail. Kept here rather than in the
     kernel: one selection serves every density and the curve, over chunked float64 sums.
@@ -244,19 +244,11 @@ class _Magnitudes:
         thr = sample_threshold(sub, need, d)
         if not thr > 0.0:
             return False
-        thr2 = thr * thr
-        below = 0.0
-        parts = []
-        # chunked: the float64 squares of a long float32 vector are never held whole
-        for start in range(0, d, kernel.CHUNK):
-            c = values[start : start + kernel.CHUNK].astype(np.float64)
-            sq = np.multiply(c, c, out=c)
-            keep = sq >= thr2
-            below += float(np.sum(sq, where=~keep))
-            parts.append(sq[keep])
-        cand = np.sqrt(np.concatenate(parts))
-        if not kernel.verified(cand.size, need):
+        found = kernel.verified_candidates(values, need, thr, below=True)
+        if found is None:
             return False  # the subsample misled the threshold; caller sorts everything
+        cand, below = found
+        cand = cand.astype(np.float64)
         self.top = np.sort(cand)[::-1]
         self.below = below
         self.sub = sub
