@@ -463,7 +463,7 @@ class Recorder:
         following the recorded u of that row (see topk_sums.RowStates)."""
         key = (name, rank)
         if key not in self._states:
-            self._states[key] = RowStates(lambda: source.fresh())
+            self._states[key] = RowStates(source.fresh)
         return self._states[key]
 
     # ------------------------------------------------------------------ output
