@@ -56,9 +56,10 @@ seconds of `python benchmarks/selection.py` as the quick profile runs it, alone)
 
     fnn3-mnist 11, vgg16-cifar10 56, lstm-ptb 87, resnet20-cifar10 176, gpt-ptb 72
         (distributions; gpt-ptb: 58.4 user + 14.0 sys)
-    convergence-fnn3-mnist 11.44 per run x 105 runs: the mean of seed 0's 21 variants
-        (7.9 dense .. 15.4 topk at rho = 0.01; tail-k 9.7 warmup=paper, 10.1 warmup=none),
-        load average 1-2.5
+    convergence-fnn3-mnist 11.64 per run x 105 runs: the mean of seed 0's 21 variants, 11.44
+        (7.9 dense .. 15.4 topk at rho = 0.01; tail-k 9.7 warmup=paper, 10.1 warmup=none;
+        load average 1-2.5), plus the 16 raw snapshots of u each of the 20 Top-k runs now
+        writes (13.8 against 12.8 s for topk warmup=paper, measured back to back: 1.0 s)
     selection-speed ~45 s wall (31 s CPU; 41 s in the last quick profile on idle cores)
     finish, quick: 213 s wall in the last quick profile on idle cores (57 convergence runs:
         analyze 7, draw 59, claims 18, tables 0.2, 14 notebooks 129); their CPU does not grow
@@ -77,7 +78,7 @@ seconds of `python benchmarks/selection.py` as the quick profile runs it, alone)
     finish, standard: 23.6 s CPU (`topkscope figures --profile standard --no-run`): 90 s
         allowed
 
-expected_seconds("quick") ~ 17.1 min (45 + (226 + 105 x 11.44) / 2 + 270 s; 226 = the
+expected_seconds("quick") ~ 17.3 min (45 + (226 + 105 x 11.64) / 2 + 270 s; 226 = the
 distribution runs without ResNet-20's 176);
 expected_seconds("standard") ~ 87.8 min ((24 x 271 + 18 x 175 + 3 x 176 + 3 x 56) / 2 + 90 s).
 
@@ -85,7 +86,7 @@ Distribution claims on 3 seeds (issue: one run per model flips verdicts on a rer
 they would cost ResNet-20 2 x 176 and VGG-16 2 x 56 CPU seconds more, 232 s of wall time, and
 quick with tail-k's 10 FNN-3 runs already stood at 18.6 min (the test keeps 18 for the finish);
 so they run in standard (3 seeds each: 348 s), and ResNet-20's one quick run (88 s) moves there
-too, which brings quick back under 18 min. VGG-16 keeps its one quick run.
+too, which brings quick back under 18 min (the snapshots then add 10 s). VGG-16 keeps its one quick run.
 Where the seconds go in a quick FNN-3 convergence run (CPU, one thread): the interpreter
 start-up and imports ~2.3 s (scipy.stats no longer among them: topkscope.bounds uses
 scipy.special), 350 steps x 4 workers ~4.6 s (13 ms a step), 14 evaluations on the 10,000
@@ -265,7 +266,7 @@ JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
 # alone (see the module docstring for how each was measured)
 RUN_SECONDS = {
     "fnn3-mnist": 11, "vgg16-cifar10": 56, "lstm-ptb": 87, "resnet20-cifar10": 176,
-    "convergence-fnn3-mnist": 11.44, "convergence-lstm-ptb": 271, "selection-speed": 45,
+    "convergence-fnn3-mnist": 11.64, "convergence-lstm-ptb": 271, "selection-speed": 45,
     "gpt-ptb": 72, "convergence-gpt-ptb": 175,
 }
 # after the runs: analyze + draw + claims + tables + executing the notebooks (wall seconds)
