@@ -272,6 +272,7 @@ def test_the_gpt_experiment_trains_with_adamw_and_records(tmp_path, capsys):
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert (manifest["model"], manifest["num_parameters"], manifest["profile"]) == \
         ("gpt-mini", 744_192, "quick")
+    assert manifest["clip_at"] == "aggregate" and manifest["deviations"] == []
     assert manifest["optimizer"] == {"name": "adamw", "betas": [0.9, 0.99], "eps": 1e-8,
                                      "weight_decay": 0.1, "no_decay_1d": True, "lr": 3e-3,
                                      "lr_schedule": "cosine"}

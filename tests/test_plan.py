@@ -18,7 +18,7 @@ from topkscope.train.config import density_schedule_values, load_config
 from topkscope.train.schedules import density_at, total_steps
 
 REPO = Path(__file__).resolve().parents[1]
-METHODS = ["gaussiank-2019", "dgc", "redsync", "redsync-2019", "sidco", "randk"]
+METHODS = ["gaussiank-2019", "dgc", "redsync", "redsync-2019", "sidco", "randk", "tail-k"]
 TRAIN_SAMPLES = {"mnist": 60_000, "cifar10": 50_000}  # training images per dataset
 
 
@@ -48,7 +48,7 @@ def test_fnn3_convergence_runs_every_method_condition_and_seed(profile, n_seeds)
         for rho in (0.005, 0.01):
             expected += [(m, seed, "none", rho) for m in ("topk", "gaussiank-2019")]
     assert got == expected
-    assert len(got) == n_seeds * (1 + 2 * 7 + 4) and len(set(got)) == len(got)
+    assert len(got) == n_seeds * (1 + 2 * 8 + 4) and len(set(got)) == len(got)
     assert "gaussiank" not in {v[0] for v in got}  # robust Gaussian-k = Top-k: tested, not run
 
 
@@ -59,12 +59,15 @@ def test_fnn3_convergence_runs_every_method_condition_and_seed(profile, n_seeds)
 @pytest.mark.parametrize(("profile", "n_seeds"), [("standard", 3), ("full", 8)])
 def test_language_model_convergence_runs_dense_and_each_method_under_both_conditions(
         experiment, methods, profile, n_seeds):
+    """... and tail-k under the paper warm-up alone (what the standard budget affords)."""
     got = as_tuples(job(experiment).variants(profile))
     expected = []
     for seed in range(n_seeds):
         expected.append(("dense", seed, "none", None))
         for cond in ("paper", "none"):
             expected += [(m, seed, cond, None) for m in methods]
+            if cond == "paper":
+                expected.append(("tail-k", seed, "paper", None))
     assert got == expected
     assert job(experiment).profiles == ("standard", "full")
 
@@ -78,6 +81,12 @@ def test_the_gpt_distribution_study_runs_in_quick_with_the_recorder(data_root):
     cfg, _ = load_config(gpt.config_path(REPO / "experiments"), "quick")
     assert cfg.sparsifier == "topk" and cfg.optimizer == "adamw"
     assert {"gaussiank", "gaussiank-2019"} <= set(cfg.recorder["sparsifiers"])
+
+
+def test_tail_k_trains_in_fnn3_quick_under_both_conditions_on_five_seeds():
+    variants = as_tuples(job("convergence-fnn3-mnist").variants("quick"))
+    tail = sorted((seed, cond) for m, seed, cond, rho in variants if m == "tail-k")
+    assert tail == sorted((seed, cond) for seed in range(5) for cond in ("paper", "none"))
 
 
 def test_seeds_per_profile():
@@ -106,11 +115,17 @@ def test_each_profile_runs_its_own_experiments():
     assert "convergence-resnet20-cifar10" not in names["quick"] + names["standard"]
     assert "convergence-fnn3-mnist" in names["quick"] and "selection-speed" in names["quick"]
     assert "gpt-ptb" in names["quick"]
-    # standard adds the convergence models quick cannot afford; it does not rerun quick's
-    assert names["standard"] == ["convergence-lstm-ptb", "convergence-gpt-ptb"]
+    # standard adds the convergence models quick cannot afford, and the ResNet-20 and VGG-16
+    # distribution studies (quick's settings) on 3 seeds; ResNet-20's runs in standard alone
+    assert names["standard"] == ["resnet20-cifar10", "vgg16-cifar10", "convergence-lstm-ptb",
+                                 "convergence-gpt-ptb"]
+    for name in ("resnet20-cifar10", "vgg16-cifar10"):
+        assert job(name).variants("standard") == tuple(plan.Variant(None, s) for s in range(3))
+    assert "resnet20-cifar10" not in names["quick"]
+    assert job("vgg16-cifar10").variants("quick") == (plan.Variant(),)
     assert set(names["full"]) == {j.experiment for j in plan.JOBS}
     variants = job("convergence-resnet20-cifar10").variants("full")
-    assert {v.seed for v in variants} == set(range(8)) and len(variants) == 8 * 15
+    assert {v.seed for v in variants} == set(range(8)) and len(variants) == 8 * 17
     with pytest.raises(ValueError, match="do not run in the 'quick' profile"):
         plan.jobs(["convergence-resnet20-cifar10"], profile="quick")
     with pytest.raises(ValueError, match="do not run in the 'standard' profile"):

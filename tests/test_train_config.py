@@ -13,9 +13,11 @@ from topkscope.train.config import (
     load_config,
     parse_assignment,
     resolve,
+    run_tags,
     validate,
     with_defaults,
 )
+from topkscope.train.config import deviations as config_deviations
 
 REPO = Path(__file__).resolve().parents[1]
 MINIMAL = dict(experiment="x", model="fnn3", dataset="mnist", batch_size=8, lr=0.1,
@@ -179,3 +181,44 @@ def test_gpt_experiment_profiles():
         (1e-3, [0.9, 0.99], 0.1, 100, 5000)
     assert (full.batch_size * full.workers, full.bptt, full.grad_clip, full.lr_final_factor) == \
         (64, 256, 1.0, 0.1)  # nanoGPT's 64 sequences per step, over the paper's 16 workers
+
+
+def test_clip_at_defaults_to_the_published_aggregate_and_worker_is_a_named_deviation():
+    cfg = validate({**MINIMAL, "grad_clip": 0.25})
+    assert cfg.clip_at == "aggregate" and "clip_at=worker" not in config_deviations(cfg)
+    worker = cfg.replace(clip_at="worker")
+    assert config_deviations(worker) == ["clip_at=worker"]
+    assert "clipat-worker" in run_tags(worker)
+    # without grad_clip nothing is clipped: the placement is no deviation
+    assert config_deviations(validate({**MINIMAL, "clip_at": "worker"})) == []
+
+
+def test_a_bad_clip_at_is_a_one_line_error():
+    with pytest.raises(ValueError, match=r"^clip_at = 'local' is not allowed; choose one of: aggregate, worker$") as err:
+        validate({**MINIMAL, "clip_at": "local"})
+    assert "\n" not in str(err.value)
+
+
+def test_grad_clip_scope_is_read_as_the_deprecated_spelling_of_clip_at(capsys):
+    assert validate({**MINIMAL, "grad_clip_scope": "local"}).clip_at == "worker"
+    assert validate({**MINIMAL, "grad_clip_scope": "aggregate"}).clip_at == "aggregate"
+    assert "grad_clip_scope is deprecated; use clip_at" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"^config key 'grad_clip_scope' = 'mean' is not one"):
+        validate({**MINIMAL, "grad_clip_scope": "mean"})
+    with pytest.raises(ValueError, match="are both set"):
+        validate({**MINIMAL, "grad_clip_scope": "local", "clip_at": "worker"})
+    # a run saved before clip_at clipped where grad_clip_scope said, or on each worker
+    assert with_defaults({**MINIMAL, "grad_clip_scope": "aggregate"})["clip_at"] == "aggregate"
+    assert with_defaults(MINIMAL)["clip_at"] == "worker"
+    assert with_defaults({**MINIMAL, "clip_at": "aggregate"})["clip_at"] == "aggregate"
+
+
+def test_the_language_model_experiments_clip_where_the_authors_do():
+    for name in ("lstm-ptb", "convergence-lstm-ptb", "gpt-ptb", "convergence-gpt-ptb"):
+        for profile in ("quick", "standard"):
+            try:
+                cfg, _ = load_config(REPO / "experiments" / f"{name}.yaml", profile)
+            except ValueError as exc:
+                assert "is not defined" in str(exc)
+                continue
+            assert (cfg.grad_clip is not None, cfg.clip_at) == (True, "aggregate"), name

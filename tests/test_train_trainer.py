@@ -84,14 +84,56 @@ def test_lr_inside_the_residual_gives_the_same_trajectory_at_constant_lr():
     assert max_rel_diff(list(a.params), list(b.params)) <= 1e-5
 
 
-def test_local_gradient_clipping_bounds_the_first_update():
+@pytest.mark.parametrize("clip_at", ["aggregate", "worker"])
+def test_gradient_clipping_bounds_the_first_dense_update(clip_at):
+    """One dense worker: s = g, so both placements clip the same vector."""
     clip, lr = 1e-3, 0.05
     trainer = trainer_for(workers=1, sparsifier="dense", momentum=0.0, weight_decay=0.0,
-                          grad_clip=clip, lr=lr)
+                          grad_clip=clip, clip_at=clip_at, lr=lr)
     before = torch.cat([p.detach().flatten().clone() for p in trainer.params])
     trainer.train_step()
     after = torch.cat([p.detach().flatten() for p in trainer.params])
     assert float((after - before).norm()) == pytest.approx(lr * clip, rel=1e-3)
+
+
+def first_sparse_step(clip_at: str, clip: float, lr: float = 0.05):
+    """Two Top-k workers, plain SGD: (x0, update x1 - x0 in float64, the recorder's step 0)."""
+    trainer = trainer_for(momentum=0.0, weight_decay=0.0, grad_clip=clip, clip_at=clip_at,
+                          lr=lr)
+    log = CallLog({0})
+    trainer.recorder = log
+    before = torch.cat([p.detach().flatten().clone() for p in trainer.params])
+    trainer.train_step()
+    after = torch.cat([p.detach().flatten() for p in trainer.params])
+    return before, after.double() - before.double(), log.calls
+
+
+def test_aggregate_clipping_clips_the_averaged_sparse_update_and_keeps_residuals_unclipped():
+    """The published placement (hclhkbu/GaussianK-SGD@3da1fb3 dist_trainer.py): s = mean of the
+    workers' sparse u, then s *= min(1, c / (||s|| + 1e-6)), computed here in float64."""
+    clip, lr = 1e-3, 0.05
+    before, update, calls = first_sparse_step("aggregate", clip, lr)
+    s = torch.zeros(update.numel(), dtype=torch.float64)
+    for c in calls:
+        assert float(c["g"].norm()) > 10 * clip        # a worker's g exceeds the norm
+        assert torch.equal(c["u"], c["g"])             # step 0: u = g, not clipped
+        s[c["selected"]] += c["u"][c["selected"]].double() / len(calls)
+    norm = float(s.norm())
+    assert norm > clip                                  # the aggregate is clipped too
+    expected = -lr * s * min(1.0, clip / (norm + 1e-6))
+    # float32 parameters: x1 - x0 is exact to the rounding of x (eps |x|), no better
+    rounding = 2 * torch.finfo(torch.float32).eps * before.double().abs() + 1e-12
+    assert bool(((update - expected).abs() <= rounding).all())
+    assert float((update - expected).norm()) <= 1e-3 * float(expected.norm())
+
+
+def test_worker_clipping_clips_each_g_before_error_feedback_and_differs_from_aggregate():
+    clip, lr = 1e-3, 0.05
+    _, update, calls = first_sparse_step("worker", clip, lr)
+    for c in calls:  # u = e + clipped g: every worker's u has the clip norm at step 0
+        assert float(c["u"].norm()) == pytest.approx(clip, rel=1e-3)
+    _, aggregate, _ = first_sparse_step("aggregate", clip, lr)
+    assert float((update - aggregate).norm()) > 0.1 * float(aggregate.norm())
 
 
 def test_batchnorm_running_statistics_follow_rank_0():

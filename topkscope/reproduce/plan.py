@@ -7,12 +7,13 @@ benchmarks/selection.py). The plan is data (tuples), so the README's figure -> e
 command table, `--dry-run` and the driver read the same thing. A job lists the profiles it
 runs in:
 
-    quick     2-core CPU, at most 20 minutes: the five distribution runs (the GPT's with
-              AdamW among them), the selection-speed benchmark, the FNN-3 convergence (5 seeds)
+    quick     2-core CPU, at most 20 minutes: four distribution runs (FNN-3, VGG-16, LSTM,
+              the GPT with AdamW), the selection-speed benchmark, the FNN-3 convergence
+              (5 seeds)
     standard  2-core CPU, at most 90 minutes: the convergence models quick cannot afford, the
-              LSTM and the GPT on PTB (3 seeds each); it does not rerun quick's experiments
-              (its claims are a file of their own, claims-standard.csv under
-              results/reference/ once committed)
+              LSTM and the GPT on PTB (3 seeds each), and the ResNet-20 and VGG-16
+              distribution studies on 3 seeds (quick's settings; its claims are a file of
+              their own, claims-standard.csv under results/reference/ once committed)
     full      the paper's settings (GPUs): everything, 8 seeds per convergence design
 
 Convergence design (ConvergenceDesign), per seed:
@@ -24,8 +25,11 @@ Convergence design (ConvergenceDesign), per seed:
 
 FNN-3 approximate methods: gaussiank-2019 (the paper's Gaussian-k), dgc (DGC as its authors
 published it), redsync, redsync-2019 (the RedSync the paper compared against), sidco (with its
-adaptive stage count), randk (the earlier variants dgc-sampled and sidco-fixed are not run), with the density sensitivity; LSTM-PTB:
-gaussiank-2019 and dgc, no sensitivity; GPT-PTB (AdamW): gaussiank-2019, no sensitivity. The robust `gaussiank` is not run: it selects the exact
+adaptive stage count), randk, tail-k (the earlier variants dgc-sampled and sidco-fixed are not run), with the density
+sensitivity; LSTM-PTB: gaussiank-2019 and dgc under both conditions and tail-k under the paper
+warm-up alone, no sensitivity; GPT-PTB (AdamW): gaussiank-2019 under both, tail-k under the
+paper warm-up alone, no sensitivity (tail-k under both conditions on the LSTM and the GPT
+would take standard to (27 x 271 + 21 x 175 + 696) / 2 + 90 s ~ 99 min of the 90). The robust `gaussiank` is not run: it selects the exact
 top-k set by construction, and a test shows that it trains identically to topk. Pairing is per
 (seed, condition, density): every method's seed s is compared with topk's seed s. The config's
 recorder runs only in the topk runs (RECORDED_METHODS: the claims read u there); every other
@@ -52,7 +56,10 @@ seconds of `python benchmarks/selection.py` as the quick profile runs it, alone)
 
     fnn3-mnist 11, vgg16-cifar10 56, lstm-ptb 87, resnet20-cifar10 176, gpt-ptb 72
         (distributions; gpt-ptb: 58.4 user + 14.0 sys)
-    convergence-fnn3-mnist 11.3 per run (8.8 dense .. 14.9 topk at rho = 0.01) x 95 runs
+    convergence-fnn3-mnist 11.64 per run x 105 runs: the mean of seed 0's 21 variants, 11.44
+        (7.9 dense .. 15.4 topk at rho = 0.01; tail-k 9.7 warmup=paper, 10.1 warmup=none;
+        load average 1-2.5), plus the 16 raw snapshots of u each of the 20 Top-k runs now
+        writes (13.8 against 12.8 s for topk warmup=paper, measured back to back: 1.0 s)
     selection-speed ~45 s wall (31 s CPU; 41 s in the last quick profile on idle cores)
     finish, quick: 213 s wall in the last quick profile on idle cores (57 convergence runs:
         analyze 7, draw 59, claims 18, tables 0.2, 14 notebooks 129); their CPU does not grow
@@ -62,15 +69,24 @@ seconds of `python benchmarks/selection.py` as the quick profile runs it, alone)
         fixed costs: analyze 5.6 s, 6 figures, 3 notebooks): 270 s allowed
     convergence-lstm-ptb 271 per run: dense 234, topk 292 (289 + 15 recorded steps of ~0.2 s),
         gaussiank-2019 298, dgc 242 (measured with the paper warm-up, whose first two epochs
-        select more than the runs without it), weighted by the design's 3 + 6 + 6 + 6 runs
+        select more than the runs without it), weighted by the design's 3 + 6 + 6 + 6 runs;
+        counted for its 3 tail-k runs too (tail-k on the LSTM and the GPT not measured yet:
+        an O(d) selector, it should cost no more than topk's selection)
     convergence-gpt-ptb 175 per run: topk with the paper warm-up (116.4 user + 58.7 sys,
         14 recorded steps; the costliest variant: its first two epochs select more),
-        counted for each of the design's 3 + 6 + 6 runs (dense: 152.6)
+        counted for each of the design's 3 + 6 + 6 + 3 (tail-k) runs (dense: 152.6)
     finish, standard: 23.6 s CPU (`topkscope figures --profile standard --no-run`): 90 s
         allowed
 
-expected_seconds("quick") ~ 17.5 min (45 + (402 + 95 x 11.3) / 2 + 270 s);
-expected_seconds("standard") ~ 70.8 min ((21 x 271 + 15 x 175) / 2 + 90 s).
+expected_seconds("quick") ~ 17.3 min (45 + (226 + 105 x 11.64) / 2 + 270 s; 226 = the
+distribution runs without ResNet-20's 176);
+expected_seconds("standard") ~ 87.8 min ((24 x 271 + 18 x 175 + 3 x 176 + 3 x 56) / 2 + 90 s).
+
+Distribution claims on 3 seeds (issue: one run per model flips verdicts on a rerun): in quick
+they would cost ResNet-20 2 x 176 and VGG-16 2 x 56 CPU seconds more, 232 s of wall time, and
+quick with tail-k's 10 FNN-3 runs already stood at 18.6 min (the test keeps 18 for the finish);
+so they run in standard (3 seeds each: 348 s), and ResNet-20's one quick run (88 s) moves there
+too, which brings quick back under 18 min (the snapshots then add 10 s). VGG-16 keeps its one quick run.
 Where the seconds go in a quick FNN-3 convergence run (CPU, one thread): the interpreter
 start-up and imports ~2.3 s (scipy.stats no longer among them: topkscope.bounds uses
 scipy.special), 350 steps x 4 workers ~4.6 s (13 ms a step), 14 evaluations on the 10,000
@@ -96,7 +112,8 @@ QUICK_BUDGET_SECONDS = BUDGET_SECONDS["quick"]
 QUICK_PARALLEL = 2               # training runs at a time in the CPU profiles
 
 # approximate methods of the convergence experiments; gaussiank-2019 is the paper's Gaussian-k
-APPROXIMATE_METHODS = ("gaussiank-2019", "dgc", "redsync", "redsync-2019", "sidco", "randk")
+APPROXIMATE_METHODS = ("gaussiank-2019", "dgc", "redsync", "redsync-2019", "sidco", "randk",
+                       "tail-k")
 CONDITIONS = ("paper", "none")   # density warm-up: the authors' paper-time schedule, or none
 SENSITIVITY_METHODS = ("topk", "gaussiank-2019")
 SENSITIVITY_DENSITIES = (0.005, 0.01)   # with the experiment's own rho = 0.001: the paper's three
@@ -145,6 +162,7 @@ class ConvergenceDesign:
     sensitivity_densities: tuple[float, ...] = ()
     sensitivity_condition: str = "none"
     recorded: tuple[str, ...] = RECORDED_METHODS
+    first_condition_only: tuple[str, ...] = ()  # methods run under conditions[0] alone
 
     def n_seeds(self, profile: str) -> int:
         found = dict(self.seeds)
@@ -159,8 +177,10 @@ class ConvergenceDesign:
         out = []
         for seed in range(self.n_seeds(profile)):
             out.append(one("dense", seed, "none"))
-            for cond in self.conditions:
+            for i, cond in enumerate(self.conditions):
                 out += [one(m, seed, cond) for m in ("topk", *self.methods)]
+                if i == 0:
+                    out += [one(m, seed, cond) for m in self.first_condition_only]
             for rho in self.sensitivity_densities:
                 out += [one(m, seed, self.sensitivity_condition, rho)
                         for m in self.sensitivity_methods]
@@ -178,6 +198,7 @@ class TrainingJob:
     figures: tuple[str, ...] = ()
     design: ConvergenceDesign | None = None
     profiles: tuple[str, ...] = PROFILES
+    seeds: tuple[tuple[str, int], ...] = ()  # without a design: (profile, seeds 0..n-1)
 
     def config_path(self, experiments_dir: Path) -> Path:
         return Path(experiments_dir) / f"{self.experiment}.yaml"
@@ -185,7 +206,10 @@ class TrainingJob:
     def variants(self, profile: str) -> tuple[Variant, ...]:
         if self.design is not None:
             return self.design.variants(profile)
-        return tuple(Variant(s) for s in self.sparsifiers)
+        n_seeds = dict(self.seeds).get(profile)
+        if n_seeds is None:
+            return tuple(Variant(s) for s in self.sparsifiers)
+        return tuple(Variant(s, seed) for s in self.sparsifiers for seed in range(n_seeds))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,19 +230,25 @@ DISTRIBUTION_FIGURES = (
 CONVERGENCE_FIGURES = ("convergence", "traffic", "density_sensitivity", "selected_per_step")
 
 QUICK_AND_FULL = ("quick", "full")
+THREE_SEEDS_IN_STANDARD = (("standard", 3),)   # distribution claims on 3 seeds (docstring)
 FNN3_DESIGN = ConvergenceDesign(seeds=(("quick", 5), ("full", 8)),
                                 sensitivity_methods=SENSITIVITY_METHODS,
                                 sensitivity_densities=SENSITIVITY_DENSITIES)
 RESNET20_DESIGN = ConvergenceDesign(seeds=(("quick", 3), ("full", 8)))
 LSTM_METHODS = ("gaussiank-2019", "dgc")
-LSTM_DESIGN = ConvergenceDesign(seeds=(("standard", 3), ("full", 8)), methods=LSTM_METHODS)
+# tail-k on the language models: under the paper warm-up alone (the budget, see the docstring)
+LSTM_DESIGN = ConvergenceDesign(seeds=(("standard", 3), ("full", 8)), methods=LSTM_METHODS,
+                                first_condition_only=("tail-k",))
 GPT_METHODS = ("gaussiank-2019",)
-GPT_DESIGN = ConvergenceDesign(seeds=(("standard", 3), ("full", 8)), methods=GPT_METHODS)
+GPT_DESIGN = ConvergenceDesign(seeds=(("standard", 3), ("full", 8)), methods=GPT_METHODS,
+                               first_condition_only=("tail-k",))
 
 JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
     TrainingJob("fnn3-mnist", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
-    TrainingJob("resnet20-cifar10", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
-    TrainingJob("vgg16-cifar10", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
+    TrainingJob("resnet20-cifar10", figures=DISTRIBUTION_FIGURES, profiles=("standard", "full"),
+                seeds=THREE_SEEDS_IN_STANDARD),
+    TrainingJob("vgg16-cifar10", figures=DISTRIBUTION_FIGURES, profiles=PROFILES,
+                seeds=THREE_SEEDS_IN_STANDARD),
     TrainingJob("lstm-ptb", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
     TrainingJob("gpt-ptb", figures=DISTRIBUTION_FIGURES, profiles=QUICK_AND_FULL),
     TrainingJob("convergence-fnn3-mnist", figures=CONVERGENCE_FIGURES, design=FNN3_DESIGN,
@@ -236,7 +266,7 @@ JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
 # alone (see the module docstring for how each was measured)
 RUN_SECONDS = {
     "fnn3-mnist": 11, "vgg16-cifar10": 56, "lstm-ptb": 87, "resnet20-cifar10": 176,
-    "convergence-fnn3-mnist": 11.3, "convergence-lstm-ptb": 271, "selection-speed": 45,
+    "convergence-fnn3-mnist": 11.64, "convergence-lstm-ptb": 271, "selection-speed": 45,
     "gpt-ptb": 72, "convergence-gpt-ptb": 175,
 }
 # after the runs: analyze + draw + claims + tables + executing the notebooks (wall seconds)

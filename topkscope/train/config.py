@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,13 @@ from topkscope.validate import Check
 LAUNCHERS = ("sim", "torchrun")
 SELECTIONS = ("global", "layerwise")
 DEVICES = ("auto", "cpu", "cuda")
-CLIP_SCOPES = ("local", "aggregate")
+# Where grad_clip acts. aggregate (published): on the averaged sparse update s, after the
+# exchange and before the optimizer, as hclhkbu/GaussianK-SGD@3da1fb3 dist_trainer.py does
+# (optimizer.synchronize() then clip_grad_norm_ over all parameters); the residuals keep the
+# unclipped u. worker (named deviation): each worker's raw g, before error feedback.
+CLIP_PLACES = ("aggregate", "worker")
+# renamed config keys: old key -> (new key, old value -> new value), read with a note on stderr
+RENAMED_KEYS = {"grad_clip_scope": ("clip_at", {"local": "worker", "aggregate": "aggregate"})}
 OPTIMIZERS = ("sgd", "adamw")          # applied to the aggregated update (train/optimizer.py)
 LR_SCHEDULES = ("milestones", "cosine")  # after the linear warm-up (train/schedules.py)
 RECORDER_OWN_KEYS = ("attach",)  # recorder: keys the run itself handles (attach: rec.attach(model))
@@ -161,7 +168,8 @@ class ExperimentConfig:
     lr_gamma: float = 0.1
     lr_final_factor: float = 0.0         # cosine: lr * this at the last step
     grad_clip: float | None = None       # max L2 norm of the gradient
-    grad_clip_scope: str = "local"       # local: each worker's g; aggregate: the averaged update
+    clip_at: str = "aggregate"           # aggregate: the averaged sparse update (published);
+                                         # worker: each worker's g before error feedback
     sparsifier: str = "topk"
     sparsifier_args: dict = dataclasses.field(default_factory=dict)
     # one density per epoch before `density`: a list, or a name in DENSITY_SCHEDULES
@@ -221,7 +229,7 @@ SCHEMA: dict[str, Check] = {
     "lr_gamma": rule(checks.number, 0, 1, lo_open=True),
     "lr_final_factor": rule(checks.number, 0, 1),
     "grad_clip": optional(rule(checks.number, 0, lo_open=True)),
-    "grad_clip_scope": rule(checks.choice, CLIP_SCOPES),
+    "clip_at": rule(checks.choice, CLIP_PLACES),
     "sparsifier": rule(checks.choice, available()),
     "sparsifier_args": checks.mapping,
     "density": single(rule(checks.number, 0, 1, lo_open=True)),
@@ -247,8 +255,31 @@ def _check_keys(raw: Mapping, where: str) -> None:
     checks.known_keys("config key", raw, sorted(SCHEMA), where=where)
 
 
+def renamed(raw: Mapping[str, Any], where: str = "", note: bool = True) -> dict[str, Any]:
+    """raw with every old key of RENAMED_KEYS spelled the new way (one note on stderr each
+    when `note`); an old value outside the mapping, or both spellings given, is an error."""
+    out = dict(raw)
+    for old, (new, values) in RENAMED_KEYS.items():
+        if old not in out:
+            continue
+        value = out.pop(old)
+        if value not in values:
+            raise ValueError(f"config key {old!r}{where} = {value!r} is not one of "
+                             f"{', '.join(map(repr, values))} (it is deprecated: use {new!r}, "
+                             f"one of {', '.join(map(repr, dict.fromkeys(values.values())))})")
+        if new in out:
+            raise ValueError(f"config keys {old!r} and {new!r}{where} are both set; "
+                             f"allowed: {new!r} only ({old!r} is its deprecated spelling)")
+        out[new] = values[value]
+        if note:
+            print(f"note: config key {old}{where} is deprecated; use {new}: {out[new]}",
+                  file=sys.stderr)
+    return out
+
+
 def validate(raw: Mapping[str, Any]) -> ExperimentConfig:
     """Check every key and value of a flat (profile-resolved) config; return the config."""
+    raw = renamed(raw)
     _check_keys(raw, "")
     for key in REQUIRED:
         if raw.get(key) is None:
@@ -284,6 +315,9 @@ def _default(key: str) -> Any:
 def with_defaults(saved: Mapping[str, Any]) -> dict[str, Any]:
     """A config as saved by a run (manifest `config`), plus the default of every key added
     since (a run written before `optimizer` existed trained with its default, sgd)."""
+    # clip_at: a run saved before it clipped where grad_clip_scope said, else on each worker
+    saved = renamed({"grad_clip_scope": "local", **saved} if "clip_at" not in saved else saved,
+                    note=False)
     fields = ExperimentConfig.__dataclass_fields__.values()
     added = {f.name: _default(f.name) for f in fields if f.name not in saved and (
         f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)}
@@ -317,10 +351,14 @@ def density_schedule_values(cfg: ExperimentConfig) -> list[float]:
 
 
 def deviations(cfg: ExperimentConfig) -> list[str]:
-    """Named departures from the published rule of cfg's sparsifier (sparsifier_args)."""
+    """Named departures from the published rules: those of cfg's sparsifier (sparsifier_args)
+    and clipping each worker's g (clip_at=worker) instead of the aggregate."""
     from topkscope.sparsify import deviations_of
 
-    return list(deviations_of(cfg.sparsifier, cfg.sparsifier_args))
+    found = list(deviations_of(cfg.sparsifier, cfg.sparsifier_args))
+    if cfg.grad_clip is not None and cfg.clip_at != "aggregate":
+        found.append(f"clip_at={cfg.clip_at}")
+    return found
 
 
 def run_tags(cfg: ExperimentConfig) -> list[str]:
@@ -365,7 +403,7 @@ def resolve(raw: Mapping[str, Any], profile: str | None = None,
     """
     if not isinstance(raw, Mapping):
         raise ValueError(f"a config must be a mapping of keys to values, got {type(raw).__name__}")
-    body = {k: v for k, v in raw.items() if k not in TOP_ONLY}
+    body = renamed({k: v for k, v in raw.items() if k not in TOP_ONLY})
     _check_keys(body, "")
     profiles = raw.get("profiles") or {}
     if not isinstance(profiles, Mapping):
@@ -378,11 +416,12 @@ def resolve(raw: Mapping[str, Any], profile: str | None = None,
         block = profiles[profile] or {}
         if not isinstance(block, Mapping):
             raise ValueError(f"profiles.{profile} must be a mapping of overrides")
+        block = renamed(block, f" in profiles.{profile}")
         _check_keys(block, f" in profiles.{profile}")
         body = merge(body, block)
     if name is not None:
         body.setdefault("experiment", name)
-    body = merge(body, overrides or {})
+    body = merge(body, renamed(overrides or {}))
     return validate(body)
 
 

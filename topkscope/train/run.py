@@ -353,6 +353,7 @@ def _manifest(p: Prepared) -> Manifest:
                     density_schedule=cfg.density_schedule,
                     density_schedule_values=density_schedule_values(cfg), k_rule=cfg.k_rule,
                     deviations=deviations(cfg),
+                    clip_at=cfg.clip_at if cfg.grad_clip is not None else None,
                     lr_in_residual=cfg.lr_in_residual, error=None,
                     optimizer={**describe_optimizer(trainer.optimizer), "lr": cfg.lr,
                                "lr_schedule": cfg.lr_schedule},

@@ -2,10 +2,15 @@
 
 Step t, every worker p (Shi et al., arXiv 1911.08772, Alg. 1; docs/training.md):
 
-    g_p   = grad of the loss on worker p's batch t          (clipped if grad_clip, local scope)
+    g_p   = grad of the loss on worker p's batch t          (clipped here if clip_at = worker)
     g_p  <- lr_t * g_p                                      only if lr_in_residual
     u_p   = e_p + g_p ; I_p = C(u_p, k_t) ; e_p = u_p - u_p[I_p]    (comm.exchange.contribute)
     s     = (1/P) sum_p scatter(u_p[I_p], I_p)               (comm.exchange.combine)
+    s    <- s * min(1, grad_clip / (||s|| + 1e-6))          if grad_clip, clip_at = aggregate
+                                                             (published: the authors clip the
+                                                             aggregated sparse update with
+                                                             clip_grad_norm_ over all
+                                                             parameters; e_p keeps unclipped u)
     x    <- Optimizer(x, s, lr_t)                           momentum SGD or AdamW (optimizer
                                                              key), applied after aggregation:
                                                              s is its gradient, no correction;
@@ -93,14 +98,14 @@ class Trainer:
         g = self.layout.flatten([p.grad for p in self.params])
         for p in self.params:
             p.grad = None  # g holds a copy; the next worker starts from nothing
-        if self.cfg.grad_clip is not None and self.cfg.grad_clip_scope == "local":
+        if self.cfg.grad_clip is not None and self.cfg.clip_at == "worker":
             clip_norm_(g, self.cfg.grad_clip)
         if self.cfg.lr_in_residual:
             g.mul_(lr)
         return g, stats.as_list()
 
     def _apply(self, mean: torch.Tensor, lr: float) -> None:
-        if self.cfg.grad_clip is not None and self.cfg.grad_clip_scope == "aggregate":
+        if self.cfg.grad_clip is not None and self.cfg.clip_at == "aggregate":
             clip_norm_(mean, self.cfg.grad_clip)
         if self.cfg.lr_in_residual:  # mean already holds lr: step 1, weight decay scaled by lr
             self.optimizer.step(self.layout.views(mean), 1.0, decay_scale=lr)
