@@ -1,0 +1,130 @@
+"""The count claims: each approximate method judged on its own training
+(<family>_count_in_training) and the tail Gaussian-k's first threshold relies on
+(gaussian_tail), on synthetic runs whose answer is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from tests._topk_reference import published_gaussiank
+from tests.test_analysis_claims import D, RunLike, make_run
+from topkscope.analysis import claims, selection, verdicts
+from topkscope.sparsify import get_sparsifier
+
+K = 100
+
+
+def trained_run(method: str, ratios, seed=0, model="m", steps=None) -> RunLike:
+    """A run of `method` whose train.parquet logs selected_median = ratio * k per step."""
+    ratios = np.asarray(ratios, dtype=np.float64)
+    steps = np.arange(ratios.size) if steps is None else np.asarray(steps)
+    train = pd.DataFrame({"step": steps, "k": K, "selected_median": ratios * K,
+                          "selected": ratios * K})
+    manifest = {"experiment": f"{model}-conv", "model": model, "dataset": "mnist",
+                "dataset_substitute": None, "sparsifier": method, "density": 0.001,
+                "status": "complete", "seed": seed}
+    return RunLike(manifest=manifest, train=train)
+
+
+def in_training(runs, method: str) -> pd.Series:
+    table = claims.build(runs)
+    rows = table[table["claim"].str.endswith("_count_in_training")
+                 & (table["sparsifier"] == method)]
+    assert len(rows) == 1, rows
+    return rows.iloc[0]
+
+
+def test_a_method_that_under_sends_in_its_own_training_fails_and_one_near_k_holds():
+    under = [trained_run("gaussiank-2019", np.full(10, 0.02), seed=s) for s in range(3)]
+    row = in_training(under, "gaussiank-2019")
+    assert row["claim"] == "gaussiank_count_in_training" and row["verdict"] == "fails"
+    assert row["count_over_k"] == pytest.approx(0.02) and row["n_seeds"] == 3
+    assert row["n_units"] == 30 and row["section"] == "distribution"
+    assert "in its own training" in row["statement"]
+    near = [trained_run("dgc", np.full(10, 1.1), seed=s) for s in range(3)]
+    row = in_training(near, "dgc")
+    assert row["claim"] == "dgc_count_in_training" and row["verdict"] == "holds"
+    assert row["fraction"] == 1.0 and row["statement"].startswith("dgc selects about k")
+
+
+def test_steps_in_band_but_one_seed_out_cannot_hold():
+    """95% of the steps are in the band, but one seed's median is out: mixed, not holds."""
+    runs = [trained_run("redsync", np.full(40, 1.0), seed=s) for s in range(3)]
+    runs.append(trained_run("redsync", np.r_[np.full(4, 3.0), np.full(3, 1.0)], seed=3))
+    row = in_training(runs, "redsync")
+    n_in = 3 * 40 + 3
+    assert row["fraction"] == pytest.approx(n_in / 127) and n_in / 127 >= 0.9
+    assert row["verdict"] == "mixed" and "1 of 4 seeds" in row["cause"]
+
+
+def test_exact_methods_are_checks_and_dense_and_topk_have_no_row():
+    runs = [trained_run("gaussiank", np.ones(5), seed=s) for s in range(3)]
+    runs += [trained_run("topk", np.ones(5)), trained_run("dense", np.full(5, 1000.0))]
+    table = claims.build(runs)
+    rows = table[table["claim"].str.endswith("_count_in_training")]
+    assert rows["sparsifier"].tolist() == ["gaussiank"]
+    assert rows["section"].tolist() == ["check"]
+    assert claims.section_of("gaussiank_count_in_training", "gaussiank") == "check"
+    assert claims.section_of("gaussiank_count_in_training", "gaussiank-2019") == "distribution"
+
+
+def test_warmup_steps_are_their_own_condition():
+    runs = []
+    for s in range(3):
+        run = trained_run("sidco", np.r_[np.full(5, 5.0), np.full(5, 1.0)], seed=s)
+        run.manifest.update(density_schedule="paper", density_schedule_values=[0.25],
+                            steps_per_epoch=5)
+        run.train["epoch"] = run.train["step"] // 5
+        runs.append(run)
+    table = claims.build(runs)
+    rows = table[table["claim"] == "sidco_count_in_training"].set_index("condition")
+    assert len(rows) == 2, rows
+    target = rows.loc[[c for c in rows.index if claims.DURING_WARMUP not in c][0]]
+    assert target["verdict"] == "holds" and target["n_units"] == 15
+
+
+# --- gaussian_tail ------------------------------------------------------------------------
+def test_the_tail_count_is_the_published_rules_first_evaluation():
+    """Slow reference: scipy's quantile in float64; and the published rule returns the same
+    set when its first evaluation lands in the band."""
+    rng = np.random.default_rng(0)
+    u = rng.standard_normal(200_000) * 0.01 + 0.001
+    k = 200
+    t = abs(sps.norm.ppf(k / u.size / 2))
+    expected = int(np.count_nonzero(np.abs(u) > u.mean() + t * u.std(ddof=1)))
+    assert selection.gaussian_tail_count(u, k) == expected
+    assert verdicts.in_count_band(expected, k)
+    chosen = get_sparsifier("gaussiank-2019").select(
+        __import__("torch").from_numpy(u.astype(np.float32)), k)
+    assert len(chosen) == expected
+    assert len(published_gaussiank(u, k)[0]) == expected
+
+
+def test_the_tail_count_rejects_a_bad_k():
+    with pytest.raises(ValueError, match="k = 0 is outside"):
+        selection.gaussian_tail_count(np.ones(10), 0)
+
+
+def gennorm(beta: float):
+    """Generalised normal vectors of shape beta, scaled to unit variance."""
+    dist = sps.gennorm(beta)
+    return lambda r: dist.rvs(size=D, random_state=r) / dist.std()
+
+
+@pytest.mark.parametrize("draw, moment, tail", [
+    (lambda r: r.standard_normal(D), "holds", "holds"),
+    # light tails (excess kurtosis -0.37): inside the moment window, the first threshold
+    # selects about 0.2k at rho = 0.001 and 0.54k at rho = 0.01: out of band
+    (gennorm(2.5), "holds", "fails"),
+])
+def test_a_vector_inside_the_moment_window_can_fail_the_tail_claim(draw, moment, tail):
+    runs = [make_run("g", draw, snapshot_steps=(0, 1, 2, 3), steps=4, ranks=1)]
+    table = claims.build(runs, max_snapshots=4)
+    v = table.set_index("claim")["verdict"]
+    assert v["gaussian_like"] == moment and v["gaussian_tail"] == tail
+    row = table[table["claim"] == "gaussian_tail"].iloc[0]
+    assert row["n_units"] == 4 * 2  # (snapshot, density)
+    assert "first threshold" in row["evidence"]
