@@ -152,7 +152,7 @@ def test_findings_format_the_claims_columns_of_fresh_claims():
     assert traffic["verdict"] in line.split("|")[-2]
     assert "### Checks" in md
     checks = md.split("### Checks")[1]
-    assert "Gaussian-k selects about k elements — Gaussian-k: holds in" in checks
+    assert "Gaussian-k selects about k elements on Top-k's u — Gaussian-k: holds in" in checks
     assert "Gaussian-k: holds" not in md.split("### Checks")[0]  # not among the findings
     prose = findings_prose(table)
     assert "1 (method, condition) comparison on" in prose and "2 method seed(s) failed" in prose
