@@ -128,3 +128,25 @@ def test_a_vector_inside_the_moment_window_can_fail_the_tail_claim(draw, moment,
     row = table[table["claim"] == "gaussian_tail"].iloc[0]
     assert row["n_units"] == 4 * 2  # (snapshot, density)
     assert "first threshold" in row["evidence"]
+
+
+def test_p16_rows_on_counts_from_another_methods_u_are_at_most_inconclusive():
+    """The same scaling table, the published Gaussian-k's count once from its own runs and
+    once as the recorder measured it on Top-k's u: only the first may decide."""
+    from tests.test_perf_report import ERRORS, _selection
+    from topkscope.perf import report
+
+    table, _ = report.scaling_table(["fnn3"], ["1gbe", "nvlink"], [16],
+                                    selection=_selection().drop(columns="device"),
+                                    compute_s=0.01)
+    g19 = table["method"] == "gaussiank-2019"
+    table.loc[g19, "count_source"] = "measured (gaussiank-2019's own runs, warmup=none: ...)"
+    own = report.claims_rows(table, errors=ERRORS, sparsifiers="gaussiank-2019")
+    assert {"holds", "fails"} & set(own["verdict"])  # decided on its own counts
+    table.loc[g19, "count_source"] = ("measured (not gaussiank-2019's own training, "
+                                      "warmup=none: recorded gaussiank-2019_count / k on "
+                                      "topk's u)")
+    other = report.claims_rows(table, errors=ERRORS, sparsifiers="gaussiank-2019")
+    assert set(other["verdict"]) == {"inconclusive"}
+    assert other["cause"].str.startswith("counts not from Gaussian-k (2019)'s own training").all()
+    assert (other["evidence"] == own["evidence"]).all()  # the same numbers, not decided
