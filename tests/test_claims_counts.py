@@ -150,3 +150,29 @@ def test_p16_rows_on_counts_from_another_methods_u_are_at_most_inconclusive():
     assert set(other["verdict"]) == {"inconclusive"}
     assert other["cause"].str.startswith("counts not from Gaussian-k (2019)'s own training").all()
     assert (other["evidence"] == own["evidence"]).all()  # the same numbers, not decided
+
+
+def test_the_worked_example_of_the_docs():
+    """docs/statistics.md's table: moments and count/k at the first threshold, from scipy's
+    distributions (exact), and a sample of each through selection.gaussian_tail_count."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "statistics.md").read_text()
+    cases = {"generalised normal β = 2.5": sps.gennorm(2.5), "Student-t₁₀": sps.t(10),
+             "normal": sps.norm()}
+    rng = np.random.default_rng(1)
+    for label, dist in cases.items():
+        kurt = float(dist.stats(moments="k"))
+        inside = bool(verdicts.gaussian_like(0.0, kurt))
+        tails = [2 * dist.sf(abs(sps.norm.ppf(rho / 2)) * dist.std()) / rho
+                 for rho in (0.001, 0.01)]
+        line = next(ln for ln in text.splitlines() if ln.startswith(f"| {label} |"))
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert float(cells[2].replace("−", "-")) == pytest.approx(kurt, abs=5e-3)
+        assert cells[3].startswith("inside") == inside
+        assert [float(c) for c in cells[4:6]] == pytest.approx(tails, rel=5e-3)
+        assert (cells[6] == "in band") == bool(verdicts.in_count_band(tails[0], 1.0))
+        # a sample of 2 million values agrees with the exact share
+        x = dist.rvs(size=2_000_000, random_state=rng)
+        k = 2000
+        assert selection.gaussian_tail_count(x, k) / k == pytest.approx(tails[0], rel=0.15)

@@ -111,7 +111,8 @@ BY_CONSTRUCTION = {("gaussiank_count", "gaussiank"),  # (claim, sparsifier): che
                    ("gaussiank_count_in_training", "gaussiank")}
 
 STATEMENTS = {
-    "gaussian_like": "u is bell-shaped / Gaussian-like during training",
+    "gaussian_like": "u is bell-shaped during training (its skew and excess kurtosis lie in "
+                     "the moment window of a Gaussian)",
     "below_classic": "delta_emp = ||u - TopK(u)||^2/||u||^2 is below 1 - k/d",
     "below_paper": "delta_emp is below the paper's bound (1 - k/d)^2",
     "gaussian_value": "delta_emp is at most the Gaussian value 1 - rho - 2 t phi(t)",
