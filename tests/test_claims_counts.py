@@ -176,3 +176,19 @@ def test_the_worked_example_of_the_docs():
         x = dist.rvs(size=2_000_000, random_state=rng)
         k = 2000
         assert selection.gaussian_tail_count(x, k) / k == pytest.approx(tails[0], rel=0.15)
+
+
+def test_the_findings_show_the_three_counts_side_by_side():
+    """The README's findings table of counts: on Top-k's u, in the method's own training (with
+    its median) and the tail, one row per (model, condition, method)."""
+    from topkscope.reproduce.findings import findings_markdown
+
+    topk = make_run("m", lambda r: r.standard_normal(D), snapshot_steps=(0, 1, 2, 3), ranks=1)
+    topk.manifest["experiment"] = "m-conv"
+    own = [trained_run("gaussiank-2019", np.full(10, 0.02), seed=s) for s in range(3)]
+    md = findings_markdown(claims.build([topk, *own], max_snapshots=4))
+    line = next(ln for ln in md.splitlines()
+                if ln.startswith("| m | warmup=none; ρ=0.001 | Gaussian-k (2019) |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[3].startswith("holds") and cells[4] == "**fails** (0%), median 0.02k"
+    assert cells[5].startswith("holds")

@@ -117,7 +117,7 @@ def test_update_readme_rewrites_only_the_block(tmp_path):
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("outro\n") and "old table" not in text
     assert ("| FNN-3 | Gaussian-k (2019) | warmup=paper | −1.05 [−2.5, +0.4] points | 3 | "
-            "1.9× (whole run) | inconclusive | — |" in text)
+            "1.9× (whole run) | — | inconclusive | — |" in text)
     row = next(table.itertuples(index=False))
     assert verdict_sentence(row) == ("Not decided: interval [−2.5, +0.4] points contains "
                                      "−1 point.")
