@@ -119,6 +119,9 @@ def gennorm(beta: float):
     # light tails (excess kurtosis -0.37): inside the moment window, the first threshold
     # selects about 0.2k at rho = 0.001 and 0.54k at rho = 0.01: out of band
     (gennorm(2.5), "holds", "fails"),
+    # heavier tails (Student-t with 12 degrees of freedom, excess kurtosis 0.75): inside the
+    # window, 3.6k above the first threshold at rho = 0.001 and 1.54k at 0.01
+    (lambda r: r.standard_t(12, 200_000), "holds", "fails"),
 ])
 def test_a_vector_inside_the_moment_window_can_fail_the_tail_claim(draw, moment, tail):
     runs = [make_run("g", draw, snapshot_steps=(0, 1, 2, 3), steps=4, ranks=1)]
@@ -192,3 +195,22 @@ def test_the_findings_show_the_three_counts_side_by_side():
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[3].startswith("holds") and cells[4] == "**fails** (0%), median 0.02k"
     assert cells[5].startswith("holds")
+
+
+def test_a_recorded_tail_count_makes_every_recorded_u_a_unit():
+    """Where the recorder logs the first threshold's count, every (step, rank, density) is a
+    unit; the snapshots are not needed."""
+    run = make_run("g", gennorm(2.5), snapshot_steps=(), steps=4, ranks=2)
+    assert claims.build([run]).set_index("claim").loc["gaussian_tail", "verdict"] \
+        == "insufficient-data"
+    u = run.stats
+    rows = u.index[u["kind"] == "u"]
+    run.stats[claims.TAIL_COLUMN] = np.nan  # the g rows have none
+    rng = np.random.default_rng(0)
+    for i in rows:
+        x = gennorm(2.5)(rng)
+        run.stats.loc[i, claims.TAIL_COLUMN] = selection.gaussian_tail_count(
+            x, int(run.stats.loc[i, "k"]))
+    row = claims.build([run]).set_index("claim").loc["gaussian_tail"]
+    assert row["n_units"] == 4 * 2 * 2 and row["verdict"] == "fails"
+    assert "recorded u (gaussian_tail_count)" in row["evidence"]

@@ -347,7 +347,7 @@ def _claim_rows(sparsifier: str, condition: str, u: pd.DataFrame, snaps: list[di
         "below_paper": _below(u, "below_paper"),
         "gaussian_value": _below(u, "gaussian_value"),
         "convexity_condition": _convexity(snaps),
-        "gaussian_tail": _gaussian_tail(snaps),
+        "gaussian_tail": _gaussian_tail(u, snaps),
     }
     rows = [{"claim": c, "sparsifier": sparsifier, **found} for c, found in per_claim.items()]
     for variant in GAUSSIANK_VARIANTS:
@@ -455,8 +455,19 @@ def _convexity(snaps: list[dict]) -> dict:
     return _fraction_row(held, evidence)
 
 
-def _gaussian_tail(snaps: list[dict]) -> dict:
-    tails = [t for s in snaps for t in s["tail"]]
+TAIL_COLUMN = "gaussian_tail_count"  # a recorder column of the first threshold's count, if any
+
+
+def _gaussian_tail(u: pd.DataFrame, snaps: list[dict]) -> dict:
+    """Units: every recorded u where the recorder logs TAIL_COLUMN, else the snapshots."""
+    if not u.empty and TAIL_COLUMN in u and u[TAIL_COLUMN].notna().any():
+        rows = u[u[TAIL_COLUMN].notna() & (_floats(u["k"]) > 0)]
+        tails = list(zip(_floats(rows["density"]), _floats(rows[TAIL_COLUMN]),
+                         _floats(rows["k"])))
+        where = f"{len(rows)} recorded u ({TAIL_COLUMN})"
+    else:
+        tails = [t for s in snaps for t in s["tail"]]
+        where = f"{len(snaps)} snapshots"
     if not tails:
         return _fraction_row(np.zeros(0, bool), "no snapshots of u (the tail count needs every "
                                                 "value)")
@@ -467,7 +478,7 @@ def _gaussian_tail(snaps: list[dict]) -> dict:
         lo, med, hi = np.percentile(count[density == rho] / k[density == rho], [5, 50, 95])
         per.append(f"density {rho:g}: count/k at the first threshold median {med:.3g}, "
                    f"5th-95th percentile {lo:.3g}-{hi:.3g}")
-    return _fraction_row(passed, "; ".join(per) + f" over {len(snaps)} snapshots")
+    return _fraction_row(passed, "; ".join(per) + f" over {where}")
 
 
 def _gaussiank_count(u: pd.DataFrame, variant: str) -> dict | None:
