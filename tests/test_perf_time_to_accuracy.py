@@ -302,3 +302,21 @@ def test_write_time_to_accuracy_writes_the_table_the_figure_and_the_claims(tmp_p
     empty.mkdir()
     assert tta.write_time_to_accuracy(empty, log=logged.append)[0].empty
     assert any("no experiment with runs of Top-k" in line for line in logged)
+
+
+@pytest.mark.parametrize("status", ["failed", "interrupted"])
+def test_a_failed_or_unfinished_topk_seed_never_lets_it_hold(tmp_path, status):
+    _seeded(tmp_path / "a")
+    base = tta.claims_rows(_table(tmp_path / "a")[0], errors=ERRORS).set_index("network")
+    assert "holds" in set(base["verdict"])
+    other = tmp_path / "b"  # the same runs, Top-k's seed 2 failed or unfinished
+    _seeded(other, seeds=(0, 1))
+    _run(other, "topk2", "topk", 2, (0.80, 0.90, 0.95), status=status)
+    _run(other, "g2", G19, 2, (0.93, 0.945, 0.96), ratio=2.0)
+    table, _ = _table(other)
+    assert set(table.loc[(table["method"] == "topk") & (table["seed"] == 2), "status"]) == {
+        status}
+    rows = tta.claims_rows(table, errors=ERRORS).set_index("network")
+    for net in base.index[base["verdict"] == "holds"]:
+        assert rows.loc[net, "verdict"] == "inconclusive"
+        assert rows.loc[net, "cause"].startswith(f"Top-k seed 2 {status}; ")

@@ -70,7 +70,7 @@ import numpy as np
 import pandas as pd
 
 from topkscope import validate
-from topkscope.analysis import verdicts
+from topkscope.analysis import convergence_claims, verdicts
 from topkscope.analysis.convergence_claims import (
     SeedRun,
     claim_family,
@@ -133,13 +133,14 @@ def steps_to_target(curve: pd.DataFrame, metric_name: str, topk_final: float,
 
 
 def found_runs(results_root: str | Path) -> list:
-    """The complete and failed runs under results_root, loaded (topkscope.analysis.runs.load,
-    the whole-model u statistics only: nothing here reads the others)."""
+    """The complete, failed and unfinished runs under results_root, loaded (topkscope.analysis.
+    runs.load, the whole-model u statistics only: nothing here reads the others), the statuses
+    the convergence claims count."""
     from topkscope.analysis.runs import load
     from topkscope.manifest import find_runs
 
     return [load(r.path, layers="__global__", kinds="u")
-            for r in find_runs(results_root, status=("complete", "failed"))]
+            for r in find_runs(results_root, status=convergence_claims.CLAIMED_STATUSES)]
 
 
 # ------------------------------------------------------------------ the table
@@ -202,7 +203,7 @@ def _rows_for(setting: _Setting, experiment: str, density: float, condition: str
                     "model": setting.model, "dataset": manifest.get("dataset"),
                     "dataset_substitute": manifest.get("dataset_substitute"),
                     "density": density, "condition": condition, "method": method,
-                    "seed": seed, "status": "failed" if seed_run.failed else "complete",
+                    "seed": seed, "status": manifest.get("status") or "complete",
                     "run": Path(seed_run.run.path).name, "metric_name": target.name,
                     "margin": target.margin, "topk_final": target.topk_final,
                     "target": target_value(target.name, target.topk_final, target.margin),
@@ -360,6 +361,12 @@ def _rule(metric: str, margin: float) -> str:
             f"{verdicts.MIN_SEEDS} paired seeds: insufficient-data (inconclusive if one failed)")
 
 
+def _statuses(rows: pd.DataFrame, seeds) -> list[tuple[int, str]]:
+    """(seed, run status) of the paired seeds."""
+    by = dict(zip(rows["seed"].astype(int), rows["status"].astype(str)))
+    return [(s, by[s]) for s in seeds if s in by]
+
+
 def _times(rows: pd.DataFrame) -> dict[int, float | None]:
     return {int(r.seed): (None if not r.reached else float(r.time_to_target_s))
             for r in rows.itertuples(index=False)}
@@ -429,6 +436,14 @@ def _claim(rows: pd.DataFrame, topk: pd.DataFrame, dense: pd.DataFrame, n_densit
     verdict, faster, _ = time_verdict(speedups, error, counted, n_failed)
     where = network + (f", rho={density:g}" if n_densities > 1 else "")
     cause = _cause(speedups, n_failed, counted, error, where)
+    # Top-k's failed seeds and either side's unfinished runs are counted and never let it hold
+    others = [f"Top-k seed {s} {st}" for s, st in _statuses(topk, seeds)
+              if st != "complete"]
+    others += [f"seed {s} {st}" for s, st in _statuses(rows, seeds)
+               if st in convergence_claims.UNFINISHED_STATUSES]
+    if others:
+        verdict = "inconclusive" if verdict == "holds" else verdict
+        cause = f"{'; '.join(others)}; {cause}"
     spread = _spread(speedups)
     vs_dense = [base[s] / mine[s] for s in seeds
                 if mine[s] is not None and base.get(s) is not None]
