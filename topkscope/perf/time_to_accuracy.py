@@ -6,9 +6,10 @@
 
 The runs are the convergence claims' (topkscope.analysis.convergence_claims): the figures
 driver passes the same loaded runs, complete and failed, that its claims use; without them,
-every complete or failed run under results_root (topkscope.manifest.find_runs). Each seed of a
-method under a condition is stood for by the run the claims pair (convergence_claims.
-seed_cells: a complete run wins over a failed one), and paired with Top-k's run of the same
+every complete, failed or unfinished run under results_root (topkscope.manifest.find_runs).
+Each seed of a method under a condition is stood for by the run the claims pair
+(convergence_claims.seed_cells: a complete run wins over a failed one, a failed one over an
+unfinished one; a failed Top-k seed or an unfinished run never lets a row hold), and paired with Top-k's run of the same
 seed under Top-k's condition (convergence_claims.topk_condition: the method's density warm-up).
 Per seed s of a method m:
 
