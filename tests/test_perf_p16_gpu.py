@@ -14,7 +14,8 @@ ERRORS = {"no-overlap": 0.05, "wfbp": 0.25}
 D = 14_728_266
 
 
-def _tables(topk=(0.18, 0.22), rule=(0.001, 0.004), counts="1.1-2.0", missed=0.0):
+def _tables(topk=(0.18, 0.22), rule=(0.001, 0.004), counts="1.1-2.0", missed=0.0,
+            count_claim="gaussiank_count_in_training"):
     validation = pd.DataFrame([
         {"model": "vgg16", "method": "dense", "batch_per_gpu": 128, "compute_s": 0.03,
          "measured_s": 0.05, "job": 1, "params": D, "family": "one-node dense",
@@ -27,7 +28,7 @@ def _tables(topk=(0.18, 0.22), rule=(0.001, 0.004), counts="1.1-2.0", missed=0.0
          "high_s": topk[1], "job": 2, "select_s": sum(topk) / 2, "label": "measured on a GPU"},
         {"model": "vgg16", "method": "gaussiank-2019", "phase": "any k", "low_s": rule[0],
          "high_s": rule[1], "job": None, "select_s": sum(rule) / 2, "label": "modelled (x)"}])
-    claims = pd.DataFrame([{"claim": "gaussiank_count", "sparsifier": "gaussiank-2019",
+    claims = pd.DataFrame([{"claim": count_claim, "sparsifier": "gaussiank-2019",
                             "model": "vgg16", "condition": "warmup=paper; rho=0.001",
                             "evidence": f"5 of 9 units; count/k median 1.5, 5th-95th "
                                         f"percentile {counts}"}])
@@ -63,6 +64,24 @@ def test_holds_only_when_every_corner_agrees_and_names_what_decides():
     row = _row(table, "10gbe", "gaussiank_speedup_p16_gpu_topk")
     assert row["verdict"] == "inconclusive"
     assert row["cause"].startswith("decided by topk (0.5 ms: fails; 300 ms: holds)")
+
+
+def test_counts_read_on_topks_u_never_decide():
+    """The rule's counts from its own training decide; the same band read on Top-k's u (no
+    training run of the rule for the model) keeps every verdict at inconclusive."""
+    own = p16_gpu.claim_rows(*_tables(), errors=ERRORS)
+    row = _row(own, "10gbe", "gaussiank_speedup_p16_gpu_topk")
+    assert row["verdict"] == "holds" and "in its own training" in row["evidence"]
+    other = p16_gpu.claim_rows(*_tables(count_claim="gaussiank_count"), errors=ERRORS)
+    row = _row(other, "10gbe", "gaussiank_speedup_p16_gpu_topk")
+    assert row["verdict"] == "inconclusive"
+    assert row["cause"].startswith("would be holds, but the rule's counts are on Top-k's u")
+    assert set(other["verdict"]) == {"inconclusive"}
+    # both recorded: its own training wins
+    claims = pd.concat([_tables()[2], _tables(counts="5.0-9.0",
+                                              count_claim="gaussiank_count")[2]])
+    bands = p16_gpu.model_bands("vgg16", *_tables()[:2], claims)
+    assert (bands["counts"].low, bands["counts"].high) == (1.1, 2.0)
 
 
 def test_verdict_rule():

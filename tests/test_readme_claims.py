@@ -117,7 +117,7 @@ def test_update_readme_rewrites_only_the_block(tmp_path):
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("outro\n") and "old table" not in text
     assert ("| FNN-3 | Gaussian-k (2019) | warmup=paper | −1.05 [−2.5, +0.4] points | 3 | "
-            "1.9× (whole run) | inconclusive | — |" in text)
+            "1.9× (whole run) | — | inconclusive | — |" in text)
     row = next(table.itertuples(index=False))
     assert verdict_sentence(row) == ("Not decided: interval [−2.5, +0.4] points contains "
                                      "−1 point.")
@@ -152,7 +152,7 @@ def test_findings_format_the_claims_columns_of_fresh_claims():
     assert traffic["verdict"] in line.split("|")[-2]
     assert "### Checks" in md
     checks = md.split("### Checks")[1]
-    assert "Gaussian-k selects about k elements — Gaussian-k: holds in" in checks
+    assert "Gaussian-k selects about k elements on Top-k's u — Gaussian-k: holds in" in checks
     assert "Gaussian-k: holds" not in md.split("### Checks")[0]  # not among the findings
     prose = findings_prose(table)
     assert "1 (method, condition) comparison on" in prose and "2 method seed(s) failed" in prose

@@ -37,8 +37,16 @@ several target-density conditions, a row "all conditions (target density)" pools
                       between the bounds above (1 - k/d)^2); evidence says how often the bound
                       held where the condition failed.
 4. gaussiank_count    unit: (step, rank, density); criterion 2/3 <= count/k <= 4/3, per
-                      Gaussian-k variant; the robust `gaussiank` selects exactly k by
+                      Gaussian-k variant, on Top-k's u (the recorder applies the rule to the u
+                      Top-k trains on); the robust `gaussiank` selects exactly k by
                       construction: section check.
+4a. <family>_count_in_training  unit: one step of a method's OWN training run (train.parquet
+                      selected_median / k), every approximate method that trains
+                      (topkscope.analysis.selection.count_in_training_rows); column
+                      count_over_k: the median count/k.
+4b. gaussian_tail     unit: (snapshot of u, density); criterion 2/3 <= count/k <= 4/3 with
+                      count = #{|u_i| > mean + |Phi^-1(rho/2)| std}, the published Gaussian-k's
+                      first threshold (selection.gaussian_tail_count), on Top-k's u.
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ from topkscope.analysis import (
     fits,
     phases,
     published_claims,
+    selection,
     snapshots,
     verdicts,
 )
@@ -84,7 +93,8 @@ COLUMNS = [
     "n_units", "fraction", "evidence", "verdict", "rule",
     "condition", "n_seeds", "ci_low", "ci_high", "traffic_ratio",
     "section", "cause", "metric", "margin", "diff_mean", "n_failed_seeds", "traffic_warmup",
-    "traffic_target", "gennorm_beta",
+    "traffic_target", "gennorm_beta", "traffic_vs_plain_topk", "count_over_k",
+    "n_unfinished_seeds",
 ]  # fmt: skip
 # what the prediction rows (section "prediction": topkscope.perf.report's speed-ups and
 # topkscope.perf.time_to_accuracy's times to the target) add to COLUMNS (docs/design.md)
@@ -97,17 +107,24 @@ ALL_CONDITIONS = "all conditions (target density)"
 NO_UNITS = "no units recorded"
 DURING_WARMUP = "during warm-up at rho="
 GAUSSIANK_VARIANTS = ("gaussiank-2019", "gaussiank")
-BY_CONSTRUCTION = {("gaussiank_count", "gaussiank")}  # (claim, sparsifier): checks, not claims
+BY_CONSTRUCTION = {("gaussiank_count", "gaussiank"),  # (claim, sparsifier): checks, not claims
+                   ("gaussiank_count_in_training", "gaussiank")}
 
 STATEMENTS = {
-    "gaussian_like": "u is bell-shaped / Gaussian-like during training",
+    "gaussian_like": "u is bell-shaped during training (its skew and excess kurtosis lie in "
+                     "the moment window of a Gaussian)",
     "below_classic": "delta_emp = ||u - TopK(u)||^2/||u||^2 is below 1 - k/d",
     "below_paper": "delta_emp is below the paper's bound (1 - k/d)^2",
     "gaussian_value": "delta_emp is at most the Gaussian value 1 - rho - 2 t phi(t)",
     "convexity_condition": "the sorted squared magnitudes of u are convex, decreasing to 0",
-    "gaussiank_count": "Gaussian-k selects about k elements",
+    "gaussiank_count": "Gaussian-k selects about k elements on Top-k's u",
+    "gaussian_tail": "the count above Gaussian-k's first threshold mean + |Phi^-1(rho/2)| "
+                     "sigma is about k (the tail the published rule relies on)",
+    "gaussiank_count_in_training": "Gaussian-k selects about k elements in its own training",
 }
-DISTRIBUTION_CLAIMS = tuple(c for c in STATEMENTS if c != "gaussiank_count")
+DISTRIBUTION_CLAIMS = tuple(c for c in STATEMENTS
+                            if c not in ("gaussiank_count", "gaussiank_count_in_training"))
+IN_TRAINING_STATEMENT = "{method} selects about k elements in its own training"
 _UNIT_RULE = ("units recorded during a density warm-up form their own condition (never "
               "pooled with the target density's)")
 RULES = {
@@ -125,9 +142,18 @@ RULES = {
     "the excess over (1 - k/d)^2 the gap allows, gap (1 - (1 - k/d)^2), is at most "
     f"{contraction.CONVEXITY_SHARE:.0%} of the gap between 1 - k/d and (1 - k/d)^2 (+ sample "
     f"noise); {_UNIT_RULE}; {verdicts.FRACTION_RULE}",
-    "gaussiank_count": "unit = (step, rank, density); criterion "
+    "gaussiank_count": "unit = (step, rank, density) of Top-k's u; criterion "
     f"{COUNT_BAND[0]:.3f} <= count/k <= {COUNT_BAND[1]:.3f}; {_UNIT_RULE}; "
     f"{verdicts.FRACTION_RULE}",
+    "gaussian_tail": "unit = (snapshot of u, density); criterion "
+    f"{COUNT_BAND[0]:.3f} <= count/k <= {COUNT_BAND[1]:.3f}, count = #{{|u_i| > mean + "
+    "|Phi^-1(rho/2)| std}} (std unbiased: the published Gaussian-k's first threshold); "
+    f"{_UNIT_RULE}; {verdicts.FRACTION_RULE}",
+    "gaussiank_count_in_training": "unit = one step of the method's own training run; "
+    f"criterion {COUNT_BAND[0]:.3f} <= count/k <= {COUNT_BAND[1]:.3f}, count = train "
+    "selected_median (the median over workers; selected where not logged); steps of a density "
+    f"warm-up form their own condition; {verdicts.FRACTION_RULE}; a holds needs every seed's "
+    "median count/k in the band too (else mixed)",
 }
 
 
@@ -176,6 +202,11 @@ def build(
                    and diverged_at(r.manifest) is None]
         rows += [{**base, **row} for row in _distribution_rows(trained, sparsifiers,
                                                                int(max_snapshots), max_n)]
+        rows += [{**base, **row,
+                  "statement": STATEMENTS.get(row["claim"]) or IN_TRAINING_STATEMENT.format(
+                      method=row["sparsifier"]),
+                  "rule": RULES["gaussiank_count_in_training"]}
+                 for row in selection.count_in_training_rows(model_runs, unit_conditions)]
         rule = convergence_claims.accuracy_rule(margin, perplexity_margin)
         for row in convergence_claims.rows(model_runs, margin, perplexity_margin):
             traffic = row["claim"].endswith("_traffic")
@@ -226,7 +257,9 @@ def section_of(claim: str, sparsifier: str, condition=None) -> str:
     rule build() applies, usable on a table written before the column existed)."""
     if "speedup" in str(claim) or str(condition or "").startswith("prediction"):
         return "prediction"
-    if (str(claim), str(sparsifier)) in BY_CONSTRUCTION:
+    if (str(claim), str(sparsifier)) in BY_CONSTRUCTION or (
+            str(claim).endswith(selection.IN_TRAINING) and selection.by_construction(
+                str(sparsifier))):
         return "check"
     if str(claim).endswith(("_accuracy", "_traffic")):
         return "convergence"
@@ -314,6 +347,7 @@ def _claim_rows(sparsifier: str, condition: str, u: pd.DataFrame, snaps: list[di
         "below_paper": _below(u, "below_paper"),
         "gaussian_value": _below(u, "gaussian_value"),
         "convexity_condition": _convexity(snaps),
+        "gaussian_tail": _gaussian_tail(u, snaps),
     }
     rows = [{"claim": c, "sparsifier": sparsifier, **found} for c, found in per_claim.items()]
     for variant in GAUSSIANK_VARIANTS:
@@ -421,6 +455,32 @@ def _convexity(snaps: list[dict]) -> dict:
     return _fraction_row(held, evidence)
 
 
+TAIL_COLUMN = "gaussian_tail_count"  # a recorder column of the first threshold's count, if any
+
+
+def _gaussian_tail(u: pd.DataFrame, snaps: list[dict]) -> dict:
+    """Units: every recorded u where the recorder logs TAIL_COLUMN, else the snapshots."""
+    if not u.empty and TAIL_COLUMN in u and u[TAIL_COLUMN].notna().any():
+        rows = u[u[TAIL_COLUMN].notna() & (_floats(u["k"]) > 0)]
+        tails = list(zip(_floats(rows["density"]), _floats(rows[TAIL_COLUMN]),
+                         _floats(rows["k"])))
+        where = f"{len(rows)} recorded u ({TAIL_COLUMN})"
+    else:
+        tails = [t for s in snaps for t in s["tail"]]
+        where = f"{len(snaps)} snapshots"
+    if not tails:
+        return _fraction_row(np.zeros(0, bool), "no snapshots of u (the tail count needs every "
+                                                "value)")
+    density, count, k = (np.array(c, dtype=np.float64) for c in zip(*tails))
+    passed = verdicts.in_count_band(count, k)
+    per = []
+    for rho in np.unique(density):
+        lo, med, hi = np.percentile(count[density == rho] / k[density == rho], [5, 50, 95])
+        per.append(f"density {rho:g}: count/k at the first threshold median {med:.3g}, "
+                   f"5th-95th percentile {lo:.3g}-{hi:.3g}")
+    return _fraction_row(passed, "; ".join(per) + f" over {where}")
+
+
 def _gaussiank_count(u: pd.DataFrame, variant: str) -> dict | None:
     col = variant.replace("-", "_") + "_count"
     if u.empty or col not in u:
@@ -460,6 +520,10 @@ def _snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> lis
         for j in pick.astype(int):
             i, step, rank = found[j]
             tables = snapshots.analyze_loaded(runs[i], step, rank, max_n=max_n)
+            vector = runs[i].snapshot(step, rank)
+            tail = [(rho, selection.gaussian_tail_count(vector, k), k)
+                    for rho in snapshots.snapshot_densities(runs[i], step, rank)
+                    if 1 <= (k := contraction.k_from_density(rho, vector.size)) <= vector.size]
             gennorm = tables.fits[(tables.fits["family"] == "gennorm")
                                   & (tables.fits["on"] == "x")]["shape"]
             out.append({
@@ -467,6 +531,6 @@ def _snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> lis
                 "condition": condition, "battery": tables.normality.iloc[0].to_dict(),
                 "best_family": fits.best(tables.fits, "x") if not tables.fits.empty else "none",
                 "beta": float(gennorm.iloc[0]) if len(gennorm) else math.nan,
-                "ratios": tables.contraction,
+                "ratios": tables.contraction, "tail": tail,
             })  # fmt: skip
     return out

@@ -11,6 +11,21 @@ For a vector u of d elements, a target k and a selected index set S (|S| = count
 
 recall, ratio and topk_ratio are the kernel's (`topkscope.kernel`), the formulas the recorder's
 S_recall, S_ratio and topk_ratio columns use too.
+
+Two claims read counts (rules: topkscope.analysis.verdicts.in_count_band, fraction rule):
+
+    <family>_count_in_training  each approximate method in its OWN training runs: unit = one
+                       step of one run, count = train.parquet `selected_median` (the median over
+                       workers of what each sent; `selected`, the mean, where the median is not
+                       logged) over that step's `k`; per condition the share of steps in
+                       [2k/3, 4k/3], each seed's median count/k and the share of seeds whose
+                       median is in the band (count_in_training_rows).
+    gaussian_tail      the tail Gaussian-k's first threshold relies on: unit = (snapshot of u,
+                       density); count = #{|u_i| > mean + |Phi^-1(rho/2)| std} (std unbiased:
+                       the published rule's first threshold, before its x0.5 / x1.5 steps)
+                       over k (gaussian_tail_count). It needs every value, so it is measured on
+                       the snapshots of u; the moment window (|skew|, |excess kurtosis|) can
+                       admit a u whose tail count is far out of band (docs/statistics.md).
 """
 
 from __future__ import annotations
@@ -22,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from topkscope import kernel
+from topkscope.analysis import verdicts
 
 COLUMNS = ["name", "d", "k", "count", "count_ratio", "recall", "ratio", "topk_ratio",
            "ratio_to_topk", "note"]  # fmt: skip
@@ -81,3 +97,107 @@ def _check_indices(selected, d: int) -> np.ndarray:
     if np.unique(idx).size != idx.size:
         raise ValueError(f"selected has {idx.size - np.unique(idx).size} duplicate indices")
     return idx
+
+
+# --- the counts the published rules reach -------------------------------------------------
+IN_TRAINING = "_count_in_training"  # claim suffix: <family>_count_in_training
+NOT_SELECTORS = ("dense", "dense-wfbp", "dense-fp16", "topk")  # no approximate selection
+
+
+def gaussian_tail_count(u, k: int) -> int:
+    """#{|u_i| > mean(u) + |Phi^-1(rho/2)| std(u)}, rho = k/d, std unbiased, in float64: the
+    count at the published Gaussian-k's first threshold (GaussianK2019 before its x0.5 / x1.5
+    steps)."""
+    from topkscope.sparsify.engine import gaussian_threshold
+
+    x = kernel.finite_float64(kernel.as_float_array(u).ravel().astype(np.float64, copy=False))
+    d = x.size
+    if isinstance(k, bool) or int(k) != k or not 1 <= int(k) <= d:
+        raise ValueError(f"k = {k!r} is outside the allowed range [1, d = {d}]")
+    std = float(x.std(ddof=1)) if d > 1 else 0.0
+    threshold = float(x.mean()) + gaussian_threshold(std, int(k) / d)
+    return int(np.count_nonzero(np.abs(x) > threshold))
+
+
+def by_construction(method: str) -> bool:
+    """True for a method that sends exactly k by construction (registry `exact` or
+    `fixed_count`, e.g. the robust gaussiank, randk): its count claim is a check."""
+    from topkscope.sparsify import available, get_sparsifier
+
+    if method not in available():
+        return False
+    try:
+        sparsifier = get_sparsifier(method)
+    except ValueError:  # needs parameters (threshold): not fixed by its name
+        return False
+    return bool(sparsifier.exact or sparsifier.fixed_count)
+
+
+def step_counts(run) -> pd.DataFrame:
+    """step, count, k of one run's own training (train.parquet `selected_median`, else
+    `selected`; steps with k > 0 and a finite count, the last row of a repeated step)."""
+    tr = getattr(run, "train", None)
+    empty = pd.DataFrame({"step": pd.Series(dtype="int64"), "count": pd.Series(dtype="float64"),
+                          "k": pd.Series(dtype="float64")})
+    if tr is None or tr.empty or not {"step", "k"} <= set(tr.columns):
+        return empty
+    column = next((c for c in ("selected_median", "selected")
+                   if c in tr.columns and tr[c].notna().any()), None)
+    if column is None:
+        return empty
+    tr = tr.drop_duplicates("step", keep="last").sort_values("step")
+    out = pd.DataFrame({"step": tr["step"].astype("int64").to_numpy(),
+                        "count": tr[column].astype("float64").to_numpy(),
+                        "k": tr["k"].astype("float64").to_numpy()})
+    return out[np.isfinite(out["count"]) & (out["k"] > 0)].reset_index(drop=True)
+
+
+def count_in_training_rows(runs: list, conditions) -> list[dict]:
+    """One `<family>_count_in_training` row (claims columns less model/dataset, statement
+    and rule) per (approximate method, condition) of `runs`, each method judged on its own
+    runs. conditions(run, steps) -> the condition label of each step (the claims'
+    unit_conditions: a density warm-up's steps form their own condition)."""
+    from topkscope.analysis.convergence_claims import claim_family
+
+    units: dict[tuple, list[pd.DataFrame]] = {}
+    for i, run in enumerate(runs):
+        method = run.manifest.get("sparsifier")
+        if method is None or method in NOT_SELECTORS:
+            continue
+        steps = step_counts(run)
+        if steps.empty:
+            continue
+        labels = conditions(run, steps["step"].tolist())
+        steps = steps.assign(_run=i, _seed=run.manifest.get("seed", 0), _condition=labels)
+        for cond, part in steps.groupby("_condition", sort=True):
+            units.setdefault((method, cond), []).append(part)
+    rows = []
+    for (method, cond), parts in sorted(units.items()):
+        frame = pd.concat(parts, ignore_index=True)
+        rows.append({"claim": f"{claim_family(method)}{IN_TRAINING}", "sparsifier": method,
+                     "condition": cond, "n_runs": int(frame["_run"].nunique()),
+                     **_count_row(frame, by_construction(method))})
+    return rows
+
+
+def _count_row(frame: pd.DataFrame, exact: bool) -> dict:
+    ratio = (frame["count"] / frame["k"]).to_numpy()
+    passed = verdicts.in_count_band(frame["count"], frame["k"])
+    n, inside = int(passed.size), int(np.count_nonzero(passed))
+    seeds = frame.assign(_ratio=ratio).groupby("_seed")["_ratio"].median()
+    seeds_in = int(np.count_nonzero(verdicts.in_count_band(seeds.to_numpy(), 1.0)))
+    lo, med, hi = np.percentile(ratio, [5, 50, 95])
+    verdict, cause = verdicts.fraction_verdict(inside, n), verdicts.fraction_cause(inside, n)
+    if verdict == "holds" and seeds_in < len(seeds):
+        verdict = "mixed"
+        cause += f"; but {len(seeds) - seeds_in} of {len(seeds)} seeds' median count/k is out"
+    per_seed = ", ".join(f"seed {s} {r:.3g}" for s, r in seeds.items())
+    evidence = (f"{inside} of {n} steps in {verdicts.count_band_text()}; {seeds_in} of "
+                f"{len(seeds)} seeds' median count/k in the band (per seed: {per_seed}); "
+                f"count/k median {med:.3g}, 5th-95th percentile {lo:.3g}-{hi:.3g} (train "
+                "selected_median / k, the method's own training)")
+    if exact:
+        evidence += "; true by construction (the method sends exactly k)"
+    return {"n_units": n, "n_seeds": len(seeds), "fraction": inside / n if n else math.nan,
+            "count_over_k": float(med), "evidence": evidence, "verdict": verdict,
+            "cause": cause, "section": "check" if exact else "distribution"}

@@ -56,10 +56,13 @@ def add_margin_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def readable_runs(paths, load: Callable, runs_at: Callable, progress_shown: bool = True) -> list:
-    """The complete and failed runs under paths, loaded; ValueError naming the first folder
-    the claims cannot read and what it lacks (topkscope.analysis.claims.what_is_missing);
-    a folder whose manifest.json is not topkscope's is named before any status is looked at."""
+    """The complete, failed and unfinished (interrupted, running: the convergence claims count
+    them as unfinished seeds) runs under paths, loaded; ValueError naming the first complete
+    or failed folder the claims cannot read and what it lacks
+    (topkscope.analysis.claims.what_is_missing); a folder whose manifest.json is not
+    topkscope's is named before any status is looked at."""
     from topkscope.analysis.claims import what_is_missing
+    from topkscope.analysis.convergence_claims import CLAIMED_STATUSES, UNFINISHED_STATUSES
     from topkscope.manifest import not_ours
 
     for found in runs_at(paths, status=None):
@@ -68,10 +71,16 @@ def readable_runs(paths, load: Callable, runs_at: Callable, progress_shown: bool
             raise ValueError(f"{str(found.path)!r}: {foreign}")
     from topkscope import progress
 
-    found = runs_at(paths, status=("complete", "failed"))
+    found = runs_at(paths, status=CLAIMED_STATUSES)
     runs = [load(r.path) for r in progress.bar(found, desc="claims: read", unit="run",
                                                enabled=progress_shown)]
+    # an unfinished run may have no rows yet: an unfinished seed all the same, where its
+    # manifest says whose (a Recorder in a loop of one's own names no model until it ends)
+    runs = [r for r in runs if r.manifest.get("status") not in UNFINISHED_STATUSES
+            or all(r.manifest.get(k) is not None for k in ("model", "sparsifier"))]
     for run in runs:
+        if run.manifest.get("status") in UNFINISHED_STATUSES:
+            continue
         missing = what_is_missing(run)
         if missing is not None:
             raise ValueError(f"{str(run.path)!r}: {missing}; give the paths of the runs to "

@@ -4,6 +4,12 @@ with WFBP and over Dense in fp16, per model, network and training condition, eac
 against the model's validated error (the rule: topkscope.analysis.verdicts.speedup_verdict),
 or on break-even selection times where a selection time is another device's than the
 compute's (see _rule). The scaling table they read is topkscope.perf.report's.
+
+Counts: a method's elements sent come from its own training runs (topkscope.perf.inputs.
+seed_counts). Where the model has none and the count was measured by the recorder on another
+method's u (Top-k's, where the published Gaussian-k over-selects but in its own training it
+under-sends), the row says so and its verdict is at most inconclusive: a speed-up predicted from
+another training's counts is not the method's.
 """
 
 from __future__ import annotations
@@ -113,6 +119,7 @@ def _claim_row(refs: pd.DataFrame, g: pd.Series, model: str, network: str, suffi
     parts = "; ".join(_parts(m, refs.loc[m], measured) for m in references) + "; " + _parts(
         sparsifier, g, measured)
     warning = g.get("inputs_warning") or ""
+    own_counts = counts_in_own_training(sparsifier, str(g.get("count_source", "")))
     if measured:
         verdict, faster = speedup_verdict(speedups, errs)
         fraction = faster / len(references)
@@ -136,6 +143,10 @@ def _claim_row(refs: pd.DataFrame, g: pd.Series, model: str, network: str, suffi
                  f"decided by its selection time on the compute's device at {network}: "
                  f"{breakeven}")
         selection = f"not counted: {BREAKEVEN_EVIDENCE} times (warning: {warning})"
+    if not own_counts:
+        verdict = "inconclusive"
+        cause = (f"counts not from {sparsifier_name(sparsifier)}'s own training (measured on "
+                 f"another method's u; its own runs would say what it sends); {cause}")
     condition = (f"prediction, not a measurement: {g['inputs']}; "
                  + (f"training condition {training}; " if training else "")
                  + f"network {network} ({g['comm_source']}); compute {g['compute_source']}; "
@@ -161,6 +172,13 @@ def _claim_row(refs: pd.DataFrame, g: pd.Series, model: str, network: str, suffi
                                     else ""),
                 selection_basis=SELECTION_MEASURED if measured else SELECTION_BREAKEVEN,
                 model_error=max(errs), **_breakeven_ms(g, references))}
+
+
+def counts_in_own_training(method: str, count_source: str) -> bool:
+    """Whether a row's count ratio is the method's own (its own training runs, its k by
+    construction, or the nominal k, which the source names), not the recorder's count of it
+    on another method's u (topkscope.perf.inputs.seed_counts's fallback)."""
+    return f"not {method}'s own training" not in count_source
 
 
 def prediction_columns(**values) -> dict:

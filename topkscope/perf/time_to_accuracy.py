@@ -6,9 +6,10 @@
 
 The runs are the convergence claims' (topkscope.analysis.convergence_claims): the figures
 driver passes the same loaded runs, complete and failed, that its claims use; without them,
-every complete or failed run under results_root (topkscope.manifest.find_runs). Each seed of a
-method under a condition is stood for by the run the claims pair (convergence_claims.
-seed_cells: a complete run wins over a failed one), and paired with Top-k's run of the same
+every complete, failed or unfinished run under results_root (topkscope.manifest.find_runs).
+Each seed of a method under a condition is stood for by the run the claims pair
+(convergence_claims.seed_cells: a complete run wins over a failed one, a failed one over an
+unfinished one; a failed Top-k seed or an unfinished run never lets a row hold), and paired with Top-k's run of the same
 seed under Top-k's condition (convergence_claims.topk_condition: the method's density warm-up).
 Per seed s of a method m:
 
@@ -45,13 +46,18 @@ is at most inconclusive.
 Claim `<family>_time_to_accuracy` (convergence_claims.claim_family: gaussiank for
 gaussiank-2019), per (experiment, density, condition, method, network) at P = 16, over the
 paired seeds, with e the model's validated error (topkscope.perf.report.comparison_error) and
-speed-up_s = T_topk,s / T_m,s (time_verdict): no paired seed: insufficient-data; every seed's
-run of the method failed: fails; fewer than verdicts.MIN_SEEDS paired seeds: insufficient-data
-(inconclusive when one failed); the method never reaches the target on a seed: fails (the row
-says on how many); selection not counted: inconclusive; every speed-up above 1 + e: holds, but
-inconclusive when a seed's run failed (a failed seed never lets a claim hold, as in the
-convergence claims); every one below 1 - e: fails; else inconclusive (within the error, or the
-seeds disagree).
+speed-up_s = T_topk,s / T_m,s (time_verdict), the same seed-and-interval rule as the accuracy
+claim: a seed on which the method never reaches the target counts with speed-up 0 (its worst
+value, as a failed run that never evaluated counts with accuracy 0) and never lets the claim
+hold; no paired seed: insufficient-data; every seed's run of the method failed, or no seed
+reached the target: fails; fewer than verdicts.MIN_SEEDS paired seeds: insufficient-data
+(inconclusive when one failed); selection not counted: inconclusive; else the mean speed-up's
+95% Student-t interval over the seeds (verdicts.t_interval) against 1 ± e: holds if it lies
+above 1 + e, fails if below 1 - e, else inconclusive (within the error, or the seeds
+disagree); holds becomes inconclusive when a seed failed or never reached the target.
+
+The steps to the target are measured in the runs at their own P (manifest world_size, column
+run_workers); only the step time is modelled at P = 16: the row's condition says both.
 """
 
 from __future__ import annotations
@@ -65,7 +71,7 @@ import numpy as np
 import pandas as pd
 
 from topkscope import validate
-from topkscope.analysis import verdicts
+from topkscope.analysis import convergence_claims, verdicts
 from topkscope.analysis.convergence_claims import (
     SeedRun,
     claim_family,
@@ -128,13 +134,14 @@ def steps_to_target(curve: pd.DataFrame, metric_name: str, topk_final: float,
 
 
 def found_runs(results_root: str | Path) -> list:
-    """The complete and failed runs under results_root, loaded (topkscope.analysis.runs.load,
-    the whole-model u statistics only: nothing here reads the others)."""
+    """The complete, failed and unfinished runs under results_root, loaded (topkscope.analysis.
+    runs.load, the whole-model u statistics only: nothing here reads the others), the statuses
+    the convergence claims count."""
     from topkscope.analysis.runs import load
     from topkscope.manifest import find_runs
 
     return [load(r.path, layers="__global__", kinds="u")
-            for r in find_runs(results_root, status=("complete", "failed"))]
+            for r in find_runs(results_root, status=convergence_claims.CLAIMED_STATUSES)]
 
 
 # ------------------------------------------------------------------ the table
@@ -197,7 +204,7 @@ def _rows_for(setting: _Setting, experiment: str, density: float, condition: str
                     "model": setting.model, "dataset": manifest.get("dataset"),
                     "dataset_substitute": manifest.get("dataset_substitute"),
                     "density": density, "condition": condition, "method": method,
-                    "seed": seed, "status": "failed" if seed_run.failed else "complete",
+                    "seed": seed, "status": manifest.get("status") or "complete",
                     "run": Path(seed_run.run.path).name, "metric_name": target.name,
                     "margin": target.margin, "topk_final": target.topk_final,
                     "target": target_value(target.name, target.topk_final, target.margin),
@@ -209,6 +216,7 @@ def _rows_for(setting: _Setting, experiment: str, density: float, condition: str
                     "t_step": part["t_step"], "selection_counted": counted,
                     "time_to_target_s": np.nan if steps is None else steps * part["t_step"],
                     "network": net.name, "workers": int(P), "inputs": setting.inputs_label,
+                    "run_workers": manifest.get("world_size"),
                     "compute_source": setting.compute.source, "select_source": select.source,
                 })
     return rows
@@ -300,6 +308,12 @@ def _setting(manifest: dict, results_root, inputs: str,
 
 
 # ------------------------------------------------------------------ the claims
+def speedup_interval(speedups: Sequence[float | None]) -> tuple[float, float, float]:
+    """(mean, low, high): the 95% t-interval of the per-seed speed-ups, a seed that never
+    reached the target counted as 0 (its worst value)."""
+    return verdicts.t_interval([0.0 if s is None else s for s in speedups])
+
+
 def time_verdict(speedups: Sequence[float | None], error: float, counted: bool,
                  n_failed: int = 0) -> tuple[str, int, int]:
     """(verdict, seeds faster beyond the error, seeds that never reached the target) of one
@@ -312,17 +326,17 @@ def time_verdict(speedups: Sequence[float | None], error: float, counted: bool,
     n = len(speedups)
     if n == 0:
         return "insufficient-data", faster, never
-    if n_failed and n_failed == n:
+    if (n_failed and n_failed == n) or never == n:
         return "fails", faster, never
     if n < verdicts.MIN_SEEDS:
-        return ("inconclusive" if n_failed else "insufficient-data"), faster, never
-    if never:
-        return "fails", faster, never
+        return ("inconclusive" if n_failed or never else "insufficient-data"), faster, never
     if not counted:
         return "inconclusive", faster, never
-    if faster == len(reached):
-        return ("inconclusive" if n_failed else "holds"), faster, never
-    if all(s < 1 - error for s in reached):
+    _, low, high = speedup_interval(speedups)
+    verdict = verdicts.interval_verdict(low, high, n, 1.0 + error)
+    if verdict == "holds":
+        return ("inconclusive" if n_failed or never else "holds"), faster, never
+    if verdicts.interval_verdict(low, high, n, 1.0 - error) == "fails":
         return "fails", faster, never
     return "inconclusive", faster, never
 
@@ -335,16 +349,23 @@ def target_text(metric: str, margin: float) -> str:
 def _rule(metric: str, margin: float) -> str:
     return (f"per seed: target = {target_text(metric, margin)} (same seed, same condition, as "
             "the convergence claims pair them; a failed run counts with its evaluations); "
-            "steps = the first evaluated step at or past the target (not interpolated); "
+            "steps = the first evaluated step at or past the target (not interpolated), "
+            "measured in the runs at their own P (the row's condition names it); "
             "predicted time = steps x the step-time model's t_step at P = "
             f"{report.CLAIM_P} with that run's own counts (topkscope.perf.time_to_accuracy); "
-            "speed-up = Top-k's time / the method's; with e the model's validated error: fails "
-            "if the method never reaches the target on a seed or failed on every seed, holds "
-            "if every seed's speed-up exceeds 1 + e and no seed failed (else inconclusive), "
-            "fails if every one is below 1 - e, else inconclusive (within the error, or the "
-            "seeds disagree); selection times measured on another device than the compute are "
+            "speed-up = Top-k's time / the method's, 0 on a seed that never reaches the target; "
+            "with e the model's validated error, the 95% t-interval of the mean speed-up over "
+            "the seeds: holds if it lies above 1 + e and every seed finished and reached the "
+            "target (else inconclusive), fails if it lies below 1 - e or the method failed or "
+            "never reached the target on every seed, else inconclusive; selection times measured on another device than the compute are "
             f"not counted and the verdict is at most inconclusive; fewer than "
             f"{verdicts.MIN_SEEDS} paired seeds: insufficient-data (inconclusive if one failed)")
+
+
+def _statuses(rows: pd.DataFrame, seeds) -> list[tuple[int, str]]:
+    """(seed, run status) of the paired seeds."""
+    by = dict(zip(rows["seed"].astype(int), rows["status"].astype(str)))
+    return [(s, by[s]) for s in seeds if s in by]
 
 
 def _times(rows: pd.DataFrame) -> dict[int, float | None]:
@@ -372,26 +393,28 @@ def _cause(speedups: Sequence[float | None], n_failed: int, counted: bool, error
            where: str) -> str:
     """Why time_verdict decided as it did, in its order (see the module doc)."""
     n, never = len(speedups), sum(s is None for s in speedups)
-    reached = [s for s in speedups if s is not None]
     failed = f"{n_failed} of {n} seeds failed; " if n_failed else ""
     spread = _spread(speedups)
     if n == 0:
         return "no seed has runs of both the method and Top-k"
     if n_failed and n_failed == n:
         return f"{n_failed} of {n} seeds failed (every seed)"
+    if never == n:
+        return f"{failed}never reaches the target on {never} of {n} seeds"
+    failed += f"never reaches the target on {never} of {n} seeds (counted as 0); " if never else ""
     if n < verdicts.MIN_SEEDS:
         return f"{failed}{n} paired seed(s), {verdicts.MIN_SEEDS} needed"
-    if never:
-        return f"{failed}never reaches the target on {never} of {n} seeds"
     if not counted:
         return (f"{failed}with selection not counted, speed-up to the target over Top-k "
                 f"{spread} at {where}; its selection time on the compute's device decides")
-    if all(s > 1 + error for s in reached) or all(s < 1 - error for s in reached):
-        side = "above" if reached[0] > 1 else "below"
-        return (f"{failed}speed-up to the target over Top-k {spread} at {where}, {side} 1 "
-                f"beyond the validated error ±{error:.1%}")
-    return (f"{failed}within the validated error ±{error:.1%} of Top-k or the seeds disagree "
-            f"at {where}: speed-up {spread}")
+    mean, low, high = speedup_interval(speedups)
+    interval = (f"mean speed-up {mean:.3g}x, 95% interval [{low:.3g}, {high:.3g}]"
+                if np.isfinite(low) else f"mean speed-up {mean:.3g}x, no finite interval")
+    said = f"{failed}speed-up to the target over Top-k {spread} at {where}; {interval}"
+    if np.isfinite(low) and (low > 1 + error or high < 1 - error):
+        side = "above" if low > 1 + error else "below"
+        return f"{said}, {side} 1 beyond the validated error ±{error:.1%}"
+    return f"{said} reaches within the validated error ±{error:.1%} of 1"
 
 
 def _claim(rows: pd.DataFrame, topk: pd.DataFrame, dense: pd.DataFrame, n_densities: int,
@@ -414,6 +437,14 @@ def _claim(rows: pd.DataFrame, topk: pd.DataFrame, dense: pd.DataFrame, n_densit
     verdict, faster, _ = time_verdict(speedups, error, counted, n_failed)
     where = network + (f", rho={density:g}" if n_densities > 1 else "")
     cause = _cause(speedups, n_failed, counted, error, where)
+    # Top-k's failed seeds and either side's unfinished runs are counted and never let it hold
+    others = [f"Top-k seed {s} {st}" for s, st in _statuses(topk, seeds)
+              if st != "complete"]
+    others += [f"seed {s} {st}" for s, st in _statuses(rows, seeds)
+               if st in convergence_claims.UNFINISHED_STATUSES]
+    if others:
+        verdict = "inconclusive" if verdict == "holds" else verdict
+        cause = f"{'; '.join(others)}; {cause}"
     spread = _spread(speedups)
     vs_dense = [base[s] / mine[s] for s in seeds
                 if mine[s] is not None and base.get(s) is not None]
@@ -453,8 +484,10 @@ def _claim(rows: pd.DataFrame, topk: pd.DataFrame, dense: pd.DataFrame, n_densit
         "profile": first["profile"], "model_args": "",
         "condition": (f"prediction, not a measurement: {first['inputs']}; training condition "
                       f"{training}; network {network}; compute {first['compute_source']}; "
-                      f"{selection}; {name} counts per seed from each run's train.parquet; "
-                      "steps to the target measured in the runs"),
+                      f"{selection}; {name} counts per seed from each run's own training "
+                      f"(train.parquet); steps to the target measured in the runs at "
+                      f"{_run_p(rows, topk)}, the step time modelled at P = "
+                      f"{int(first['workers'])}"),
         "n_seeds": len(seeds), "ci_low": np.nan, "ci_high": np.nan,
         "traffic_ratio": float(rows["count_ratio"].mean()), "section": "prediction",
         "cause": cause, "metric": metric, "margin": margin, "n_failed_seeds": n_failed,
@@ -463,6 +496,15 @@ def _claim(rows: pd.DataFrame, topk: pd.DataFrame, dense: pd.DataFrame, n_densit
             training_condition=training, model_error=error,
             selection_basis=inp.SELECTION_MEASURED if counted else SELECTION_NOT_COUNTED),
     }
+
+
+def _run_p(rows: pd.DataFrame, topk: pd.DataFrame) -> str:
+    """'P = 4' / 'P = 1/4' / 'P unknown': the workers of the runs the steps came from."""
+    found = pd.concat([rows.get("run_workers", pd.Series(dtype=object)),
+                       topk.get("run_workers", pd.Series(dtype=object))]).dropna()
+    if found.empty:
+        return "P unknown (no world_size in the manifests)"
+    return "P = " + "/".join(str(int(p)) for p in sorted(set(found.astype(int))))
 
 
 def claims_rows(table: pd.DataFrame, workers: int = report.CLAIM_P,

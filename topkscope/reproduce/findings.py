@@ -266,8 +266,11 @@ def _interval(row) -> str:
 def _seeds(row) -> str:
     n = _number(row, "n_seeds")
     failed = _number(row, "n_failed_seeds")
+    unfinished = _number(row, "n_unfinished_seeds")
     text = "0" if math.isnan(n) else str(int(n))
-    return text + (f" ({int(failed)} failed)" if not math.isnan(failed) and failed else "")
+    return (text + (f" ({int(failed)} failed)" if not math.isnan(failed) and failed else "")
+            + (f" ({int(unfinished)} unfinished)" if not math.isnan(unfinished) and unfinished
+               else ""))
 
 
 def _sent(row, derived: bool) -> str:
@@ -276,6 +279,44 @@ def _sent(row, derived: bool) -> str:
         return f"{target:.3g}×"
     whole = _number(row, "traffic_ratio")
     return f"{whole:.3g}× (whole run)" if derived and not math.isnan(whole) else "—"
+
+
+def _ratio_cell(row, column: str) -> str:
+    value = _number(row, column)
+    return "—" if math.isnan(value) else f"{value:.3g}×"
+
+
+def counts_markdown(table: pd.DataFrame) -> str:
+    """One row per (model, condition, method) of the count claims: the published rule's count
+    on Top-k's u (gaussiank_count), in the method's own training (<family>_count_in_training,
+    with the median count/k) and the tail at its first threshold (gaussian_tail, Top-k's u);
+    "" when the table has none."""
+    from topkscope.analysis.selection import IN_TRAINING
+
+    claim = table["claim"].astype(str)
+    wanted = table[(claim == "gaussiank_count") | (claim == "gaussian_tail")
+                   | claim.str.endswith(IN_TRAINING)]
+    if wanted.empty:
+        return ""
+    cells: dict[tuple, dict] = {}
+    tails = {}
+    for row in wanted.itertuples(index=False):
+        where = (str(row.model), _condition(row.condition))
+        if row.claim == "gaussian_tail":
+            tails[where] = _fraction_cell(row)
+            continue
+        kind = "own" if str(row.claim).endswith(IN_TRAINING) else "topk"
+        cell = _fraction_cell(row)
+        if kind == "own" and not math.isnan(_number(row, "count_over_k")):
+            cell += f", median {_number(row, 'count_over_k'):.3g}k"
+        cells.setdefault((*where, str(row.sparsifier)), {})[kind] = cell
+    lines = _header(["model", "condition", "method", "count on Top-k's u",
+                     "count in its own training", "tail at the first threshold (Top-k's u)"])
+    for (model, cond, method), by in cells.items():
+        lines.append(_row([model_name(model), _short(cond), sparsifier_name(method),
+                           by.get("topk", "—"), by.get("own", "—"),
+                           tails.get((model, cond), "—")]))
+    return "\n".join(lines)
 
 
 def convergence_markdown(table: pd.DataFrame, derived: bool = False) -> str:
@@ -290,7 +331,8 @@ def convergence_markdown(table: pd.DataFrame, derived: bool = False) -> str:
         pairs.setdefault((str(row.model), str(row.sparsifier), _condition(row.condition)),
                          {})[kind] = row
     lines = _header(["model", "method", "condition", "difference [95% interval]", "seeds",
-                     "sent vs Top-k (target ρ)", "trains as well as Top-k", "traffic-matched"])
+                     "sent vs Top-k (target ρ)", "whole run vs Top-k without warm-up",
+                     "trains as well as Top-k", "traffic-matched"])
     notes: list[str] = []
     for (model, method, cond), by in pairs.items():
         acc = by.get("accuracy") or by.get("traffic")
@@ -303,6 +345,7 @@ def convergence_markdown(table: pd.DataFrame, derived: bool = False) -> str:
                 verdict[kind] += f" (note {len(notes)})"
         lines.append(_row([model_name(model), sparsifier_name(method), _short(cond),
                            _interval(acc), _seeds(acc), _sent(acc, derived),
+                           _ratio_cell(acc, "traffic_vs_plain_topk"),
                            verdict.get("accuracy", "—"), verdict.get("traffic", "—")]))
     text = "\n".join(lines)
     if notes:
@@ -537,7 +580,11 @@ def findings_markdown(table: pd.DataFrame, heading: str | None = None) -> str:
         part("distribution", "Top-k's u per model and condition (density warm-up and target "
              "density ρ): verdict (share of units meeting the criterion); β: median "
              "generalised-normal shape of the snapshot fits (2 = normal, 1 = Laplace).\n\n"
-             + distribution_markdown(by["distribution"]))
+             + distribution_markdown(by["distribution"])
+             + ("\n\nCounts in " + verdicts.count_band_text() + " (share of units): the "
+                "published rules on Top-k's u, in each method's own training, and the tail "
+                "above Gaussian-k's first threshold.\n\n" + counts
+                if (counts := counts_markdown(by["distribution"])) else ""))
     if len(by["convergence"]):
         part("convergence", "Each method against exact Top-k on the same seeds: difference "
              "method − Top-k of the final held-out metric (points of accuracy, % of "

@@ -1,0 +1,216 @@
+"""The count claims: each approximate method judged on its own training
+(<family>_count_in_training) and the tail Gaussian-k's first threshold relies on
+(gaussian_tail), on synthetic runs whose answer is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from tests._topk_reference import published_gaussiank
+from tests.test_analysis_claims import D, RunLike, make_run
+from topkscope.analysis import claims, selection, verdicts
+from topkscope.sparsify import get_sparsifier
+
+K = 100
+
+
+def trained_run(method: str, ratios, seed=0, model="m", steps=None) -> RunLike:
+    """A run of `method` whose train.parquet logs selected_median = ratio * k per step."""
+    ratios = np.asarray(ratios, dtype=np.float64)
+    steps = np.arange(ratios.size) if steps is None else np.asarray(steps)
+    train = pd.DataFrame({"step": steps, "k": K, "selected_median": ratios * K,
+                          "selected": ratios * K})
+    manifest = {"experiment": f"{model}-conv", "model": model, "dataset": "mnist",
+                "dataset_substitute": None, "sparsifier": method, "density": 0.001,
+                "status": "complete", "seed": seed}
+    return RunLike(manifest=manifest, train=train)
+
+
+def in_training(runs, method: str) -> pd.Series:
+    table = claims.build(runs)
+    rows = table[table["claim"].str.endswith("_count_in_training")
+                 & (table["sparsifier"] == method)]
+    assert len(rows) == 1, rows
+    return rows.iloc[0]
+
+
+def test_a_method_that_under_sends_in_its_own_training_fails_and_one_near_k_holds():
+    under = [trained_run("gaussiank-2019", np.full(10, 0.02), seed=s) for s in range(3)]
+    row = in_training(under, "gaussiank-2019")
+    assert row["claim"] == "gaussiank_count_in_training" and row["verdict"] == "fails"
+    assert row["count_over_k"] == pytest.approx(0.02) and row["n_seeds"] == 3
+    assert row["n_units"] == 30 and row["section"] == "distribution"
+    assert "in its own training" in row["statement"]
+    near = [trained_run("dgc", np.full(10, 1.1), seed=s) for s in range(3)]
+    row = in_training(near, "dgc")
+    assert row["claim"] == "dgc_count_in_training" and row["verdict"] == "holds"
+    assert row["fraction"] == 1.0 and row["statement"].startswith("dgc selects about k")
+
+
+def test_steps_in_band_but_one_seed_out_cannot_hold():
+    """95% of the steps are in the band, but one seed's median is out: mixed, not holds."""
+    runs = [trained_run("redsync", np.full(40, 1.0), seed=s) for s in range(3)]
+    runs.append(trained_run("redsync", np.r_[np.full(4, 3.0), np.full(3, 1.0)], seed=3))
+    row = in_training(runs, "redsync")
+    n_in = 3 * 40 + 3
+    assert row["fraction"] == pytest.approx(n_in / 127) and n_in / 127 >= 0.9
+    assert row["verdict"] == "mixed" and "1 of 4 seeds" in row["cause"]
+
+
+def test_exact_methods_are_checks_and_dense_and_topk_have_no_row():
+    runs = [trained_run("gaussiank", np.ones(5), seed=s) for s in range(3)]
+    runs += [trained_run("topk", np.ones(5)), trained_run("dense", np.full(5, 1000.0))]
+    table = claims.build(runs)
+    rows = table[table["claim"].str.endswith("_count_in_training")]
+    assert rows["sparsifier"].tolist() == ["gaussiank"]
+    assert rows["section"].tolist() == ["check"]
+    assert claims.section_of("gaussiank_count_in_training", "gaussiank") == "check"
+    assert claims.section_of("gaussiank_count_in_training", "gaussiank-2019") == "distribution"
+
+
+def test_warmup_steps_are_their_own_condition():
+    runs = []
+    for s in range(3):
+        run = trained_run("sidco", np.r_[np.full(5, 5.0), np.full(5, 1.0)], seed=s)
+        run.manifest.update(density_schedule="paper", density_schedule_values=[0.25],
+                            steps_per_epoch=5)
+        run.train["epoch"] = run.train["step"] // 5
+        runs.append(run)
+    table = claims.build(runs)
+    rows = table[table["claim"] == "sidco_count_in_training"].set_index("condition")
+    assert len(rows) == 2, rows
+    target = rows.loc[[c for c in rows.index if claims.DURING_WARMUP not in c][0]]
+    assert target["verdict"] == "holds" and target["n_units"] == 15
+
+
+# --- gaussian_tail ------------------------------------------------------------------------
+def test_the_tail_count_is_the_published_rules_first_evaluation():
+    """Slow reference: scipy's quantile in float64; and the published rule returns the same
+    set when its first evaluation lands in the band."""
+    rng = np.random.default_rng(0)
+    u = rng.standard_normal(200_000) * 0.01 + 0.001
+    k = 200
+    t = abs(sps.norm.ppf(k / u.size / 2))
+    expected = int(np.count_nonzero(np.abs(u) > u.mean() + t * u.std(ddof=1)))
+    assert selection.gaussian_tail_count(u, k) == expected
+    assert verdicts.in_count_band(expected, k)
+    chosen = get_sparsifier("gaussiank-2019").select(
+        __import__("torch").from_numpy(u.astype(np.float32)), k)
+    assert len(chosen) == expected
+    assert len(published_gaussiank(u, k)[0]) == expected
+
+
+def test_the_tail_count_rejects_a_bad_k():
+    with pytest.raises(ValueError, match="k = 0 is outside"):
+        selection.gaussian_tail_count(np.ones(10), 0)
+
+
+def gennorm(beta: float):
+    """Generalised normal vectors of shape beta, scaled to unit variance."""
+    dist = sps.gennorm(beta)
+    return lambda r: dist.rvs(size=D, random_state=r) / dist.std()
+
+
+@pytest.mark.parametrize("draw, moment, tail", [
+    (lambda r: r.standard_normal(D), "holds", "holds"),
+    # light tails (excess kurtosis -0.37): inside the moment window, the first threshold
+    # selects about 0.2k at rho = 0.001 and 0.54k at rho = 0.01: out of band
+    (gennorm(2.5), "holds", "fails"),
+    # heavier tails (Student-t with 12 degrees of freedom, excess kurtosis 0.75): inside the
+    # window, 3.6k above the first threshold at rho = 0.001 and 1.54k at 0.01
+    (lambda r: r.standard_t(12, 200_000), "holds", "fails"),
+])
+def test_a_vector_inside_the_moment_window_can_fail_the_tail_claim(draw, moment, tail):
+    runs = [make_run("g", draw, snapshot_steps=(0, 1, 2, 3), steps=4, ranks=1)]
+    table = claims.build(runs, max_snapshots=4)
+    v = table.set_index("claim")["verdict"]
+    assert v["gaussian_like"] == moment and v["gaussian_tail"] == tail
+    row = table[table["claim"] == "gaussian_tail"].iloc[0]
+    assert row["n_units"] == 4 * 2  # (snapshot, density)
+    assert "first threshold" in row["evidence"]
+
+
+def test_p16_rows_on_counts_from_another_methods_u_are_at_most_inconclusive():
+    """The same scaling table, the published Gaussian-k's count once from its own runs and
+    once as the recorder measured it on Top-k's u: only the first may decide."""
+    from tests.test_perf_report import ERRORS, _selection
+    from topkscope.perf import report
+
+    table, _ = report.scaling_table(["fnn3"], ["1gbe", "nvlink"], [16],
+                                    selection=_selection().drop(columns="device"),
+                                    compute_s=0.01)
+    g19 = table["method"] == "gaussiank-2019"
+    table.loc[g19, "count_source"] = "measured (gaussiank-2019's own runs, warmup=none: ...)"
+    own = report.claims_rows(table, errors=ERRORS, sparsifiers="gaussiank-2019")
+    assert {"holds", "fails"} & set(own["verdict"])  # decided on its own counts
+    table.loc[g19, "count_source"] = ("measured (not gaussiank-2019's own training, "
+                                      "warmup=none: recorded gaussiank-2019_count / k on "
+                                      "topk's u)")
+    other = report.claims_rows(table, errors=ERRORS, sparsifiers="gaussiank-2019")
+    assert set(other["verdict"]) == {"inconclusive"}
+    assert other["cause"].str.startswith("counts not from Gaussian-k (2019)'s own training").all()
+    assert (other["evidence"] == own["evidence"]).all()  # the same numbers, not decided
+
+
+def test_the_worked_example_of_the_docs():
+    """docs/statistics.md's table: moments and count/k at the first threshold, from scipy's
+    distributions (exact), and a sample of each through selection.gaussian_tail_count."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "statistics.md").read_text()
+    cases = {"generalised normal β = 2.5": sps.gennorm(2.5), "Student-t₁₀": sps.t(10),
+             "normal": sps.norm()}
+    rng = np.random.default_rng(1)
+    for label, dist in cases.items():
+        kurt = float(dist.stats(moments="k"))
+        inside = bool(verdicts.gaussian_like(0.0, kurt))
+        tails = [2 * dist.sf(abs(sps.norm.ppf(rho / 2)) * dist.std()) / rho
+                 for rho in (0.001, 0.01)]
+        line = next(ln for ln in text.splitlines() if ln.startswith(f"| {label} |"))
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert float(cells[2].replace("−", "-")) == pytest.approx(kurt, abs=5e-3)
+        assert cells[3].startswith("inside") == inside
+        assert [float(c) for c in cells[4:6]] == pytest.approx(tails, rel=5e-3)
+        assert (cells[6] == "in band") == bool(verdicts.in_count_band(tails[0], 1.0))
+        # a sample of 2 million values agrees with the exact share
+        x = dist.rvs(size=2_000_000, random_state=rng)
+        k = 2000
+        assert selection.gaussian_tail_count(x, k) / k == pytest.approx(tails[0], rel=0.15)
+
+
+def test_the_findings_show_the_three_counts_side_by_side():
+    """The README's findings table of counts: on Top-k's u, in the method's own training (with
+    its median) and the tail, one row per (model, condition, method)."""
+    from topkscope.reproduce.findings import findings_markdown
+
+    topk = make_run("m", lambda r: r.standard_normal(D), snapshot_steps=(0, 1, 2, 3), ranks=1)
+    topk.manifest["experiment"] = "m-conv"
+    own = [trained_run("gaussiank-2019", np.full(10, 0.02), seed=s) for s in range(3)]
+    md = findings_markdown(claims.build([topk, *own], max_snapshots=4))
+    line = next(ln for ln in md.splitlines()
+                if ln.startswith("| m | warmup=none; ρ=0.001 | Gaussian-k (2019) |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[3].startswith("holds") and cells[4] == "**fails** (0%), median 0.02k"
+    assert cells[5].startswith("holds")
+
+
+def test_a_recorded_tail_count_makes_every_recorded_u_a_unit():
+    """Where the recorder logs the first threshold's count, every (step, rank, density) is a
+    unit; the snapshots are not needed."""
+    run = make_run("g", gennorm(2.5), snapshot_steps=(), steps=4, ranks=2)
+    assert claims.build([run]).set_index("claim").loc["gaussian_tail", "verdict"] \
+        == "insufficient-data"
+    u = run.stats
+    rows = u.index[u["kind"] == "u"]
+    run.stats[claims.TAIL_COLUMN] = np.nan  # the g rows have none
+    rng = np.random.default_rng(0)
+    for i in rows:
+        x = gennorm(2.5)(rng)
+        run.stats.loc[i, claims.TAIL_COLUMN] = selection.gaussian_tail_count(
+            x, int(run.stats.loc[i, "k"]))
+    row = claims.build([run]).set_index("claim").loc["gaussian_tail"]
+    assert row["n_units"] == 4 * 2 * 2 and row["verdict"] == "fails"
+    assert "recorded u (gaussian_tail_count)" in row["evidence"]
