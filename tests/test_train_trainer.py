@@ -289,3 +289,20 @@ def test_a_non_finite_gradient_under_a_finite_loss_is_divergence_too(monkeypatch
     with pytest.raises(DivergedError, match=r"^training diverged at step 1: loss = [0-9.]+ on "
                                             r"worker 0 \(its gradient holds NaN/Inf\)"):
         trainer.train_step()
+
+
+@pytest.mark.parametrize("sparsifier", ["topk", "gaussiank-2019", "randk", "dense"])
+def test_rows_carry_the_steps_own_contraction_averaged_over_workers(sparsifier):
+    # delta_C = ||u - C(u)||^2 / ||u||^2, recomputed in float64 from what the recorder was handed
+    trainer = trainer_for(steps=3, sparsifier=sparsifier)
+    log = CallLog({0, 1, 2})
+    trainer.recorder = log
+    rows = [trainer.train_step() for _ in range(3)]
+    for row in rows:
+        calls = [c for c in log.calls if c["step"] == row["step"]]
+        expected = [float((c["e"].double() ** 2).sum() / (c["u"].double() ** 2).sum())
+                    if sparsifier != "dense" else 0.0 for c in calls]
+        assert len(expected) == 2
+        assert row["contraction"] == pytest.approx(sum(expected) / 2, rel=1e-9, abs=1e-12)
+        if sparsifier == "topk":  # Top-k keeps at least the average energy: 0 < delta < 1 - k/d
+            assert 0 < row["contraction"] < 1 - 0.01

@@ -52,14 +52,16 @@ def column_prefix(name: str) -> str:
 # same count over the P workers (0 when a worker sent nothing); times in seconds per worker
 # (mean over the simulated workers; rank 0's own under torchrun), where time_communicate
 # includes waiting for the slowest worker; bytes_sent = payload put on the wire by all workers
-# together (comm.sparse). epoch is nullable (Int64): a DDP-hook run knows no epochs unless the
+# together (comm.sparse); contraction = ||u - C(u)||^2 / ||u||^2 of the step's selection (0 for
+# dense; the mean over the P workers in `topkscope run`, the rank's own in a DDP-hook run;
+# absent from runs written before it was recorded). epoch is nullable (Int64): a DDP-hook run knows no epochs unless the
 # script notes them.
 TRAIN_COLUMNS = {
     "step": "int64", "epoch": "Int64", "loss": "float64", "lr": "float64", "metric": "float64",
     "metric_name": "object", "density": "float64", "k": "int64", "selected": "float64",
     "selected_min": "int64", "selected_median": "float64", "selected_max": "int64",
     "time_compute": "float64", "time_select": "float64", "time_communicate": "float64",
-    "bytes_sent": "int64",
+    "bytes_sent": "int64", "contraction": "float64",
 }  # fmt: skip
 EVAL_COLUMNS = {
     "step": "int64", "epoch": "int64", "split": "object", "loss": "float64", "metric": "float64",

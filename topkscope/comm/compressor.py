@@ -13,6 +13,8 @@ nothing) sends nothing and keeps all of u in e.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 import torch
@@ -25,11 +27,25 @@ from topkscope.sparsify import Sparsifier, k_from_density
 RESIDUAL_KEY = "__global__"  # one flat residual per worker, in layout order
 
 
+def contraction_of(u: torch.Tensor, sent: torch.Tensor) -> float:
+    """||u - C(u)||^2 / ||u||^2 for an operator that sends u's own values at some indices
+    (C(u) = u on them, 0 elsewhere): 1 - ||sent||^2 / ||u||^2, both sums in float64; NaN
+    when u = 0."""
+    total = float(torch.linalg.vector_norm(u, dtype=torch.float64)) ** 2
+    if total == 0.0:
+        return math.nan
+    kept = float(torch.linalg.vector_norm(sent, dtype=torch.float64)) ** 2
+    return max(0.0, 1.0 - kept / total)
+
+
 @dataclass
 class Compressed:
     update: SparseUpdate
     u: torch.Tensor | None   # kept only when asked (for the Recorder)
     e: torch.Tensor | None
+    # the step's contraction ||u - C(u)||^2 / ||u||^2 (float64 sums; NaN when u = 0): the
+    # delta_C of the method's own training that the convergence bounds are written in
+    contraction: float = math.nan
 
 
 class WorkerCompressor:
@@ -78,12 +94,13 @@ class WorkerCompressor:
             u = g.clone() if self.error_feedback else g  # g itself is never written to
         idx = self._select(u, density)
         update = SparseUpdate(u[idx], idx.to(index_dtype(u.numel())))
+        contraction = contraction_of(u, update.values)
         u_kept = u.clone() if keep else None
         if self.error_feedback:
             e = self.feedback.update(RESIDUAL_KEY, u, idx, inplace=True)
         else:
             e = torch.zeros_like(u) if keep else None
-        return Compressed(update, u_kept, e if keep else None)
+        return Compressed(update, u_kept, e if keep else None, contraction)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return self.feedback.state_dict()

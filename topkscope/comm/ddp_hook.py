@@ -243,6 +243,7 @@ def topk_hook(state: TopKHookState, bucket: dist.GradBucket
                                "time_compute": compute,
                                **ExchangeResult.count_columns([d] * P),
                                "time_select": math.nan, "time_communicate": math.nan,
+                               "contraction": 0.0,
                                "bytes_sent": dense_payload_bytes(P, d, bucket.buffer()
                                                                  .element_size())})
             state.step += 1
@@ -289,7 +290,8 @@ def _exchange_pending(state: TopKHookState) -> None:
                        **ExchangeResult.count_columns(result.counts),
                        "time_select": result.time_select,
                        "time_communicate": result.time_communicate,
-                       "bytes_sent": result.bytes_sent})
+                       "bytes_sent": result.bytes_sent,
+                       "contraction": result.contraction})
     views = layout.views(result.mean)
     for bucket, fut in state._pending:
         parts = [views[state._slot[id(p)]].reshape(-1) for p in bucket.parameters()]

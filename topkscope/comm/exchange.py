@@ -35,6 +35,7 @@ class Contribution:
     sparse: SparseUpdate | None
     dense: torch.Tensor | None
     time_select: float
+    contraction: float = 0.0   # ||u - C(u)||^2 / ||u||^2 of this worker (dense: 0)
 
 
 @dataclass
@@ -44,6 +45,7 @@ class ExchangeResult:
     bytes_sent: int = 0                              # payload over all workers
     time_select: float = 0.0                         # mean over local workers, seconds
     time_communicate: float = 0.0                    # gather + aggregate, seconds
+    contraction: float = 0.0                         # mean over local workers (dense: 0)
 
     @staticmethod
     def count_columns(counts: list[int]) -> dict[str, float | int]:
@@ -70,7 +72,7 @@ def contribute(compressor: WorkerCompressor, g: torch.Tensor, density: float, *,
     if record:
         recorder.record(step, rank, u=out.u, e=out.e, g=g, layout=entries,
                         selected=out.update.indices.to(torch.int64))
-    return Contribution(out.update, None, elapsed)
+    return Contribution(out.update, None, elapsed, out.contraction)
 
 
 def combine(transport: Transport, local: list[Contribution], d: int,
@@ -85,19 +87,21 @@ def combine(transport: Transport, local: list[Contribution], d: int,
                          f"got {len(local)}")
     P = transport.world_size
     t_select = sum(c.time_select for c in local) / len(local)
+    contraction = sum(c.contraction for c in local) / len(local)
     t0 = time.perf_counter()
     if local[0].sparse is None:
         dense = [c.dense for c in local]
         mean = transport.sum_dense(dense).div_(P)
         nbytes = dense_payload_bytes(P, d, dense[0].element_size())
-        return ExchangeResult(mean, [d] * P, nbytes, t_select, time.perf_counter() - t0)
+        return ExchangeResult(mean, [d] * P, nbytes, t_select, time.perf_counter() - t0, 0.0)
     updates = [c.sparse for c in local]
     everyone = transport.gather_sparse(updates)
     ref = updates[0].values
     mean = scatter_sum(everyone, d, ref.dtype, ref.device, out, scale=1.0 / P)
     counts = [u.count for u in everyone]
     nbytes = sparse_payload_bytes(counts, ref.element_size(), updates[0].indices.element_size())
-    return ExchangeResult(mean, counts, nbytes, t_select, time.perf_counter() - t0)
+    return ExchangeResult(mean, counts, nbytes, t_select, time.perf_counter() - t0,
+                          contraction)
 
 
 def exchange(transport: Transport, compressors: list[WorkerCompressor],

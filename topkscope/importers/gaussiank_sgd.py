@@ -393,7 +393,7 @@ def parse_job(job: Job, source: str = SOURCE) -> ParsedRun:
     train = {c: [] for c in ("step", "epoch", "rank", "loss", "lr", "metric", "metric_name",
                              "density", "k", "selected", "selected_min", "selected_median",
                              "selected_max", "time_compute", "time_select",
-                             "time_communicate", "bytes_sent", "time_forward",
+                             "time_communicate", "bytes_sent", "contraction", "time_forward",
                              "time_backward", "time_io", "time_iteration")}
     previous: dict[int, int] = {}
     for epoch, it, rank, loss, fwd, bwd, _trainer_time, io in elog.intervals:
@@ -418,7 +418,8 @@ def parse_job(job: Job, source: str = SOURCE) -> ParsedRun:
         train["density"].append(dens)
         train["k"].append(k)
         train["selected"].append(sent)
-        for c in ("selected_min", "selected_median", "selected_max", "bytes_sent"):
+        for c in ("selected_min", "selected_median", "selected_max", "bytes_sent",
+                  "contraction"):
             train[c].append(None)
         train["time_compute"].append(fwd + bwd)
         train["time_select"].append(_window_mean(select, lo, it))

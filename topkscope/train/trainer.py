@@ -135,13 +135,14 @@ class Trainer:
                                                 recorder=self.recorder, step=step))
             except NonFiniteError:  # the sparsifier found NaN/Inf in u = e + g
                 raise DivergedError(step, loss, worker.rank, gradient=True) from None
-            stats.append(row)
+            stats.append([*row, contributions[-1].contraction])
         if kept_buffers:  # running statistics follow rank 0 (see module docstring)
             for b, kept in zip(self.model.buffers(), kept_buffers):
                 b.copy_(kept)
         result = combine(self.transport, contributions, self.layout.d, self._mean)
         self._apply(result.mean, lr)
-        loss_sum, correct, count = self.transport.sum_scalars(stats)
+        # the contraction rides with the loss sums: one collective gives its mean over all P
+        loss_sum, correct, count, contraction_sum = self.transport.sum_scalars(stats)
         self.step += 1
         counts = result.counts
         k = self.layout.d if self.compressors[0].is_dense else self.compressors[0].target_k(rho)
@@ -159,6 +160,7 @@ class Trainer:
             "time_select": result.time_select,
             "time_communicate": result.time_communicate,
             "bytes_sent": result.bytes_sent,
+            "contraction": contraction_sum / self.transport.world_size,
         }
 
     def evaluate(self) -> dict[str, Any]:
