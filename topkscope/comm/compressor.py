@@ -14,7 +14,6 @@ nothing) sends nothing and keeps all of u in e.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 import torch
