@@ -385,13 +385,13 @@ def _below(u: pd.DataFrame, claim: str) -> dict:
     rho = k / d
     if claim == "below_classic":
         bound = 1.0 - rho
-        passed = contraction.is_below_classic(ratio, bound)
+        passed = verdicts.is_below_classic(ratio, bound)
     elif claim == "below_paper":
         bound = (1.0 - rho) ** 2
-        passed = contraction.is_below_paper(ratio, bound)
+        passed = verdicts.is_below_paper(ratio, bound)
     else:
         bound = np.array([contraction.gaussian_ratio(int(a), int(b)) for a, b in zip(k, d)])
-        passed = contraction.is_at_most(ratio, bound)
+        passed = verdicts.is_at_most(ratio, bound)
     if not passed.size:
         return _fraction_row(passed, "no finite topk_ratio for u")
     per = []

@@ -27,6 +27,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
 VERDICTS = ("holds", "fails", "mixed", "inconclusive", "insufficient-data")
 HOLDS_FRACTION = 0.9
@@ -57,6 +58,53 @@ def in_count_band(count, k) -> np.ndarray:
 
 def count_band_text() -> str:
     return f"[{COUNT_BAND[0] * 3:.0f}k/3, {COUNT_BAND[1] * 3:.0f}k/3]"
+
+
+REL_TOL = 1e-9  # comparisons with a bound are decided beyond float64 rounding
+
+
+def is_below_classic(ratio, bound):
+    """delta < 1 - k/d beyond float rounding: ratio < bound (1 - REL_TOL).
+
+    A flat vector attains the bound exactly and is never counted as below it.
+    """
+    return ratio < bound * (1.0 - REL_TOL)
+
+
+def is_below_paper(ratio, bound):
+    """delta <= (1 - k/d)^2 up to float rounding: ratio <= bound (1 + REL_TOL)."""
+    return is_at_most(ratio, bound)
+
+
+def is_at_most(ratio, bound):
+    """ratio <= bound up to float rounding: ratio <= bound (1 + REL_TOL) (the paper's bound,
+    the Gaussian value)."""
+    return ratio <= bound * (1.0 + REL_TOL)
+
+
+CONTRACTION_SHARES = {  # column -> (criterion, the bound's column in a stats / ratios frame)
+    "share_below_classic": (is_below_classic, "classic_bound"),
+    "share_at_most_paper": (is_below_paper, "paper_bound"),
+    "share_at_most_gaussian": (is_at_most, "gaussian_ratio"),
+}
+
+
+def contraction_shares(records, by) -> pd.DataFrame:
+    """Per group of `records` (rows with topk_ratio and the bound columns, e.g. recorded u
+    stats), `records` and the share meeting each contraction criterion (CONTRACTION_SHARES);
+    the one grouping the captions and the paper tables read."""
+    by = [by] if isinstance(by, str) else list(by)
+    cols = [*by, "records", *CONTRACTION_SHARES]
+    if records.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for key, g in records.groupby(by, sort=True):
+        ratio = g["topk_ratio"].to_numpy(float)
+        row = dict(zip(by, key if isinstance(key, tuple) else (key,)), records=len(g))
+        for name, (criterion, bound) in CONTRACTION_SHARES.items():
+            row[name] = float(criterion(ratio, g[bound].to_numpy(float)).mean())
+        rows.append(row)
+    return pd.DataFrame(rows, columns=cols)
 
 
 # ------------------------------------------------------------------ fraction rule
@@ -224,6 +272,40 @@ def speedup_verdict(speedups: Sequence[float], errors: Sequence[float]) -> tuple
     if any(s < 1 - e for s, e in zip(speedups, errors)):
         return "fails", faster
     return "inconclusive", faster
+
+
+def time_verdict(speedups: Sequence[float | None], error: float, counted: bool,
+                 n_failed: int = 0) -> tuple[str, int, int]:
+    """(verdict, seeds faster beyond the error, seeds that never reached the target) of one
+    method's per-seed speed-ups to the target over Top-k (None: never reached), `n_failed` of
+    whose seeds' runs failed; topkscope.perf.time_to_accuracy's module doc. counted False (selection not counted): at
+    most inconclusive."""
+    never = sum(s is None for s in speedups)
+    reached = [s for s in speedups if s is not None]
+    faster = sum(s > 1 + error for s in reached)
+    n = len(speedups)
+    if n == 0:
+        return "insufficient-data", faster, never
+    if n_failed and n_failed == n:
+        return "fails", faster, never
+    if n < MIN_SEEDS:
+        return ("inconclusive" if n_failed else "insufficient-data"), faster, never
+    if never:
+        return "fails", faster, never
+    if not counted:
+        return "inconclusive", faster, never
+    if faster == len(reached):
+        return ("inconclusive" if n_failed else "holds"), faster, never
+    if all(s < 1 - error for s in reached):
+        return "fails", faster, never
+    return "inconclusive", faster, never
+
+
+def free_selection_verdict(slower: Sequence) -> str:
+    """The speed-up verdict when no selection time was measured on the compute's device: fails
+    when the method is slower than a dense baseline beyond its error even with free
+    selection (`slower`: those baselines), else inconclusive (its selection time decides)."""
+    return "fails" if slower else "inconclusive"
 
 
 def band_verdict(speedups: Sequence[dict], baselines: Sequence[str],
