@@ -155,7 +155,9 @@ def test_table_layout(table):
     assert (table["rule"] == table["claim"].map(claims.RULES)).all()
     assert table["statement"].notna().all() and table["cause"].notna().all()
     assert table["model"].tolist() == sorted(table["model"].tolist())
-    assert set(table["section"]) == {"distribution"}
+    # delta < 1 - k/d holds for any vector that is not flat: a check, not a finding
+    assert set(table["section"]) == {"distribution", "check"}
+    assert set(table.loc[table["section"] == "check", "claim"]) == {"below_classic"}
     # one condition per model here (warmup=none at rho = 0.001): no pooled row
     assert set(table.loc[table["model"] == "gauss", "condition"]) == {"warmup=none; rho=0.001"}
 
@@ -173,6 +175,44 @@ def test_gaussian_vectors_satisfy_the_papers_claims(table):
     assert "Top-k keeps" in row["evidence"]
     conv = table[(table["model"] == "gauss") & (table["claim"] == "convexity_condition")].iloc[0]
     assert conv["n_units"] == 3 * len(DENSITIES) and conv["verdict"] == "holds"  # (snapshot, rho)
+
+
+def test_uniform_ratio_matches_a_float64_monte_carlo():
+    """bounds.uniform_ratio = (1 - rho)^3 against delta of U(-1, 1) draws, in float64."""
+    from topkscope import bounds
+
+    rng = np.random.default_rng(7)
+    for rho in (0.001, 0.01, 0.3):
+        d = 400_000
+        k = bounds.k_from_density(rho, d)
+        measured = np.mean([contraction.topk_ratio(rng.uniform(-1, 1, d), k)
+                            for _ in range(3)])
+        assert measured == pytest.approx(bounds.uniform_ratio(k, d), abs=2e-4 * (1 + 30 * rho))
+
+
+def test_a_uniform_u_meets_the_papers_bound_and_the_row_shows_how_close():
+    """At rho = 0.001 a uniform u meets (1 - k/d)^2 (delta ~ 1 - 3 rho < 1 - 2 rho): the row
+    holds, and its margin (~1 - rho gaps, as a uniform u's) and delta_uniform show that a
+    vector barely less flat than noise would pass; a Gaussian u's is many gaps."""
+    uni = make_run("uni", lambda r: r.uniform(-1, 1, D))
+    gauss = make_run("gauss", lambda r: r.standard_normal(D))
+    table = claims.build([uni, gauss])
+    rows = table[table["claim"] == "below_paper"].set_index("model")
+    rho = DENSITIES  # both densities are pooled: medians over the units
+    assert rows.loc["uni", "verdict"] == "holds"
+    # the margin of each unit is (bound - delta) / gap; a uniform u's is 1 - rho up to noise
+    assert 0.5 < rows.loc["uni", "bound_margin"] < 1.5
+    assert rows.loc["gauss", "bound_margin"] > 5 * rows.loc["uni", "bound_margin"]
+    expected_uniform = np.median([(1 - r) ** 3 for r in rho for _ in range(8)])
+    assert rows.loc["uni", "delta_uniform"] == pytest.approx(expected_uniform, rel=1e-3)
+    assert rows.loc["uni", "delta_gaussian"] == pytest.approx(np.median(
+        [contraction.gaussian_ratio(contraction.k_from_density(r, D), D) for r in rho]),
+        rel=1e-9)
+    assert "a uniform u gives delta" in rows.loc["uni", "evidence"]
+    # a flat vector sits on 1 - k/d: exactly one gap above (1 - k/d)^2
+    flat = claims.build([make_run("flat", lambda r: np.sign(r.standard_normal(D)))])
+    assert flat.set_index("claim").loc["below_paper", "bound_margin"] == pytest.approx(-1.0)
+    assert table.set_index(["model", "claim"]).loc[("uni", "below_classic"), "section"] == "check"
 
 
 def test_heavy_tails_fail_gaussianity_and_gaussiank_count(table):

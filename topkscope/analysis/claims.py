@@ -28,10 +28,19 @@ several target-density conditions, a row "all conditions (target density)" pools
 1. gaussian_like      unit: one recorded u (step, rank); criterion |skew| <= 0.5 and
                       |excess kurtosis| <= 1; evidence and `gennorm_beta`: the generalised-
                       normal shape beta of the snapshot fits (2 = normal, 1 = Laplace).
-2. below_classic      unit: (step, rank, density); criterion delta_emp < 1 - k/d.
+2. below_classic      unit: (step, rank, density); criterion delta_emp < 1 - k/d; true for
+                      any vector that is not flat (Top-k keeps at least the mean energy):
+                      section check, not a finding.
 3. below_paper        unit: (step, rank, density); criterion delta_emp <= (1 - k/d)^2.
 3a. gaussian_value    unit: (step, rank, density); criterion delta_emp <= the Gaussian value
                       1 - rho - 2 t phi(t), t = Phi^-1(1 - rho/2) (the paper's third curve).
+                      Both give `bound_margin`: the median over units of (bound - delta) /
+                      ((1 - k/d) - (1 - k/d)^2), how far delta stayed from the bound in units
+                      of the gap between the two bounds (0: on the bound, < 0: above it), and
+                      `delta_uniform` = (1 - k/d)^3, `delta_gaussian` = the Gaussian value:
+                      the delta of a uniform and of a Gaussian u of the same d and k (a uniform
+                      u meets (1 - k/d)^2 with margin 1 - k/d: a "holds" with a margin near 1 is
+                      no flatter than uniform noise).
 3b. convexity_condition  unit: (snapshot of u, density); criterion contraction's
                       condition_holds (the convexity gap allows delta at most 2% of the gap
                       between the bounds above (1 - k/d)^2); evidence says how often the bound
@@ -50,7 +59,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from topkscope import validate
+from topkscope import bounds, validate
 from topkscope.analysis import (
     contraction,
     convergence_claims,
@@ -84,7 +93,7 @@ COLUMNS = [
     "n_units", "fraction", "evidence", "verdict", "rule",
     "condition", "n_seeds", "ci_low", "ci_high", "traffic_ratio",
     "section", "cause", "metric", "margin", "diff_mean", "n_failed_seeds", "traffic_warmup",
-    "traffic_target", "gennorm_beta",
+    "traffic_target", "gennorm_beta", "bound_margin", "delta_uniform", "delta_gaussian",
 ]  # fmt: skip
 # what the prediction rows (section "prediction": topkscope.perf.report's speed-ups and
 # topkscope.perf.time_to_accuracy's times to the target) add to COLUMNS (docs/design.md)
@@ -98,6 +107,10 @@ NO_UNITS = "no units recorded"
 DURING_WARMUP = "during warm-up at rho="
 GAUSSIANK_VARIANTS = ("gaussiank-2019", "gaussiank")
 BY_CONSTRUCTION = {("gaussiank_count", "gaussiank")}  # (claim, sparsifier): checks, not claims
+# claims true for any vector that is not flat (Top-k keeps at least the mean energy): checks
+CHECK_CLAIMS = frozenset({"below_classic"})
+# claims whose rows give bound_margin, delta_uniform and delta_gaussian (see _below)
+MARGIN_CLAIMS = ("below_paper", "gaussian_value")
 
 STATEMENTS = {
     "gaussian_like": "u is bell-shaped / Gaussian-like during training",
@@ -226,7 +239,7 @@ def section_of(claim: str, sparsifier: str, condition=None) -> str:
     rule build() applies, usable on a table written before the column existed)."""
     if "speedup" in str(claim) or str(condition or "").startswith("prediction"):
         return "prediction"
-    if (str(claim), str(sparsifier)) in BY_CONSTRUCTION:
+    if (str(claim), str(sparsifier)) in BY_CONSTRUCTION or str(claim) in CHECK_CLAIMS:
         return "check"
     if str(claim).endswith(("_accuracy", "_traffic")):
         return "convergence"
@@ -375,6 +388,13 @@ def _gaussian_like(u: pd.DataFrame, snaps: list[dict]) -> dict:
     return row
 
 
+def _per_kd(closed_form, k: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """closed_form(k, d) of topkscope.bounds per unit, evaluated once per distinct (k, d)."""
+    pairs, index = np.unique(np.stack([k, d], axis=1), axis=0, return_inverse=True)
+    values = np.array([closed_form(int(a), int(b)) for a, b in pairs], dtype=np.float64)
+    return values[np.asarray(index).reshape(-1)] if len(k) else np.zeros(0)
+
+
 def _below(u: pd.DataFrame, claim: str) -> dict:
     if u.empty or "topk_ratio" not in u:
         return _fraction_row(np.zeros(0, bool), "no recorded topk_ratio for u")
@@ -383,6 +403,7 @@ def _below(u: pd.DataFrame, claim: str) -> dict:
     ok = np.isfinite(ratio) & (k > 0) & (d > 0)
     ratio, k, d, dens = ratio[ok], k[ok], d[ok], _floats(u["density"])[ok]
     rho = k / d
+    gaussian = _per_kd(bounds.gaussian_ratio, k, d)
     if claim == "below_classic":
         bound = 1.0 - rho
         passed = verdicts.is_below_classic(ratio, bound)
@@ -390,18 +411,33 @@ def _below(u: pd.DataFrame, claim: str) -> dict:
         bound = (1.0 - rho) ** 2
         passed = verdicts.is_below_paper(ratio, bound)
     else:
-        bound = np.array([contraction.gaussian_ratio(int(a), int(b)) for a, b in zip(k, d)])
+        bound = gaussian
         passed = verdicts.is_at_most(ratio, bound)
     if not passed.size:
         return _fraction_row(passed, "no finite topk_ratio for u")
+    gap = rho * (1.0 - rho)  # (1 - k/d) - (1 - k/d)^2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        margin = np.where(gap > 0, (bound - ratio) / gap, np.nan)
+    uniform = _per_kd(bounds.uniform_ratio, k, d)
     per = []
     for density in np.unique(dens):
         sel = dens == density
         gain = np.median((1.0 - ratio[sel]) / rho[sel])
-        per.append(f"density {density:g}: median delta {np.median(ratio[sel]):.4g} vs "
-                   f"{'Gaussian value' if claim == 'gaussian_value' else 'bound'} "
-                   f"{np.median(bound[sel]):.4g}, Top-k keeps {gain:.3g}x the energy share k/d")
-    return _fraction_row(passed, "; ".join(per))
+        text = (f"density {density:g}: median delta {np.median(ratio[sel]):.4g} vs "
+                f"{'Gaussian value' if claim == 'gaussian_value' else 'bound'} "
+                f"{np.median(bound[sel]):.4g}, Top-k keeps {gain:.3g}x the energy share k/d")
+        if claim in MARGIN_CLAIMS and np.isfinite(margin[sel]).any():
+            text += (f", margin median {np.nanmedian(margin[sel]):.3g} (least "
+                     f"{np.nanmin(margin[sel]):.3g}) gaps; a uniform u gives delta "
+                     f"{np.median(uniform[sel]):.4g}, a Gaussian u "
+                     f"{np.median(gaussian[sel]):.4g}")
+        per.append(text)
+    row = _fraction_row(passed, "; ".join(per))
+    if claim in MARGIN_CLAIMS:
+        row.update(bound_margin=float(np.nanmedian(margin)) if np.isfinite(margin).any()
+                   else math.nan, delta_uniform=float(np.median(uniform)),
+                   delta_gaussian=float(np.median(gaussian)))
+    return row
 
 
 def _convexity(snaps: list[dict]) -> dict:
