@@ -94,6 +94,7 @@ COLUMNS = [
     "condition", "n_seeds", "ci_low", "ci_high", "traffic_ratio",
     "section", "cause", "metric", "margin", "diff_mean", "n_failed_seeds", "traffic_warmup",
     "traffic_target", "gennorm_beta", "bound_margin", "delta_uniform", "delta_gaussian",
+    "fraction_low", "fraction_high",
 ]  # fmt: skip
 # what the prediction rows (section "prediction": topkscope.perf.report's speed-ups and
 # topkscope.perf.time_to_accuracy's times to the target) add to COLUMNS (docs/design.md)
@@ -340,12 +341,16 @@ def _claim_rows(sparsifier: str, condition: str, u: pd.DataFrame, snaps: list[di
     return rows
 
 
-def _fraction_row(passed: np.ndarray, evidence: str) -> dict:
+def _fraction_row(passed: np.ndarray, evidence: str, runs=(), steps=()) -> dict:
+    """The fraction rule on the units `passed`, each labelled by its run and step (the
+    blocks of verdicts.share_interval)."""
     n, k = int(passed.size), int(np.count_nonzero(passed))
+    low, high = verdicts.share_interval(passed, runs, steps) if n else (math.nan, math.nan)
     return {"n_units": n, "fraction": k / n if n else math.nan,
+            "fraction_low": low, "fraction_high": high,
             "evidence": f"{k} of {n} units; {evidence}" if n else evidence,
-            "verdict": verdicts.fraction_verdict(k, n),
-            "cause": verdicts.fraction_cause(k, n)}  # fmt: skip
+            "verdict": verdicts.fraction_verdict(k, n, low, high),
+            "cause": verdicts.fraction_cause(k, n, low, high)}  # fmt: skip
 
 
 def _gaussian_like(u: pd.DataFrame, snaps: list[dict]) -> dict:
@@ -383,7 +388,8 @@ def _gaussian_like(u: pd.DataFrame, snaps: list[dict]) -> dict:
                      f"2 = normal, 1 = Laplace) over {betas.size} snapshots")
     if units.empty:
         parts.append("no recorded u (stats kind u, layer __global__) and no snapshots")
-    row = _fraction_row(passed, "; ".join(parts))
+    row = _fraction_row(passed, "; ".join(parts), units["_run"].to_numpy()[defined],
+                        units["step"].to_numpy()[defined])
     row["gennorm_beta"] = float(np.median(betas)) if betas.size else math.nan
     return row
 
@@ -402,6 +408,7 @@ def _below(u: pd.DataFrame, claim: str) -> dict:
     k, d = _floats(u["k"]), _floats(u["numel"])
     ok = np.isfinite(ratio) & (k > 0) & (d > 0)
     ratio, k, d, dens = ratio[ok], k[ok], d[ok], _floats(u["density"])[ok]
+    blocks = u["_run"].to_numpy()[ok], u["step"].to_numpy()[ok]
     rho = k / d
     gaussian = _per_kd(bounds.gaussian_ratio, k, d)
     if claim == "below_classic":
@@ -432,7 +439,7 @@ def _below(u: pd.DataFrame, claim: str) -> dict:
                      f"{np.median(uniform[sel]):.4g}, a Gaussian u "
                      f"{np.median(gaussian[sel]):.4g}")
         per.append(text)
-    row = _fraction_row(passed, "; ".join(per))
+    row = _fraction_row(passed, "; ".join(per), *blocks)
     if claim in MARGIN_CLAIMS:
         row.update(bound_margin=float(np.nanmedian(margin)) if np.isfinite(margin).any()
                    else math.nan, delta_uniform=float(np.median(uniform)),
@@ -443,7 +450,8 @@ def _below(u: pd.DataFrame, claim: str) -> dict:
 def _convexity(snaps: list[dict]) -> dict:
     if not snaps:
         return _fraction_row(np.zeros(0, bool), "no snapshots of u (the curve needs every value)")
-    ratios = pd.concat([s["ratios"] for s in snaps], ignore_index=True)
+    ratios = pd.concat([s["ratios"].assign(_run=s["_run"], _step=s["step"]) for s in snaps],
+                       ignore_index=True)
     ratios = ratios[np.isfinite(_floats(ratios["convexity_gap"]))]
     held = ratios["condition_holds"].astype(bool).to_numpy()
     evidence = (f"median convexity gap {np.nanmedian(_floats(ratios['convexity_gap'])):.3g} "
@@ -454,7 +462,7 @@ def _convexity(snaps: list[dict]) -> dict:
         evidence += (f"; where the condition failed the bound (1-k/d)^2 still held in "
                      f"{int(failed['below_paper'].astype(bool).sum())} of {len(failed)} "
                      "(snapshot, density) checks")
-    return _fraction_row(held, evidence)
+    return _fraction_row(held, evidence, ratios["_run"].to_numpy(), ratios["_step"].to_numpy())
 
 
 def _gaussiank_count(u: pd.DataFrame, variant: str) -> dict | None:
@@ -470,7 +478,7 @@ def _gaussiank_count(u: pd.DataFrame, variant: str) -> dict | None:
     evidence = f"count/k median {med:.3g}, 5th-95th percentile {lo:.3g}-{hi:.3g}"
     if ("gaussiank_count", variant) in BY_CONSTRUCTION:
         evidence += "; true by construction (the robust variant selects exactly k)"
-    return _fraction_row(passed, evidence)
+    return _fraction_row(passed, evidence, u["_run"].to_numpy()[ok], u["step"].to_numpy()[ok])
 
 
 def _snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> list[dict]:

@@ -2,8 +2,12 @@
 words that say why (`cause`). The claims (topkscope.analysis.claims) apply them; captions,
 paper tables, the README and notebooks call them or read the claims' columns, never a copy.
 
-Fraction rule (distribution claims): a unit is one observation; with f the share of units
-meeting the criterion, f >= 0.9 holds, f <= 0.1 fails, else mixed; < 3 units insufficient-data.
+Fraction rule (distribution claims): a unit is one observation; f is the share of units
+meeting the criterion and [lo, hi] its 95% block-bootstrap interval (share_interval: blocks =
+the steps of a run, runs resampled where there are several): holds if lo >= 0.9, fails if
+hi <= 0.1, mixed if 0.1 < lo and hi < 0.9, inconclusive if the interval straddles a cut;
+< 3 units insufficient-data. Without an interval (a table written before it) f alone decides:
+f >= 0.9 holds, f <= 0.1 fails, else mixed.
 
 Paired-seed rule (convergence claims): the paired difference method - Top-k of the final
 held-out metric per seed (accuracy in points; perplexity in % of Top-k's), mean and two-sided
@@ -108,10 +112,67 @@ def contraction_shares(records, by) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------ fraction rule
-def fraction_verdict(n_pass: int, n_units: int) -> str:
-    """The fraction rule: >= 90% holds, <= 10% fails, else mixed; < 3 units insufficient-data."""
+BOOTSTRAP_REPLICATES = 2000
+BOOTSTRAP_SEED = 0
+SHARE_LEVEL = 0.95
+_CHUNK = 4_000_000  # draws per vectorised batch of replicates (memory bound)
+
+
+def share_interval(passed, runs, steps, replicates: int = BOOTSTRAP_REPLICATES,
+                   seed: int = BOOTSTRAP_SEED, level: float = SHARE_LEVEL
+                   ) -> tuple[float, float]:
+    """The `level` percentile interval of the share of `passed` units, by a two-stage block
+    bootstrap: a block is every unit of one (run, step) (the ranks and densities of a step
+    share its u, so they are not independent); each replicate draws the runs with
+    replacement, then within each drawn run as many of its steps as it has, with
+    replacement, and takes the share over the drawn blocks' units. One run: its steps are
+    resampled. Deterministic (`seed`); NaN ends without units."""
+    passed = np.asarray(passed, dtype=bool).reshape(-1)
+    if not passed.size:
+        return math.nan, math.nan
+    blocks, block_of = np.unique(np.stack([np.asarray(runs).astype(str).reshape(-1),
+                                           np.asarray(steps).astype(str).reshape(-1)], 1),
+                                 axis=0, return_inverse=True)
+    block_of = np.asarray(block_of).reshape(-1)
+    hits = np.bincount(block_of, weights=passed, minlength=len(blocks))
+    sizes = np.bincount(block_of, minlength=len(blocks)).astype(np.float64)
+    _, run_of = np.unique(blocks[:, 0], return_inverse=True)  # blocks sorted by run
+    per_run = np.bincount(np.asarray(run_of).reshape(-1))
+    first = np.concatenate([[0], np.cumsum(per_run)[:-1]])
+    n_runs, most = per_run.size, int(per_run.max())
+    rng = np.random.default_rng(seed)
+    shares = []
+    chunk = max(1, _CHUNK // (n_runs * most))
+    for start in range(0, replicates, chunk):
+        b = min(chunk, replicates - start)
+        drawn = rng.integers(0, n_runs, size=(b, n_runs))
+        count = per_run[drawn][..., None]
+        local = np.floor(rng.random((b, n_runs, most)) * count).astype(np.int64)
+        used = np.arange(most) < count
+        index = np.where(used, first[drawn][..., None] + local, 0)
+        shares.append(np.where(used, hits[index], 0).sum((1, 2))
+                      / np.where(used, sizes[index], 0).sum((1, 2)))
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(np.concatenate(shares), [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def fraction_verdict(n_pass: int, n_units: int, low: float | None = None,
+                     high: float | None = None) -> str:
+    """The fraction rule (module doc): with the share's interval [low, hi]: holds above the
+    90% cut, fails below the 10% cut, mixed between them, inconclusive straddling a cut;
+    without one, the share alone (>= 90% holds, <= 10% fails, else mixed); < 3 units
+    insufficient-data."""
     if n_units < MIN_UNITS:
         return "insufficient-data"
+    if low is not None and high is not None and math.isfinite(low) and math.isfinite(high):
+        if low >= HOLDS_FRACTION:
+            return "holds"
+        if high <= FAILS_FRACTION:
+            return "fails"
+        if low > FAILS_FRACTION and high < HOLDS_FRACTION:
+            return "mixed"
+        return "inconclusive"
     frac = n_pass / n_units
     if frac >= HOLDS_FRACTION:
         return "holds"
@@ -120,16 +181,28 @@ def fraction_verdict(n_pass: int, n_units: int) -> str:
     return "mixed"
 
 
-def fraction_cause(n_pass: int, n_units: int) -> str:
-    """'12 of 16 units (75%) meet the criterion'; the count that is missing for a verdict."""
+def fraction_cause(n_pass: int, n_units: int, low: float | None = None,
+                   high: float | None = None) -> str:
+    """'12 of 16 units (75%; 95% interval 58%-88%) meet the criterion'; the count that is
+    missing for a verdict; which cut an interval straddles."""
     if n_units < MIN_UNITS:
         return f"{n_units} unit(s) measured, {MIN_UNITS} needed"
-    return f"{n_pass} of {n_units} units ({n_pass / n_units:.0%}) meet the criterion"
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return f"{n_pass} of {n_units} units ({n_pass / n_units:.0%}) meet the criterion"
+    text = (f"{n_pass} of {n_units} units ({n_pass / n_units:.0%}; {SHARE_LEVEL:.0%} interval "
+            f"{low:.0%}-{high:.0%}) meet the criterion")
+    cuts = [c for c in (FAILS_FRACTION, HOLDS_FRACTION) if low < c < high]
+    if cuts:
+        text += f"; the interval straddles the {cuts[0]:.0%} cut"
+    return text
 
 
 FRACTION_RULE = (
-    f"holds if >= {HOLDS_FRACTION:.0%} of units satisfy the criterion, fails if <= "
-    f"{FAILS_FRACTION:.0%}, else mixed; insufficient-data with fewer than {MIN_UNITS} units"
+    f"holds if the {SHARE_LEVEL:.0%} block-bootstrap interval of the share of units that "
+    f"satisfy the criterion (blocks = steps, runs resampled where there are several) lies at "
+    f"or above {HOLDS_FRACTION:.0%}, fails if at or below {FAILS_FRACTION:.0%}, mixed if "
+    "strictly between them, inconclusive if it straddles either cut; insufficient-data with "
+    f"fewer than {MIN_UNITS} units"
 )
 
 

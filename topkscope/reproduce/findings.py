@@ -207,13 +207,16 @@ def _verdict(verdict: str) -> str:
 
 
 def _fraction_cell(row) -> str:
-    """'holds (100%)'; a bound's claim adds its margin in gaps between the bounds and a
-    uniform u's δ: 'holds (100%; margin 0.41, uniform δ 0.997)'."""
+    """'mixed (75% [58%–88%])': the verdict, the share and its interval; a bound's claim adds
+    its margin in gaps between the bounds and a uniform u's δ: 'holds (100% [100%–100%];
+    margin 0.41, uniform δ 0.997)'."""
     frac, margin = _number(row, "fraction"), _number(row, "bound_margin")
-    inside = "" if math.isnan(frac) else f"{frac:.0%}"
+    low, high = _number(row, "fraction_low"), _number(row, "fraction_high")
+    parts = [] if math.isnan(frac) else [f"{frac:.0%}" + (
+        "" if math.isnan(low) else f" [{low:.0%}–{high:.0%}]")]
     if not math.isnan(margin):
-        inside += (f"; margin {margin:.2g}, uniform δ {_number(row, 'delta_uniform'):.4g}"
-                   ).lstrip("; ")
+        parts.append(f"margin {margin:.2g}, uniform δ {_number(row, 'delta_uniform'):.4g}")
+    inside = "; ".join(parts)
     return _verdict(str(row.verdict)) + (f" ({inside})" if inside else "")
 
 
@@ -237,8 +240,9 @@ def _header(names: list[str]) -> list[str]:
 
 
 def distribution_markdown(table: pd.DataFrame) -> str:
-    """One row per (model, condition); per claim the verdict and the share of units meeting
-    its criterion; β: the median generalised-normal shape of the snapshot fits."""
+    """One row per (model, condition); runs: the runs behind it (the most of its claims); per
+    claim the verdict and the share of units meeting its criterion with its interval; β: the
+    median generalised-normal shape of the snapshot fits."""
     counts = sorted({s for s in table.loc[table["claim"] == "gaussiank_count", "sparsifier"]})
     columns = [*DISTRIBUTION_COLUMNS, *((("gaussiank_count", s), f"{sparsifier_name(s)} count "
                                          f"in {verdicts.count_band_text()}") for s in counts)]
@@ -247,13 +251,17 @@ def distribution_markdown(table: pd.DataFrame) -> str:
         key = row.claim if row.claim != "gaussiank_count" else (row.claim, row.sparsifier)
         where = cells.setdefault((str(row.model), _condition(row.condition)), {})
         where[key] = _fraction_cell(row)
+        runs = _number(row, "n_runs")
+        if not math.isnan(runs):
+            where["runs"] = f"{max(int(runs), int(where.get('runs', '0')))}"
         beta = _number(row, "gennorm_beta")
         if row.claim == "gaussian_like" and not math.isnan(beta):
             where["beta"] = f"{beta:.2f}"
-    names = ["model", "condition", DISTRIBUTION_COLUMNS[0][1], "β", *(h for _, h in columns[1:])]
+    names = ["model", "condition", "runs", DISTRIBUTION_COLUMNS[0][1], "β",
+             *(h for _, h in columns[1:])]
     lines = _header(names)
     for (model, cond), by in cells.items():
-        values = [by.get(columns[0][0], "—"), by.get("beta", "—")]
+        values = [by.get("runs", "—"), by.get(columns[0][0], "—"), by.get("beta", "—")]
         values += [by.get(key, "—") for key, _ in columns[1:]]
         lines.append(_row([model_name(model), _short(cond), *values]))
     return "\n".join(lines)
@@ -540,7 +548,8 @@ def findings_markdown(table: pd.DataFrame, heading: str | None = None) -> str:
                                                     "prediction", "check")}
     if len(by["distribution"]):
         part("distribution", "Top-k's u per model and condition (density warm-up and target "
-             "density ρ): verdict (share of units meeting the criterion); β: median "
+             "density ρ): verdict (share of units meeting the criterion [its 95% block-bootstrap "
+             "interval]); runs behind the row; β: median "
              "generalised-normal shape of the snapshot fits (2 = normal, 1 = Laplace).\n\n"
              + distribution_markdown(by["distribution"]))
     if len(by["convergence"]):

@@ -309,7 +309,11 @@ def _claims_cells(row) -> tuple[list[str], str]:
         # two digits fit the column ("0.021×"); the CSV keeps every digit
         sent = "--" if math.isnan(num("traffic_target")) else f"{num('traffic_target'):.2g}×"
     elif section != "prediction" and not math.isnan(num("fraction")):
-        result = f"{num('fraction'):.0%} of {int(num('n_units'))} units"
+        low = num("fraction_low")
+        result = (f"{num('fraction'):.0%}"
+                  + ("" if math.isnan(low) else f" [{low:.0%}, {num('fraction_high'):.0%}]")
+                  + f" of {int(num('n_units'))} units"
+                  + ("" if math.isnan(num("n_runs")) else f", {int(num('n_runs'))} runs"))
     elif section != "prediction":
         result = f"{0 if math.isnan(num('n_units')) else int(num('n_units'))} units"
     condition = row.condition if isinstance(row.condition, str) and row.condition else "--"
