@@ -506,3 +506,28 @@ def test_findings_and_latex_rows_show_the_runs_and_the_shares_interval(table):
             f"margin {row['bound_margin']:.2g}") in gauss
     cells, _ = paper_tables._claims_cells(next(row.to_frame().T.itertuples(index=False)))
     assert f"{int(row['n_runs'])} runs" in cells[4]
+
+
+def test_contraction_shares_equal_a_plain_count_per_group():
+    """verdicts.contraction_shares (captions, paper tables) against a loop over the records."""
+    from topkscope.analysis import verdicts
+
+    rng = np.random.default_rng(5)
+    n = 300
+    records = pd.DataFrame({"model": rng.choice(["a", "b"], n), "density": rng.choice(
+        [0.001, 0.01], n), "topk_ratio": rng.uniform(0.95, 1.0, n)})
+    records["classic_bound"] = 1 - records["density"]
+    records["paper_bound"] = records["classic_bound"] ** 2
+    records["gaussian_ratio"] = 0.975
+    got = verdicts.contraction_shares(records, ["model", "density"]).set_index(
+        ["model", "density"])
+    for (model, density), g in records.groupby(["model", "density"]):
+        rows = list(g.itertuples())
+        assert got.loc[(model, density), "records"] == len(rows)
+        for column, bound, strict in (("share_below_classic", "classic_bound", True),
+                                      ("share_at_most_paper", "paper_bound", False),
+                                      ("share_at_most_gaussian", "gaussian_ratio", False)):
+            hits = [(r.topk_ratio < getattr(r, bound)) if strict
+                    else (r.topk_ratio <= getattr(r, bound)) for r in rows]
+            assert got.loc[(model, density), column] == pytest.approx(np.mean(hits))
+    assert verdicts.contraction_shares(records.iloc[:0], "density").empty
