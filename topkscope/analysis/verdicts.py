@@ -130,14 +130,15 @@ def share_interval(passed, runs, steps, replicates: int = BOOTSTRAP_REPLICATES,
     passed = np.asarray(passed, dtype=bool).reshape(-1)
     if not passed.size:
         return math.nan, math.nan
-    blocks, block_of = np.unique(np.stack([np.asarray(runs).astype(str).reshape(-1),
-                                           np.asarray(steps).astype(str).reshape(-1)], 1),
-                                 axis=0, return_inverse=True)
+    run_code = pd.factorize(np.asarray(runs).reshape(-1), sort=True)[0].astype(np.int64)
+    step_code = pd.factorize(np.asarray(steps).reshape(-1), sort=True)[0].astype(np.int64)
+    keys, block_of = np.unique(run_code * (int(step_code.max()) + 1) + step_code,
+                               return_inverse=True)  # sorted: blocks grouped by run
     block_of = np.asarray(block_of).reshape(-1)
-    hits = np.bincount(block_of, weights=passed, minlength=len(blocks))
-    sizes = np.bincount(block_of, minlength=len(blocks)).astype(np.float64)
-    _, run_of = np.unique(blocks[:, 0], return_inverse=True)  # blocks sorted by run
-    per_run = np.bincount(np.asarray(run_of).reshape(-1))
+    hits = np.bincount(block_of, weights=passed, minlength=keys.size)
+    sizes = np.bincount(block_of, minlength=keys.size).astype(np.float64)
+    per_run = np.bincount(keys // (int(step_code.max()) + 1))
+    per_run = per_run[per_run > 0]
     first = np.concatenate([[0], np.cumsum(per_run)[:-1]])
     n_runs, most = per_run.size, int(per_run.max())
     rng = np.random.default_rng(seed)
