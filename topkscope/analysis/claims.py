@@ -124,16 +124,18 @@ STATEMENTS = {
 DISTRIBUTION_CLAIMS = tuple(c for c in STATEMENTS if c != "gaussiank_count")
 _UNIT_RULE = ("units recorded during a density warm-up form their own condition (never "
               "pooled with the target density's)")
+_MARGIN_RULE = ("bound_margin = median over units of (bound - delta_emp) / ((1 - k/d) - "
+                "(1 - k/d)^2); a uniform u's delta (1 - k/d)^3 and a Gaussian u's beside it")
 RULES = {
     "gaussian_like": f"unit = one recorded u (step, rank); criterion |skew| <= "
     f"{verdicts.MAX_ABS_SKEW} and |excess kurtosis| <= {verdicts.MAX_ABS_EXCESS_KURTOSIS}; "
     f"{_UNIT_RULE}; {verdicts.FRACTION_RULE}",
-    "below_classic": f"unit = (step, rank, density); criterion delta_emp < 1 - k/d; "
-    f"{_UNIT_RULE}; {verdicts.FRACTION_RULE}",
+    "below_classic": f"unit = (step, rank, density); criterion delta_emp < 1 - k/d (a check: "
+    f"true for any vector that is not flat); {_UNIT_RULE}; {verdicts.FRACTION_RULE}",
     "below_paper": f"unit = (step, rank, density); criterion delta_emp <= (1 - k/d)^2; "
-    f"{_UNIT_RULE}; {verdicts.FRACTION_RULE}",
+    f"{_UNIT_RULE}; {verdicts.FRACTION_RULE}; {_MARGIN_RULE}",
     "gaussian_value": "unit = (step, rank, density); criterion delta_emp <= 1 - rho - 2 t "
-    f"phi(t), t = Phi^-1(1 - rho/2); {_UNIT_RULE}; {verdicts.FRACTION_RULE}",
+    f"phi(t), t = Phi^-1(1 - rho/2); {_UNIT_RULE}; {verdicts.FRACTION_RULE}; {_MARGIN_RULE}",
     "convexity_condition": "unit = (snapshot of u, density); criterion convexity_gap <= "
     f"{contraction.CONVEXITY_SHARE:g} (1 - k/d)/(2 - k/d) + {contraction.SAMPLE_NOISE:g}/d, i.e. "
     "the excess over (1 - k/d)^2 the gap allows, gap (1 - (1 - k/d)^2), is at most "
