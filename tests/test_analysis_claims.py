@@ -155,7 +155,9 @@ def test_table_layout(table):
     assert (table["rule"] == table["claim"].map(claims.RULES)).all()
     assert table["statement"].notna().all() and table["cause"].notna().all()
     assert table["model"].tolist() == sorted(table["model"].tolist())
-    assert set(table["section"]) == {"distribution"}
+    # delta < 1 - k/d holds for any vector that is not flat: a check, not a finding
+    assert set(table["section"]) == {"distribution", "check"}
+    assert set(table.loc[table["section"] == "check", "claim"]) == {"below_classic"}
     # one condition per model here (warmup=none at rho = 0.001): no pooled row
     assert set(table.loc[table["model"] == "gauss", "condition"]) == {"warmup=none; rho=0.001"}
 
@@ -173,6 +175,44 @@ def test_gaussian_vectors_satisfy_the_papers_claims(table):
     assert "Top-k keeps" in row["evidence"]
     conv = table[(table["model"] == "gauss") & (table["claim"] == "convexity_condition")].iloc[0]
     assert conv["n_units"] == 3 * len(DENSITIES) and conv["verdict"] == "holds"  # (snapshot, rho)
+
+
+def test_uniform_ratio_matches_a_float64_monte_carlo():
+    """bounds.uniform_ratio = (1 - rho)^3 against delta of U(-1, 1) draws, in float64."""
+    from topkscope import bounds
+
+    rng = np.random.default_rng(7)
+    for rho in (0.001, 0.01, 0.3):
+        d = 400_000
+        k = bounds.k_from_density(rho, d)
+        measured = np.mean([contraction.topk_ratio(rng.uniform(-1, 1, d), k)
+                            for _ in range(3)])
+        assert measured == pytest.approx(bounds.uniform_ratio(k, d), abs=2e-4 * (1 + 30 * rho))
+
+
+def test_a_uniform_u_meets_the_papers_bound_and_the_row_shows_how_close():
+    """At rho = 0.001 a uniform u meets (1 - k/d)^2 (delta ~ 1 - 3 rho < 1 - 2 rho): the row
+    holds, and its margin (~1 - rho gaps, as a uniform u's) and delta_uniform show that a
+    vector barely less flat than noise would pass; a Gaussian u's is many gaps."""
+    uni = make_run("uni", lambda r: r.uniform(-1, 1, D))
+    gauss = make_run("gauss", lambda r: r.standard_normal(D))
+    table = claims.build([uni, gauss])
+    rows = table[table["claim"] == "below_paper"].set_index("model")
+    rho = DENSITIES  # both densities are pooled: medians over the units
+    assert rows.loc["uni", "verdict"] == "holds"
+    # the margin of each unit is (bound - delta) / gap; a uniform u's is 1 - rho up to noise
+    assert 0.5 < rows.loc["uni", "bound_margin"] < 1.5
+    assert rows.loc["gauss", "bound_margin"] > 5 * rows.loc["uni", "bound_margin"]
+    expected_uniform = np.median([(1 - r) ** 3 for r in rho for _ in range(8)])
+    assert rows.loc["uni", "delta_uniform"] == pytest.approx(expected_uniform, rel=1e-3)
+    assert rows.loc["uni", "delta_gaussian"] == pytest.approx(np.median(
+        [contraction.gaussian_ratio(contraction.k_from_density(r, D), D) for r in rho]),
+        rel=1e-9)
+    assert "a uniform u gives delta" in rows.loc["uni", "evidence"]
+    # a flat vector sits on 1 - k/d: exactly one gap above (1 - k/d)^2
+    flat = claims.build([make_run("flat", lambda r: np.sign(r.standard_normal(D)))])
+    assert flat.set_index("claim").loc["below_paper", "bound_margin"] == pytest.approx(-1.0)
+    assert table.set_index(["model", "claim"]).loc[("uni", "below_classic"), "section"] == "check"
 
 
 def test_heavy_tails_fail_gaussianity_and_gaussiank_count(table):
@@ -203,7 +243,7 @@ def test_convexity_condition_counts_snapshots_and_reports_the_bound_where_it_fai
     row = claims.build(runs).query("claim == 'convexity_condition'").iloc[0]
     assert row["n_units"] == 8 and row["verdict"] == "fails"
     assert "still held in 0 of 8" in row["evidence"]
-    assert row["cause"] == "0 of 8 units (0%) meet the criterion"
+    assert row["cause"] == "0 of 8 units (0%; 95% interval 0%-0%) meet the criterion"
     gauss = [make_run("g", lambda r: r.standard_normal(D), snapshot_steps=(0, 1, 2, 3))]
     row = claims.build(gauss).query("claim == 'convexity_condition'").iloc[0]
     assert row["n_units"] == 8 and row["verdict"] == "holds"
@@ -377,3 +417,117 @@ def test_a_density_sensitivity_gives_one_named_row_per_density():
     assert "| **fails** |" in row
     row = next(ln for ln in md.splitlines() if "| warmup=none; ρ=0.005 |" in ln)
     assert "| holds |" in row
+
+
+# --- the share's block-bootstrap interval (verdicts.share_interval) ------------------------
+def _slow_share_interval(passed, runs, steps, replicates, seed, level=0.95):
+    """The two-stage block bootstrap written plainly: draw runs, then each drawn run's steps,
+    with replacement; share over the drawn blocks' units."""
+    rng = np.random.default_rng(seed)
+    blocks: dict = {}
+    for p, r, s in zip(passed, runs, steps):
+        blocks.setdefault(r, {}).setdefault(s, []).append(bool(p))
+    names = sorted(blocks)
+    shares = []
+    for _ in range(replicates):
+        hit = total = 0
+        for r in rng.choice(len(names), size=len(names)):
+            own = list(blocks[names[r]].values())
+            for j in rng.choice(len(own), size=len(own)):
+                hit += sum(own[j])
+                total += len(own[j])
+        shares.append(hit / total)
+    return tuple(np.quantile(shares, [(1 - level) / 2, (1 + level) / 2]))
+
+
+@pytest.mark.parametrize("n_runs", [1, 3])
+def test_share_interval_equals_the_slow_block_bootstrap(n_runs):
+    from topkscope.analysis import verdicts
+
+    rng = np.random.default_rng(3)
+    runs = np.repeat(np.arange(n_runs), 40 * 4)
+    steps = np.tile(np.repeat(np.arange(40), 4), n_runs)
+    step_p = rng.uniform(0.4, 1.0, size=(n_runs, 40))  # units of a step are correlated
+    passed = rng.random(runs.size) < step_p[runs, steps]
+    fast = verdicts.share_interval(passed, runs, steps, replicates=4000, seed=1)
+    slow = _slow_share_interval(passed, runs, steps, replicates=4000, seed=2)
+    assert fast == pytest.approx(slow, abs=0.02)
+    assert fast == verdicts.share_interval(passed, runs, steps, replicates=4000, seed=1)
+    assert fast[0] <= passed.mean() <= fast[1]
+
+
+def test_share_interval_treats_a_step_as_one_block():
+    """Every unit of a step alike: the interval is that of the steps' share (the units add no
+    information), wider than if the units were independent."""
+    from topkscope.analysis import verdicts
+
+    steps = np.repeat(np.arange(20), 10)
+    per_step = np.arange(20) < 15  # 15 of 20 steps pass, all their units with them
+    passed = per_step[steps]
+    blocked = verdicts.share_interval(passed, np.zeros(steps.size), steps)
+    as_steps = verdicts.share_interval(per_step, np.zeros(20), np.arange(20))
+    independent = verdicts.share_interval(passed, np.zeros(steps.size), np.arange(steps.size))
+    assert blocked == pytest.approx(as_steps, abs=0.03)
+    assert blocked[1] - blocked[0] > 2 * (independent[1] - independent[0])
+
+
+@pytest.mark.parametrize("low, high, verdict", [
+    (0.92, 1.0, "holds"), (0.9, 1.0, "holds"), (0.85, 0.97, "inconclusive"),
+    (0.3, 0.7, "mixed"), (0.05, 0.4, "inconclusive"), (0.0, 0.1, "fails"),
+    (0.0, 0.08, "fails")])
+def test_fraction_verdict_against_the_cuts(low, high, verdict):
+    from topkscope.analysis import verdicts
+
+    assert verdicts.fraction_verdict(5, 10, low, high) == verdict
+    assert verdicts.fraction_verdict(1, 2, low, high) == "insufficient-data"
+
+
+def test_one_run_of_a_half_passing_vector_is_mixed_or_inconclusive_never_holds():
+    """A pooled share of 50% from correlated steps: the verdict follows the interval."""
+    runs = [make_run("half", lambda r: r.standard_normal(D) if r.random() < 0.5
+                     else r.choice([-1.0, 1.0], D), steps=12, seed=s) for s in range(3)]
+    row = claims.build(runs).query("claim == 'below_paper'").iloc[0]
+    assert row["n_runs"] == 3
+    assert row["fraction_low"] < row["fraction"] < row["fraction_high"]
+    assert row["verdict"] in ("mixed", "inconclusive")
+
+
+def test_findings_and_latex_rows_show_the_runs_and_the_shares_interval(table):
+    from topkscope.reproduce import findings, paper_tables
+
+    dist = table[table["section"] == "distribution"]
+    text = findings.distribution_markdown(dist)
+    header, _, *rows = text.split("\n")
+    assert header.split(" | ")[2] == "runs" and "δ < 1 − k/d" not in header
+    gauss = next(r for r in rows if r.startswith("| gauss"))
+    row = dist[(dist["model"] == "gauss") & (dist["claim"] == "below_paper")].iloc[0]
+    assert f"| {int(row['n_runs'])} |" in gauss
+    assert (f"({row['fraction']:.0%} [{row['fraction_low']:.0%}–{row['fraction_high']:.0%}]; "
+            f"margin {row['bound_margin']:.2g}") in gauss
+    cells, _ = paper_tables._claims_cells(next(row.to_frame().T.itertuples(index=False)))
+    assert f"{int(row['n_runs'])} runs" in cells[4]
+
+
+def test_contraction_shares_equal_a_plain_count_per_group():
+    """verdicts.contraction_shares (captions, paper tables) against a loop over the records."""
+    from topkscope.analysis import verdicts
+
+    rng = np.random.default_rng(5)
+    n = 300
+    records = pd.DataFrame({"model": rng.choice(["a", "b"], n), "density": rng.choice(
+        [0.001, 0.01], n), "topk_ratio": rng.uniform(0.95, 1.0, n)})
+    records["classic_bound"] = 1 - records["density"]
+    records["paper_bound"] = records["classic_bound"] ** 2
+    records["gaussian_ratio"] = 0.975
+    got = verdicts.contraction_shares(records, ["model", "density"]).set_index(
+        ["model", "density"])
+    for (model, density), g in records.groupby(["model", "density"]):
+        rows = list(g.itertuples())
+        assert got.loc[(model, density), "records"] == len(rows)
+        for column, bound, strict in (("share_below_classic", "classic_bound", True),
+                                      ("share_at_most_paper", "paper_bound", False),
+                                      ("share_at_most_gaussian", "gaussian_ratio", False)):
+            hits = [(r.topk_ratio < getattr(r, bound)) if strict
+                    else (r.topk_ratio <= getattr(r, bound)) for r in rows]
+            assert got.loc[(model, density), column] == pytest.approx(np.mean(hits))
+    assert verdicts.contraction_shares(records.iloc[:0], "density").empty

@@ -196,21 +196,3 @@ def test_the_findings_show_the_three_counts_side_by_side():
     assert cells[3].startswith("holds") and cells[4] == "**fails** (0%), median 0.02k"
     assert cells[5].startswith("holds")
 
-
-def test_a_recorded_tail_count_makes_every_recorded_u_a_unit():
-    """Where the recorder logs the first threshold's count, every (step, rank, density) is a
-    unit; the snapshots are not needed."""
-    run = make_run("g", gennorm(2.5), snapshot_steps=(), steps=4, ranks=2)
-    assert claims.build([run]).set_index("claim").loc["gaussian_tail", "verdict"] \
-        == "insufficient-data"
-    u = run.stats
-    rows = u.index[u["kind"] == "u"]
-    run.stats[claims.TAIL_COLUMN] = np.nan  # the g rows have none
-    rng = np.random.default_rng(0)
-    for i in rows:
-        x = gennorm(2.5)(rng)
-        run.stats.loc[i, claims.TAIL_COLUMN] = selection.gaussian_tail_count(
-            x, int(run.stats.loc[i, "k"]))
-    row = claims.build([run]).set_index("claim").loc["gaussian_tail"]
-    assert row["n_units"] == 4 * 2 * 2 and row["verdict"] == "fails"
-    assert "recorded u (gaussian_tail_count)" in row["evidence"]

@@ -80,7 +80,9 @@ def test_conditions_that_behave_oppositely_are_not_pooled(conditions_table):
     v = rows_of(conditions_table, "gaussian_like").set_index("condition")["verdict"]
     assert v["warmup=none; rho=0.001"] == "holds"    # Gaussian draws
     assert v["warmup=none; rho=0.01"] == "fails"     # Student-t, 2.5 degrees of freedom
-    assert v[claims.ALL_CONDITIONS] == "mixed"       # the summary says it is a mixture
+    # the summary pools two runs, one per condition: resampling runs, its share could be 0% or
+    # 100%, so its interval straddles both cuts
+    assert v[claims.ALL_CONDITIONS] == "inconclusive"
 
 
 def gaussian_value(k: int, d: int) -> float:
@@ -100,8 +102,9 @@ def test_gaussian_value_claim_counts_units_at_most_the_gaussian_prediction(condi
         row = rows_of(conditions_table, "gaussian_value", condition=cond).iloc[0]
         assert row["n_units"] == len(passed)
         assert row["fraction"] == pytest.approx(np.mean(passed))
-        assert row["cause"] == (f"{sum(passed)} of {len(passed)} units "
-                                f"({np.mean(passed):.0%}) meet the criterion")
+        assert row["cause"].startswith(f"{sum(passed)} of {len(passed)} units "
+                                       f"({np.mean(passed):.0%}; 95% interval ")
+        assert row["fraction_low"] <= row["fraction"] <= row["fraction_high"]
     # heavy tails contract more than a Gaussian vector would
     assert rows_of(conditions_table, "gaussian_value", condition="warmup=none; rho=0.01"
                    )["verdict"].iloc[0] == "holds"

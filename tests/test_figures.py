@@ -88,7 +88,10 @@ def test_claims_verdicts_follow_from_their_numbers(small):
         if row.claim.endswith(("_accuracy", "_traffic")) or row.claim in SPEEDUP_CLAIMS:
             continue
         n_pass = round(row.fraction * row.n_units) if row.n_units else 0
-        assert row.verdict == claims_rules.fraction_verdict(n_pass, row.n_units), row
+        if row.section == "distribution" and row.n_units:
+            assert row.fraction_low <= row.fraction <= row.fraction_high, row
+        assert row.verdict == claims_rules.fraction_verdict(
+            n_pass, row.n_units, row.fraction_low, row.fraction_high), row
         assert f"{n_pass} of {row.n_units} units" in row.evidence
     # claim 5 from the runs themselves: final test accuracy of Top-k vs Gaussian-k
     finals = {}

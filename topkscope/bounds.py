@@ -5,6 +5,7 @@
     classic_bound   = 1 - k/d                                  (= E over Rand-k)
     paper_bound     = (1 - k/d)^2                              holds if sorted u^2 is convex, decreasing to 0
     gaussian_ratio  = 1 - rho - 2 t phi(t),  t = Phi^{-1}(1 - rho/2)   exact for u ~ N(0, s^2)
+    uniform_ratio   = (1 - rho)^3                              exact for u ~ U(-a, a)
     gennorm_ratio   = P(3/beta, Q^{-1}(1/beta, rho / (1 - z)))         exact for a generalised normal
                       of shape beta with a share z of exact zeros (P, Q: regularised incomplete gamma)
 """
@@ -75,6 +76,17 @@ def gaussian_ratio(k: int, d: int) -> float:
     t = float(ndtri(1.0 - rho / 2.0))
     phi = math.exp(-0.5 * t * t) / math.sqrt(2.0 * math.pi)
     return 1.0 - rho - 2.0 * t * phi
+
+
+def uniform_ratio(k: int, d: int) -> float:
+    """Expected delta for u ~ U(-a, a), d -> infinity: (1 - rho)^3, rho = k/d.
+
+    |u|/a is U(0, 1); Top-k keeps the entries above 1 - rho, whose share of the energy is
+    (1 - (1 - rho)^3) (the integral of x^2 from 1 - rho to 1 over that from 0 to 1). A flat
+    vector reaches 1 - k/d; the uniform one sits one gap (rho (1 - rho)^2) below (1 - k/d)^2.
+    """
+    k, d = check_kd(k, d)
+    return (1.0 - k / d) ** 3
 
 
 def gennorm_ratio(k: int, d: int, beta: float, zero_share: float = 0.0) -> float:

@@ -28,10 +28,19 @@ several target-density conditions, a row "all conditions (target density)" pools
 1. gaussian_like      unit: one recorded u (step, rank); criterion |skew| <= 0.5 and
                       |excess kurtosis| <= 1; evidence and `gennorm_beta`: the generalised-
                       normal shape beta of the snapshot fits (2 = normal, 1 = Laplace).
-2. below_classic      unit: (step, rank, density); criterion delta_emp < 1 - k/d.
+2. below_classic      unit: (step, rank, density); criterion delta_emp < 1 - k/d; true for
+                      any vector that is not flat (Top-k keeps at least the mean energy):
+                      section check, not a finding.
 3. below_paper        unit: (step, rank, density); criterion delta_emp <= (1 - k/d)^2.
 3a. gaussian_value    unit: (step, rank, density); criterion delta_emp <= the Gaussian value
                       1 - rho - 2 t phi(t), t = Phi^-1(1 - rho/2) (the paper's third curve).
+                      Both give `bound_margin`: the median over units of (bound - delta) /
+                      ((1 - k/d) - (1 - k/d)^2), how far delta stayed from the bound in units
+                      of the gap between the two bounds (0: on the bound, < 0: above it), and
+                      `delta_uniform` = (1 - k/d)^3, `delta_gaussian` = the Gaussian value:
+                      the delta of a uniform and of a Gaussian u of the same d and k (a uniform
+                      u meets (1 - k/d)^2 with margin 1 - k/d: a "holds" with a margin near 1 is
+                      no flatter than uniform noise).
 3b. convexity_condition  unit: (snapshot of u, density); criterion contraction's
                       condition_holds (the convexity gap allows delta at most 2% of the gap
                       between the bounds above (1 - k/d)^2); evidence says how often the bound
@@ -58,7 +67,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from topkscope import validate
+from topkscope import bounds, validate
 from topkscope.analysis import (
     contraction,
     convergence_claims,
@@ -94,7 +103,8 @@ COLUMNS = [
     "condition", "n_seeds", "ci_low", "ci_high", "traffic_ratio",
     "section", "cause", "metric", "margin", "diff_mean", "n_failed_seeds", "traffic_warmup",
     "traffic_target", "gennorm_beta", "traffic_vs_plain_topk", "count_over_k",
-    "n_unfinished_seeds",
+    "n_unfinished_seeds", "bound_margin", "delta_uniform", "delta_gaussian",
+    "fraction_low", "fraction_high",
 ]  # fmt: skip
 # what the prediction rows (section "prediction": topkscope.perf.report's speed-ups and
 # topkscope.perf.time_to_accuracy's times to the target) add to COLUMNS (docs/design.md)
@@ -109,6 +119,10 @@ DURING_WARMUP = "during warm-up at rho="
 GAUSSIANK_VARIANTS = ("gaussiank-2019", "gaussiank")
 BY_CONSTRUCTION = {("gaussiank_count", "gaussiank"),  # (claim, sparsifier): checks, not claims
                    ("gaussiank_count_in_training", "gaussiank")}
+# claims true for any vector that is not flat (Top-k keeps at least the mean energy): checks
+CHECK_CLAIMS = frozenset({"below_classic"})
+# claims whose rows give bound_margin, delta_uniform and delta_gaussian (see _below)
+MARGIN_CLAIMS = ("below_paper", "gaussian_value")
 
 STATEMENTS = {
     "gaussian_like": "u is bell-shaped during training (its skew and excess kurtosis lie in "
@@ -127,16 +141,18 @@ DISTRIBUTION_CLAIMS = tuple(c for c in STATEMENTS
 IN_TRAINING_STATEMENT = "{method} selects about k elements in its own training"
 _UNIT_RULE = ("units recorded during a density warm-up form their own condition (never "
               "pooled with the target density's)")
+_MARGIN_RULE = ("bound_margin = median over units of (bound - delta_emp) / ((1 - k/d) - "
+                "(1 - k/d)^2); a uniform u's delta (1 - k/d)^3 and a Gaussian u's beside it")
 RULES = {
     "gaussian_like": f"unit = one recorded u (step, rank); criterion |skew| <= "
     f"{verdicts.MAX_ABS_SKEW} and |excess kurtosis| <= {verdicts.MAX_ABS_EXCESS_KURTOSIS}; "
     f"{_UNIT_RULE}; {verdicts.FRACTION_RULE}",
-    "below_classic": f"unit = (step, rank, density); criterion delta_emp < 1 - k/d; "
-    f"{_UNIT_RULE}; {verdicts.FRACTION_RULE}",
+    "below_classic": f"unit = (step, rank, density); criterion delta_emp < 1 - k/d (a check: "
+    f"true for any vector that is not flat); {_UNIT_RULE}; {verdicts.FRACTION_RULE}",
     "below_paper": f"unit = (step, rank, density); criterion delta_emp <= (1 - k/d)^2; "
-    f"{_UNIT_RULE}; {verdicts.FRACTION_RULE}",
+    f"{_UNIT_RULE}; {verdicts.FRACTION_RULE}; {_MARGIN_RULE}",
     "gaussian_value": "unit = (step, rank, density); criterion delta_emp <= 1 - rho - 2 t "
-    f"phi(t), t = Phi^-1(1 - rho/2); {_UNIT_RULE}; {verdicts.FRACTION_RULE}",
+    f"phi(t), t = Phi^-1(1 - rho/2); {_UNIT_RULE}; {verdicts.FRACTION_RULE}; {_MARGIN_RULE}",
     "convexity_condition": "unit = (snapshot of u, density); criterion convexity_gap <= "
     f"{contraction.CONVEXITY_SHARE:g} (1 - k/d)/(2 - k/d) + {contraction.SAMPLE_NOISE:g}/d, i.e. "
     "the excess over (1 - k/d)^2 the gap allows, gap (1 - (1 - k/d)^2), is at most "
@@ -257,7 +273,7 @@ def section_of(claim: str, sparsifier: str, condition=None) -> str:
     rule build() applies, usable on a table written before the column existed)."""
     if "speedup" in str(claim) or str(condition or "").startswith("prediction"):
         return "prediction"
-    if (str(claim), str(sparsifier)) in BY_CONSTRUCTION or (
+    if (str(claim), str(sparsifier)) in BY_CONSTRUCTION or str(claim) in CHECK_CLAIMS or (
             str(claim).endswith(selection.IN_TRAINING) and selection.by_construction(
                 str(sparsifier))):
         return "check"
@@ -347,7 +363,7 @@ def _claim_rows(sparsifier: str, condition: str, u: pd.DataFrame, snaps: list[di
         "below_paper": _below(u, "below_paper"),
         "gaussian_value": _below(u, "gaussian_value"),
         "convexity_condition": _convexity(snaps),
-        "gaussian_tail": _gaussian_tail(u, snaps),
+        "gaussian_tail": _gaussian_tail(snaps),
     }
     rows = [{"claim": c, "sparsifier": sparsifier, **found} for c, found in per_claim.items()]
     for variant in GAUSSIANK_VARIANTS:
@@ -361,12 +377,16 @@ def _claim_rows(sparsifier: str, condition: str, u: pd.DataFrame, snaps: list[di
     return rows
 
 
-def _fraction_row(passed: np.ndarray, evidence: str) -> dict:
+def _fraction_row(passed: np.ndarray, evidence: str, runs=(), steps=()) -> dict:
+    """The fraction rule on the units `passed`, each labelled by its run and step (the
+    blocks of verdicts.share_interval)."""
     n, k = int(passed.size), int(np.count_nonzero(passed))
+    low, high = verdicts.share_interval(passed, runs, steps) if n else (math.nan, math.nan)
     return {"n_units": n, "fraction": k / n if n else math.nan,
+            "fraction_low": low, "fraction_high": high,
             "evidence": f"{k} of {n} units; {evidence}" if n else evidence,
-            "verdict": verdicts.fraction_verdict(k, n),
-            "cause": verdicts.fraction_cause(k, n)}  # fmt: skip
+            "verdict": verdicts.fraction_verdict(k, n, low, high),
+            "cause": verdicts.fraction_cause(k, n, low, high)}  # fmt: skip
 
 
 def _gaussian_like(u: pd.DataFrame, snaps: list[dict]) -> dict:
@@ -404,9 +424,17 @@ def _gaussian_like(u: pd.DataFrame, snaps: list[dict]) -> dict:
                      f"2 = normal, 1 = Laplace) over {betas.size} snapshots")
     if units.empty:
         parts.append("no recorded u (stats kind u, layer __global__) and no snapshots")
-    row = _fraction_row(passed, "; ".join(parts))
+    row = _fraction_row(passed, "; ".join(parts), units["_run"].to_numpy()[defined],
+                        units["step"].to_numpy()[defined])
     row["gennorm_beta"] = float(np.median(betas)) if betas.size else math.nan
     return row
+
+
+def _per_kd(closed_form, k: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """closed_form(k, d) of topkscope.bounds per unit, evaluated once per distinct (k, d)."""
+    pairs, index = np.unique(np.stack([k, d], axis=1), axis=0, return_inverse=True)
+    values = np.array([closed_form(int(a), int(b)) for a, b in pairs], dtype=np.float64)
+    return values[np.asarray(index).reshape(-1)] if len(k) else np.zeros(0)
 
 
 def _below(u: pd.DataFrame, claim: str) -> dict:
@@ -416,32 +444,50 @@ def _below(u: pd.DataFrame, claim: str) -> dict:
     k, d = _floats(u["k"]), _floats(u["numel"])
     ok = np.isfinite(ratio) & (k > 0) & (d > 0)
     ratio, k, d, dens = ratio[ok], k[ok], d[ok], _floats(u["density"])[ok]
+    blocks = u["_run"].to_numpy()[ok], u["step"].to_numpy()[ok]
     rho = k / d
+    gaussian = _per_kd(bounds.gaussian_ratio, k, d)
     if claim == "below_classic":
         bound = 1.0 - rho
-        passed = contraction.is_below_classic(ratio, bound)
+        passed = verdicts.is_below_classic(ratio, bound)
     elif claim == "below_paper":
         bound = (1.0 - rho) ** 2
-        passed = contraction.is_below_paper(ratio, bound)
+        passed = verdicts.is_below_paper(ratio, bound)
     else:
-        bound = np.array([contraction.gaussian_ratio(int(a), int(b)) for a, b in zip(k, d)])
-        passed = contraction.is_at_most(ratio, bound)
+        bound = gaussian
+        passed = verdicts.is_at_most(ratio, bound)
     if not passed.size:
         return _fraction_row(passed, "no finite topk_ratio for u")
+    gap = rho * (1.0 - rho)  # (1 - k/d) - (1 - k/d)^2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        margin = np.where(gap > 0, (bound - ratio) / gap, np.nan)
+    uniform = _per_kd(bounds.uniform_ratio, k, d)
     per = []
     for density in np.unique(dens):
         sel = dens == density
         gain = np.median((1.0 - ratio[sel]) / rho[sel])
-        per.append(f"density {density:g}: median delta {np.median(ratio[sel]):.4g} vs "
-                   f"{'Gaussian value' if claim == 'gaussian_value' else 'bound'} "
-                   f"{np.median(bound[sel]):.4g}, Top-k keeps {gain:.3g}x the energy share k/d")
-    return _fraction_row(passed, "; ".join(per))
+        text = (f"density {density:g}: median delta {np.median(ratio[sel]):.4g} vs "
+                f"{'Gaussian value' if claim == 'gaussian_value' else 'bound'} "
+                f"{np.median(bound[sel]):.4g}, Top-k keeps {gain:.3g}x the energy share k/d")
+        if claim in MARGIN_CLAIMS and np.isfinite(margin[sel]).any():
+            text += (f", margin median {np.nanmedian(margin[sel]):.3g} (least "
+                     f"{np.nanmin(margin[sel]):.3g}) gaps; a uniform u gives delta "
+                     f"{np.median(uniform[sel]):.4g}, a Gaussian u "
+                     f"{np.median(gaussian[sel]):.4g}")
+        per.append(text)
+    row = _fraction_row(passed, "; ".join(per), *blocks)
+    if claim in MARGIN_CLAIMS:
+        row.update(bound_margin=float(np.nanmedian(margin)) if np.isfinite(margin).any()
+                   else math.nan, delta_uniform=float(np.median(uniform)),
+                   delta_gaussian=float(np.median(gaussian)))
+    return row
 
 
 def _convexity(snaps: list[dict]) -> dict:
     if not snaps:
         return _fraction_row(np.zeros(0, bool), "no snapshots of u (the curve needs every value)")
-    ratios = pd.concat([s["ratios"] for s in snaps], ignore_index=True)
+    ratios = pd.concat([s["ratios"].assign(_run=s["_run"], _step=s["step"]) for s in snaps],
+                       ignore_index=True)
     ratios = ratios[np.isfinite(_floats(ratios["convexity_gap"]))]
     held = ratios["condition_holds"].astype(bool).to_numpy()
     evidence = (f"median convexity gap {np.nanmedian(_floats(ratios['convexity_gap'])):.3g} "
@@ -452,33 +498,25 @@ def _convexity(snaps: list[dict]) -> dict:
         evidence += (f"; where the condition failed the bound (1-k/d)^2 still held in "
                      f"{int(failed['below_paper'].astype(bool).sum())} of {len(failed)} "
                      "(snapshot, density) checks")
-    return _fraction_row(held, evidence)
+    return _fraction_row(held, evidence, ratios["_run"].to_numpy(), ratios["_step"].to_numpy())
 
 
-TAIL_COLUMN = "gaussian_tail_count"  # a recorder column of the first threshold's count, if any
-
-
-def _gaussian_tail(u: pd.DataFrame, snaps: list[dict]) -> dict:
-    """Units: every recorded u where the recorder logs TAIL_COLUMN, else the snapshots."""
-    if not u.empty and TAIL_COLUMN in u and u[TAIL_COLUMN].notna().any():
-        rows = u[u[TAIL_COLUMN].notna() & (_floats(u["k"]) > 0)]
-        tails = list(zip(_floats(rows["density"]), _floats(rows[TAIL_COLUMN]),
-                         _floats(rows["k"])))
-        where = f"{len(rows)} recorded u ({TAIL_COLUMN})"
-    else:
-        tails = [t for s in snaps for t in s["tail"]]
-        where = f"{len(snaps)} snapshots"
+def _gaussian_tail(snaps: list[dict]) -> dict:
+    """Units: (snapshot, density): the count needs every value of u, which only a snapshot
+    holds; blocks of the share's interval are the snapshots' (run, step)."""
+    tails = [(*t, s["_run"], s["step"]) for s in snaps for t in s["tail"]]
     if not tails:
         return _fraction_row(np.zeros(0, bool), "no snapshots of u (the tail count needs every "
                                                 "value)")
-    density, count, k = (np.array(c, dtype=np.float64) for c in zip(*tails))
+    density, count, k = (np.array(c, dtype=np.float64) for c in list(zip(*tails))[:3])
+    runs, steps = (np.array(c) for c in list(zip(*tails))[3:])
     passed = verdicts.in_count_band(count, k)
     per = []
     for rho in np.unique(density):
         lo, med, hi = np.percentile(count[density == rho] / k[density == rho], [5, 50, 95])
         per.append(f"density {rho:g}: count/k at the first threshold median {med:.3g}, "
                    f"5th-95th percentile {lo:.3g}-{hi:.3g}")
-    return _fraction_row(passed, "; ".join(per) + f" over {where}")
+    return _fraction_row(passed, "; ".join(per) + f" over {len(snaps)} snapshots", runs, steps)
 
 
 def _gaussiank_count(u: pd.DataFrame, variant: str) -> dict | None:
@@ -494,7 +532,7 @@ def _gaussiank_count(u: pd.DataFrame, variant: str) -> dict | None:
     evidence = f"count/k median {med:.3g}, 5th-95th percentile {lo:.3g}-{hi:.3g}"
     if ("gaussiank_count", variant) in BY_CONSTRUCTION:
         evidence += "; true by construction (the robust variant selects exactly k)"
-    return _fraction_row(passed, evidence)
+    return _fraction_row(passed, evidence, u["_run"].to_numpy()[ok], u["step"].to_numpy()[ok])
 
 
 def _snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> list[dict]:

@@ -20,6 +20,12 @@ import pandas as pd
 
 from topkscope import kernel
 from topkscope.analysis.vectors import check_max_n, finite_values, subsample
+from topkscope.analysis.verdicts import (  # noqa: F401  (public here too: the criteria)
+    REL_TOL,
+    is_at_most,
+    is_below_classic,
+    is_below_paper,
+)
 from topkscope.bounds import (  # noqa: F401  (public here too)
     classic_bound,
     gaussian_ratio,
@@ -41,7 +47,6 @@ DEFAULT_POINTS = 128  # log-spaced ranks on the curve
 CONVEXITY_SHARE = 0.02
 SAMPLE_NOISE = 30.0  # the spacing of a finite sample's largest order statistics (~10/d Gaussian)
 DEFAULT_DENSITY = 0.001  # the paper's density: where `convexity` judges a curve given none
-REL_TOL = 1e-9  # comparisons with a bound are decided beyond float64 rounding
 _EXACT_FULL_SORT = 2_000_000  # below this d everything is sorted exactly
 
 RATIO_COLUMNS = [
@@ -295,25 +300,6 @@ def _ratio_row(rho: float, d: int, k: int, nonfinite: int, ratio: float, note: s
     row["below_classic"] = bool(defined and is_below_classic(ratio, row["classic_bound"]))
     row["below_paper"] = bool(defined and is_below_paper(ratio, row["paper_bound"]))
     return row
-
-
-def is_below_classic(ratio, bound):
-    """delta < 1 - k/d beyond float rounding: ratio < bound (1 - REL_TOL).
-
-    A flat vector attains the bound exactly and is never counted as below it.
-    """
-    return ratio < bound * (1.0 - REL_TOL)
-
-
-def is_below_paper(ratio, bound):
-    """delta <= (1 - k/d)^2 up to float rounding: ratio <= bound (1 + REL_TOL)."""
-    return is_at_most(ratio, bound)
-
-
-def is_at_most(ratio, bound):
-    """ratio <= bound up to float rounding: ratio <= bound (1 + REL_TOL) (the paper's bound,
-    the Gaussian value)."""
-    return ratio <= bound * (1.0 + REL_TOL)
 
 
 def _check_share(share: float) -> float:

@@ -2,8 +2,12 @@
 words that say why (`cause`). The claims (topkscope.analysis.claims) apply them; captions,
 paper tables, the README and notebooks call them or read the claims' columns, never a copy.
 
-Fraction rule (distribution claims): a unit is one observation; with f the share of units
-meeting the criterion, f >= 0.9 holds, f <= 0.1 fails, else mixed; < 3 units insufficient-data.
+Fraction rule (distribution claims): a unit is one observation; f is the share of units
+meeting the criterion and [lo, hi] its 95% block-bootstrap interval (share_interval: blocks =
+the steps of a run, runs resampled where there are several): holds if lo >= 0.9, fails if
+hi <= 0.1, mixed if 0.1 < lo and hi < 0.9, inconclusive if the interval straddles a cut;
+< 3 units insufficient-data. Without an interval (a table written before it) f alone decides:
+f >= 0.9 holds, f <= 0.1 fails, else mixed.
 
 Paired-seed rule (convergence claims): the paired difference method - Top-k of the final
 held-out metric per seed (accuracy in points; perplexity in % of Top-k's), mean and two-sided
@@ -27,6 +31,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
 VERDICTS = ("holds", "fails", "mixed", "inconclusive", "insufficient-data")
 HOLDS_FRACTION = 0.9
@@ -59,11 +64,116 @@ def count_band_text() -> str:
     return f"[{COUNT_BAND[0] * 3:.0f}k/3, {COUNT_BAND[1] * 3:.0f}k/3]"
 
 
+REL_TOL = 1e-9  # comparisons with a bound are decided beyond float64 rounding
+
+
+def is_below_classic(ratio, bound):
+    """delta < 1 - k/d beyond float rounding: ratio < bound (1 - REL_TOL).
+
+    A flat vector attains the bound exactly and is never counted as below it.
+    """
+    return ratio < bound * (1.0 - REL_TOL)
+
+
+def is_below_paper(ratio, bound):
+    """delta <= (1 - k/d)^2 up to float rounding: ratio <= bound (1 + REL_TOL)."""
+    return is_at_most(ratio, bound)
+
+
+def is_at_most(ratio, bound):
+    """ratio <= bound up to float rounding: ratio <= bound (1 + REL_TOL) (the paper's bound,
+    the Gaussian value)."""
+    return ratio <= bound * (1.0 + REL_TOL)
+
+
+CONTRACTION_SHARES = {  # column -> (criterion, the bound's column in a stats / ratios frame)
+    "share_below_classic": (is_below_classic, "classic_bound"),
+    "share_at_most_paper": (is_below_paper, "paper_bound"),
+    "share_at_most_gaussian": (is_at_most, "gaussian_ratio"),
+}
+
+
+def contraction_shares(records, by) -> pd.DataFrame:
+    """Per group of `records` (rows with topk_ratio and the bound columns, e.g. recorded u
+    stats), `records` and the share meeting each contraction criterion (CONTRACTION_SHARES);
+    the one grouping the captions and the paper tables read."""
+    by = [by] if isinstance(by, str) else list(by)
+    cols = [*by, "records", *CONTRACTION_SHARES]
+    if records.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for key, g in records.groupby(by, sort=True):
+        ratio = g["topk_ratio"].to_numpy(float)
+        row = dict(zip(by, key if isinstance(key, tuple) else (key,)), records=len(g))
+        for name, (criterion, bound) in CONTRACTION_SHARES.items():
+            row[name] = float(criterion(ratio, g[bound].to_numpy(float)).mean())
+        rows.append(row)
+    return pd.DataFrame(rows, columns=cols)
+
+
 # ------------------------------------------------------------------ fraction rule
-def fraction_verdict(n_pass: int, n_units: int) -> str:
-    """The fraction rule: >= 90% holds, <= 10% fails, else mixed; < 3 units insufficient-data."""
+BOOTSTRAP_REPLICATES = 2000
+BOOTSTRAP_SEED = 0
+SHARE_LEVEL = 0.95
+_CHUNK = 4_000_000  # draws per vectorised batch of replicates (memory bound)
+
+
+def share_interval(passed, runs, steps, replicates: int = BOOTSTRAP_REPLICATES,
+                   seed: int = BOOTSTRAP_SEED, level: float = SHARE_LEVEL
+                   ) -> tuple[float, float]:
+    """The `level` percentile interval of the share of `passed` units, by a two-stage block
+    bootstrap: a block is every unit of one (run, step) (the ranks and densities of a step
+    share its u, so they are not independent); each replicate draws the runs with
+    replacement, then within each drawn run as many of its steps as it has, with
+    replacement, and takes the share over the drawn blocks' units. One run: its steps are
+    resampled. Deterministic (`seed`); NaN ends without units."""
+    passed = np.asarray(passed, dtype=bool).reshape(-1)
+    if not passed.size:
+        return math.nan, math.nan
+    run_code = pd.factorize(np.asarray(runs).reshape(-1), sort=True)[0].astype(np.int64)
+    step_code = pd.factorize(np.asarray(steps).reshape(-1), sort=True)[0].astype(np.int64)
+    keys, block_of = np.unique(run_code * (int(step_code.max()) + 1) + step_code,
+                               return_inverse=True)  # sorted: blocks grouped by run
+    block_of = np.asarray(block_of).reshape(-1)
+    hits = np.bincount(block_of, weights=passed, minlength=keys.size)
+    sizes = np.bincount(block_of, minlength=keys.size).astype(np.float64)
+    per_run = np.bincount(keys // (int(step_code.max()) + 1))
+    per_run = per_run[per_run > 0]
+    first = np.concatenate([[0], np.cumsum(per_run)[:-1]])
+    n_runs, most = per_run.size, int(per_run.max())
+    rng = np.random.default_rng(seed)
+    shares = []
+    chunk = max(1, _CHUNK // (n_runs * most))
+    for start in range(0, replicates, chunk):
+        b = min(chunk, replicates - start)
+        drawn = rng.integers(0, n_runs, size=(b, n_runs))
+        count = per_run[drawn][..., None]
+        local = np.floor(rng.random((b, n_runs, most)) * count).astype(np.int64)
+        used = np.arange(most) < count
+        index = np.where(used, first[drawn][..., None] + local, 0)
+        shares.append(np.where(used, hits[index], 0).sum((1, 2))
+                      / np.where(used, sizes[index], 0).sum((1, 2)))
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(np.concatenate(shares), [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def fraction_verdict(n_pass: int, n_units: int, low: float | None = None,
+                     high: float | None = None) -> str:
+    """The fraction rule (module doc): with the share's interval [low, hi]: holds above the
+    90% cut, fails below the 10% cut, mixed between them, inconclusive straddling a cut;
+    without one, the share alone (>= 90% holds, <= 10% fails, else mixed); < 3 units
+    insufficient-data."""
     if n_units < MIN_UNITS:
         return "insufficient-data"
+    if low is not None and high is not None and math.isfinite(low) and math.isfinite(high):
+        if low >= HOLDS_FRACTION:
+            return "holds"
+        if high <= FAILS_FRACTION:
+            return "fails"
+        if low > FAILS_FRACTION and high < HOLDS_FRACTION:
+            return "mixed"
+        return "inconclusive"
     frac = n_pass / n_units
     if frac >= HOLDS_FRACTION:
         return "holds"
@@ -72,16 +182,28 @@ def fraction_verdict(n_pass: int, n_units: int) -> str:
     return "mixed"
 
 
-def fraction_cause(n_pass: int, n_units: int) -> str:
-    """'12 of 16 units (75%) meet the criterion'; the count that is missing for a verdict."""
+def fraction_cause(n_pass: int, n_units: int, low: float | None = None,
+                   high: float | None = None) -> str:
+    """'12 of 16 units (75%; 95% interval 58%-88%) meet the criterion'; the count that is
+    missing for a verdict; which cut an interval straddles."""
     if n_units < MIN_UNITS:
         return f"{n_units} unit(s) measured, {MIN_UNITS} needed"
-    return f"{n_pass} of {n_units} units ({n_pass / n_units:.0%}) meet the criterion"
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return f"{n_pass} of {n_units} units ({n_pass / n_units:.0%}) meet the criterion"
+    text = (f"{n_pass} of {n_units} units ({n_pass / n_units:.0%}; {SHARE_LEVEL:.0%} interval "
+            f"{low:.0%}-{high:.0%}) meet the criterion")
+    cuts = [c for c in (FAILS_FRACTION, HOLDS_FRACTION) if low < c < high]
+    if cuts:
+        text += f"; the interval straddles the {cuts[0]:.0%} cut"
+    return text
 
 
 FRACTION_RULE = (
-    f"holds if >= {HOLDS_FRACTION:.0%} of units satisfy the criterion, fails if <= "
-    f"{FAILS_FRACTION:.0%}, else mixed; insufficient-data with fewer than {MIN_UNITS} units"
+    f"holds if the {SHARE_LEVEL:.0%} block-bootstrap interval of the share of units that "
+    f"satisfy the criterion (blocks = steps, runs resampled where there are several) lies at "
+    f"or above {HOLDS_FRACTION:.0%}, fails if at or below {FAILS_FRACTION:.0%}, mixed if "
+    "strictly between them, inconclusive if it straddles either cut; insufficient-data with "
+    f"fewer than {MIN_UNITS} units"
 )
 
 
@@ -224,6 +346,46 @@ def speedup_verdict(speedups: Sequence[float], errors: Sequence[float]) -> tuple
     if any(s < 1 - e for s, e in zip(speedups, errors)):
         return "fails", faster
     return "inconclusive", faster
+
+
+def speedup_interval(speedups: Sequence[float | None]) -> tuple[float, float, float]:
+    """(mean, low, high): the 95% t-interval of the per-seed speed-ups, a seed that never
+    reached the target counted as 0 (its worst value)."""
+    return t_interval([0.0 if s is None else s for s in speedups])
+
+
+def time_verdict(speedups: Sequence[float | None], error: float, counted: bool,
+                 n_failed: int = 0) -> tuple[str, int, int]:
+    """(verdict, seeds faster beyond the error, seeds that never reached the target) of one
+    method's per-seed speed-ups to the target over Top-k (None: never reached), `n_failed` of
+    whose seeds' runs failed; topkscope.perf.time_to_accuracy's module doc. counted False (selection not counted): at
+    most inconclusive."""
+    never = sum(s is None for s in speedups)
+    reached = [s for s in speedups if s is not None]
+    faster = sum(s > 1 + error for s in reached)
+    n = len(speedups)
+    if n == 0:
+        return "insufficient-data", faster, never
+    if (n_failed and n_failed == n) or never == n:
+        return "fails", faster, never
+    if n < MIN_SEEDS:
+        return ("inconclusive" if n_failed or never else "insufficient-data"), faster, never
+    if not counted:
+        return "inconclusive", faster, never
+    _, low, high = speedup_interval(speedups)
+    verdict = interval_verdict(low, high, n, 1.0 + error)
+    if verdict == "holds":
+        return ("inconclusive" if n_failed or never else "holds"), faster, never
+    if interval_verdict(low, high, n, 1.0 - error) == "fails":
+        return "fails", faster, never
+    return "inconclusive", faster, never
+
+
+def free_selection_verdict(slower: Sequence) -> str:
+    """The speed-up verdict when no selection time was measured on the compute's device: fails
+    when the method is slower than a dense baseline beyond its error even with free
+    selection (`slower`: those baselines), else inconclusive (its selection time decides)."""
+    return "fails" if slower else "inconclusive"
 
 
 def band_verdict(speedups: Sequence[dict], baselines: Sequence[str],

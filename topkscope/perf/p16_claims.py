@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from topkscope.analysis.verdicts import speedup_verdict
+from topkscope.analysis.verdicts import free_selection_verdict, speedup_verdict
 from topkscope.perf import model as pm
 from topkscope.perf.inputs import SELECTION_BREAKEVEN, SELECTION_MEASURED
 from topkscope.plots.frames import text_column
@@ -133,7 +133,7 @@ def _claim_row(refs: pd.DataFrame, g: pd.Series, model: str, network: str, suffi
                 / (g["t_step"] - g["t_select"]) for r in references]
         slower = [(n, f) for r, n, f, e in zip(references, names, free, errs)
                   if r in pm.DENSE_METHODS and f < 1 - e]
-        verdict, fraction = ("fails" if slower else "inconclusive"), np.nan
+        verdict, fraction = free_selection_verdict(slower), np.nan
         evidence = (f"{BREAKEVEN_EVIDENCE} (no selection time measured on the compute's "
                     f"device): {breakeven}; with free selection the speed-up would be "
                     + ", ".join(f"over {n} {f:.3f}x" for n, f in zip(names, free))

@@ -80,6 +80,7 @@ from topkscope.analysis.convergence_claims import (
     seed_value,
     topk_condition,
 )
+from topkscope.analysis.verdicts import speedup_interval, time_verdict
 from topkscope.perf import inputs as inp
 from topkscope.perf import model as pm
 from topkscope.perf import report
@@ -308,39 +309,6 @@ def _setting(manifest: dict, results_root, inputs: str,
 
 
 # ------------------------------------------------------------------ the claims
-def speedup_interval(speedups: Sequence[float | None]) -> tuple[float, float, float]:
-    """(mean, low, high): the 95% t-interval of the per-seed speed-ups, a seed that never
-    reached the target counted as 0 (its worst value)."""
-    return verdicts.t_interval([0.0 if s is None else s for s in speedups])
-
-
-def time_verdict(speedups: Sequence[float | None], error: float, counted: bool,
-                 n_failed: int = 0) -> tuple[str, int, int]:
-    """(verdict, seeds faster beyond the error, seeds that never reached the target) of one
-    method's per-seed speed-ups to the target over Top-k (None: never reached), `n_failed` of
-    whose seeds' runs failed; see the module doc. counted False (selection not counted): at
-    most inconclusive."""
-    never = sum(s is None for s in speedups)
-    reached = [s for s in speedups if s is not None]
-    faster = sum(s > 1 + error for s in reached)
-    n = len(speedups)
-    if n == 0:
-        return "insufficient-data", faster, never
-    if (n_failed and n_failed == n) or never == n:
-        return "fails", faster, never
-    if n < verdicts.MIN_SEEDS:
-        return ("inconclusive" if n_failed or never else "insufficient-data"), faster, never
-    if not counted:
-        return "inconclusive", faster, never
-    _, low, high = speedup_interval(speedups)
-    verdict = verdicts.interval_verdict(low, high, n, 1.0 + error)
-    if verdict == "holds":
-        return ("inconclusive" if n_failed or never else "holds"), faster, never
-    if verdicts.interval_verdict(low, high, n, 1.0 - error) == "fails":
-        return "fails", faster, never
-    return "inconclusive", faster, never
-
-
 def target_text(metric: str, margin: float) -> str:
     """"Top-k's final accuracy − 1 point" / "Top-k's final perplexity + 3%": the target."""
     return f"Top-k's final {metric} {verdicts.limit_text(metric, margin)}"

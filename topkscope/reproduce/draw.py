@@ -83,20 +83,19 @@ def sorted_magnitudes_figure(run, analysis: SnapshotAnalysis, densities: Sequenc
 
 
 def contraction_figure(run, out_dir: Path, experiment: str) -> FigureEntry:
-    from topkscope.analysis.contraction import is_at_most, is_below_paper
+    from topkscope.analysis.verdicts import contraction_shares
 
     fig = plots.contraction_over_iterations(run.stats, manifest=run.manifest)
     u = _global_u(run.stats).dropna(subset=["topk_ratio"])
+    shares = contraction_shares(u, "density").set_index("density")
     parts = []
     for rho, g in u.groupby("density"):
-        ratio = g["topk_ratio"].to_numpy(float)
         parts.append(
             f"ρ = {rho:g}: median δ_emp {g['topk_ratio'].median():.3f} vs 1-k/d "
             f"{g['classic_bound'].median():.4f}, (1-k/d)^2 {g['paper_bound'].median():.4f}, "
             f"Gaussian {g['gaussian_ratio'].median():.4f}; below (1-k/d)^2 in "
-            f"{_pct(is_below_paper(ratio, g['paper_bound'].to_numpy(float)).mean())} and at "
-            f"most the Gaussian value in "
-            f"{_pct(is_at_most(ratio, g['gaussian_ratio'].to_numpy(float)).mean())} of "
+            f"{_pct(shares.loc[rho, 'share_at_most_paper'])} and at most the Gaussian value in "
+            f"{_pct(shares.loc[rho, 'share_at_most_gaussian'])} of "
             f"{len(g)} (step, worker) records")
     caption = ("Measured Top-k contraction δ_emp = ‖u − TopK(u)‖²/‖u‖² per iteration (median over "
                "workers, band min–max) against 1−k/d, (1−k/d)² and the Gaussian value. "

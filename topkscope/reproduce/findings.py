@@ -45,7 +45,6 @@ MAX_COLUMNS, MAX_CELL = 9, 60  # docs/findings.md: a table's columns, a cell's c
 # the claims columns of the distribution table, in order: (claim, header)
 DISTRIBUTION_COLUMNS = (
     ("gaussian_like", "Gaussian-like"),
-    ("below_classic", "δ < 1 − k/d"),
     ("below_paper", "δ ≤ (1 − k/d)²"),
     ("gaussian_value", "δ ≤ Gaussian value"),
     ("convexity_condition", "convex sorted u²"),
@@ -208,8 +207,17 @@ def _verdict(verdict: str) -> str:
 
 
 def _fraction_cell(row) -> str:
-    frac = _number(row, "fraction")
-    return _verdict(str(row.verdict)) + ("" if math.isnan(frac) else f" ({frac:.0%})")
+    """'mixed (75% [58%–88%])': the verdict, the share and its interval; a bound's claim adds
+    its margin in gaps between the bounds and a uniform u's δ: 'holds (100% [100%–100%];
+    margin 0.41, uniform δ 0.997)'."""
+    frac, margin = _number(row, "fraction"), _number(row, "bound_margin")
+    low, high = _number(row, "fraction_low"), _number(row, "fraction_high")
+    parts = [] if math.isnan(frac) else [f"{frac:.0%}" + (
+        "" if math.isnan(low) else f" [{low:.0%}–{high:.0%}]")]
+    if not math.isnan(margin):
+        parts.append(f"margin {margin:.2g}, uniform δ {_number(row, 'delta_uniform'):.4g}")
+    inside = "; ".join(parts)
+    return _verdict(str(row.verdict)) + (f" ({inside})" if inside else "")
 
 
 def _condition(value) -> str:
@@ -232,8 +240,9 @@ def _header(names: list[str]) -> list[str]:
 
 
 def distribution_markdown(table: pd.DataFrame) -> str:
-    """One row per (model, condition); per claim the verdict and the share of units meeting
-    its criterion; β: the median generalised-normal shape of the snapshot fits."""
+    """One row per (model, condition); runs: the runs behind it (the most of its claims); per
+    claim the verdict and the share of units meeting its criterion with its interval; β: the
+    median generalised-normal shape of the snapshot fits."""
     counts = sorted({s for s in table.loc[table["claim"] == "gaussiank_count", "sparsifier"]})
     columns = [*DISTRIBUTION_COLUMNS, *((("gaussiank_count", s), f"{sparsifier_name(s)} count "
                                          f"in {verdicts.count_band_text()}") for s in counts)]
@@ -242,13 +251,17 @@ def distribution_markdown(table: pd.DataFrame) -> str:
         key = row.claim if row.claim != "gaussiank_count" else (row.claim, row.sparsifier)
         where = cells.setdefault((str(row.model), _condition(row.condition)), {})
         where[key] = _fraction_cell(row)
+        runs = _number(row, "n_runs")
+        if not math.isnan(runs):
+            where["runs"] = f"{max(int(runs), int(where.get('runs', '0')))}"
         beta = _number(row, "gennorm_beta")
         if row.claim == "gaussian_like" and not math.isnan(beta):
             where["beta"] = f"{beta:.2f}"
-    names = ["model", "condition", DISTRIBUTION_COLUMNS[0][1], "β", *(h for _, h in columns[1:])]
+    names = ["model", "condition", "runs", DISTRIBUTION_COLUMNS[0][1], "β",
+             *(h for _, h in columns[1:])]
     lines = _header(names)
     for (model, cond), by in cells.items():
-        values = [by.get(columns[0][0], "—"), by.get("beta", "—")]
+        values = [by.get("runs", "—"), by.get(columns[0][0], "—"), by.get("beta", "—")]
         values += [by.get(key, "—") for key, _ in columns[1:]]
         lines.append(_row([model_name(model), _short(cond), *values]))
     return "\n".join(lines)
@@ -578,7 +591,8 @@ def findings_markdown(table: pd.DataFrame, heading: str | None = None) -> str:
                                                     "prediction", "check")}
     if len(by["distribution"]):
         part("distribution", "Top-k's u per model and condition (density warm-up and target "
-             "density ρ): verdict (share of units meeting the criterion); β: median "
+             "density ρ): verdict (share of units meeting the criterion [its 95% block-bootstrap "
+             "interval]); runs behind the row; β: median "
              "generalised-normal shape of the snapshot fits (2 = normal, 1 = Laplace).\n\n"
              + distribution_markdown(by["distribution"])
              + ("\n\nCounts in " + verdicts.count_band_text() + " (share of units): the "
@@ -597,7 +611,8 @@ def findings_markdown(table: pd.DataFrame, heading: str | None = None) -> str:
     if timed.any():
         part("time", time_to_accuracy_markdown(by["prediction"][timed]))
     if len(by["check"]):
-        part("check", "True by construction: checks of the code, not findings.\n\n"
+        part("check", "True by construction, or for any vector that is not flat: checks, not "
+             "findings.\n\n"
              + checks_markdown(by["check"]))
     return "\n\n".join(parts)
 
@@ -631,8 +646,8 @@ def findings_prose(table: pd.DataFrame) -> str:
     if share("below_paper"):
         sentences.append(
             f"Over {n_cond} (model, condition) pairs on {dist['model'].nunique()} models, Top-k's "
-            f"δ stayed below 1 − k/d in {share('below_classic')} and below the paper's "
-            f"(1 − k/d)² in {share('below_paper')} of each condition's units"
+            f"δ stayed below the paper's (1 − k/d)² in {share('below_paper')} of each "
+            "condition's units"
             + (f", and at most the Gaussian value in {share('gaussian_value')}"
                if share("gaussian_value") else "")
             + (f"; the convexity condition behind the paper's bound held in "
@@ -675,8 +690,9 @@ def findings_prose(table: pd.DataFrame) -> str:
                                        "per-phase traffic)." if derived
                                        else "at the target density."))
     if (table["section"] == "check").any():
-        sentences.append("The robust `gaussiank` selects exactly k by construction: its count "
-                         "rows are checks of the code, listed apart.")
+        sentences.append("The checks (listed apart, not findings): δ < 1 − k/d, true for any "
+                         "vector that is not flat, and the robust `gaussiank`'s count, exactly "
+                         "k by construction.")
     predicted = table[table["section"] == "prediction"]
     if len(predicted):
         timed = predicted["claim"].map(is_time_to_accuracy).astype(bool)

@@ -143,31 +143,19 @@ def _global_u(runs: Iterable) -> pd.DataFrame:
 def contraction_table(runs: Sequence) -> pd.DataFrame:
     """Per model, condition and density: medians of delta_emp and the three reference values
     over the recorded (step, worker) rows of whole-model u, and the share of rows meeting each
-    claim's criterion (topkscope.analysis.contraction: is_below_classic, is_below_paper,
-    is_at_most)."""
-    from topkscope.analysis.contraction import is_at_most, is_below_classic, is_below_paper
+    claim's criterion (topkscope.analysis.verdicts.contraction_shares)."""
+    from topkscope.analysis.verdicts import contraction_shares
 
     u = _global_u(runs)
-    cols = ["model", "condition", "density", "records", "delta_emp", "classic_bound",
-            "paper_bound", "gaussian_ratio", "share_below_classic", "share_at_most_paper",
-            "share_at_most_gaussian"]
+    by = ["model", "condition", "density"]
+    cols = [*by, "records", "delta_emp", "classic_bound", "paper_bound", "gaussian_ratio",
+            "share_below_classic", "share_at_most_paper", "share_at_most_gaussian"]
     if u.empty:
         return pd.DataFrame(columns=cols)
-    rows = []
-    for (model, cond, rho), g in u.groupby(["model", "condition", "density"], sort=True):
-        ratio = g["topk_ratio"].to_numpy(float)
-        rows.append({"model": model, "condition": cond, "density": rho, "records": len(g),
-                     "delta_emp": g["topk_ratio"].median(),
-                     "classic_bound": g["classic_bound"].median(),
-                     "paper_bound": g["paper_bound"].median(),
-                     "gaussian_ratio": g["gaussian_ratio"].median(),
-                     "share_below_classic":
-                         is_below_classic(ratio, g["classic_bound"].to_numpy(float)).mean(),
-                     "share_at_most_paper":
-                         is_below_paper(ratio, g["paper_bound"].to_numpy(float)).mean(),
-                     "share_at_most_gaussian":
-                         is_at_most(ratio, g["gaussian_ratio"].to_numpy(float)).mean()})
-    return pd.DataFrame(rows, columns=cols)
+    medians = (u.groupby(by, sort=True)[["topk_ratio", "classic_bound", "paper_bound",
+                                         "gaussian_ratio"]].median()
+               .rename(columns={"topk_ratio": "delta_emp"}).reset_index())
+    return contraction_shares(u, by).merge(medians, on=by)[cols]
 
 
 def normality_table(battery: pd.DataFrame) -> pd.DataFrame:
@@ -324,7 +312,11 @@ def _claims_cells(row) -> tuple[list[str], str]:
         # two digits fit the column ("0.021×"); the CSV keeps every digit
         sent = "--" if math.isnan(num("traffic_target")) else f"{num('traffic_target'):.2g}×"
     elif section != "prediction" and not math.isnan(num("fraction")):
-        result = f"{num('fraction'):.0%} of {int(num('n_units'))} units"
+        low = num("fraction_low")
+        result = (f"{num('fraction'):.0%}"
+                  + ("" if math.isnan(low) else f" [{low:.0%}, {num('fraction_high'):.0%}]")
+                  + f" of {int(num('n_units'))} units"
+                  + ("" if math.isnan(num("n_runs")) else f", {int(num('n_runs'))} runs"))
     elif section != "prediction":
         result = f"{0 if math.isnan(num('n_units')) else int(num('n_units'))} units"
     condition = row.condition if isinstance(row.condition, str) and row.condition else "--"
