@@ -36,6 +36,9 @@ several target-density conditions, a row "all conditions (target density)" pools
                       condition_holds (the convexity gap allows delta at most 2% of the gap
                       between the bounds above (1 - k/d)^2); evidence says how often the bound
                       held where the condition failed.
+3c. fitted_value      unit: (snapshot of u, density); the median error of the fitted
+                      generalised normal's delta (topkscope.analysis.fitted_value) against the
+                      Gaussian value's, in units of 1 - delta, with a bootstrap interval.
 4. gaussiank_count    unit: (step, rank, density); criterion 2/3 <= count/k <= 4/3, per
                       Gaussian-k variant; the robust `gaussiank` selects exactly k by
                       construction: section check.
@@ -55,6 +58,7 @@ from topkscope.analysis import (
     contraction,
     convergence_claims,
     fits,
+    fitted_value,
     phases,
     published_claims,
     snapshots,
@@ -106,6 +110,7 @@ STATEMENTS = {
     "gaussian_value": "delta_emp is at most the Gaussian value 1 - rho - 2 t phi(t)",
     "convexity_condition": "the sorted squared magnitudes of u are convex, decreasing to 0",
     "gaussiank_count": "Gaussian-k selects about k elements",
+    fitted_value.CLAIM: fitted_value.STATEMENT,
 }
 DISTRIBUTION_CLAIMS = tuple(c for c in STATEMENTS if c != "gaussiank_count")
 _UNIT_RULE = ("units recorded during a density warm-up form their own condition (never "
@@ -128,6 +133,7 @@ RULES = {
     "gaussiank_count": "unit = (step, rank, density); criterion "
     f"{COUNT_BAND[0]:.3f} <= count/k <= {COUNT_BAND[1]:.3f}; {_UNIT_RULE}; "
     f"{verdicts.FRACTION_RULE}",
+    fitted_value.CLAIM: f"{fitted_value.RULE}; {_UNIT_RULE}",
 }
 
 
@@ -314,6 +320,7 @@ def _claim_rows(sparsifier: str, condition: str, u: pd.DataFrame, snaps: list[di
         "below_paper": _below(u, "below_paper"),
         "gaussian_value": _below(u, "gaussian_value"),
         "convexity_condition": _convexity(snaps),
+        fitted_value.CLAIM: fitted_value.claim(_fitted_units(snaps)),
     }
     rows = [{"claim": c, "sparsifier": sparsifier, **found} for c, found in per_claim.items()]
     for variant in GAUSSIANK_VARIANTS:
@@ -421,6 +428,12 @@ def _convexity(snaps: list[dict]) -> dict:
     return _fraction_row(held, evidence)
 
 
+def _fitted_units(snaps: list[dict]) -> pd.DataFrame:
+    parts = [s["fitted"].assign(run=s["_run"]) for s in snaps if len(s["fitted"])]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=fitted_value.UNIT_COLUMNS)
+
+
 def _gaussiank_count(u: pd.DataFrame, variant: str) -> dict | None:
     col = variant.replace("-", "_") + "_count"
     if u.empty or col not in u:
@@ -468,5 +481,6 @@ def _snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> lis
                 "best_family": fits.best(tables.fits, "x") if not tables.fits.empty else "none",
                 "beta": float(gennorm.iloc[0]) if len(gennorm) else math.nan,
                 "ratios": tables.contraction,
+                "fitted": fitted_value.snapshot_units(tables.contraction, tables.fits),
             })  # fmt: skip
     return out

@@ -4,7 +4,7 @@
 |---|---|---|
 | gradient_histogram | histograms of g/u in std units + fitted normal and Laplace | hist (+ stats) |
 | sorted_magnitudes | sorted |u| curves (convexity of the paper's bound) | sorted-magnitude curves |
-| contraction_over_iterations | delta_emp vs 1-k/d, (1-k/d)^2, Gaussian value | stats |
+| contraction_over_iterations | delta_emp vs 1-k/d, (1-k/d)^2, Gaussian, fitted value | stats (+ fits) |
 | normality_over_training | skewness, excess kurtosis (+ battery statistics) | stats (+ battery) |
 | qq_plot | normal Q-Q plots at snapshot steps | Q-Q points |
 | selected_over_k | approximate selectors' count / k and recall | stats |

@@ -82,10 +82,14 @@ def sorted_magnitudes_figure(run, analysis: SnapshotAnalysis, densities: Sequenc
     return _save(fig, out_dir, experiment, "sorted_magnitudes", caption)
 
 
-def contraction_figure(run, out_dir: Path, experiment: str) -> FigureEntry:
+def contraction_figure(run, analysis: SnapshotAnalysis | None, out_dir: Path,
+                       experiment: str) -> FigureEntry:
     from topkscope.analysis.contraction import is_at_most, is_below_paper
+    from topkscope.analysis.fitted_value import analysis_units
 
-    fig = plots.contraction_over_iterations(run.stats, manifest=run.manifest)
+    fitted = (analysis_units(analysis.ratios, analysis.fits) if analysis is not None
+              else pd.DataFrame())
+    fig = plots.contraction_over_iterations(run.stats, manifest=run.manifest, fitted=fitted)
     u = _global_u(run.stats).dropna(subset=["topk_ratio"])
     parts = []
     for rho, g in u.groupby("density"):
@@ -98,9 +102,17 @@ def contraction_figure(run, out_dir: Path, experiment: str) -> FigureEntry:
             f"most the Gaussian value in "
             f"{_pct(is_at_most(ratio, g['gaussian_ratio'].to_numpy(float)).mean())} of "
             f"{len(g)} (step, worker) records")
+        fit = fitted[fitted["density"] == rho] if len(fitted) else fitted
+        if len(fit):
+            parts[-1] += (f"; at the {len(fit)} snapshots the fitted generalised normal (median "
+                          f"β {fit['beta'].median():.2f}, zero share "
+                          f"{fit['zero_share'].median():.2f}) gives {fit['fitted_ratio'].median():.4f}, "
+                          f"median error in units of 1 − δ {fit['fit_error'].median():.3g} "
+                          f"against the Gaussian value's {fit['gaussian_error'].median():.3g}")
     caption = ("Measured Top-k contraction δ_emp = ‖u − TopK(u)‖²/‖u‖² per iteration (median over "
-               "workers, band min–max) against 1−k/d, (1−k/d)² and the Gaussian value. "
-               + "; ".join(parts) + f". {describe_run(run.manifest)}.")
+               "workers, band min–max) against 1−k/d, (1−k/d)², the Gaussian value and, at the "
+               "snapshot steps, the value of the fitted generalised normal with the measured "
+               "share of exact zeros. " + "; ".join(parts) + f". {describe_run(run.manifest)}.")
     return _save(fig, out_dir, experiment, "contraction", caption)
 
 
@@ -364,7 +376,7 @@ def selection_speed_figure(bench: pd.DataFrame, out_dir: Path, experiment: str) 
 DISTRIBUTION_DRAWERS: dict[str, Callable] = {
     "histogram": lambda run, a, dens, out, exp: histogram_figure(run, a, out, exp),
     "sorted_magnitudes": sorted_magnitudes_figure,
-    "contraction": lambda run, a, dens, out, exp: contraction_figure(run, out, exp),
+    "contraction": lambda run, a, dens, out, exp: contraction_figure(run, a, out, exp),
     "normality": lambda run, a, dens, out, exp: normality_figure(run, a, out, exp),
     "qq": lambda run, a, dens, out, exp: qq_figure(run, a, out, exp),
     "selectors": lambda run, a, dens, out, exp: selectors_figure(run, out, exp),

@@ -258,6 +258,7 @@ CLAIM_LABELS = {  # how claims.tex names each claim (formatting only; rules: ana
     "gaussian_value": r"$\delta \le$ Gaussian value",
     "convexity_condition": "convex sorted $u^2$",
     "gaussiank_count": r"count in $[2k/3, 4k/3]$",
+    "fitted_value": r"fitted $\delta$ closer than Gaussian",
 }
 CLAIMS_HEADER = ("no.", "model", "claim", "method", "condition", "result", "sent", "verdict")
 # each column's share of the line width (its padding included); they add up to 1
