@@ -13,7 +13,9 @@ Sections (`section`): distribution (claims 1-4: u and Top-k's contraction), conv
 (claims 5-6, topkscope.analysis.convergence_claims), prediction (the predicted speed-ups,
 topkscope.perf.report), check (rows true by construction, e.g. the robust Gaussian-k's count),
 published (runs imported from published logs, topkscope.analysis.published_claims: no seeds,
-so never pooled; they feed no other section).
+so never pooled; they feed no other section), explanation (does a contraction's term in the
+error-feedback bound order the methods' convergence gap to Dense,
+topkscope.analysis.contraction_convergence: one row per model and gap).
 
 Distribution claims look at the whole-model error-compensated gradient u (stats rows kind
 "u", layer "__global__"; raw snapshots where the statistic needs every value) of runs trained
@@ -56,6 +58,7 @@ import pandas as pd
 from topkscope import validate
 from topkscope.analysis import (
     contraction,
+    contraction_convergence,
     convergence_claims,
     fits,
     fitted_value,
@@ -96,7 +99,8 @@ PREDICTION_COLUMNS = [
     "network", "inputs", "baselines", "training_condition", "selection_basis", "breakeven_ms",
     "breakeven_topk_ms", "model_error",
 ]  # fmt: skip
-SECTIONS = ("distribution", "convergence", "prediction", "check", published_claims.SECTION)
+SECTIONS = ("distribution", "convergence", "prediction", "check", published_claims.SECTION,
+            contraction_convergence.SECTION)
 ALL_CONDITIONS = "all conditions (target density)"
 NO_UNITS = "no units recorded"
 DURING_WARMUP = "during warm-up at rho="
@@ -190,6 +194,8 @@ def build(
             rows.append({**base, **row, "statement": statement.format(
                 method=row["sparsifier"], metric=row.get("metric") or "accuracy"),
                          "rule": convergence_claims.TRAFFIC_RULE if traffic else rule})
+        rows += [{**base, **row} for row in contraction_convergence.rows(
+            model_runs, margin, perplexity_margin)]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -234,6 +240,8 @@ def section_of(claim: str, sparsifier: str, condition=None) -> str:
         return "prediction"
     if (str(claim), str(sparsifier)) in BY_CONSTRUCTION:
         return "check"
+    if str(claim) == contraction_convergence.CLAIM:
+        return contraction_convergence.SECTION
     if str(claim).endswith(("_accuracy", "_traffic")):
         return "convergence"
     return "distribution"
