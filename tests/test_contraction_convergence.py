@@ -141,3 +141,24 @@ def test_spearman_is_scipys_with_ties_and_infinite_gaps_last():
     assert cc.spearman(term, gap) == pytest.approx(
         stats.spearmanr(term, np.where(np.isinf(gap), 1e9, gap)).statistic)
     assert math.isnan(cc.spearman(np.ones(9), gap))   # a term that ties everywhere
+
+
+def test_the_figure_puts_each_point_at_its_term_and_gap(tmp_path):
+    from topkscope import plots
+    from topkscope.reproduce.draw import contraction_gap_figure
+
+    runs = experiment(DELTAS, ORDERED)
+    frame, _ = cc.points(runs)
+    fig = plots.gap_against_term(frame)
+    final_panel = fig.axes[0]
+    drawn = np.vstack([c.get_offsets() for c in final_panel.collections])
+    expected = frame[["term_measured", "gap_final"]].to_numpy(float)
+    np.testing.assert_allclose(np.sort(drawn, axis=0), np.sort(expected, axis=0), rtol=1e-12)
+    assert final_panel.get_xscale() == "log"
+    entry = contraction_gap_figure(runs, tmp_path, "convergence-m")
+    assert entry.name == "convergence-m-contraction_gap" and all(p.exists() for p in entry.files)
+    assert "final gap: holds (measured best)" in entry.caption
+    assert contraction_gap_figure([r for r in runs if r.manifest["sparsifier"] != "dense"],
+                                  tmp_path, "x") is None
+    with pytest.raises(ValueError, match="contraction = 'nope'"):
+        plots.gap_against_term(frame, contraction="nope")

@@ -203,7 +203,8 @@ class BenchmarkJob:
 DISTRIBUTION_FIGURES = (
     "histogram", "sorted_magnitudes", "contraction", "normality", "qq", "selectors",
 )
-CONVERGENCE_FIGURES = ("convergence", "traffic", "density_sensitivity", "selected_per_step")
+CONVERGENCE_FIGURES = ("convergence", "traffic", "density_sensitivity", "selected_per_step",
+                       "contraction_gap")
 
 QUICK_AND_FULL = ("quick", "full")
 FNN3_DESIGN = ConvergenceDesign(seeds=(("quick", 5), ("full", 8)),
