@@ -4,6 +4,8 @@ measured delta and the Gaussian value, on vectors where the answer is known."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from tests.test_analysis_claims import D, make_run
 from topkscope import plots
 from topkscope.analysis import claims, fits, fitted_value, snapshots
+from topkscope.analysis.contraction_convergence import CLAIM as EXPLAINS
 from topkscope.bounds import gennorm_ratio
 from topkscope.kernel import topk_ratio
 from topkscope.plots.contraction import FITTED_LABEL
@@ -110,3 +113,34 @@ def test_the_contraction_figure_draws_the_fitted_value_at_the_snapshots():
     assert FITTED_LABEL in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     without = plots.contraction_over_iterations(run.stats)
     assert FITTED_LABEL not in [ln.get_label() for ax in without.axes for ln in ax.lines]
+
+
+def test_the_readme_tells_each_new_claim_as_measured_under_the_claim_it_extends():
+    from topkscope.reproduce import headline
+
+    base = pd.read_csv(Path(__file__).resolve().parents[1] / "results" / "reference"
+                       / "claims-quick.csv")
+    base = base[~base["claim"].isin(["fitted_value", EXPLAINS])]
+
+    def rows(claim, verdicts, section):
+        return [{"model": m, "dataset": "mnist", "claim": claim, "verdict": v, "n_runs": 5,
+                 "n_units": 8, "fraction": 0.5, "cause": "measured", "section": section,
+                 "condition": f"c{i}", "sparsifier": "topk", "statement": "s", "rule": "r"}
+                for i, (m, v) in enumerate(verdicts)]
+
+    beyond = pd.DataFrame(
+        rows("fitted_value", [("fnn3", "holds"), ("lstm", "fails"), ("gpt", "fails")],
+             "distribution")
+        + rows(EXPLAINS, [("fnn3", "inconclusive")] * 2, "explanation"))
+    text = headline.headline_markdown({"Quick": pd.concat([base, beyond], ignore_index=True)})
+    lines = text.splitlines()
+    fitted = next(i for i, ln in enumerate(lines) if "fitted δ" in ln)
+    assert lines[fitted - 1].startswith("  - quick: holds in")   # under below_paper's line
+    assert "quick **fails** 2, holds 1 of 3 conditions" in lines[fitted]
+    explained = next(ln for ln in lines if "orders the gap to Dense" in ln)
+    assert "quick inconclusive in 2 of 2 pairs (FNN-3, 5 runs)" in explained
+    assert "[contraction-gap]: docs/gallery/convergence-fnn3-mnist-contraction_gap.png" in text
+    assert headline.long_lines(text) == []
+    plain = headline.headline_markdown({"Quick": base})
+    assert "beyond" not in plain and "contraction-gap" not in plain
+
