@@ -293,7 +293,7 @@ def spearman(term: np.ndarray, gap: np.ndarray) -> float:
     return float((a @ b) / math.sqrt((a @ a) * (b @ b)))
 
 
-def ordering_p(term: np.ndarray, gap: np.ndarray, draws: int = 10_000,
+def ordering_p(term: np.ndarray, gap: np.ndarray, draws: int = 2000,
                seed: int = BOOT_SEED) -> float:
     """One-sided permutation p-value of Spearman's rho over the points: the share of
     orderings of the gaps against the terms with a rho at least the observed one (exact over
