@@ -162,3 +162,18 @@ def test_the_figure_puts_each_point_at_its_term_and_gap(tmp_path):
                                   tmp_path, "x") is None
     with pytest.raises(ValueError, match="contraction = 'nope'"):
         plots.gap_against_term(frame, contraction="nope")
+
+
+def test_every_method_of_a_density_shares_one_k_over_d():
+    """A run without a recorder knows d only as k / density (train k): the bounds must still
+    tie across methods, or rounding would make up an ordering."""
+    runs = experiment(DELTAS, ORDERED)
+    for r in runs:
+        r.train["k"] = 100
+        r.train["density"] = 0.001
+    topk = [r for r in runs if r.manifest["sparsifier"] == "topk"]
+    for r in topk:   # the recorder's numel: a d that k / density does not give back exactly
+        r.stats = u_stats([0], {"topk_ratio": lambda s: 0.9}).assign(numel=100_301)
+    frame, _ = cc.points(runs)
+    assert frame["delta_classic"].nunique() == 1 and frame["d"].unique().tolist() == [100_301]
+    assert frame["delta_classic"].iloc[0] == classic_bound(100, 100_301)

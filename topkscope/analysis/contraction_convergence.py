@@ -230,13 +230,22 @@ def points(runs: Sequence, margin: float = verdicts.ACCURACY_MARGIN_POINTS,
         if method == "dense":
             for seed, sr in seeds.items():
                 dense.setdefault((exp, seed), sr)
+    sizes: dict = {}   # experiment -> d: one model size, so every method shares its k/d
+    for (exp, *_), seeds in cells.items():
+        for sr in seeds.values():
+            _, d = _kd(sr.run)
+            recorded = getattr(sr.run, "stats", None) is not None and len(sr.run.stats) > 0
+            if d and (exp not in sizes or (recorded and not sizes[exp][1])):
+                sizes[exp] = (d, recorded)
     out, seeded = [], {}
     for (exp, density, cond, method), seeds in sorted(cells.items(), key=lambda kv: str(kv[0])):
         if method == "dense" or density is None:
             continue
         topk = cells.get((exp, density, topk_condition(cond), "topk"), {})
         per = Seeded({}, {}, {})
-        sources, kd, name = set(), (None, None), None
+        sources, name = set(), None
+        d = sizes.get(exp, (None, False))[0]
+        k = bounds.k_from_density(float(density), d) if d else None
         for seed, sr in seeds.items():
             ref = dense.get((exp, seed))
             if ref is None or ref.name is None:
@@ -245,7 +254,6 @@ def points(runs: Sequence, margin: float = verdicts.ACCURACY_MARGIN_POINTS,
             ref_topk = topk.get(seed)
             delta, source = measured_delta(sr.run, method, ref_topk.run if ref_topk else None)
             sources.add(source)
-            kd = kd if kd[0] else _kd(sr.run)
             value, _ = seed_value(sr, name)
             diff = verdicts.paired_difference(name, ref.metric, value)
             per.delta[seed] = delta
@@ -257,7 +265,6 @@ def points(runs: Sequence, margin: float = verdicts.ACCURACY_MARGIN_POINTS,
             per.steps[seed] = (math.inf if own is None else own / base - 1.0) if base else math.nan
         if not per.final:
             continue
-        k, d = kd
         row = {"experiment": exp, "density": float(density), "condition": cond,
                "method": method, "source": "; ".join(sorted(sources)),
                "n_seeds": len(per.final), "k": k, "d": d, "metric": name,
