@@ -114,6 +114,16 @@ def _perplexity(ev: pd.DataFrame) -> pd.DataFrame:
     return ev.assign(metric=np.exp(1.0 + 5.0 * (1.0 - ev["metric"])), metric_name="perplexity")
 
 
+def _gap_points() -> pd.DataFrame:
+    """contraction_convergence points of five methods under two long conditions."""
+    methods = ["topk", "gaussiank-2019", "dgc", "redsync", "sidco"]
+    cond = "warmup=custom[0.25,0.0625]; k_rule=ceil; empty_fallback=topk"
+    return pd.DataFrame({
+        "method": methods * 2, "condition": [cond] * 5 + ["warmup=none"] * 5,
+        "density": 0.001, "metric": "perplexity", "term_classic": np.geomspace(1e3, 1e6, 10),
+        "gap_final": np.linspace(0.5, 40.0, 10), "gap_steps": [*np.linspace(0, 3, 9), np.inf]})
+
+
 LSTM = {"model": "lstm-ptb", "dataset": "ptb", "dataset_substitute": None,
         "config": {"train_subset": 200_000}}
 
@@ -160,6 +170,8 @@ def _plot_cases(r) -> dict[str, Figure]:
         "selected_per_step four methods": lambda: plots.selected_per_step(
             _as_methods(approx, ["gaussiank-2019", "dgc", "redsync", "sidco"]),
             manifest=main[0].manifest),
+        "gap_against_term perplexity, a run that never reaches the target": lambda:
+            plots.gap_against_term(_gap_points(), manifest=lstm, contraction="classic"),
         "published_runs eight imported jobs": lambda: plots.published_runs(
             pd.DataFrame({"run": [f"job 13026{i} topk rho=0.001 (8 GPUs, gpu04)"
                                   for i in range(8) for _ in range(3)],
@@ -176,7 +188,8 @@ PLOT_CASES = ["gradient_histogram four steps", "sorted_magnitudes", "contraction
               "qq_plot", "selected_over_k", "selection_time", "convergence one condition",
               "convergence perplexity", "convergence without evaluation (hook run)",
               "accuracy_vs_elements three conditions", "density_sensitivity two methods",
-              "selected_per_step four methods", "published_runs eight imported jobs"]
+              "selected_per_step four methods", "published_runs eight imported jobs",
+              "gap_against_term perplexity, a run that never reaches the target"]
 
 
 def test_the_cases_cover_every_plot_function():

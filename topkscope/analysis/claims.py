@@ -13,7 +13,9 @@ Sections (`section`): distribution (claims 1-4: u and Top-k's contraction), conv
 (claims 5-6, topkscope.analysis.convergence_claims), prediction (the predicted speed-ups,
 topkscope.perf.report), check (rows true by construction, e.g. the robust Gaussian-k's count),
 published (runs imported from published logs, topkscope.analysis.published_claims: no seeds,
-so never pooled; they feed no other section).
+so never pooled; they feed no other section), explanation (does a contraction's term in the
+error-feedback bound order the methods' convergence gap to Dense,
+topkscope.analysis.contraction_convergence: one row per model and gap).
 
 Distribution claims look at the whole-model error-compensated gradient u (stats rows kind
 "u", layer "__global__"; raw snapshots where the statistic needs every value) of runs trained
@@ -45,6 +47,9 @@ several target-density conditions, a row "all conditions (target density)" pools
                       condition_holds (the convexity gap allows delta at most 2% of the gap
                       between the bounds above (1 - k/d)^2); evidence says how often the bound
                       held where the condition failed.
+3c. fitted_value      unit: (snapshot of u, density); the median error of the fitted
+                      generalised normal's delta (topkscope.analysis.fitted_value) against the
+                      Gaussian value's, in units of 1 - delta, with a bootstrap interval.
 4. gaussiank_count    unit: (step, rank, density); criterion 2/3 <= count/k <= 4/3, per
                       Gaussian-k variant, on Top-k's u (the recorder applies the rule to the u
                       Top-k trains on); the robust `gaussiank` selects exactly k by
@@ -70,8 +75,10 @@ import pandas as pd
 from topkscope import bounds, validate
 from topkscope.analysis import (
     contraction,
+    contraction_convergence,
     convergence_claims,
     fits,
+    fitted_value,
     phases,
     published_claims,
     selection,
@@ -112,7 +119,8 @@ PREDICTION_COLUMNS = [
     "network", "inputs", "baselines", "training_condition", "selection_basis", "breakeven_ms",
     "breakeven_topk_ms", "model_error",
 ]  # fmt: skip
-SECTIONS = ("distribution", "convergence", "prediction", "check", published_claims.SECTION)
+SECTIONS = ("distribution", "convergence", "prediction", "check", published_claims.SECTION,
+            contraction_convergence.SECTION)
 ALL_CONDITIONS = "all conditions (target density)"
 NO_UNITS = "no units recorded"
 DURING_WARMUP = "during warm-up at rho="
@@ -135,6 +143,7 @@ STATEMENTS = {
     "gaussian_tail": "the count above Gaussian-k's first threshold mean + |Phi^-1(rho/2)| "
                      "sigma is about k (the tail the published rule relies on)",
     "gaussiank_count_in_training": "Gaussian-k selects about k elements in its own training",
+    fitted_value.CLAIM: fitted_value.STATEMENT,
 }
 DISTRIBUTION_CLAIMS = tuple(c for c in STATEMENTS
                             if c not in ("gaussiank_count", "gaussiank_count_in_training"))
@@ -170,6 +179,7 @@ RULES = {
     "selected_median (the median over workers; selected where not logged); steps of a density "
     f"warm-up form their own condition; {verdicts.FRACTION_RULE}; a holds needs every seed's "
     "median count/k in the band too (else mixed)",
+    fitted_value.CLAIM: f"{fitted_value.RULE}; {_UNIT_RULE}",
 }
 
 
@@ -231,6 +241,8 @@ def build(
             rows.append({**base, **row, "statement": statement.format(
                 method=row["sparsifier"], metric=row.get("metric") or "accuracy"),
                          "rule": convergence_claims.TRAFFIC_RULE if traffic else rule})
+        rows += [{**base, **row} for row in contraction_convergence.rows(
+            model_runs, margin, perplexity_margin)]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -277,6 +289,8 @@ def section_of(claim: str, sparsifier: str, condition=None) -> str:
             str(claim).endswith(selection.IN_TRAINING) and selection.by_construction(
                 str(sparsifier))):
         return "check"
+    if str(claim) == contraction_convergence.CLAIM:
+        return contraction_convergence.SECTION
     if str(claim).endswith(("_accuracy", "_traffic")):
         return "convergence"
     return "distribution"
@@ -364,6 +378,7 @@ def _claim_rows(sparsifier: str, condition: str, u: pd.DataFrame, snaps: list[di
         "gaussian_value": _below(u, "gaussian_value"),
         "convexity_condition": _convexity(snaps),
         "gaussian_tail": _gaussian_tail(snaps),
+        fitted_value.CLAIM: fitted_value.claim(_fitted_units(snaps)),
     }
     rows = [{"claim": c, "sparsifier": sparsifier, **found} for c, found in per_claim.items()]
     for variant in GAUSSIANK_VARIANTS:
@@ -519,6 +534,12 @@ def _gaussian_tail(snaps: list[dict]) -> dict:
     return _fraction_row(passed, "; ".join(per) + f" over {len(snaps)} snapshots", runs, steps)
 
 
+def _fitted_units(snaps: list[dict]) -> pd.DataFrame:
+    parts = [s["fitted"].assign(run=s["_run"]) for s in snaps if len(s["fitted"])]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=fitted_value.UNIT_COLUMNS)
+
+
 def _gaussiank_count(u: pd.DataFrame, variant: str) -> dict | None:
     col = variant.replace("-", "_") + "_count"
     if u.empty or col not in u:
@@ -570,5 +591,6 @@ def _snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> lis
                 "best_family": fits.best(tables.fits, "x") if not tables.fits.empty else "none",
                 "beta": float(gennorm.iloc[0]) if len(gennorm) else math.nan,
                 "ratios": tables.contraction, "tail": tail,
+                "fitted": fitted_value.snapshot_units(tables.contraction, tables.fits),
             })  # fmt: skip
     return out

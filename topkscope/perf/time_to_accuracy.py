@@ -72,6 +72,10 @@ import pandas as pd
 
 from topkscope import validate
 from topkscope.analysis import convergence_claims, verdicts
+from topkscope.analysis.contraction_convergence import (  # noqa: F401  (public here too)
+    reaches,
+    steps_to_target,
+)
 from topkscope.analysis.convergence_claims import (
     SeedRun,
     claim_family,
@@ -105,15 +109,6 @@ def caption(margin: float, perplexity_margin: float) -> str:
 
 
 # ------------------------------------------------------------------ one run's curve
-def reaches(metric_name: str, topk_final: float, value: float, margin: float) -> bool:
-    """Whether `value` reaches the target set by Top-k's final metric: the claims' paired
-    difference (verdicts.paired_difference) on the good side of the margin's limit
-    (verdicts.limit_of: accuracy >= -margin points; perplexity <= +margin %)."""
-    diff = verdicts.paired_difference(metric_name, topk_final, value)
-    limit = verdicts.limit_of(metric_name, margin)
-    return diff >= limit if verdicts.higher_is_better(metric_name) else diff <= limit
-
-
 def target_value(metric_name: str, topk_final: float, margin: float) -> float:
     """The metric value at the margin (for display; `reaches` decides): the paired difference is
     linear in the method's value, so the value is solved from its slope at Top-k's final."""
@@ -121,17 +116,6 @@ def target_value(metric_name: str, topk_final: float, margin: float) -> float:
     slope = (verdicts.paired_difference(metric_name, topk_final, topk_final)
              - verdicts.paired_difference(metric_name, topk_final, topk_final - h)) / h
     return topk_final + verdicts.limit_of(metric_name, margin) / slope
-
-
-def steps_to_target(curve: pd.DataFrame, metric_name: str, topk_final: float,
-                    margin: float) -> int | None:
-    """Training steps done at the first evaluated step (rows sorted by step) whose metric
-    reaches the target (eval row at step t: t + 1 steps; not interpolated); None when none
-    does."""
-    for step, value in zip(curve["step"], curve["metric"]):
-        if reaches(metric_name, topk_final, float(value), margin):
-            return int(step) + 1
-    return None
 
 
 def found_runs(results_root: str | Path) -> list:

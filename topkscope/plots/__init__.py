@@ -4,7 +4,7 @@
 |---|---|---|
 | gradient_histogram | histograms of g/u in std units + fitted normal and Laplace | hist (+ stats) |
 | sorted_magnitudes | sorted |u| curves (convexity of the paper's bound) | sorted-magnitude curves |
-| contraction_over_iterations | delta_emp vs 1-k/d, (1-k/d)^2, Gaussian value | stats |
+| contraction_over_iterations | delta_emp vs 1-k/d, (1-k/d)^2, Gaussian, fitted value | stats (+ fits) |
 | normality_over_training | skewness, excess kurtosis (+ battery statistics) | stats (+ battery) |
 | qq_plot | normal Q-Q plots at snapshot steps | Q-Q points |
 | selected_over_k | approximate selectors' count / k and recall | stats |
@@ -12,6 +12,7 @@
 | convergence | loss and held-out metric per sparsifier and condition, mean over seeds | train + eval tables |
 | accuracy_vs_elements | held-out metric vs cumulative elements communicated | eval + `elements` |
 | density_sensitivity | held-out metric per density, per method, dense as reference | eval + `density` |
+| gap_against_term | convergence gap to Dense vs the EF bound's term (1-q)/q^2, per method | contraction_convergence points |
 | selected_per_step | selected/k per step in each method's own run, min-max over workers | train table |
 | published_runs | imported GPU runs: validation accuracy per epoch, the split of an iteration | eval rows + medians |
 
@@ -19,6 +20,7 @@
 """
 
 from topkscope.plots.contraction import contraction_over_iterations
+from topkscope.plots.contraction_gap import gap_against_term
 from topkscope.plots.convergence import accuracy_vs_elements, convergence, density_sensitivity
 from topkscope.plots.histogram import gradient_histogram
 from topkscope.plots.normality import normality_over_training
@@ -38,6 +40,7 @@ __all__ = [
     "describe_run",
     "figure_style",
     "figure_title",
+    "gap_against_term",
     "gradient_histogram",
     "normality_over_training",
     "published_runs",

@@ -30,6 +30,7 @@ REFERENCE_COLORS = {
     "classic_bound": "#7f7f7f",
     "paper_bound": "#d62728",
     "gaussian_ratio": "#2ca02c",
+    "fitted_ratio": "#9467bd",
 }
 
 

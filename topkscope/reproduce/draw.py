@@ -82,10 +82,14 @@ def sorted_magnitudes_figure(run, analysis: SnapshotAnalysis, densities: Sequenc
     return _save(fig, out_dir, experiment, "sorted_magnitudes", caption)
 
 
-def contraction_figure(run, out_dir: Path, experiment: str) -> FigureEntry:
+def contraction_figure(run, analysis: SnapshotAnalysis | None, out_dir: Path,
+                       experiment: str) -> FigureEntry:
+    from topkscope.analysis.fitted_value import analysis_units
     from topkscope.analysis.verdicts import contraction_shares
 
-    fig = plots.contraction_over_iterations(run.stats, manifest=run.manifest)
+    fitted = (analysis_units(analysis.ratios, analysis.fits) if analysis is not None
+              else pd.DataFrame())
+    fig = plots.contraction_over_iterations(run.stats, manifest=run.manifest, fitted=fitted)
     u = _global_u(run.stats).dropna(subset=["topk_ratio"])
     shares = contraction_shares(u, "density").set_index("density")
     parts = []
@@ -97,9 +101,17 @@ def contraction_figure(run, out_dir: Path, experiment: str) -> FigureEntry:
             f"{_pct(shares.loc[rho, 'share_at_most_paper'])} and at most the Gaussian value in "
             f"{_pct(shares.loc[rho, 'share_at_most_gaussian'])} of "
             f"{len(g)} (step, worker) records")
+        fit = fitted[fitted["density"] == rho] if len(fitted) else fitted
+        if len(fit):
+            parts[-1] += (f"; at the {len(fit)} snapshots the fitted generalised normal (median "
+                          f"β {fit['beta'].median():.2f}, zero share "
+                          f"{fit['zero_share'].median():.2f}) gives {fit['fitted_ratio'].median():.4f}, "
+                          f"median error in units of 1 − δ {fit['fit_error'].median():.3g} "
+                          f"against the Gaussian value's {fit['gaussian_error'].median():.3g}")
     caption = ("Measured Top-k contraction δ_emp = ‖u − TopK(u)‖²/‖u‖² per iteration (median over "
-               "workers, band min–max) against 1−k/d, (1−k/d)² and the Gaussian value. "
-               + "; ".join(parts) + f". {describe_run(run.manifest)}.")
+               "workers, band min–max) against 1−k/d, (1−k/d)², the Gaussian value and, at the "
+               "snapshot steps, the value of the fitted generalised normal with the measured "
+               "share of exact zeros. " + "; ".join(parts) + f". {describe_run(run.manifest)}.")
     return _save(fig, out_dir, experiment, "contraction", caption)
 
 
@@ -337,11 +349,43 @@ def selected_per_step_figure(runs: Sequence, out_dir: Path, experiment: str) -> 
     return _save(fig, out_dir, experiment, "selected_per_step", caption)
 
 
+def contraction_gap_figure(runs: Sequence, out_dir: Path, experiment: str) -> FigureEntry | None:
+    """None when no method has a point (no Dense run of a seed, or no evaluation)."""
+    from topkscope.analysis import contraction_convergence as cc
+
+    frame, seeded = cc.points(runs)
+    drawn = [c for c in cc.CONTRACTIONS if len(frame)
+             and np.isfinite(frame[f"term_{c}"].astype(float)).any()]
+    if not drawn:
+        return None
+    # the measured delta_C where any was recorded, else the first contraction that has a term
+    fig = plots.gap_against_term(frame, manifest=dict(runs[0].manifest), contraction=drawn[0])
+    table = cc.correlations(frame, seeded)
+    parts = []
+    for gap, part in table.groupby("gap", sort=False):
+        v, best, cause = cc.verdict(part)
+        parts.append(f"{gap} gap: {v}" + (f" ({best} best)" if best else "") + f"; {cause}")
+    caption = ("The convergence gap to Dense of each method and condition (mean over seeds: the "
+               "final held-out metric behind the same seed's Dense run; median over seeds: the "
+               "steps to Dense's final metric within the margin, relative to Dense's) against "
+               "the compression term (1 − q)/q² of the error-feedback bound (Karimireddy et al. "
+               f"2019, Theorem II), q = 1 − δ from the {drawn[0]} contraction"
+               + (" (δ_C, the method's own in the target-density phase; its source per point "
+                  "in the claims' evidence)" if drawn[0] == "measured" else
+                  " (no method's own contraction δ_C was recorded in these runs)")
+               + ". "
+               "Spearman ρ with 95% bootstrap interval over seeds and the permutation p of the "
+               "ordering, per contraction: " + " | ".join(parts)
+               + f". {_experiment_note(runs)}.")
+    return _save(fig, out_dir, experiment, "contraction_gap", caption)
+
+
 CONVERGENCE_DRAWERS: dict[str, Callable] = {
     "convergence": convergence_figure,
     "traffic": traffic_figure,
     "density_sensitivity": density_sensitivity_figure,
     "selected_per_step": selected_per_step_figure,
+    "contraction_gap": contraction_gap_figure,
 }
 
 
@@ -363,7 +407,7 @@ def selection_speed_figure(bench: pd.DataFrame, out_dir: Path, experiment: str) 
 DISTRIBUTION_DRAWERS: dict[str, Callable] = {
     "histogram": lambda run, a, dens, out, exp: histogram_figure(run, a, out, exp),
     "sorted_magnitudes": sorted_magnitudes_figure,
-    "contraction": lambda run, a, dens, out, exp: contraction_figure(run, out, exp),
+    "contraction": lambda run, a, dens, out, exp: contraction_figure(run, a, out, exp),
     "normality": lambda run, a, dens, out, exp: normality_figure(run, a, out, exp),
     "qq": lambda run, a, dens, out, exp: qq_figure(run, a, out, exp),
     "selectors": lambda run, a, dens, out, exp: selectors_figure(run, out, exp),

@@ -199,6 +199,57 @@ def _rows(table: pd.DataFrame, claim: PaperClaim) -> pd.DataFrame:
     return rows
 
 
+@dataclass(frozen=True)
+class BeyondClaim:
+    """A claim beyond the paper, told as one line under the paper's claim it extends (`under`:
+    its index in PAPER_CLAIMS): its words, its claim name, the key of its figure's link in
+    BEYOND_FIGURES (None: the paper claim's figure shows it)."""
+
+    words: str
+    claim: str
+    under: int
+    figure: str | None
+
+
+BEYOND_CLAIMS = (
+    BeyondClaim("beyond: the fitted δ (gen. normal, zeros) is closer than the Gaussian value",
+                "fitted_value", 1, None),
+    BeyondClaim("beyond: (1 − q)/q², q = 1 − δ_C, orders the gap to Dense",
+                "contraction_explains_convergence", 3, "contraction-gap"),
+)
+BEYOND_FIGURES = {"contraction-gap": "convergence-fnn3-mnist-contraction_gap"}
+
+
+def _beyond_lines(claim: BeyondClaim, tables: dict[str, pd.DataFrame]) -> list[str]:
+    """'  - <words> — quick holds 3, **fails** 2 of 5 conditions (FNN-3, 25 runs); standard ...'
+    from the claim's rows per profile, as measured; a profile that does not fit on the line
+    continues below it ('    — standard: ...'); [] without rows."""
+    parts = []
+    for name, table in tables.items():
+        rows = table[table["claim"] == claim.claim]
+        if claim.claim == "fitted_value":
+            rows = rows[rows["condition"].astype(str) != ALL_CONDITIONS]
+        if not len(rows):
+            continue
+        runs = int(pd.to_numeric(rows.groupby("model")["n_runs"].max(), errors="coerce")
+                   .fillna(0).sum())
+        if claim.claim == "fitted_value":
+            what = tally(rows["verdict"], "conditions") + f" ({_models(rows)}, {runs} runs)"
+        else:
+            best = sorted({str(s) for s in rows.loc[rows["verdict"] == "holds", "sparsifier"]})
+            what = (tally(rows["verdict"], "pairs") + f" ({_models(rows)}, {runs} runs"
+                    + (f"; best {', '.join(best)}" if best else "") + ")")
+        parts.append(f"{name.lower()} {what}")
+    if not parts:
+        return []
+    link = f" · [figure][{claim.figure}]" if claim.figure else ""
+    one = f"  - {claim.words} — " + "; ".join(parts) + link
+    if len(one) <= MAX_LINE:
+        return [one]
+    return ([f"  - {claim.words} — {parts[0]}{link}"]
+            + [f"    — {part.replace(' ', ': ', 1)}" for part in parts[1:]])
+
+
 def headline_markdown(profiles: dict[str, pd.DataFrame],
                       gpu_bands: pd.DataFrame | None = None) -> str:
     """One bullet per claim of the paper: its statement and its figure, then one line per
@@ -209,7 +260,7 @@ def headline_markdown(profiles: dict[str, pd.DataFrame],
     line under the speed-up claim, linked to their table in docs/scaling.md."""
     tables = {name: with_derived_columns(t)[0] for name, t in profiles.items() if len(t)}
     lines, links = [], {}
-    for claim in PAPER_CLAIMS:
+    for index, claim in enumerate(PAPER_CLAIMS):
         found = {name: _rows(t, claim) for name, t in tables.items()}
         found = {name: rows for name, rows in found.items() if len(rows)}
         if not found:
@@ -228,6 +279,11 @@ def headline_markdown(profiles: dict[str, pd.DataFrame],
             first, *more = _gpu_bands(gpu_bands).split("\n")
             links[GPU_BANDS_ANCHOR] = GPU_BANDS_LINK
             lines += [f"  - published GPU runs: {first} · [table][{GPU_BANDS_ANCHOR}]", *more]
+        for beyond in (b for b in BEYOND_CLAIMS if b.under == index):
+            told = _beyond_lines(beyond, tables)
+            if told and beyond.figure:
+                links[beyond.figure] = f"{GALLERY}/{BEYOND_FIGURES[beyond.figure]}.png"
+            lines += told
     if not lines:
         return "_no claims (no runs)_"
     return "\n".join(lines) + "\n\n" + "\n".join(f"[{k}]: {v}" for k, v in links.items())

@@ -247,6 +247,8 @@ CLAIM_LABELS = {  # how claims.tex names each claim (formatting only; rules: ana
     "convexity_condition": "convex sorted $u^2$",
     "gaussiank_count": r"count in $[2k/3, 4k/3]$ on Top-k's $u$",
     "gaussian_tail": r"tail count in $[2k/3, 4k/3]$",
+    "fitted_value": r"fitted $\delta$ closer than Gaussian",
+    "contraction_explains_convergence": r"$(1-q)/q^2$ orders the gap to Dense",
 }
 CLAIMS_HEADER = ("no.", "model", "claim", "method", "condition", "result", "sent", "verdict")
 # each column's share of the line width (its padding included); they add up to 1

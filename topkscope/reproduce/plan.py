@@ -227,7 +227,8 @@ class BenchmarkJob:
 DISTRIBUTION_FIGURES = (
     "histogram", "sorted_magnitudes", "contraction", "normality", "qq", "selectors",
 )
-CONVERGENCE_FIGURES = ("convergence", "traffic", "density_sensitivity", "selected_per_step")
+CONVERGENCE_FIGURES = ("convergence", "traffic", "density_sensitivity", "selected_per_step",
+                       "contraction_gap")
 
 QUICK_AND_FULL = ("quick", "full")
 THREE_SEEDS_IN_STANDARD = (("standard", 3),)   # distribution claims on 3 seeds (docstring)
