@@ -202,20 +202,20 @@ def _rows(table: pd.DataFrame, claim: PaperClaim) -> pd.DataFrame:
 @dataclass(frozen=True)
 class BeyondClaim:
     """A claim beyond the paper, told as one line under the paper's claim it extends (`under`:
-    its index in PAPER_CLAIMS): its words, its claim name, the key of its figure's link in
-    BEYOND_FIGURES (None: the paper claim's figure shows it)."""
+    a claim name of that PaperClaim's claims): its words, its claim name, the key of its
+    figure's link in BEYOND_FIGURES (None: the paper claim's figure shows it)."""
 
     words: str
     claim: str
-    under: int
+    under: str
     figure: str | None
 
 
 BEYOND_CLAIMS = (
     BeyondClaim("beyond: the fitted δ (gen. normal, zeros) is closer than the Gaussian value",
-                "fitted_value", 1, None),
+                "fitted_value", "below_paper", None),
     BeyondClaim("beyond: (1 − q)/q², q = 1 − δ_C, orders the gap to Dense",
-                "contraction_explains_convergence", 3, "contraction-gap"),
+                "contraction_explains_convergence", "gaussiank_accuracy", "contraction-gap"),
 )
 BEYOND_FIGURES = {"contraction-gap": "convergence-fnn3-mnist-contraction_gap"}
 
@@ -260,7 +260,7 @@ def headline_markdown(profiles: dict[str, pd.DataFrame],
     line under the speed-up claim, linked to their table in docs/scaling.md."""
     tables = {name: with_derived_columns(t)[0] for name, t in profiles.items() if len(t)}
     lines, links = [], {}
-    for index, claim in enumerate(PAPER_CLAIMS):
+    for claim in PAPER_CLAIMS:
         found = {name: _rows(t, claim) for name, t in tables.items()}
         found = {name: rows for name, rows in found.items() if len(rows)}
         if not found:
@@ -279,7 +279,7 @@ def headline_markdown(profiles: dict[str, pd.DataFrame],
             first, *more = _gpu_bands(gpu_bands).split("\n")
             links[GPU_BANDS_ANCHOR] = GPU_BANDS_LINK
             lines += [f"  - published GPU runs: {first} · [table][{GPU_BANDS_ANCHOR}]", *more]
-        for beyond in (b for b in BEYOND_CLAIMS if b.under == index):
+        for beyond in (b for b in BEYOND_CLAIMS if b.under in claim.claims):
             told = _beyond_lines(beyond, tables)
             if told and beyond.figure:
                 links[beyond.figure] = f"{GALLERY}/{BEYOND_FIGURES[beyond.figure]}.png"
