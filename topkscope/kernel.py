@@ -272,38 +272,68 @@ def skew_kurtosis(m2, m3, m4) -> tuple:
 
 # --- the accept step of threshold-then-verify -----------------------------------------------------
 
-def verified(count: int, k: int) -> bool:
+def verified(count, k):
     """Is a threshold t safe for the top k? count = #{i : |x_i| >= t}, or any lower bound on it
     (e.g. the number of blocks whose maximum reaches t): count >= k means t <= the k-th largest
-    |x|, so {i : |x_i| >= t} holds the whole top-k set."""
+    |x|, so {i : |x_i| >= t} holds the whole top-k set. Scalars (a bool) or arrays."""
     return count >= k
 
 
-def verified_candidates(mag, k: int, threshold, *, below: bool = False):
-    """The magnitudes |x_i| >= threshold of the 1-D x = mag (numpy: signed values are taken as
-    |x|; torch: magnitudes) when they are `verified` (then they hold the k largest, and anything computed
-    from them is exact). None when there are fewer than k (the guess was too high: the caller
-    falls back).
+class SegmentCandidates(NamedTuple):
+    """The candidates of a segmented pass (`verified_candidates` with segments): values and
+    segment are the magnitudes |x_i| >= threshold[segment_i] in input order and their segments;
+    counts[s] their number in segment s; verified[s] = `verified`(counts[s], k[s]) (then
+    segment s's candidates hold its k[s] largest)."""
 
-    The one candidate pass of threshold-then-verify: the recorder's row tops, the torch engine
-    `top_values` and the statistics' float64 tails call it. A numpy x is walked in chunks of
-    CHUNK (no whole-vector temporary); below=True (numpy only) returns (candidates, the float64
-    sum of squares of every other element) instead, or None.
+    values: np.ndarray
+    segment: np.ndarray
+    counts: np.ndarray
+    verified: np.ndarray
+
+
+def verified_candidates(mag, k, threshold, *, below: bool = False, segments=None,
+                        counted: bool = False):
+    """The magnitudes |x_i| >= threshold of the 1-D x = mag (numpy: signed values are taken as
+    |x|; torch: magnitudes) when they are `verified` (then they hold the k largest, and anything
+    computed from them is exact). None when there are fewer than k (the guess was too high: the
+    caller falls back).
+
+    The one candidate pass of threshold-then-verify: the recorder's row tops (per segment), the
+    torch engine `top_values`, Gaussian-k's block counts and the statistics' float64 tails call
+    it. A numpy x is walked in chunks of CHUNK (no whole-vector temporary). Options:
+    below=True (numpy only) returns (candidates, the float64 sum of squares of every other
+    element) instead, or None; counted=True returns (candidates or None, their number), for a
+    caller that steers its next guess by the count; segments (numpy only: the segment of each
+    element, non-negative ints) makes k and threshold per-segment arrays and returns
+    `SegmentCandidates` (every segment at once; never None).
     """
     if _is_tensor(mag):
-        if below:
-            raise ValueError("below=True needs a numpy array")
+        if below or segments is not None:
+            raise ValueError("below=True and segments need a numpy array")
         cand = mag[mag >= threshold]  # torch: given as magnitudes (the engine's |u|)
-        return cand if verified(cand.numel(), k) else None
-    parts, rest = [np.abs(mag[:0])], 0.0
+        found = cand if verified(cand.numel(), k) else None
+        return (found, cand.numel()) if counted else found
+    if segments is not None:
+        threshold = np.asarray(threshold)
+    parts, labels, rest = [np.abs(mag[:0])], [], 0.0
     for start in range(0, mag.size, CHUNK):
         c = np.abs(mag[start : start + CHUNK])
-        keep = c >= threshold
+        if segments is None:
+            keep = c >= threshold
+        else:
+            seg = segments[start : start + CHUNK]
+            keep = c >= threshold[seg]
+            labels.append(seg[keep])
         parts.append(c[keep])
         if below:
             left = c[~keep].astype(np.float64)
             rest += float(np.dot(left, left))
     cand = np.concatenate(parts) if len(parts) > 2 else parts[-1]
-    if not verified(cand.size, k):
-        return None
-    return (cand, rest) if below else cand
+    if segments is not None:
+        seg = np.concatenate(labels) if labels else np.zeros(0, dtype=np.int64)
+        counts = np.bincount(seg, minlength=threshold.size)
+        return SegmentCandidates(cand, seg, counts, verified(counts, np.asarray(k)))
+    found = cand if verified(cand.size, k) else None
+    if found is not None and below:
+        found = (cand, rest)
+    return (found, cand.size) if counted else found
