@@ -291,6 +291,22 @@ def test_tail_sums_is_the_float64_tail_of_top_k_for_every_k():
         assert math.isclose(kernel.topk_ratio(x, k), want, rel_tol=1e-12, abs_tol=1e-300)
 
 
+def test_tail_sums_over_blocks_is_each_blocks_own_float64_tail():
+    """Blocks laid end to end, a tiny one between huge ones (no energy leaks across), an empty
+    one, k = 0 and k = the block's length, ks unsorted and repeated; against math.fsum."""
+    rng = np.random.default_rng(8)
+    blocks = [np.sort(np.abs(rng.standard_t(3, n)) * scale)[::-1]
+              for n, scale in ((3000, 1e6), (40, 1e-6), (0, 1.0), (700, 1e6))]
+    starts = np.cumsum([0] + [b.size for b in blocks[:-1]])
+    ks = np.array([[0, 3000, 17, 17], [40, 0, 1, 39], [0, 0, 0, 0], [5, 700, 0, 699]])
+    got = kernel.tail_sums(np.concatenate(blocks), ks, starts=starts)
+    for r, block in enumerate(blocks):
+        for j, k in enumerate(ks[r]):
+            assert math.isclose(got[r, j], math.fsum(block[k:] ** 2), rel_tol=1e-13)
+    with pytest.raises(ValueError, match="allowed"):
+        kernel.tail_sums(blocks[1], [41])
+
+
 def test_the_candidate_pass_keeps_every_magnitude_at_the_threshold_and_the_energy_below():
     """Chunked over more than two CHUNKs of signed float32 values, against a float64 pass."""
     rng = np.random.default_rng(3)

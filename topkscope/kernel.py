@@ -119,17 +119,38 @@ def delta_from_kept(kept, total, complete=False):
     return np.where(total == 0, np.nan, ratio)[()]
 
 
-def tail_sums(top, ks, below: float = 0.0) -> np.ndarray:
+def tail_sums(top, ks, below=0.0, starts=None) -> np.ndarray:
     """sum_{i > k} |x|_(i)^2 for each k in ks (float64): what Top-k leaves of x's energy.
 
     top: the exact largest magnitudes of x sorted descending (at least max(ks) of them); below:
-    the float64 sum of squares of every other element. The squares of top are summed from the
-    smallest upwards (suffix sums), so a small tail is not the difference of two large sums.
-    The one top-k tail engine: `topk_ratio` and the statistics' float64 tails use it.
+    the float64 sum of squares of every other element. With starts (R,), top is R such blocks
+    laid end to end (block r from starts[r] to the next start), ks is (R, m) and the result
+    (R, m), each tail within its own block. The squares are summed between consecutive asked
+    k (one reduceat pass), then those few sums are added from the smallest upwards within the
+    block, so a small tail is neither the difference of two large sums nor touched by another
+    block. The one top-k tail engine: `topk_ratio`, the recorder's row sums and the
+    statistics' float64 tails use it.
     """
     sq = np.square(np.asarray(top, dtype=np.float64))
-    suffix = np.append(np.cumsum(sq[::-1])[::-1], 0.0)  # suffix[j] = sum of sq[j:]
-    return float(below) + suffix[np.asarray(ks, dtype=np.int64)]
+    single = starts is None
+    starts = np.zeros(1, dtype=np.int64) if single else np.asarray(starts, dtype=np.int64)
+    ks = np.atleast_2d(np.asarray(ks, dtype=np.int64))
+    ends = np.append(starts[1:], sq.size)
+    if ks.size and not (np.all(ks >= 0) and np.all(ks <= (ends - starts)[:, None])):
+        raise ValueError(f"k from {ks.min()} to {ks.max()}; allowed: 0 ... the number of top "
+                         "magnitudes in its block")
+    order = np.argsort(ks, axis=1, kind="stable")
+    bounds = np.concatenate([starts[:, None] + np.take_along_axis(ks, order, 1), ends[:, None]],
+                            axis=1)  # (R, m + 1), non-decreasing when flattened
+    flat = bounds.ravel()
+    padded = np.append(sq, 0.0)  # a bound may be sq.size (k = the block's length, at the end)
+    pieces = np.add.reduceat(padded, flat).reshape(bounds.shape)[:, :-1]
+    pieces[np.diff(bounds, axis=1) == 0] = 0.0  # reduceat gives sq[i] for an empty piece
+    tails = np.cumsum(pieces[:, ::-1], axis=1)[:, ::-1]  # sorted-k tails, smallest first
+    out = np.empty_like(tails)
+    np.put_along_axis(out, order, tails, 1)
+    out += np.asarray(below, dtype=np.float64).reshape(-1, 1)
+    return out[0] if single else out
 
 
 def topk_ratio(u, k: int) -> float:

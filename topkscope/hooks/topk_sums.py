@@ -120,14 +120,15 @@ class RowTops:
 
     def top_sums(self) -> torch.Tensor:
         """(K, R, D) float64: sum of the k largest squares for each row and density: the
-        row's block minus what Top-k leaves of it (the kernel's tail engine, `tail_sums`)."""
-        plan, start = self.plan, self._index["block_start"]
-        out = np.empty((self.tops.shape[0], *plan.k.shape))
+        row's block minus what Top-k leaves of it (the kernel's tail engine, `tail_sums`, one
+        call per vector over all row blocks)."""
+        plan = self.plan
+        order = self._index["laid_out"]  # rows with a block, in the order of the blocks
+        ks = np.concatenate([np.zeros((plan.rows, 1), dtype=np.int64), plan.k], axis=1)[order]
+        out = np.zeros((self.tops.shape[0], *plan.k.shape))  # k_max = 0: nothing kept
         for kv, tops in enumerate(self.tops):
-            for r in range(plan.rows):
-                block = tops[start[r] : start[r] + plan.kmax[r]]
-                tails = kernel.tail_sums(block, np.concatenate([[0], plan.k[r]]))
-                out[kv, r] = tails[0] - tails[1:]
+            tails = kernel.tail_sums(tops, ks, starts=self._index["block_start"][order])
+            out[kv, order] = tails[:, :1] - tails[:, 1:]
         return torch.from_numpy(out)
 
     def kth(self) -> torch.Tensor:
@@ -179,6 +180,7 @@ def _index_tables(plan: RowPlan) -> dict[str, np.ndarray]:
         "in_prefix": pos_in_row[:, None] < plan.k[row_id],  # (T, D)
         "kth_pos": ends - 1,
         "block_start": block_start,
+        "laid_out": order,
         "full": plan.k == plan.numel[:, None],
     }
     plan._device_cache["tops_index"] = tables
