@@ -146,6 +146,33 @@ def test_accept_step_accepts_exactly_when_the_candidates_hold_the_top_k():
     assert kernel.verified_candidates(t, 3, float(ordered[2]) * 1.0001) is None
 
 
+def test_segmented_candidate_pass_equals_a_float64_count_per_segment():
+    # ties, zeros and a segment with no candidate; chunks smaller than the vector
+    g = np.random.default_rng(4)
+    lengths = (500, 3, 1200, 800)
+    x = np.round(g.standard_t(3, sum(lengths)) * 4) / 4
+    x[g.random(x.size) < 0.3] = 0.0
+    x[500:503] = 0.0  # segment 1: all zeros, no candidate
+    seg = np.repeat(np.arange(4), lengths)
+    thr = np.array([0.5, 0.25, 1.0, np.inf])  # segment 3: no candidate
+    ks = np.array([40, 1, 200, 5])
+    old_chunk, kernel.CHUNK = kernel.CHUNK, 256
+    try:
+        got = kernel.verified_candidates(x, ks, thr, segments=seg)
+    finally:
+        kernel.CHUNK = old_chunk
+    for s in range(4):
+        ref = np.abs(x[seg == s]).astype(np.float64)
+        ref = ref[ref >= thr[s]]
+        assert got.counts[s] == ref.size
+        assert bool(got.verified[s]) == (ref.size >= ks[s])
+        np.testing.assert_array_equal(np.sort(got.values[got.segment == s]), np.sort(ref))
+    assert got.counts[1] == 0 and got.counts[3] == 0 and not got.verified[3]
+    for k in (1, 40, 10_000):  # counted: the count even when the guess is too high
+        found, n = kernel.verified_candidates(torch.from_numpy(np.abs(x)), k, 0.5, counted=True)
+        assert n == int(np.sum(np.abs(x) >= 0.5)) and (found is not None) == (n >= k)
+
+
 def test_arrays_from_anywhere():
     assert kernel.to_numpy(torch.ones(2, 3, dtype=torch.bfloat16)).dtype == np.float32
     assert kernel.to_numpy(torch.arange(3)).dtype == np.int64  # indices keep their type
@@ -262,6 +289,22 @@ def test_tail_sums_is_the_float64_tail_of_top_k_for_every_k():
     for k in ks:  # topk_ratio runs on the same engine
         want = math.fsum(mag[k:] ** 2) / math.fsum(mag**2)
         assert math.isclose(kernel.topk_ratio(x, k), want, rel_tol=1e-12, abs_tol=1e-300)
+
+
+def test_tail_sums_over_blocks_is_each_blocks_own_float64_tail():
+    """Blocks laid end to end, a tiny one between huge ones (no energy leaks across), an empty
+    one, k = 0 and k = the block's length, ks unsorted and repeated; against math.fsum."""
+    rng = np.random.default_rng(8)
+    blocks = [np.sort(np.abs(rng.standard_t(3, n)) * scale)[::-1]
+              for n, scale in ((3000, 1e6), (40, 1e-6), (0, 1.0), (700, 1e6))]
+    starts = np.cumsum([0] + [b.size for b in blocks[:-1]])
+    ks = np.array([[0, 3000, 17, 17], [40, 0, 1, 39], [0, 0, 0, 0], [5, 700, 0, 699]])
+    got = kernel.tail_sums(np.concatenate(blocks), ks, starts=starts)
+    for r, block in enumerate(blocks):
+        for j, k in enumerate(ks[r]):
+            assert math.isclose(got[r, j], math.fsum(block[k:] ** 2), rel_tol=1e-13)
+    with pytest.raises(ValueError, match="allowed"):
+        kernel.tail_sums(blocks[1], [41])
 
 
 def test_the_candidate_pass_keeps_every_magnitude_at_the_threshold_and_the_energy_below():

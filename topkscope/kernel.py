@@ -119,17 +119,38 @@ def delta_from_kept(kept, total, complete=False):
     return np.where(total == 0, np.nan, ratio)[()]
 
 
-def tail_sums(top, ks, below: float = 0.0) -> np.ndarray:
+def tail_sums(top, ks, below=0.0, starts=None) -> np.ndarray:
     """sum_{i > k} |x|_(i)^2 for each k in ks (float64): what Top-k leaves of x's energy.
 
     top: the exact largest magnitudes of x sorted descending (at least max(ks) of them); below:
-    the float64 sum of squares of every other element. The squares of top are summed from the
-    smallest upwards (suffix sums), so a small tail is not the difference of two large sums.
-    The one top-k tail engine: `topk_ratio` and the statistics' float64 tails use it.
+    the float64 sum of squares of every other element. With starts (R,), top is R such blocks
+    laid end to end (block r from starts[r] to the next start), ks is (R, m) and the result
+    (R, m), each tail within its own block. The squares are summed between consecutive asked
+    k (one reduceat pass), then those few sums are added from the smallest upwards within the
+    block, so a small tail is neither the difference of two large sums nor touched by another
+    block. The one top-k tail engine: `topk_ratio`, the recorder's row sums and the
+    statistics' float64 tails use it.
     """
     sq = np.square(np.asarray(top, dtype=np.float64))
-    suffix = np.append(np.cumsum(sq[::-1])[::-1], 0.0)  # suffix[j] = sum of sq[j:]
-    return float(below) + suffix[np.asarray(ks, dtype=np.int64)]
+    single = starts is None
+    starts = np.zeros(1, dtype=np.int64) if single else np.asarray(starts, dtype=np.int64)
+    ks = np.atleast_2d(np.asarray(ks, dtype=np.int64))
+    ends = np.append(starts[1:], sq.size)
+    if ks.size and not (np.all(ks >= 0) and np.all(ks <= (ends - starts)[:, None])):
+        raise ValueError(f"k from {ks.min()} to {ks.max()}; allowed: 0 ... the number of top "
+                         "magnitudes in its block")
+    order = np.argsort(ks, axis=1, kind="stable")
+    bounds = np.concatenate([starts[:, None] + np.take_along_axis(ks, order, 1), ends[:, None]],
+                            axis=1)  # (R, m + 1), non-decreasing when flattened
+    flat = bounds.ravel()
+    padded = np.append(sq, 0.0)  # a bound may be sq.size (k = the block's length, at the end)
+    pieces = np.add.reduceat(padded, flat).reshape(bounds.shape)[:, :-1]
+    pieces[np.diff(bounds, axis=1) == 0] = 0.0  # reduceat gives sq[i] for an empty piece
+    tails = np.cumsum(pieces[:, ::-1], axis=1)[:, ::-1]  # sorted-k tails, smallest first
+    out = np.empty_like(tails)
+    np.put_along_axis(out, order, tails, 1)
+    out += np.asarray(below, dtype=np.float64).reshape(-1, 1)
+    return out[0] if single else out
 
 
 def topk_ratio(u, k: int) -> float:
@@ -272,38 +293,68 @@ def skew_kurtosis(m2, m3, m4) -> tuple:
 
 # --- the accept step of threshold-then-verify -----------------------------------------------------
 
-def verified(count: int, k: int) -> bool:
+def verified(count, k):
     """Is a threshold t safe for the top k? count = #{i : |x_i| >= t}, or any lower bound on it
     (e.g. the number of blocks whose maximum reaches t): count >= k means t <= the k-th largest
-    |x|, so {i : |x_i| >= t} holds the whole top-k set."""
+    |x|, so {i : |x_i| >= t} holds the whole top-k set. Scalars (a bool) or arrays."""
     return count >= k
 
 
-def verified_candidates(mag, k: int, threshold, *, below: bool = False):
-    """The magnitudes |x_i| >= threshold of the 1-D x = mag (numpy: signed values are taken as
-    |x|; torch: magnitudes) when they are `verified` (then they hold the k largest, and anything computed
-    from them is exact). None when there are fewer than k (the guess was too high: the caller
-    falls back).
+class SegmentCandidates(NamedTuple):
+    """The candidates of a segmented pass (`verified_candidates` with segments): values and
+    segment are the magnitudes |x_i| >= threshold[segment_i] in input order and their segments;
+    counts[s] their number in segment s; verified[s] = `verified`(counts[s], k[s]) (then
+    segment s's candidates hold its k[s] largest)."""
 
-    The one candidate pass of threshold-then-verify: the recorder's row tops, the torch engine
-    `top_values` and the statistics' float64 tails call it. A numpy x is walked in chunks of
-    CHUNK (no whole-vector temporary); below=True (numpy only) returns (candidates, the float64
-    sum of squares of every other element) instead, or None.
+    values: np.ndarray
+    segment: np.ndarray
+    counts: np.ndarray
+    verified: np.ndarray
+
+
+def verified_candidates(mag, k, threshold, *, below: bool = False, segments=None,
+                        counted: bool = False):
+    """The magnitudes |x_i| >= threshold of the 1-D x = mag (numpy: signed values are taken as
+    |x|; torch: magnitudes) when they are `verified` (then they hold the k largest, and anything
+    computed from them is exact). None when there are fewer than k (the guess was too high: the
+    caller falls back).
+
+    The one candidate pass of threshold-then-verify: the recorder's row tops (per segment), the
+    torch engine `top_values`, Gaussian-k's block counts and the statistics' float64 tails call
+    it. A numpy x is walked in chunks of CHUNK (no whole-vector temporary). Options:
+    below=True (numpy only) returns (candidates, the float64 sum of squares of every other
+    element) instead, or None; counted=True returns (candidates or None, their number), for a
+    caller that steers its next guess by the count; segments (numpy only: the segment of each
+    element, non-negative ints) makes k and threshold per-segment arrays and returns
+    `SegmentCandidates` (every segment at once; never None).
     """
     if _is_tensor(mag):
-        if below:
-            raise ValueError("below=True needs a numpy array")
+        if below or segments is not None:
+            raise ValueError("below=True and segments need a numpy array")
         cand = mag[mag >= threshold]  # torch: given as magnitudes (the engine's |u|)
-        return cand if verified(cand.numel(), k) else None
-    parts, rest = [np.abs(mag[:0])], 0.0
+        found = cand if verified(cand.numel(), k) else None
+        return (found, cand.numel()) if counted else found
+    if segments is not None:
+        threshold = np.asarray(threshold)
+    parts, labels, rest = [np.abs(mag[:0])], [], 0.0
     for start in range(0, mag.size, CHUNK):
         c = np.abs(mag[start : start + CHUNK])
-        keep = c >= threshold
+        if segments is None:
+            keep = c >= threshold
+        else:
+            seg = segments[start : start + CHUNK]
+            keep = c >= threshold[seg]
+            labels.append(seg[keep])
         parts.append(c[keep])
         if below:
             left = c[~keep].astype(np.float64)
             rest += float(np.dot(left, left))
     cand = np.concatenate(parts) if len(parts) > 2 else parts[-1]
-    if not verified(cand.size, k):
-        return None
-    return (cand, rest) if below else cand
+    if segments is not None:
+        seg = np.concatenate(labels) if labels else np.zeros(0, dtype=np.int64)
+        counts = np.bincount(seg, minlength=threshold.size)
+        return SegmentCandidates(cand, seg, counts, verified(counts, np.asarray(k)))
+    found = cand if verified(cand.size, k) else None
+    if found is not None and below:
+        found = (cand, rest)
+    return (found, cand.size) if counted else found

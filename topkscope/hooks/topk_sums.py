@@ -22,7 +22,8 @@ a Gaussian guess of its k_r-th largest magnitude (`topkscope.sparsify.engine.gau
 marks candidates |x_i| >= tau_r in one comparison over the vector (each element against its
 own layer's tau, or the whole model's if lower), and one sort of the few candidates by
 (layer, magnitude descending) gives every layer's top block. The result is exact: a row is
-answered only when its candidates number at least k_r (the kernel's accept step `verified`: all
+answered only when its candidates number at least k_r (the kernel's candidate pass
+`verified_candidates`, per segment: all
 elements at or above tau_r are candidates, so its top k_r are among them); rows with too few are
 returned as misses and selected directly by the caller. Real gradients have heavier tails than
 the Gaussian, so misses are rare and the candidates number a few times k_r.
@@ -119,14 +120,15 @@ class RowTops:
 
     def top_sums(self) -> torch.Tensor:
         """(K, R, D) float64: sum of the k largest squares for each row and density: the
-        row's block minus what Top-k leaves of it (the kernel's tail engine, `tail_sums`)."""
-        plan, start = self.plan, self._index["block_start"]
-        out = np.empty((self.tops.shape[0], *plan.k.shape))
+        row's block minus what Top-k leaves of it (the kernel's tail engine, `tail_sums`, one
+        call per vector over all row blocks)."""
+        plan = self.plan
+        order = self._index["laid_out"]  # rows with a block, in the order of the blocks
+        ks = np.concatenate([np.zeros((plan.rows, 1), dtype=np.int64), plan.k], axis=1)[order]
+        out = np.zeros((self.tops.shape[0], *plan.k.shape))  # k_max = 0: nothing kept
         for kv, tops in enumerate(self.tops):
-            for r in range(plan.rows):
-                block = tops[start[r] : start[r] + plan.kmax[r]]
-                tails = kernel.tail_sums(block, np.concatenate([[0], plan.k[r]]))
-                out[kv, r] = tails[0] - tails[1:]
+            tails = kernel.tail_sums(tops, ks, starts=self._index["block_start"][order])
+            out[kv, order] = tails[:, :1] - tails[:, 1:]
         return torch.from_numpy(out)
 
     def kth(self) -> torch.Tensor:
@@ -178,6 +180,7 @@ def _index_tables(plan: RowPlan) -> dict[str, np.ndarray]:
         "in_prefix": pos_in_row[:, None] < plan.k[row_id],  # (T, D)
         "kth_pos": ends - 1,
         "block_start": block_start,
+        "laid_out": order,
         "full": plan.k == plan.numel[:, None],
     }
     plan._device_cache["tops_index"] = tables
@@ -269,14 +272,15 @@ def threshold_tops(ab: np.ndarray, plan: RowPlan, sumsq: np.ndarray,
     if layer_rows:
         bounds = np.searchsorted(cand, seg_starts)
         seg_c = np.repeat(np.arange(len(seg.lengths)), np.diff(bounds, append=cand.size))
-        keep = mag >= seg_tau[seg_c]
-        lseg = seg_c[keep]
-        counts = np.bincount(lseg, minlength=len(seg.lengths))
-        first = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        ordered = _sorted_by_segment(mag[keep], lseg)
+        seg_k = np.ones(len(seg.lengths), dtype=np.int64)  # segments of no row: tau inf
+        for r in layer_rows:
+            seg_k[seg_of_row[r]] = kmax[r]
+        found = kernel.verified_candidates(mag, seg_k, seg_tau, segments=seg_c)
+        first = np.concatenate([[0], np.cumsum(found.counts)[:-1]])
+        ordered = _sorted_by_segment(found.values, found.segment)
         for r in layer_rows:
             s, k = seg_of_row[r], int(kmax[r])
-            if kernel.verified(int(counts[s]), k):
+            if found.verified[s]:
                 out[r] = ordered[first[s] : first[s] + k]
     return out
 

@@ -7,7 +7,8 @@ Rule (after Shi et al., arXiv 1911.08772, made robust):
      t = |mean| + std * Phi^-1(1 - p/2) whose expected number of blocks with m_b >= t
      is sqrt(band) k under u ~ N(mean, std^2), i.e. p = 1 - (1 - sqrt(band) k / B)^(1/s).
   3. Correct t on the short vector m only: accept when k <= #{b : m_b >= t} <= band k
-     (band = 1.5 by default; the lower end is the kernel's accept step `verified`); otherwise step (x1.5 up / x0.5 down while one side of
+     (band = 1.5 by default; the lower end is the kernel's candidate pass
+     `verified_candidates` over the block maxima); otherwise step (x1.5 up / x0.5 down while one side of
      the bracket is unknown, then secant on log #blocks inside it), at most max_iter
      counts; if that fails (heavy ties), t = the k-th largest m_b, which always
      satisfies the lower end.
@@ -78,8 +79,9 @@ class GaussianK(Sparsifier):
         lo, n_lo = 0.0, n_blocks  # every block has m_b >= 0
         hi, n_hi = math.inf, 0
         for _ in range(self.max_iter):
-            n = blocks.count_blocks(t)  # a lower bound on #{i : |u_i| >= t}
-            if kernel.verified(n, k) and n <= self.band * k:
+            # the block maxima reaching t: a lower bound on #{i : |u_i| >= t}
+            found, n = kernel.verified_candidates(blocks.maxima, k, t, counted=True)
+            if found is not None and n <= self.band * k:
                 return t
             if n < k:
                 hi, n_hi = t, n
