@@ -187,7 +187,11 @@ def _count_row(frame: pd.DataFrame, exact: bool) -> dict:
     seeds = frame.assign(_ratio=ratio).groupby("_seed")["_ratio"].median()
     seeds_in = int(np.count_nonzero(verdicts.in_count_band(seeds.to_numpy(), 1.0)))
     lo, med, hi = np.percentile(ratio, [5, 50, 95])
-    verdict, cause = verdicts.fraction_verdict(inside, n), verdicts.fraction_cause(inside, n)
+    # one block per (run, step): a step's count is one number of one run
+    low, high = verdicts.share_interval(passed, frame["_run"], frame["step"]) if n else (
+        math.nan, math.nan)
+    verdict = verdicts.fraction_verdict(inside, n, low, high)
+    cause = verdicts.fraction_cause(inside, n, low, high)
     if verdict == "holds" and seeds_in < len(seeds):
         verdict = "mixed"
         cause += f"; but {len(seeds) - seeds_in} of {len(seeds)} seeds' median count/k is out"
@@ -199,5 +203,5 @@ def _count_row(frame: pd.DataFrame, exact: bool) -> dict:
     if exact:
         evidence += "; true by construction (the method sends exactly k)"
     return {"n_units": n, "n_seeds": len(seeds), "fraction": inside / n if n else math.nan,
-            "count_over_k": float(med), "evidence": evidence, "verdict": verdict,
+            "fraction_low": low, "fraction_high": high, "count_over_k": float(med), "evidence": evidence, "verdict": verdict,
             "cause": cause, "section": "check" if exact else "distribution"}
