@@ -304,7 +304,9 @@ def ordering_p(term: np.ndarray, gap: np.ndarray, draws: int = 2000,
                seed: int = BOOT_SEED) -> float:
     """One-sided permutation p-value of Spearman's rho over the points: the share of
     orderings of the gaps against the terms with a rho at least the observed one (exact over
-    every permutation up to 8 points, else `draws` seeded random ones). NaN where rho is."""
+    every permutation up to 8 points, else `draws` seeded random ones, counted with the
+    observed ordering as one of them, (1 + hits) / (1 + draws), so a sampled p is never 0).
+    NaN where rho is."""
     import itertools
 
     term, gap = np.asarray(term, float), np.asarray(gap, float)
@@ -315,11 +317,11 @@ def ordering_p(term: np.ndarray, gap: np.ndarray, draws: int = 2000,
     t, g = term[ok], gap[ok]
     if t.size <= 8:
         perms = (np.array(p) for p in itertools.permutations(range(t.size)))
-    else:
-        rng = np.random.default_rng(seed)
-        perms = (rng.permutation(t.size) for _ in range(draws))
-    values = np.array([spearman(t, g[p]) for p in perms])
-    return float(np.mean(values >= rho - 1e-12))
+        values = np.array([spearman(t, g[p]) for p in perms])
+        return float(np.mean(values >= rho - 1e-12))
+    rng = np.random.default_rng(seed)
+    values = np.array([spearman(t, g[rng.permutation(t.size)]) for _ in range(draws)])
+    return float((1 + np.count_nonzero(values >= rho - 1e-12)) / (1 + draws))
 
 
 def correlations(frame: pd.DataFrame, seeded: dict, n_boot: int = N_BOOT,

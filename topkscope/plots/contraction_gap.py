@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from topkscope.plots.frames import require_columns, require_rows
 from topkscope.plots.style import figure_style, fit_texts, new_figure, palette
@@ -22,7 +23,7 @@ from topkscope.plots.titles import figure_title, sparsifier_name
 
 COLUMNS = ["method", "condition", "density", "metric", "gap_final", "gap_steps"]
 GAP_LABELS = {"final": "final {metric} behind Dense ({unit})",
-              "steps": "steps to Dense's final {metric} (relative to Dense's, − 1)"}
+              "steps": "steps to Dense's final / Dense's − 1"}
 CONTRACTION_LABELS = {"measured": "measured δ_C", "classic": "δ = 1 − k/d",
                       "paper": "δ = (1 − k/d)²", "gaussian": "Gaussian value",
                       "fitted": "fitted value"}
@@ -54,15 +55,21 @@ def gap_against_term(points: pd.DataFrame, *, manifest: Mapping[str, Any] | None
                 never = np.isinf(value)
                 ax.scatter([getattr(row, term)], [top if never else value],
                            color=colors[row.method], marker="^" if never else markers[cond],
-                           s=40, zorder=3,
-                           label=f"{sparsifier_name(row.method)} ({cond})"
-                           + (", target never reached" if never else ""))
+                           s=40, zorder=3)
             if (df[term].astype(float) > 0).all():
                 ax.set_xscale("log")
             ax.axhline(0.0, color="#7f7f7f", lw=0.8)
             ax.set_xlabel(f"(1 − q)/q², q = 1 − {CONTRACTION_LABELS[contraction]}")
             ax.set_ylabel(GAP_LABELS[gap].format(metric=metric, unit=unit))
-        axes[0][0].legend(loc="upper left", fontsize="x-small")
+        # one entry per method (colour) and per condition (shape), not one per point
+        handles = [Line2D([], [], ls="", marker="o", color=colors[m], label=sparsifier_name(m))
+                   for m in colors]
+        handles += [Line2D([], [], ls="", marker=markers[c], color="#555555", label=c)
+                    for c in conditions]
+        if np.isinf(df[["gap_final", "gap_steps"]].astype(float).to_numpy()).any():
+            handles.append(Line2D([], [], ls="", marker="^", color="#555555",
+                                  label="target never reached (top edge)"))
+        fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize="x-small")
         fig.suptitle(figure_title("Convergence gap to Dense vs the error-feedback bound's "
                                   "compression term", manifest, with_sparsifier=False))
         fit_texts(fig)
