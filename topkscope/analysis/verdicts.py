@@ -118,6 +118,9 @@ SHARE_LEVEL = 0.95
 _CHUNK = 4_000_000  # draws per vectorised batch of replicates (memory bound)
 
 
+ZERO_EVENT_BLOCKS = 30  # blocks a share needs before its interval can clear a cut (3/30 = 10%)
+
+
 def share_interval(passed, runs, steps, replicates: int = BOOTSTRAP_REPLICATES,
                    seed: int = BOOTSTRAP_SEED, level: float = SHARE_LEVEL
                    ) -> tuple[float, float]:
@@ -126,7 +129,12 @@ def share_interval(passed, runs, steps, replicates: int = BOOTSTRAP_REPLICATES,
     share its u, so they are not independent); each replicate draws the runs with
     replacement, then within each drawn run as many of its steps as it has, with
     replacement, and takes the share over the drawn blocks' units. One run: its steps are
-    resampled. Deterministic (`seed`); NaN ends without units."""
+    resampled. Deterministic (`seed`); NaN ends without units.
+
+    A resampling interval cannot see a failure its blocks never showed: B blocks that all
+    pass give [1, 1]. So the ends are bounded by the rule of three (the 95% bound on a rate
+    never observed in B independent trials is about 3/B): low <= 1 - 3/B and high >= 3/B,
+    so a share holds (or fails) only on at least 30 blocks (ZERO_EVENT_BLOCKS)."""
     passed = np.asarray(passed, dtype=bool).reshape(-1)
     if not passed.size:
         return math.nan, math.nan
@@ -155,7 +163,8 @@ def share_interval(passed, runs, steps, replicates: int = BOOTSTRAP_REPLICATES,
                       / np.where(used, sizes[index], 0).sum((1, 2)))
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(np.concatenate(shares), [tail, 1.0 - tail])
-    return float(low), float(high)
+    unseen = min(1.0, 3.0 / keys.size)  # rule of three over the blocks
+    return float(min(low, 1.0 - unseen)), float(max(high, unseen))
 
 
 def fraction_verdict(n_pass: int, n_units: int, low: float | None = None,
