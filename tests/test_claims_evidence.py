@@ -51,19 +51,21 @@ def rows_of(table, claim, **match) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------- one row per condition
+LONG = {"steps": 30, "ranks": 1}  # the 30 (run, step) blocks a share needs for a verdict
 @pytest.fixture(scope="module")
 def conditions_table() -> pd.DataFrame:
-    runs = [recorded_run(gaussian, density=0.001, seed=0),
-            recorded_run(heavy, density=0.01, seed=1),
+    runs = [recorded_run(gaussian, density=0.001, seed=0, **LONG),
+            recorded_run(heavy, density=0.01, seed=1, **LONG),
             recorded_run(gaussian, density=0.001, schedule="paper", steps=6, seed=2)]
     return claims.build(runs, max_snapshots=0)
 
 
 def test_each_condition_is_its_own_row_and_warmup_units_are_apart(conditions_table):
     units_per_step = 2 * len(DENSITIES)  # ranks x recorder densities
+    long = LONG["steps"] * LONG["ranks"] * len(DENSITIES)
     expected = {  # from the schedule: epoch = step // 2; epochs 0, 1 warm up (PAPER)
-        "warmup=none; rho=0.001": 6 * units_per_step,
-        "warmup=none; rho=0.01": 6 * units_per_step,
+        "warmup=none; rho=0.001": long,
+        "warmup=none; rho=0.01": long,
         "warmup=paper; rho=0.001": 2 * units_per_step,                       # steps 4, 5
         f"warmup=paper; rho=0.001; during warm-up at rho={PAPER[0]:g}": 2 * units_per_step,
         f"warmup=paper; rho=0.001; during warm-up at rho={PAPER[1]:g}": 2 * units_per_step,
@@ -95,7 +97,7 @@ def gaussian_value(k: int, d: int) -> float:
 def test_gaussian_value_claim_counts_units_at_most_the_gaussian_prediction(conditions_table):
     for cond, draw, seed in (("warmup=none; rho=0.001", gaussian, 0),
                              ("warmup=none; rho=0.01", heavy, 1)):
-        u = recorded_run(draw, seed=seed).stats
+        u = recorded_run(draw, seed=seed, **LONG).stats
         u = u[u["kind"] == "u"]
         passed = [r <= gaussian_value(k, n) * (1 + 1e-9)
                   for r, k, n in zip(u["topk_ratio"], u["k"], u["numel"])]
@@ -108,7 +110,8 @@ def test_gaussian_value_claim_counts_units_at_most_the_gaussian_prediction(condi
     # heavy tails contract more than a Gaussian vector would
     assert rows_of(conditions_table, "gaussian_value", condition="warmup=none; rho=0.01"
                    )["verdict"].iloc[0] == "holds"
-    flat = claims.build([recorded_run(lambda r: r.choice([-1.0, 1.0], D))], max_snapshots=0)
+    flat = claims.build([recorded_run(lambda r: r.choice([-1.0, 1.0], 2000), **LONG)],
+                        max_snapshots=0)
     assert rows_of(flat, "gaussian_value")["verdict"].iloc[0] == "fails"
 
 

@@ -136,7 +136,7 @@ def test_findings_format_the_claims_columns_of_fresh_claims():
     from topkscope.analysis import claims
 
     gauss = recorded_run(lambda r: r.standard_normal(4000), density=0.001, schedule="paper")
-    robust = make_run("fnn3", lambda r: r.standard_normal(4000))
+    robust = make_run("fnn3", lambda r: r.standard_normal(4000), steps=30, ranks=1)  # 30 blocks
     robust.stats["gaussiank_count"] = robust.stats["k"]  # the robust variant: exactly k
     table = claims.build([gauss, robust, *five_seeds([0.951, 0.959, 0.956, 0.0, 0.0],
                                                      {3: 0.62, 4: None})], max_snapshots=0)

@@ -6,7 +6,8 @@ Fraction rule (distribution claims): a unit is one observation; f is the share o
 meeting the criterion and [lo, hi] its 95% block-bootstrap interval (share_interval: blocks =
 the steps of a run, runs resampled where there are several): holds if lo >= 0.9, fails if
 hi <= 0.1, mixed if 0.1 < lo and hi < 0.9, inconclusive if the interval straddles a cut;
-< 3 units insufficient-data. Without an interval (a table written before it) f alone decides:
+< 3 units insufficient-data. The interval's ends are bounded by the rule of three over its B
+blocks (lo <= 1 - 3/B, hi >= 3/B), so a share holds or fails only on >= 30 blocks. Without an interval (a table written before it) f alone decides:
 f >= 0.9 holds, f <= 0.1 fails, else mixed.
 
 Paired-seed rule (convergence claims): the paired difference method - Top-k of the final
@@ -118,6 +119,9 @@ SHARE_LEVEL = 0.95
 _CHUNK = 4_000_000  # draws per vectorised batch of replicates (memory bound)
 
 
+ZERO_EVENT_BLOCKS = 30  # blocks a share needs before its interval can clear a cut (3/30 = 10%)
+
+
 def share_interval(passed, runs, steps, replicates: int = BOOTSTRAP_REPLICATES,
                    seed: int = BOOTSTRAP_SEED, level: float = SHARE_LEVEL
                    ) -> tuple[float, float]:
@@ -126,7 +130,12 @@ def share_interval(passed, runs, steps, replicates: int = BOOTSTRAP_REPLICATES,
     share its u, so they are not independent); each replicate draws the runs with
     replacement, then within each drawn run as many of its steps as it has, with
     replacement, and takes the share over the drawn blocks' units. One run: its steps are
-    resampled. Deterministic (`seed`); NaN ends without units."""
+    resampled. Deterministic (`seed`); NaN ends without units.
+
+    A resampling interval cannot see a failure its blocks never showed: B blocks that all
+    pass give [1, 1]. So the ends are bounded by the rule of three (the 95% bound on a rate
+    never observed in B independent trials is about 3/B): low <= 1 - 3/B and high >= 3/B,
+    so a share holds (or fails) only on at least 30 blocks (ZERO_EVENT_BLOCKS)."""
     passed = np.asarray(passed, dtype=bool).reshape(-1)
     if not passed.size:
         return math.nan, math.nan
@@ -155,13 +164,15 @@ def share_interval(passed, runs, steps, replicates: int = BOOTSTRAP_REPLICATES,
                       / np.where(used, sizes[index], 0).sum((1, 2)))
     tail = (1.0 - level) / 2.0
     low, high = np.quantile(np.concatenate(shares), [tail, 1.0 - tail])
-    return float(low), float(high)
+    unseen = min(1.0, 3.0 / keys.size)  # rule of three: 3/B <= 10% from ZERO_EVENT_BLOCKS
+    return float(min(low, 1.0 - unseen)), float(max(high, unseen))
 
 
 def fraction_verdict(n_pass: int, n_units: int, low: float | None = None,
                      high: float | None = None) -> str:
-    """The fraction rule (module doc): with the share's interval [low, hi]: holds above the
-    90% cut, fails below the 10% cut, mixed between them, inconclusive straddling a cut;
+    """The fraction rule (module doc): with the share's interval [low, hi] (share_interval:
+    below ZERO_EVENT_BLOCKS blocks it straddles a cut): holds above the 90% cut, fails below
+    the 10% cut, mixed between them, inconclusive straddling a cut;
     without one, the share alone (>= 90% holds, <= 10% fails, else mixed); < 3 units
     insufficient-data."""
     if n_units < MIN_UNITS:
@@ -202,8 +213,9 @@ FRACTION_RULE = (
     f"holds if the {SHARE_LEVEL:.0%} block-bootstrap interval of the share of units that "
     f"satisfy the criterion (blocks = steps, runs resampled where there are several) lies at "
     f"or above {HOLDS_FRACTION:.0%}, fails if at or below {FAILS_FRACTION:.0%}, mixed if "
-    "strictly between them, inconclusive if it straddles either cut; insufficient-data with "
-    f"fewer than {MIN_UNITS} units"
+    "strictly between them, inconclusive if it straddles either cut (its ends bounded by the "
+    f"rule of three over the blocks: a verdict needs at least {ZERO_EVENT_BLOCKS}); "
+    f"insufficient-data with fewer than {MIN_UNITS} units"
 )
 
 
