@@ -186,7 +186,7 @@ RULES = {
 def build(
     runs: Iterable,
     sparsifiers: Sequence[str] = ("topk",),
-    max_snapshots: int = 40,
+    max_snapshots: int = 30,
     max_n: int | None = None,
     margin: float = verdicts.ACCURACY_MARGIN_POINTS,
     perplexity_margin: float = verdicts.PERPLEXITY_MARGIN_PCT,
