@@ -135,7 +135,7 @@ def test_the_readme_tells_each_new_claim_as_measured_under_the_claim_it_extends(
     text = headline.headline_markdown({"Quick": pd.concat([base, beyond], ignore_index=True)})
     lines = text.splitlines()
     fitted = next(i for i, ln in enumerate(lines) if "fitted δ" in ln)
-    assert lines[fitted - 1].startswith("  - quick: holds in")   # under below_paper's line
+    assert lines[fitted - 1].startswith("  - quick: ") and "δ stays below" in lines[fitted - 2]
     assert "quick **fails** 2, holds 1 of 3 conditions" in lines[fitted]
     explained = next(ln for ln in lines if "orders the gap to Dense" in ln)
     assert "quick inconclusive in 2 of 2 pairs (FNN-3, 5 runs)" in explained

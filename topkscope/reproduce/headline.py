@@ -212,7 +212,7 @@ class BeyondClaim:
 
 
 BEYOND_CLAIMS = (
-    BeyondClaim("beyond: the fitted δ (gen. normal, zeros) is closer than the Gaussian value",
+    BeyondClaim("beyond: the fitted δ is closer than the Gaussian value",
                 "fitted_value", "below_paper", None),
     BeyondClaim("beyond: (1 − q)/q², q = 1 − δ_C, orders the gap to Dense",
                 "contraction_explains_convergence", "gaussiank_accuracy", "contraction-gap"),
