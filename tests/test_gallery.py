@@ -61,10 +61,10 @@ def test_complete_results_publish_small_copies_and_the_findings(published):
         with Image.open(png) as img:
             assert img.width == 900
     cells = findings_cells(findings_block(readme.read_text()))
-    assert {column for _, _, column in cells} == {"Gaussian-like", "δ ≤ (1 − k/d)²"}
+    assert {column for _, _, column in cells} == {"Gaussian-like", "δ ≤ (1 − k/d)²", "runs"}
     assert {label for _, label, _ in cells} == {"FNN-3 · all runs pooled",
                                                 "ResNet-20 · all runs pooled"}
-    assert len(cells) == 4
+    assert len(cells) == 6
 
 
 def test_partial_results_are_refused_naming_what_would_be_lost(published, tmp_path, capsys):
@@ -76,7 +76,7 @@ def test_partial_results_are_refused_naming_what_would_be_lost(published, tmp_pa
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("topkscope gallery: error: ")
     assert "would lose 1 figure(s): b-convergence.png" in err
-    assert "findings would lose 2 cell(s), in rows ResNet-20 · all runs pooled" in err
+    assert "findings would lose 3 cell(s), in rows ResNet-20 · all runs pooled" in err
     assert "--allow-shrink" in err
     assert snapshot(out, readme) == before  # nothing written
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import NullFormatter
 
 from topkscope.plots.frames import require_columns, require_rows
 from topkscope.plots.style import figure_style, fit_texts, new_figure, palette
@@ -58,6 +59,7 @@ def gap_against_term(points: pd.DataFrame, *, manifest: Mapping[str, Any] | None
                            s=40, zorder=3)
             if (df[term].astype(float) > 0).all():
                 ax.set_xscale("log")
+                ax.xaxis.set_minor_formatter(NullFormatter())  # 2x10^1, 3x10^1, ... collide
             ax.axhline(0.0, color="#7f7f7f", lw=0.8)
             ax.set_xlabel(f"(1 − q)/q², q = 1 − {CONTRACTION_LABELS[contraction]}")
             ax.set_ylabel(GAP_LABELS[gap].format(metric=metric, unit=unit))
@@ -69,7 +71,7 @@ def gap_against_term(points: pd.DataFrame, *, manifest: Mapping[str, Any] | None
         if np.isinf(df[["gap_final", "gap_steps"]].astype(float).to_numpy()).any():
             handles.append(Line2D([], [], ls="", marker="^", color="#555555",
                                   label="target never reached (top edge)"))
-        fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize="x-small")
+        fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize="x-small")
         fig.suptitle(figure_title("Convergence gap to Dense vs the error-feedback bound's "
                                   "compression term", manifest, with_sparsifier=False))
         fit_texts(fig)
