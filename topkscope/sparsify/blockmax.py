@@ -99,13 +99,6 @@ class BlockMaxima:
         return self._mag
 
     # ---- queries ------------------------------------------------------------------
-    def count_blocks(self, t: float, strict: bool = False) -> int:
-        """#{blocks b : m_b >= t} (> t if strict): a lower bound on the element count."""
-        if self.maxima is None:
-            return self.count(t, strict)
-        hit = self.maxima > t if strict else self.maxima >= t
-        return int(torch.count_nonzero(hit))
-
     def count(self, t: float, strict: bool = False) -> int:
         """Exact #{i : |u_i| >= t} (> t if strict)."""
         blocks = self._blocks_or_none(t, strict)
