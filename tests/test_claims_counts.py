@@ -207,3 +207,58 @@ def test_the_findings_show_the_three_counts_side_by_side():
         "inconclusive (100% [")
     assert cells[4].startswith("**fails** (0% [0%–10%]") and cells[4].endswith("median 0.02k")
 
+
+
+def test_every_recorded_selector_gets_a_count_claim_on_topks_u():
+    """tail-k and DGC run on the same recorded u as Gaussian-k: each gets <family>_count with
+    the share of units in band, its median count/k and its median recall, all as computed
+    here by hand from the same selections."""
+    import torch
+
+    from tests.test_analysis_claims import stats_rows
+
+    rng = np.random.default_rng(3)
+    rows, by_hand = [], {"tail-k": [], "dgc": []}
+    for step in range(6):
+        u = rng.standard_t(3, D)
+        for row in stats_rows(u, step, 0):
+            if row["kind"] == "u":
+                k = row["k"]
+                for name in by_hand:
+                    chosen = get_sparsifier(name).select(torch.from_numpy(u).float(), k)
+                    q = selection.quality(u, chosen.numpy(), k)
+                    prefix = name.replace("-", "_")
+                    row.update({f"{prefix}_count": q["count"], f"{prefix}_recall": q["recall"],
+                                f"{prefix}_ratio_vs_topk": q["ratio_to_topk"]})
+                    by_hand[name].append((q["count"] / k, q["recall"]))
+            rows.append(row)
+    manifest = {"experiment": "t-exp", "model": "t", "dataset": "mnist",
+                "dataset_substitute": None, "sparsifier": "topk", "density": 0.001,
+                "status": "complete"}
+    table = claims.build([RunLike(manifest=manifest, stats=pd.DataFrame(rows))])
+    table = table.set_index("claim")
+    for name, claim in (("tail-k", "tail_count"), ("dgc", "dgc_count")):
+        row = table.loc[claim]
+        ratios, recalls = np.array(by_hand[name]).T
+        assert row["sparsifier"] == name and row["section"] == "distribution"
+        assert row["fraction"] == pytest.approx(np.mean(verdicts.in_count_band(ratios, 1.0)))
+        assert row["count_over_k"] == pytest.approx(np.median(ratios))
+        assert f"recall of the exact top-k median {np.median(recalls):.3g}" in row["evidence"]
+        assert row["statement"] == f"{name} selects about k elements on Top-k's u"
+
+
+def test_the_readme_line_tells_how_the_other_selectors_size_k_in_their_own_training():
+    """Under the published rule's in-training claim: every other method's verdicts, the one
+    holding most often first; the robust Gaussian-k (a check) and the published rule itself
+    are not among them."""
+    from topkscope.reproduce import headline
+
+    runs = [trained_run("gaussiank-2019", np.full(40, 0.02), seed=s) for s in range(3)]
+    runs += [trained_run("redsync", np.full(40, 3.0), seed=s) for s in range(3)]
+    runs += [trained_run("tail-k", np.full(40, 1.0), seed=s) for s in range(3)]
+    runs += [trained_run("gaussiank", np.ones(40), seed=s) for s in range(3)]
+    text = headline.headline_markdown({"Quick": claims.build(runs)})
+    line = next(ln for ln in text.splitlines() if "other selectors" in ln)
+    assert line.startswith("  - beyond: ") and "quick tail-k holds 1/1, RedSync **fails** 1/1" in line
+    assert "Gaussian-k" not in line and "(m, 6 runs)" in line
+    assert headline.long_lines(text) == []

@@ -53,7 +53,11 @@ several target-density conditions, a row "all conditions (target density)" pools
 4. gaussiank_count    unit: (step, rank, density); criterion 2/3 <= count/k <= 4/3, per
                       Gaussian-k variant, on Top-k's u (the recorder applies the rule to the u
                       Top-k trains on); the robust `gaussiank` selects exactly k by
-                      construction: section check.
+                      construction: section check. Every other recorded selector S
+                      (columns.RECORDED_SELECTORS) gets the same claim as <family>_count
+                      (dgc_count, redsync_count, sidco_count, tail_count), its evidence with
+                      the median recall of the exact top-k set and delta relative to Top-k's
+                      (S_recall, S_ratio_vs_topk).
 4a. <family>_count_in_training  unit: one step of a method's OWN training run (train.parquet
                       selected_median / k), every approximate method that trains
                       (topkscope.analysis.selection.count_in_training_rows); column
@@ -100,6 +104,7 @@ from topkscope.analysis.verdicts import (  # noqa: F401  (part of this module's 
     paired_difference,
     paired_interval,
 )
+from topkscope.columns import RECORDED_SELECTORS
 from topkscope.io import atomic_write
 from topkscope.manifest import condition_of, diverged_at, not_ours
 from topkscope.schema import GLOBAL
@@ -125,6 +130,7 @@ ALL_CONDITIONS = "all conditions (target density)"
 NO_UNITS = "no units recorded"
 DURING_WARMUP = "during warm-up at rho="
 GAUSSIANK_VARIANTS = ("gaussiank-2019", "gaussiank")
+COUNT_ON_TOPK = "_count"  # claim suffix: <family>_count, a recorded selector on Top-k's u
 BY_CONSTRUCTION = {("gaussiank_count", "gaussiank"),  # (claim, sparsifier): checks, not claims
                    ("gaussiank_count_in_training", "gaussiank")}
 # claims true for any vector that is not flat (Top-k keeps at least the mean energy): checks
@@ -148,6 +154,7 @@ STATEMENTS = {
 DISTRIBUTION_CLAIMS = tuple(c for c in STATEMENTS
                             if c not in ("gaussiank_count", "gaussiank_count_in_training"))
 IN_TRAINING_STATEMENT = "{method} selects about k elements in its own training"
+ON_TOPK_STATEMENT = "{method} selects about k elements on Top-k's u"
 _UNIT_RULE = ("units recorded during a density warm-up form their own condition (never "
               "pooled with the target density's)")
 _MARGIN_RULE = ("bound_margin = median over units of (bound - delta_emp) / ((1 - k/d) - "
@@ -286,8 +293,8 @@ def section_of(claim: str, sparsifier: str, condition=None) -> str:
     if "speedup" in str(claim) or str(condition or "").startswith("prediction"):
         return "prediction"
     if (str(claim), str(sparsifier)) in BY_CONSTRUCTION or str(claim) in CHECK_CLAIMS or (
-            str(claim).endswith(selection.IN_TRAINING) and selection.by_construction(
-                str(sparsifier))):
+            str(claim).endswith((selection.IN_TRAINING, COUNT_ON_TOPK))
+            and selection.by_construction(str(sparsifier))):
         return "check"
     if str(claim) == contraction_convergence.CLAIM:
         return contraction_convergence.SECTION
@@ -381,12 +388,14 @@ def _claim_rows(sparsifier: str, condition: str, u: pd.DataFrame, snaps: list[di
         fitted_value.CLAIM: fitted_value.claim(_fitted_units(snaps)),
     }
     rows = [{"claim": c, "sparsifier": sparsifier, **found} for c, found in per_claim.items()]
-    for variant in GAUSSIANK_VARIANTS:
-        row = _gaussiank_count(u, variant)
+    for selector in RECORDED_SELECTORS:
+        row = _count_on_topk(u, selector)
         if row is not None:
-            rows.append({"claim": "gaussiank_count", "sparsifier": variant, **row})
+            rows.append({"claim": count_on_topk_claim(selector), "sparsifier": selector, **row})
     for row in rows:
-        row.update(statement=STATEMENTS[row["claim"]], rule=RULES[row["claim"]],
+        row.update(statement=STATEMENTS.get(row["claim"]) or ON_TOPK_STATEMENT.format(
+                       method=row["sparsifier"]),
+                   rule=RULES.get(row["claim"], RULES["gaussiank_count"]),
                    condition=condition, n_runs=n_runs,
                    section=section_of(row["claim"], row["sparsifier"]))
     return rows
@@ -540,8 +549,17 @@ def _fitted_units(snaps: list[dict]) -> pd.DataFrame:
         columns=fitted_value.UNIT_COLUMNS)
 
 
-def _gaussiank_count(u: pd.DataFrame, variant: str) -> dict | None:
-    col = variant.replace("-", "_") + "_count"
+def count_on_topk_claim(selector: str) -> str:
+    """gaussiank-2019 -> gaussiank_count, tail-k -> tail_count: the claim naming a recorded
+    selector's count on Top-k's u."""
+    return f"{claim_family(selector)}{COUNT_ON_TOPK}"
+
+
+def _count_on_topk(u: pd.DataFrame, selector: str) -> dict | None:
+    """The count claim of one recorded selector on Top-k's u (its `<S>_count` column), with
+    the median recall and delta relative to Top-k's in the evidence; None when not recorded."""
+    prefix = selector.replace("-", "_")
+    col = prefix + "_count"
     if u.empty or col not in u:
         return None
     count, k = _floats(u[col]), _floats(u["k"])
@@ -551,9 +569,18 @@ def _gaussiank_count(u: pd.DataFrame, variant: str) -> dict | None:
         return _fraction_row(passed, f"no finite {col}")
     lo, med, hi = np.percentile(count[ok] / k[ok], [5, 50, 95])
     evidence = f"count/k median {med:.3g}, 5th-95th percentile {lo:.3g}-{hi:.3g}"
-    if ("gaussiank_count", variant) in BY_CONSTRUCTION:
-        evidence += "; true by construction (the robust variant selects exactly k)"
-    return _fraction_row(passed, evidence, u["_run"].to_numpy()[ok], u["step"].to_numpy()[ok])
+    for suffix, label in (("recall", "recall of the exact top-k"),
+                          ("ratio_vs_topk", "delta / Top-k's")):
+        values = _floats(u[f"{prefix}_{suffix}"])[ok] if f"{prefix}_{suffix}" in u else []
+        values = np.asarray(values)[np.isfinite(values)]
+        if values.size:
+            evidence += f"; {label} median {np.median(values):.3g}"
+    if (count_on_topk_claim(selector), selector) in BY_CONSTRUCTION or (
+            selector not in GAUSSIANK_VARIANTS and selection.by_construction(selector)):
+        evidence += "; true by construction (it selects exactly k)"
+    row = _fraction_row(passed, evidence, u["_run"].to_numpy()[ok], u["step"].to_numpy()[ok])
+    row["count_over_k"] = float(med)
+    return row
 
 
 def _snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> list[dict]:

@@ -27,7 +27,7 @@ import re
 import pandas as pd
 
 from topkscope.analysis import verdicts
-from topkscope.analysis.claims import ALL_CONDITIONS, section_of
+from topkscope.analysis.claims import ALL_CONDITIONS, COUNT_ON_TOPK, section_of
 from topkscope.plots.titles import dataset_name, model_name, sparsifier_name
 
 
@@ -301,13 +301,13 @@ def _ratio_cell(row, column: str) -> str:
 
 def counts_markdown(table: pd.DataFrame) -> str:
     """One row per (model, condition, method) of the count claims: the published rule's count
-    on Top-k's u (gaussiank_count), in the method's own training (<family>_count_in_training,
-    with the median count/k) and the tail at its first threshold (gaussian_tail, Top-k's u);
-    "" when the table has none."""
+    on Top-k's u (gaussiank_count, <family>_count), in the method's own training
+    (<family>_count_in_training), each with the median count/k, and the tail at its first
+    threshold (gaussian_tail, Top-k's u); "" when the table has none."""
     from topkscope.analysis.selection import IN_TRAINING
 
     claim = table["claim"].astype(str)
-    wanted = table[(claim == "gaussiank_count") | (claim == "gaussian_tail")
+    wanted = table[claim.str.endswith(COUNT_ON_TOPK) | (claim == "gaussian_tail")
                    | claim.str.endswith(IN_TRAINING)]
     if wanted.empty:
         return ""
@@ -320,7 +320,7 @@ def counts_markdown(table: pd.DataFrame) -> str:
             continue
         kind = "own" if str(row.claim).endswith(IN_TRAINING) else "topk"
         cell = _fraction_cell(row)
-        if kind == "own" and not math.isnan(_number(row, "count_over_k")):
+        if not math.isnan(_number(row, "count_over_k")):
             cell += f", median {_number(row, 'count_over_k'):.3g}k"
         cells.setdefault((*where, str(row.sparsifier)), {})[kind] = cell
     lines = _header(["model", "condition", "method", "count on Top-k's u",

@@ -282,6 +282,8 @@ def _claim_label(claim: str) -> str:
         return "time to accuracy"
     if claim.endswith("_count_in_training"):
         return r"count in $[2k/3, 4k/3]$, own training"
+    if claim.endswith("_count"):  # another recorded selector on Top-k's u
+        return CLAIM_LABELS["gaussiank_count"]
     if claim.endswith("_accuracy"):
         return "trains as Top-k"
     if claim.endswith("_traffic"):
