@@ -431,6 +431,35 @@ def test_supersede_from_sets_aside_every_row_and_snapshot_at_or_past_the_step(tm
     assert supersede_from(run, 5) is None  # nothing left past it
 
 
+def test_supersede_sets_aside_what_a_killed_write_left_half_done(tmp_path):
+    """A process killed inside atomic_write leaves `.<name>.<random>.tmp`: a resume moves it
+    aside with the rows it redoes, so the resumed folder holds only finished files."""
+    from topkscope.io import atomic_write, is_unfinished_write
+
+    run = tmp_path / "run"
+    _part(run / "train.parquet", [0, 1, 2])
+    (run / "snapshots").mkdir()
+    np.save(run / "snapshots" / "step0-rank0.npy", np.zeros(3, dtype=np.float32))
+
+    names = []
+
+    def killed(tmp):
+        names.append(Path(tmp).name)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(run / "snapshots" / "step2-rank0.npy", killed)
+    left = run / "snapshots" / names[0]
+    assert not left.exists()  # an exception: atomic_write removed its own temp file ...
+    left.write_bytes(b"half")  # ... a SIGKILL at that moment would have left it
+    assert is_unfinished_write(left.name) and not is_unfinished_write("step2-rank0.npy")
+
+    aside = supersede_from(run, 2)
+    assert [p.name for p in (run / "snapshots").iterdir()] == ["step0-rank0.npy"]
+    assert [p.name for p in (aside / "snapshots").iterdir()] == [left.name]
+    assert pq.read_table(run / "train.parquet")["step"].to_pylist() == [0, 1]
+
+
 def test_a_damaged_part_stops_supersede_before_anything_moves(tmp_path):
     run = tmp_path / "run"
     _part(run / "stats" / "part-r00000-000000.parquet", [7, 8])

@@ -14,15 +14,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+TEMP_SUFFIX = ".tmp"
+
+
+def is_unfinished_write(name: str) -> bool:
+    """True for the name of atomic_write's temporary file (`.<name>.<random>.tmp`): what a
+    process killed mid-write (SIGKILL, a lost node) leaves behind, never a finished file."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     """Call write(tmp_path) then rename tmp_path onto path. Returns path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file ordinary permissions
-    try:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    try:  # from here on an exception (a signal's included) removes tmp
+        os.close(fd)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give ordinary permissions
         write(tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from topkscope.hooks.parts import PartWriter, rank_files
-from topkscope.io import atomic_write, check_writable
+from topkscope.io import atomic_write, check_writable, is_unfinished_write
 from topkscope.manifest import Manifest, now_iso
 from topkscope.schema import PART_GLOB, PART_RE, SNAPSHOT_RE
 
@@ -164,7 +164,8 @@ def supersede_from(run_dir: str | Path, step: int) -> Path | None:
     """Set aside everything a run folder holds for steps >= step (what a run resumed from the
     checkpoint after `step` steps records again) into run_dir/superseded/<time>/, same
     relative paths, never deleted: rows of train.parquet, eval.parquet and every stats/ and
-    hist/ part, and snapshots. A file with rows on both sides keeps its earlier rows in place
+    hist/ part, snapshots, and the temporary file of any write a killed process left half
+    done (io.is_unfinished_write). A file with rows on both sides keeps its earlier rows in place
     (rewritten atomically) after its later rows were written aside under its name, so
     superseded/ holds exactly the rows the resumed run records again.
 
@@ -193,6 +194,11 @@ def supersede_from(run_dir: str | Path, step: int) -> Path | None:
     if snapshots.is_dir():
         moved += sorted(f for f in snapshots.iterdir()
                         if (m := SNAPSHOT_RE.match(f.name)) and int(m.group(1)) >= step)
+    # half-written files of a process killed mid-write: set aside with what is redone
+    for folder in (run_dir, run_dir / "stats", run_dir / "hist", snapshots):
+        if folder.is_dir():
+            moved += sorted(f for f in folder.iterdir()
+                            if f.is_file() and is_unfinished_write(f.name))
     if not moved and not split:
         return None
     dest = _new_aside_folder(run_dir, SUPERSEDED)
