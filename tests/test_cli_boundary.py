@@ -164,3 +164,22 @@ def test_progress_bars_show_on_a_terminal_only(monkeypatch):
             for _ in range(3):
                 bar.update()
         assert ("work" in stream.getvalue()) is drawn
+
+
+@pytest.mark.parametrize("profile, folder", [("quick", "results"),
+                                             ("standard", "results/standard")])
+def test_each_profile_has_its_own_results_folder_by_default(profile, folder, tmp_path,
+                                                            monkeypatch, capsys):
+    """`topkscope figures --profile standard` reads and writes where `make reproduce-figures
+    PROFILE=standard` does, never over the quick profile's results/."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["figures", "--profile", profile, "--dry-run", "--experiments",
+                     str(REPO / "experiments"), "--benchmarks", str(REPO / "benchmarks")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    printed = [ln for ln in out if ln.endswith("[missing]")]
+    commands = [ln for ln in out if "topkscope run" in ln]
+    assert printed and all(ln.startswith(f"{folder}/") and "/standard/" not in
+                           ln.removeprefix(f"{folder}/") for ln in printed)
+    assert len(commands) == len(printed)
+    assert all(f"--results {folder} " in ln for ln in commands)
+    assert list(tmp_path.iterdir()) == []  # a dry run writes nothing

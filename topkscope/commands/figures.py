@@ -22,8 +22,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "2-core CPU; standard: the convergence models quick cannot afford "
                         "(LSTM-PTB, GPT-PTB), 90 minutes on 2 cores; full: the paper's settings "
                         "(default quick)")
-    p.add_argument("--results", type=Path, default=Path("results"),
-                   help="results root (runs, bench/, figures/, claims.csv); default: results")
+    p.add_argument("--results", type=Path,
+                   help="results root (runs, bench/, figures/, claims.csv); default: results "
+                        "for the quick profile, results/<profile> for the others (as `make "
+                        "reproduce-figures PROFILE=...`)")
     p.add_argument("--experiments", type=Path, default=Path("experiments"),
                    help="folder of experiment YAMLs (default: experiments)")
     p.add_argument("--benchmarks", type=Path, default=Path("benchmarks"),
@@ -58,12 +60,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "run nothing (e.g. to submit the full profile to a cluster)")
 
 
+def default_results(profile: str) -> Path:
+    """results for the quick profile, results/<profile> otherwise: each profile's runs and
+    claims in their own folder, where the Makefile puts them."""
+    return Path("results") if profile == "quick" else Path("results", profile)
+
+
 def main(args: argparse.Namespace, driver: Callable) -> int:
     """driver(log, **options) runs the figures driver with these Options fields (see cli.py).
     SIGINT/SIGTERM: the driver stops the runs in flight cleanly and raises RunInterrupted;
     its one line goes to stderr and the exit status is 128 + the signal."""
     from topkscope.interrupts import RunInterrupted
 
+    if args.results is None:
+        args.results = default_results(args.profile)
     options = dict(profile=args.profile, results_root=args.results,
                    experiments_dir=args.experiments, benchmarks_dir=args.benchmarks,
                    data_root=args.data, only=args.only, run=not args.no_run,
