@@ -262,3 +262,15 @@ def test_the_readme_line_tells_how_the_other_selectors_size_k_in_their_own_train
     assert line.startswith("  - beyond: ") and "quick tail-k holds 1/1, RedSync **fails** 1/1" in line
     assert "Gaussian-k" not in line and "(m, 6 runs)" in line
     assert headline.long_lines(text) == []
+
+
+def test_snapshots_are_picked_one_block_at_a_time():
+    """The ranks of one (run, step) are one block: a budget first spreads over blocks, one
+    rank each, then adds ranks; never more than the budget, never a snapshot twice."""
+    found = [(run, step, rank) for run in range(2) for step in (10, 20, 30) for rank in range(4)]
+    four = claims.pick_snapshots(found, 4)
+    assert len({(i, s) for i, s, _ in four}) == 4 and len({r for *_, r in four}) == 4
+    ten = claims.pick_snapshots(found, 10)
+    assert len(ten) == 10 == len(set(ten)) and len({(i, s) for i, s, _ in ten}) == 6
+    assert sorted(claims.pick_snapshots(found, 100)) == sorted(found)
+    assert claims.pick_snapshots([], 5) == [] and claims.pick_snapshots(found, 0) == []

@@ -84,6 +84,25 @@ def test_topk_ratio_recomputed_from_a_saved_snapshot(tmp_path):
             assert math.isclose(row.topk_ratio, ref, rel_tol=1e-6)
 
 
+def test_snapshot_ranks_limits_who_writes_raw_vectors_not_the_statistics(tmp_path):
+    with Recorder(tmp_path / "one", schedule=1, snapshot_schedule=[1, 3], densities=[0.05],
+                  snapshot_ranks=[0]) as rec:
+        run(5, rec)
+    with Recorder(tmp_path / "all", schedule=1, snapshot_schedule=[1, 3],
+                  densities=[0.05]) as rec:
+        run(5, rec)
+    one, every = load(tmp_path / "one"), load(tmp_path / "all")
+    assert sorted(zip(one.snapshots.step, one.snapshots["rank"])) == [(1, 0), (3, 0)]
+    assert set(every.snapshots["rank"]) == {0, 1}
+    np.testing.assert_array_equal(one.snapshot(3, 0), every.snapshot(3, 0))
+    pd.testing.assert_frame_equal(one.stats, every.stats)  # both ranks' rows, same numbers
+    assert one.manifest["recorder"]["snapshot_ranks"] == [0]
+    assert every.manifest["recorder"]["snapshot_ranks"] is None
+    for bad, said in (([], "names no rank"), ([-1], "snapshot_ranks")):
+        with pytest.raises(ValueError, match=said):
+            Recorder(tmp_path / "bad", snapshot_ranks=bad)
+
+
 def test_layer_rows_add_up_to_the_global_row(tmp_path):
     with Recorder(tmp_path, densities=[0.05]) as rec:
         run(3, rec)

@@ -207,7 +207,7 @@ def build(
             claims too, except a run whose training diverged (`diverged_at_step`: its u blew
             up, a failed seed, not a sample of training's u).
         sparsifiers: training sparsifiers whose runs feed the distribution claims.
-        max_snapshots: at most this many snapshots per condition (evenly spaced in step) get
+        max_snapshots: at most this many snapshots per condition (pick_snapshots) get
             the full normality / fit / curve analysis (topkscope.analysis.snapshots.
             analyze_loaded, seed SEED, each snapshot analysed once per loaded run).
         max_n: the subsample size for their sort-based statistics (None: each statistic's
@@ -583,10 +583,31 @@ def _count_on_topk(u: pd.DataFrame, selector: str) -> dict | None:
     return row
 
 
+def pick_snapshots(found: list[tuple[int, int, int]], most: int) -> list[tuple[int, int, int]]:
+    """At most `most` of the (run, step, rank) snapshots `found`, as many distinct (run, step)
+    blocks as possible (the ranks of one step are one block of verdicts.share_interval, so a
+    second rank adds less than another step): blocks evenly spaced over (step, run), one rank
+    each (cycling over the ranks); then, while room is left, more ranks of those blocks."""
+    blocks: dict[tuple[int, int], list[int]] = {}
+    for i, step, rank in sorted(found, key=lambda t: (t[1], t[0], t[2])):
+        blocks.setdefault((i, step), []).append(rank)
+    order = list(blocks)
+    chosen = np.unique(np.linspace(0, len(order) - 1, min(most, len(order))).round()).astype(int)
+    picked = [(order[j][0], order[j][1], blocks[order[j]][n % len(blocks[order[j]])])
+              for n, j in enumerate(chosen)]
+    taken = set(picked)
+    rest = [t for t in sorted(found, key=lambda t: (t[1], t[0], t[2])) if t not in taken]
+    room = max(0, min(most, len(found)) - len(picked))
+    if room and rest:
+        extra = np.unique(np.linspace(0, len(rest) - 1, room).round()).astype(int)
+        picked += [rest[j] for j in extra]
+    return sorted(picked, key=lambda t: (t[1], t[0], t[2]))
+
+
 def _snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> list[dict]:
     """The snapshot pipeline (analysis.snapshots.analyze_loaded: battery, fits, contraction at
-    the recorder's densities, seed SEED) on at most max_snapshots evenly spaced snapshots of u
-    per (training sparsifier, condition)."""
+    the recorder's densities, seed SEED) on at most max_snapshots snapshots of u per (training
+    sparsifier, condition), chosen by pick_snapshots."""
     listed: dict[tuple, list[tuple[int, int, int]]] = {}
     for i, run in enumerate(runs):
         keys = snapshots.snapshot_keys(run)
@@ -601,10 +622,7 @@ def _snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> lis
         return []
     out = []
     for (sparsifier, condition), found in sorted(listed.items()):
-        found.sort(key=lambda t: (t[1], t[0], t[2]))
-        pick = np.unique(np.linspace(0, len(found) - 1, min(max_snapshots, len(found))).round())
-        for j in pick.astype(int):
-            i, step, rank = found[j]
+        for i, step, rank in pick_snapshots(found, max_snapshots):
             tables = snapshots.analyze_loaded(runs[i], step, rank, max_n=max_n)
             vector = runs[i].snapshot(step, rank)
             tail = [(rho, selection.gaussian_tail_count(vector, k), k)

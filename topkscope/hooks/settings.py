@@ -58,6 +58,19 @@ def _at_least(low: int):
     return lambda name, value: validate.integer(name, value, low)
 
 
+def _ranks(name: str, value: Any) -> tuple[int, ...] | None:
+    """None (every rank) or a non-empty list of ranks >= 0, e.g. [0]."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        value = [value]
+    ranks = tuple(sorted({validate.integer(name, r, 0) for r in value}))
+    if not ranks:
+        raise ValueError(f"{name} = [] names no rank; use null for every rank or a list of "
+                         f"ranks >= 0")
+    return ranks
+
+
 def _kinds(empty_ok: bool = False):
     return lambda name, value: validate.subset(name, value, KINDS, nonempty=not empty_ok)
 
@@ -78,6 +91,7 @@ _SETTING_CHECKS = {
     "hist_bins": _at_least(1),
     "hist_range": lambda name, value: validate.number(name, value, 0, None, lo_open=True),
     "snapshot_kinds": _kinds(),
+    "snapshot_ranks": _ranks,
     "min_free_bytes": _at_least(0),
     "seed": _at_least(0),
 }

@@ -56,10 +56,13 @@ seconds of `python benchmarks/selection.py` as the quick profile runs it, alone)
 
     fnn3-mnist 11, vgg16-cifar10 56, lstm-ptb 87, resnet20-cifar10 176, gpt-ptb 72
         (distributions; gpt-ptb: 58.4 user + 14.0 sys)
-    convergence-fnn3-mnist 11.64 per run x 105 runs: the mean of seed 0's 21 variants, 11.44
+    convergence-fnn3-mnist 12.10 per run x 105 runs: the mean of seed 0's 21 variants, 11.44
         (7.9 dense .. 15.4 topk at rho = 0.01; tail-k 9.7 warmup=paper, 10.1 warmup=none;
-        load average 1-2.5), plus the 16 raw snapshots of u each of the 20 Top-k runs now
-        writes (13.8 against 12.8 s for topk warmup=paper, measured back to back: 1.0 s)
+        load average 1-2.5), plus the 16 raw snapshots of u each of the 20 Top-k runs then
+        wrote (13.8 against 12.8 s for topk warmup=paper, measured back to back: 1.0 s), plus
+        their stats every 8 steps instead of 20 and rank 0's u at 20 steps instead of every
+        rank's at 4 (16.94 against 14.57 s for topk warmup=paper, back to back, load ~3: 2.4 s
+        a Top-k run, 0.46 s on the mean)
     selection-speed ~45 s wall (31 s CPU; 41 s in the last quick profile on idle cores)
     finish, quick: 213 s wall in the last quick profile on idle cores (57 convergence runs:
         analyze 7, draw 59, claims 18, tables 0.2, 14 notebooks 129); their CPU does not grow
@@ -78,7 +81,7 @@ seconds of `python benchmarks/selection.py` as the quick profile runs it, alone)
     finish, standard: 23.6 s CPU (`topkscope figures --profile standard --no-run`): 90 s
         allowed
 
-expected_seconds("quick") ~ 17.3 min (45 + (226 + 105 x 11.64) / 2 + 270 s; 226 = the
+expected_seconds("quick") ~ 17.7 min (45 + (226 + 105 x 12.10) / 2 + 270 s; 226 = the
 distribution runs without ResNet-20's 176);
 expected_seconds("standard") ~ 87.8 min ((24 x 271 + 18 x 175 + 3 x 176 + 3 x 56) / 2 + 90 s).
 
@@ -267,7 +270,7 @@ JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
 # alone (see the module docstring for how each was measured)
 RUN_SECONDS = {
     "fnn3-mnist": 11, "vgg16-cifar10": 56, "lstm-ptb": 87, "resnet20-cifar10": 176,
-    "convergence-fnn3-mnist": 11.64, "convergence-lstm-ptb": 271, "selection-speed": 45,
+    "convergence-fnn3-mnist": 12.10, "convergence-lstm-ptb": 271, "selection-speed": 45,
     "gpt-ptb": 72, "convergence-gpt-ptb": 175,
 }
 # after the runs: analyze + draw + claims + tables + executing the notebooks (wall seconds)
