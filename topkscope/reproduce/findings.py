@@ -595,9 +595,10 @@ def findings_markdown(table: pd.DataFrame, heading: str | None = None) -> str:
              "interval]); runs behind the row; β: median "
              "generalised-normal shape of the snapshot fits (2 = normal, 1 = Laplace).\n\n"
              + distribution_markdown(by["distribution"])
-             + ("\n\nCounts in " + verdicts.count_band_text() + " (share of units): the "
-                "published rules on Top-k's u, in each method's own training, and the tail "
-                "above Gaussian-k's first threshold.\n\n" + counts
+             + ("\n\nCounts in " + verdicts.count_band_text() + " (share of units): each "
+                "selector on Top-k's u (the recorder runs it on the u Top-k trains on), in "
+                "each method's own training, and the tail above Gaussian-k's first "
+                "threshold.\n\n" + counts
                 if (counts := counts_markdown(by["distribution"])) else ""))
     if len(by["convergence"]):
         part("convergence", "Each method against exact Top-k on the same seeds: difference "
