@@ -235,7 +235,9 @@ def test_every_recorded_selector_gets_a_count_claim_on_topks_u():
     manifest = {"experiment": "t-exp", "model": "t", "dataset": "mnist",
                 "dataset_substitute": None, "sparsifier": "topk", "density": 0.001,
                 "status": "complete"}
-    table = claims.build([RunLike(manifest=manifest, stats=pd.DataFrame(rows))])
+    frame = pd.DataFrame(rows).assign(redsync_count=pd.array([None] * len(rows), "Int64"))
+    table = claims.build([RunLike(manifest=manifest, stats=frame)])
+    assert "redsync_count" not in set(table["claim"])  # a column without values: not recorded
     table = table.set_index("claim")
     for name, claim in (("tail-k", "tail_count"), ("dgc", "dgc_count")):
         row = table.loc[claim]

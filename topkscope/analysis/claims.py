@@ -557,16 +557,17 @@ def count_on_topk_claim(selector: str) -> str:
 
 def _count_on_topk(u: pd.DataFrame, selector: str) -> dict | None:
     """The count claim of one recorded selector on Top-k's u (its `<S>_count` column), with
-    the median recall and delta relative to Top-k's in the evidence; None when not recorded."""
+    the median recall and delta relative to Top-k's in the evidence; None where the column is
+    absent or has no value (the selector was not evaluated on these units)."""
     prefix = selector.replace("-", "_")
     col = prefix + "_count"
     if u.empty or col not in u:
         return None
     count, k = _floats(u[col]), _floats(u["k"])
     ok = np.isfinite(count) & np.isfinite(k) & (k > 0)  # NaN / NA: not evaluated there
+    if not ok.any():  # not evaluated in these runs (a column another run's recorder wrote)
+        return None
     passed = verdicts.in_count_band(count[ok], k[ok])
-    if not passed.size:
-        return _fraction_row(passed, f"no finite {col}")
     lo, med, hi = np.percentile(count[ok] / k[ok], [5, 50, 95])
     evidence = f"count/k median {med:.3g}, 5th-95th percentile {lo:.3g}-{hi:.3g}"
     for suffix, label in (("recall", "recall of the exact top-k"),
