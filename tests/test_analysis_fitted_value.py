@@ -142,5 +142,6 @@ def test_the_readme_tells_each_new_claim_as_measured_under_the_claim_it_extends(
     assert "[contraction-gap]: docs/gallery/convergence-fnn3-mnist-contraction_gap.png" in text
     assert headline.long_lines(text) == []
     plain = headline.headline_markdown({"Quick": base})
-    assert "beyond" not in plain and "contraction-gap" not in plain
+    assert "fitted δ" not in plain and "orders the gap" not in plain
+    assert "contraction-gap" not in plain
 

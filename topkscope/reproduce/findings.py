@@ -215,7 +215,8 @@ def _fraction_cell(row) -> str:
     parts = [] if math.isnan(frac) else [f"{frac:.0%}" + (
         "" if math.isnan(low) else f" [{low:.0%}–{high:.0%}]")]
     if not math.isnan(margin):
-        parts.append(f"margin {margin:.2g}, uniform δ {_number(row, 'delta_uniform'):.4g}")
+        shown = f"{margin:.0f}" if abs(margin) >= 100 else f"{margin:.2g}"  # never 4e+02
+        parts.append(f"margin {shown}, uniform δ {_number(row, 'delta_uniform'):.4g}")
     inside = "; ".join(parts)
     return _verdict(str(row.verdict)) + (f" ({inside})" if inside else "")
 

@@ -236,15 +236,16 @@ def _other_selectors(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _per_selector(rows: pd.DataFrame) -> str:
-    """'Tail-k holds 2/2, DGC holds 2/2, RedSync mixed 2/2': each method's verdicts over its
-    conditions, the one holding most often first."""
-    told = []
+    """'DGC, tail-k holds 2/2; RedSync mixed 2/2': each method's verdicts over its conditions,
+    methods with the same verdicts named together, those holding most often first."""
+    told: dict[str, list] = {}
     for method, own in rows.groupby("sparsifier"):
         counts = own["verdict"].astype(str).value_counts()
-        held = int(counts.get("holds", 0))
         text = ", ".join(f"{_bold(v)} {c}/{len(own)}" for v, c in counts.items())
-        told.append((-held / len(own), sparsifier_name(str(method)), text))
-    return ", ".join(f"{name} {text}" for _, name, text in sorted(told))
+        held = int(counts.get("holds", 0)) / len(own)
+        told.setdefault(text, [held, []])[1].append(sparsifier_name(str(method)))
+    ordered = sorted(told.items(), key=lambda item: (-item[1][0], item[0]))
+    return "; ".join(f"{', '.join(names)} {text}" for text, (_, names) in ordered)
 
 
 def _beyond_lines(claim: BeyondClaim, tables: dict[str, pd.DataFrame]) -> list[str]:
