@@ -107,7 +107,7 @@ from topkscope.analysis.verdicts import (  # noqa: F401  (part of this module's 
 from topkscope.columns import RECORDED_SELECTORS
 from topkscope.io import atomic_write
 from topkscope.manifest import condition_of, diverged_at, not_ours
-from topkscope.schema import GLOBAL
+from topkscope.schema import GLOBAL, column_prefix
 
 COLUMNS = [
     "model", "dataset", "dataset_substitute", "claim", "sparsifier", "statement", "n_runs",
@@ -129,10 +129,7 @@ SECTIONS = ("distribution", "convergence", "prediction", "check", published_clai
 ALL_CONDITIONS = "all conditions (target density)"
 NO_UNITS = "no units recorded"
 DURING_WARMUP = "during warm-up at rho="
-GAUSSIANK_VARIANTS = ("gaussiank-2019", "gaussiank")
 COUNT_ON_TOPK = "_count"  # claim suffix: <family>_count, a recorded selector on Top-k's u
-BY_CONSTRUCTION = {("gaussiank_count", "gaussiank"),  # (claim, sparsifier): checks, not claims
-                   ("gaussiank_count_in_training", "gaussiank")}
 # claims true for any vector that is not flat (Top-k keeps at least the mean energy): checks
 CHECK_CLAIMS = frozenset({"below_classic"})
 # claims whose rows give bound_margin, delta_uniform and delta_gaussian (see _below)
@@ -292,9 +289,9 @@ def section_of(claim: str, sparsifier: str, condition=None) -> str:
     rule build() applies, usable on a table written before the column existed)."""
     if "speedup" in str(claim) or str(condition or "").startswith("prediction"):
         return "prediction"
-    if (str(claim), str(sparsifier)) in BY_CONSTRUCTION or str(claim) in CHECK_CLAIMS or (
-            str(claim).endswith((selection.IN_TRAINING, COUNT_ON_TOPK))
-            and selection.by_construction(str(sparsifier))):
+    # a count claim of a method exact by construction (the robust gaussiank, randk) is a check
+    if str(claim) in CHECK_CLAIMS or (str(claim).endswith((selection.IN_TRAINING, COUNT_ON_TOPK))
+                                      and selection.by_construction(str(sparsifier))):
         return "check"
     if str(claim) == contraction_convergence.CLAIM:
         return contraction_convergence.SECTION
@@ -559,7 +556,7 @@ def _count_on_topk(u: pd.DataFrame, selector: str) -> dict | None:
     """The count claim of one recorded selector on Top-k's u (its `<S>_count` column), with
     the median recall and delta relative to Top-k's in the evidence; None where the column is
     absent or has no value (the selector was not evaluated on these units)."""
-    prefix = selector.replace("-", "_")
+    prefix = column_prefix(selector)
     col = prefix + "_count"
     if u.empty or col not in u:
         return None
@@ -576,8 +573,7 @@ def _count_on_topk(u: pd.DataFrame, selector: str) -> dict | None:
         values = np.asarray(values)[np.isfinite(values)]
         if values.size:
             evidence += f"; {label} median {np.median(values):.3g}"
-    if (count_on_topk_claim(selector), selector) in BY_CONSTRUCTION or (
-            selector not in GAUSSIANK_VARIANTS and selection.by_construction(selector)):
+    if selection.by_construction(selector):
         evidence += "; true by construction (it selects exactly k)"
     row = _fraction_row(passed, evidence, u["_run"].to_numpy()[ok], u["step"].to_numpy()[ok])
     row["count_over_k"] = float(med)
@@ -589,15 +585,16 @@ def pick_snapshots(found: list[tuple[int, int, int]], most: int) -> list[tuple[i
     blocks as possible (the ranks of one step are one block of verdicts.share_interval, so a
     second rank adds less than another step): blocks evenly spaced over (step, run), one rank
     each (cycling over the ranks); then, while room is left, more ranks of those blocks."""
+    by_step = sorted(found, key=lambda t: (t[1], t[0], t[2]))
     blocks: dict[tuple[int, int], list[int]] = {}
-    for i, step, rank in sorted(found, key=lambda t: (t[1], t[0], t[2])):
+    for i, step, rank in by_step:
         blocks.setdefault((i, step), []).append(rank)
     order = list(blocks)
     chosen = np.unique(np.linspace(0, len(order) - 1, min(most, len(order))).round()).astype(int)
     picked = [(order[j][0], order[j][1], blocks[order[j]][n % len(blocks[order[j]])])
               for n, j in enumerate(chosen)]
     taken = set(picked)
-    rest = [t for t in sorted(found, key=lambda t: (t[1], t[0], t[2])) if t not in taken]
+    rest = [t for t in by_step if t not in taken]
     room = max(0, min(most, len(found)) - len(picked))
     if room and rest:
         extra = np.unique(np.linspace(0, len(rest) - 1, room).round()).astype(int)
