@@ -13,13 +13,9 @@ from scipy import stats
 from topkscope.sparsify import get_sparsifier
 from topkscope.sparsify.probes import FAMILIES, drifting, probe_vector
 from topkscope.sparsify.source import SparsifierSource
-from topkscope.sparsify.tailk import SAMPLE_TOP, gaussian_slope
+from topkscope.sparsify.tailk import SAMPLE_TOP, gaussian_slope, in_band
 
 D = 200_000
-
-
-def in_band(count: int, k: int) -> bool:
-    return 2 * k / 3 <= count <= 4 * k / 3
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -52,48 +48,72 @@ def test_a_density_change_is_followed_within_the_call():
         assert in_band(sparsifier.select(u, k).numel(), k)
 
 
-def reference_tailk(vectors: list[np.ndarray], k: int, evaluations: int = 4):
+def reference_tailk(vectors: list[np.ndarray], k: int, evaluations: int = 6):
     """The rule of tailk.py restated in numpy (slow, obvious): the selected sets. The steps are
     float64; |u_i| > t compares in u's float32, as the sparsifier does (t is rounded to it)."""
     state, chosen = None, []
-    lo, hi = 2 * k / 3, 4 * k / 3
+    log_k = math.log(k)
+
+    def sample_log_t(mag):
+        d = mag.size
+        step = max(1, d // max(1, math.ceil(SAMPLE_TOP * d / k)))
+        sample = mag[::step]
+        rank = min(sample.size, max(1, round(k * sample.size / d)))
+        t = float(np.sort(sample)[::-1][rank - 1])
+        return math.log(t if t > 0 else float(mag.max()) * 0.5)
+
+    def secant(p, q, slope):
+        if p[0] == q[0] or p[1] == q[1]:
+            return slope
+        a = -(q[1] - p[1]) / (q[0] - p[0])
+        return min(max(a, 0.5), 1000.0) if a > 0 else slope
+
     for x in vectors:
         mag = np.abs(x.astype(np.float32))
         d, top = mag.size, float(mag.max())
-        if state is None:
-            step = max(1, d // max(1, math.ceil(SAMPLE_TOP * d / k)))
-            sample = mag[::step]
-            rank = min(sample.size, max(1, round(k * sample.size / d)))
-            slope = gaussian_slope(k / d)
-            log_t = math.log(float(np.sort(sample)[::-1][rank - 1]))
+        slope = gaussian_slope(k / d) if state is None else state[3]
+        if state is not None and 2 * state[2] / 3 <= state[1] <= 4 * state[2] / 3:
+            log_t, sampled = min(state[0] + (math.log(state[1]) - log_k) / slope, math.log(top)), False
         else:
-            slope = state[3]
-            log_t = min(state[0] + (math.log(state[1]) - math.log(k)) / slope, math.log(top))
-        too_many, too_few, points = None, (math.log(top), math.log(0.5)), []
+            log_t, sampled = sample_log_t(mag), True
+        many, few = None, [math.log(top), math.log(0.5) - log_k]  # bracket ends [log t, f]
+        moved, points = None, []
         for e in range(evaluations):
             count = int((mag > np.float32(math.exp(log_t))).sum())
-            points.append((log_t, math.log(max(count, 0.5))))
-            if lo <= count <= hi or e + 1 == evaluations:
+            f = math.log(max(count, 0.5)) - log_k
+            points.append((log_t, f, count))
+            if in_band(count, k) or e + 1 == evaluations:
                 break
-            if count > hi:
-                too_many = points[-1] if too_many is None else max(too_many, points[-1])
-            else:
-                too_few = min(too_few, points[-1])
+            side = "many" if f > 0 else "few"
+            if side == "many" and (many is None or log_t > many[0]):
+                many = [log_t, f]
+            if side == "few" and log_t < few[0]:
+                few = [log_t, f]
+            if many is not None and side == moved:  # Illinois: halve the end kept twice
+                (few if side == "many" else many)[1] *= 0.5
+            moved = side
             if len(points) > 1:
-                (x1, y1), (x2, y2) = points[-2:]
-                if x1 != x2 and y1 != y2 and -(y2 - y1) / (x2 - x1) > 0:
-                    slope = min(max(-(y2 - y1) / (x2 - x1), 0.5), 1000.0)
-            nxt = points[-1][0] + (points[-1][1] - math.log(k)) / slope
-            low = -math.inf if too_many is None else too_many[0]
-            if not low < nxt < too_few[0]:
-                if too_many is None:
-                    nxt = min(points[-1][0], too_few[0]) - math.log(4.0)
-                else:
-                    nxt = too_many[0] + (too_few[0] - too_many[0]) * (
-                        (too_many[1] - math.log(k)) / (too_many[1] - too_few[1]))
-            log_t = nxt
-        state = (points[-1][0], count, k, slope)
-        chosen.append(np.flatnonzero(mag > np.float32(math.exp(points[-1][0]))))
+                slope = secant(points[-2], points[-1], slope)
+            low = -math.inf if many is None else many[0]
+            if not sampled:
+                sampled = True
+                log_t = sample_log_t(mag)
+                if low < log_t < few[0]:
+                    continue
+            if many is None:
+                log_t = points[-1][0] + f / slope
+                if not low < log_t < few[0]:
+                    log_t = min(points[-1][0], few[0]) - math.log(4.0)
+            else:
+                log_t = many[0] - many[1] * (few[0] - many[0]) / (few[1] - many[1])
+                if not many[0] < log_t < few[0]:
+                    log_t = 0.5 * (many[0] + few[0])
+        best = max(range(len(points)), key=lambda i: (-abs(points[i][1]), i))
+        if len(points) > 1:
+            near = sorted(points, key=lambda p: abs(p[1]))[:2]
+            slope = secant(near[0], near[1], slope)
+        state = (points[best][0], points[best][2], k, slope)
+        chosen.append(np.flatnonzero(mag > np.float32(math.exp(points[best][0]))))
     return chosen
 
 
@@ -131,3 +151,77 @@ def test_slope_and_arguments():
     assert gaussian_slope(0.001) == pytest.approx(t * stats.norm.pdf(t) / stats.norm.sf(t))
     with pytest.raises(ValueError, match="evaluations = 0"):
         get_sparsifier("tail-k", evaluations=0)
+
+
+# ---- scale jumps between calls (the lock of the first version) -----------------------------
+JUMPS = (1.0, 2.0, 5.0, 3.0, 0.2, 4.0, 2.0, 5.0, 1.0, 0.5, 3.0)
+
+
+def jumping(name: str, seed: int, d: int = D) -> list[np.ndarray]:
+    """A drifting sequence whose scale jumps by 2x to 5x between calls (early training's u)."""
+    scale = np.cumprod(JUMPS)
+    return [x * s for x, s in zip(drifting(name, len(JUMPS), d, seed=seed), scale)]
+
+
+def blind_to_the_sample(seed: int, d: int = D, k: int = 400) -> list[np.ndarray]:
+    """Vectors whose large entries sit where the strided sample never looks: its threshold is
+    far too low, so only the in-call bracket can reach the band."""
+    step = max(1, d // math.ceil(SAMPLE_TOP * d / k))
+    rng = np.random.default_rng(seed)
+    hidden = np.flatnonzero(np.arange(d) % step != 0)
+    out = []
+    for s in np.cumprod(JUMPS):
+        x = rng.standard_normal(d) * 0.01
+        x[rng.choice(hidden, 3 * k, replace=False)] = rng.standard_normal(3 * k) * 3.0
+        out.append(x * s)
+    return out
+
+
+@pytest.mark.parametrize("name", ["gennorm-0.3", "gennorm-3", "t2", "laplace-30%-zeros",
+                                  "two-scale"])
+@pytest.mark.parametrize("rho", [0.001, 0.01])
+def test_in_band_on_every_call_when_the_scale_jumps_2_to_5x(name, rho):
+    k = int(rho * D)
+    sparsifier = get_sparsifier("tail-k")
+    counts, evaluations = [], []
+    for x in jumping(name, seed=7):
+        counts.append(sparsifier.select(torch.tensor(x, dtype=torch.float32), k).numel())
+        evaluations.append(sparsifier.last_evaluations)
+    assert all(in_band(c, k) for c in counts), [round(c / k, 2) for c in counts]
+    assert np.mean(evaluations) <= 2.5, evaluations
+
+
+def test_a_call_that_ended_out_of_band_restarts_from_the_sample():
+    """With one evaluation a x5 jump leaves the call out of band; the next call on the same
+    scale does not start from that threshold (the first version's lock) but from the sample."""
+    vectors = jumping("gennorm-1", seed=2)
+    k = 400
+    sparsifier = get_sparsifier("tail-k", evaluations=1)
+    sparsifier.select(torch.tensor(vectors[1], dtype=torch.float32), k)
+    jumped = torch.tensor(vectors[1] * 5.0, dtype=torch.float32)
+    assert not in_band(sparsifier.select(jumped, k).numel(), k)
+    assert in_band(sparsifier.select(jumped, k).numel(), k)
+
+
+def test_the_bracket_reaches_the_band_where_the_sample_is_blind():
+    vectors = blind_to_the_sample(seed=3)
+    k = 400
+    sparsifier = get_sparsifier("tail-k")
+    first = [get_sparsifier("tail-k", evaluations=1).select(
+        torch.tensor(x, dtype=torch.float32), k).numel() for x in vectors]
+    assert all(c > 4 * k / 3 for c in first)  # the sample's threshold alone is far too low
+    for x in vectors:
+        assert in_band(sparsifier.select(torch.tensor(x, dtype=torch.float32), k).numel(), k)
+        assert sparsifier.last_evaluations <= 6
+
+
+@pytest.mark.parametrize("source", ["jumping", "blind", "one-evaluation"])
+def test_every_path_equals_the_float64_restatement(source):
+    """The restart, the sample's second point and the Illinois steps, against the numpy rule."""
+    k, evaluations = 400, 1 if source == "one-evaluation" else 6
+    vectors = blind_to_the_sample(seed=5) if source == "blind" else jumping("t3", seed=5)
+    expected = reference_tailk(vectors, k, evaluations=evaluations)
+    sparsifier = get_sparsifier("tail-k", evaluations=evaluations)
+    for x, want in zip(vectors, expected):
+        got = sparsifier.select(torch.tensor(x, dtype=torch.float32), k)
+        assert np.array_equal(np.sort(got.numpy()), want)
