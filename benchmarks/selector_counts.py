@@ -4,8 +4,9 @@ Training: each method trains its own short FNN-3 / MNIST run with the quick prof
 (2 workers, batch 128, lr 0.01, momentum 0.9, rho = 0.001, d = 199,210, no warm-up, seed 0);
 per step, the smallest and largest count over the workers, over k. Probe vectors
 (topkscope.sparsify.probes: generalised normals, Student-t, Laplace with 30 % zeros, a
-two-scale mixture, each a drifting sequence of --probe-steps vectors of --probe-d elements):
-per call, count / k. tail-k also reports its count evaluations per call.
+two-scale mixture, each a drifting sequence of --probe-steps vectors of --probe-d elements,
+and each again with its scale jumping 2x to 5x between calls, `probes.scale_jumps`): per
+call, count / k. tail-k also reports its count evaluations per call.
 
     .venv/bin/python benchmarks/selector_counts.py [--steps 700] [--probe-steps 30] [--quick]
     -> results/bench/selector_counts.csv and, per source and method, the share of steps whose
@@ -24,7 +25,7 @@ from redsync_versions import short_fnn3_trainer
 
 from topkscope.io import write_bytes_atomic
 from topkscope.sparsify import get_sparsifier
-from topkscope.sparsify.probes import FAMILIES, drifting
+from topkscope.sparsify.probes import FAMILIES, drifting, scale_jumps
 
 METHODS = ("gaussiank-2019", "dgc", "redsync", "redsync-2019", "sidco", "tail-k")
 DENSITY = 0.001
@@ -48,14 +49,17 @@ def in_training(method: str, steps: int, data_root: str | None) -> pd.DataFrame:
 
 
 def on_probes(method: str, steps: int, d: int) -> pd.DataFrame:
-    """One row per call on each family's drifting sequence (one instance per sequence)."""
+    """One row per call on each family's drifting sequence, and on it with scale jumps (one
+    instance per sequence)."""
     k = max(1, round(DENSITY * d))
     rows = []
-    for family in FAMILIES:
+    sequences = [(family, family, drifting) for family in FAMILIES] + [
+        (f"{family}, scale jumps", family, scale_jumps) for family in FAMILIES]
+    for source, family, sequence in sequences:
         sparsifier = get_sparsifier(method, seed=0) if method == "dgc" else get_sparsifier(method)
-        for step, x in enumerate(drifting(family, steps, d, seed=0)):
+        for step, x in enumerate(sequence(family, steps, d, seed=0)):
             ratio = sparsifier.select(torch.tensor(x, dtype=torch.float32), k).numel() / k
-            rows.append({"source": family, "method": method, "step": step,
+            rows.append({"source": source, "method": method, "step": step,
                          "min_count_over_k": ratio, "max_count_over_k": ratio,
                          "evaluations": _evaluations(sparsifier)})
     return pd.DataFrame(rows)

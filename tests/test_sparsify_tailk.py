@@ -11,7 +11,7 @@ import torch
 from scipy import stats
 
 from topkscope.sparsify import get_sparsifier
-from topkscope.sparsify.probes import FAMILIES, drifting, probe_vector
+from topkscope.sparsify.probes import FAMILIES, JUMPS, drifting, probe_vector, scale_jumps
 from topkscope.sparsify.source import SparsifierSource
 from topkscope.sparsify.tailk import SAMPLE_TOP, gaussian_slope, in_band
 
@@ -154,13 +154,8 @@ def test_slope_and_arguments():
 
 
 # ---- scale jumps between calls (the lock of the first version) -----------------------------
-JUMPS = (1.0, 2.0, 5.0, 3.0, 0.2, 4.0, 2.0, 5.0, 1.0, 0.5, 3.0)
-
-
 def jumping(name: str, seed: int, d: int = D) -> list[np.ndarray]:
-    """A drifting sequence whose scale jumps by 2x to 5x between calls (early training's u)."""
-    scale = np.cumprod(JUMPS)
-    return [x * s for x, s in zip(drifting(name, len(JUMPS), d, seed=seed), scale)]
+    return scale_jumps(name, len(JUMPS), d, seed=seed)
 
 
 def blind_to_the_sample(seed: int, d: int = D, k: int = 400) -> list[np.ndarray]:
@@ -225,3 +220,11 @@ def test_every_path_equals_the_float64_restatement(source):
     for x, want in zip(vectors, expected):
         got = sparsifier.select(torch.tensor(x, dtype=torch.float32), k)
         assert np.array_equal(np.sort(got.numpy()), want)
+
+
+def test_scale_jumps_are_the_drifting_sequence_times_the_cycled_factors():
+    plain, jumped = drifting("t5", 15, 1000, seed=1), scale_jumps("t5", 15, 1000, seed=1)
+    factors = np.resize(np.asarray(JUMPS), 15)
+    assert set(np.round(factors[1:], 2)) >= {2.0, 5.0, 0.2}
+    for t in range(15):
+        np.testing.assert_allclose(jumped[t], plain[t] * np.prod(factors[: t + 1]), rtol=1e-12)

@@ -4,8 +4,10 @@ Generalised normals of shape beta 0.3 ... 3, Student-t with 2 ... 5 degrees of f
 Laplace with 30 % exact zeros (as unused embedding rows give) and a two-scale normal mixture
 (5 % of the entries 20 times larger). `drifting` makes a slowly changing sequence of one
 family, as u is under error feedback: u_t = 0.9 u_(t-1) + 0.1 fresh, so the scale shrinks by
-about 10 % a step while the shape stays. Used by the selector tests and by
-benchmarks/selector_counts.py; float64 numpy arrays.
+about 10 % a step while the shape stays. `scale_jumps` multiplies such a sequence by 2x to 5x
+(and down) between steps, as early training's u grows (FNN-3's largest |u| about ten-fold over
+its first 100 steps): the case that stresses a selector carrying a threshold from one call to
+the next. Used by the selector tests and by benchmarks/selector_counts.py; float64 numpy arrays.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from scipy import stats
 
 from topkscope import validate
 
+# scale factors between consecutive steps of `scale_jumps`, cycled
+JUMPS = (1.0, 2.0, 5.0, 3.0, 0.2, 4.0, 2.0, 5.0, 1.0, 0.5, 3.0, 0.25, 0.2)
 FAMILIES = ("gennorm-0.3", "gennorm-1", "gennorm-2", "gennorm-3", "t2", "t3", "t5",
             "laplace-30%-zeros", "two-scale")
 
@@ -43,3 +47,10 @@ def drifting(family: str, steps: int, d: int, seed: int) -> list[np.ndarray]:
     for _ in range(validate.integer("steps", steps, 1) - 1):
         out.append(0.9 * out[-1] + 0.1 * probe_vector(family, d, rng))
     return out
+
+
+def scale_jumps(family: str, steps: int, d: int, seed: int) -> list[np.ndarray]:
+    """`drifting(family, steps, d, seed)` with step t scaled by the product of JUMPS[:t+1]
+    (cycled): jumps of 2x to 5x up and down between consecutive vectors."""
+    factors = np.resize(np.asarray(JUMPS), validate.integer("steps", steps, 1))
+    return [x * s for x, s in zip(drifting(family, steps, d, seed), np.cumprod(factors))]
