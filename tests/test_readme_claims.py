@@ -177,3 +177,19 @@ def test_the_largest_shortfall_is_a_higher_perplexity_or_a_lower_accuracy():
     acc = pd.DataFrame([row("fnn3", "dgc", "accuracy", -1.15),
                         row("fnn3", "gaussiank-2019", "accuracy", 20.1)], columns=COLUMNS)
     assert "The largest shortfall: DGC" in findings_prose(acc)
+
+
+def test_a_profile_line_too_long_for_the_screen_puts_its_table_link_on_the_next_line(monkeypatch):
+    from topkscope.reproduce import headline
+
+    claims = pd.read_csv(Path(__file__).resolve().parents[1] / "results/reference/claims-standard.csv")
+    monkeypatch.setattr(headline, "MAX_LINE", 100)
+    lines = headline.headline_markdown({"Standard": claims}).splitlines()
+    profile = [i for i, line in enumerate(lines) if line.startswith("  - standard: ")]
+    wrapped = [i for i in profile if len(lines[i]) > 0 and "[table][" not in lines[i]]
+    assert wrapped, "no profile line needed the wrap at 100 characters"
+    for i in wrapped:
+        assert lines[i + 1].startswith("    · [table][")
+    for i in profile:
+        if "[table][" in lines[i]:
+            assert len(lines[i]) <= 100

@@ -310,7 +310,10 @@ def headline_markdown(profiles: dict[str, pd.DataFrame],
             anchor = slug(section_heading(name, claim.section))
             links[anchor] = f"{FINDINGS_DOC}#{anchor}"
             first, *more = SUMMARIES[claim.section](rows, tables[name]).split("\n")
-            lines += [f"  - {name.lower()}: {first} · [table][{anchor}]", *more]
+            line = f"  - {name.lower()}: {first} · [table][{anchor}]"
+            if len(line) > MAX_LINE:  # the link continues the item on its own line
+                line = f"  - {name.lower()}: {first}\n    · [table][{anchor}]"
+            lines += [*line.split("\n"), *more]
         if claim.section == "prediction" and gpu_bands is not None and len(gpu_bands):
             first, *more = _gpu_bands(gpu_bands).split("\n")
             links[GPU_BANDS_ANCHOR] = GPU_BANDS_LINK
