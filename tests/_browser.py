@@ -6,6 +6,7 @@ every request that left the page, whether each image decoded, the load time and 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -41,37 +42,65 @@ def _devtools_port(proc: subprocess.Popen, deadline: float) -> int:
     raise RuntimeError("chromium did not start its DevTools endpoint")
 
 
-def render(page: Path, width: int = 1200, height: int = 1600, timeout: float = 90.0
-           ) -> Rendered:
-    """Load `page` (a local file) and wait for its load event; the page's console messages,
-    exceptions and outgoing requests, each image's decode, the load time, a PNG screenshot."""
+def _devtools_json(port: int, path: str):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/{path}", timeout=10) as r:
+        return json.load(r)
+
+
+def _connect(port: int, timeout: float, origin: str | None = None):
+    """The page's DevTools websocket. No Origin header is sent: Chromium 111 and later refuse
+    a DevTools connection whose origin is not allowed by --remote-allow-origins, and accept
+    one without an origin, as the earlier versions do. `origin` sends one (the test of the
+    refusal's message)."""
     import websocket
 
-    deadline = time.monotonic() + timeout
+    target = next(t for t in _devtools_json(port, "list") if t["type"] == "page")
+    try:
+        return websocket.create_connection(target["webSocketDebuggerUrl"], timeout=timeout,
+                                           suppress_origin=origin is None,
+                                           **({"origin": origin} if origin else {}))
+    except websocket.WebSocketException as exc:
+        version = _devtools_json(port, "version").get("Browser", "an unknown Chromium")
+        status = getattr(exc, "status_code", None)
+        raise RuntimeError(f"{version} refused the DevTools websocket on port {port}"
+                           f"{f' (HTTP {status})' if status else ''}: "
+                           f"{str(exc).splitlines()[0][:200]}") from None
+
+
+@contextlib.contextmanager
+def chromium(width: int = 1200, height: int = 1600, timeout: float = 90.0):
+    """A headless Chromium in its own process group and profile; yields its DevTools port."""
     # Chromium's helper processes may still write into the profile as it is removed
     with tempfile.TemporaryDirectory(prefix="topkscope-chromium-",
                                      ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen(
             [CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
-             "--disable-dev-shm-usage", "--no-first-run", "--remote-debugging-port=0",
+             "--disable-dev-shm-usage", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--remote-debugging-port=0",
              f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             start_new_session=True)  # its own process group: the helpers end with it
         try:
-            port = _devtools_port(proc, deadline)
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
-                target = next(t for t in json.load(r) if t["type"] == "page")
-            ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=timeout)
-            try:
-                return _drive(ws, Path(page).resolve().as_uri(), deadline)
-            finally:
-                ws.close()
+            yield _devtools_port(proc, time.monotonic() + timeout)
         finally:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             proc.wait(timeout=10)
+
+
+def render(page: Path, width: int = 1200, height: int = 1600, timeout: float = 90.0
+           ) -> Rendered:
+    """Load `page` (a local file) and wait for its load event; the page's console messages,
+    exceptions and outgoing requests, each image's decode, the load time, a PNG screenshot."""
+    deadline = time.monotonic() + timeout
+    with chromium(width, height, timeout) as port:
+        ws = _connect(port, timeout)
+        try:
+            return _drive(ws, Path(page).resolve().as_uri(), deadline)
+        finally:
+            ws.close()
 
 
 def _drive(ws, url: str, deadline: float) -> Rendered:

@@ -147,3 +147,23 @@ def test_the_browser_check_catches_a_broken_page(tmp_path):
     assert shown.exceptions or any(m["level"] == "error" for m in shown.console)
     assert shown.requests == ["http://127.0.0.1:9/x.png"]
     assert [i["decoded"] for i in shown.images] == [False, False]
+
+
+@needs_browser
+def test_a_refused_devtools_connection_is_one_line():
+    """A connection from a foreign origin is refused by Chromium 111 and later (150 refused its
+    own DevTools origin too, without --remote-allow-origins); the
+    helper says so in one line naming the browser's version, not in a websocket traceback
+    (and connects without the header, as `render` does)."""
+    from tests._browser import _connect, _devtools_json, chromium
+
+    with chromium() as port:
+        version = _devtools_json(port, "version")["Browser"]           # e.g. "Chrome/150.0..."
+        if int(version.split("/")[1].split(".")[0]) < 111:
+            pytest.skip(f"{version} does not check the origin")
+        with pytest.raises(RuntimeError) as refused:
+            _connect(port, 30.0, origin="http://example.com")
+        _connect(port, 30.0).close()
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"{version} refused the DevTools")
+    assert "403" in message, message
