@@ -157,7 +157,7 @@ def screenshot(page: Path, out: Path, width: int = 1200, height: int = 1500) -> 
         python -m tests._browser results/demo/report.html docs/gallery/report.png
     """
     from topkscope.io import write_bytes_atomic
-    from topkscope.reproduce.gallery import shrunk_png
+    from topkscope.publish.gallery import shrunk_png
 
     shown = render(page, width, height)
     with tempfile.TemporaryDirectory() as scratch:

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from topkscope.reproduce.paper_tables import PACKAGES
+from topkscope.publish.paper_tables import PACKAGES
 
 MAX_CLAIMS_COLUMNS = 10  # claims.tex: a reader's table, not a dump
 _ENV = re.compile(r"\\begin\{(tabular|tabularx|longtable)\}(\{[^{}]*\})?")

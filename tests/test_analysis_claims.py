@@ -15,12 +15,12 @@ import pytest
 from scipy import stats as sps
 
 from tests._topk_reference import published_gaussiank
-from topkscope import kernel
-from topkscope.analysis import claims, contraction, selection
+from topkscope import claims, kernel
+from topkscope.analysis import contraction, selection
 
 D = 20_000
 DENSITIES = (0.001, 0.01)
-FLOOR_STEPS = 30  # verdicts.ZERO_EVENT_BLOCKS: a share holds or fails only on >= 30 (run, step) blocks
+FLOOR_STEPS = 30  # criteria.ZERO_EVENT_BLOCKS: a share holds or fails only on >= 30 (run, step) blocks
 SMALL_D = 5_000   # vectors of the runs that need FLOOR_STEPS steps (kept fast)
 
 
@@ -133,12 +133,10 @@ def table() -> pd.DataFrame:
 
 
 def test_the_design_docs_name_the_claims_columns_of_the_code():
-    """docs/design.md's column contract: claims.COLUMNS and the figures driver's run columns,
-    then the prediction rows' PREDICTION_COLUMNS, each list in the code's order."""
+    """docs/design.md's column contract: claims.COLUMNS in the code's order, and the
+    prediction rows' PREDICTION_COLUMNS among them."""
     import re
     from pathlib import Path
-
-    from topkscope.reproduce.draw import RUN_COLUMNS
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "design.md").read_text()
     paragraph = " ".join(text.split("**Claims table.**", 1)[1].split("\n\n", 1)[0].split())
@@ -148,15 +146,16 @@ def test_the_design_docs_name_the_claims_columns_of_the_code():
         assert found, f"docs/design.md's claims paragraph has no '{after} `...`'"
         return [c.strip() for c in found.group(1).split(",")]
 
-    assert listed("has the columns") == [*claims.COLUMNS, *RUN_COLUMNS]
-    assert listed("accuracy) add") == claims.PREDICTION_COLUMNS
-    assert not set(claims.PREDICTION_COLUMNS) & set(claims.COLUMNS)
+    assert listed("has the columns") == claims.COLUMNS
+    assert listed("accuracy) fill") == claims.PREDICTION_COLUMNS
+    assert set(claims.PREDICTION_COLUMNS) < set(claims.COLUMNS)
 
 
 def test_table_layout(table):
     assert list(table.columns) == claims.COLUMNS
     assert set(table["verdict"]) <= set(claims.VERDICTS)
-    assert (table["rule"] == table["claim"].map(claims.RULES)).all()
+    assert (table["rule"] == table["claim"].map(lambda c: claims.claim_of(c).rule_text())).all()
+    assert (table["schema_version"] == claims.SCHEMA_VERSION).all()
     assert table["statement"].notna().all() and table["cause"].notna().all()
     assert table["model"].tolist() == sorted(table["model"].tolist())
     # delta < 1 - k/d holds for any vector that is not flat: a check, not a finding
@@ -290,7 +289,9 @@ def test_snapshots_alone_feed_the_gaussian_claim():
      (2, 2, "insufficient-data"), (0, 0, "insufficient-data")],
 )  # fmt: skip
 def test_fraction_rule(passed, n, verdict):
-    assert claims.fraction_verdict(passed, n) == verdict
+    from topkscope.claims import verdicts
+
+    assert verdicts.fraction_verdict(passed, n) == verdict
 
 
 def test_write_is_a_readable_csv(tmp_path):
@@ -378,7 +379,8 @@ def test_accuracy_is_a_paired_interval_over_seeds():
     assert row["n_seeds"] == 3 and row["verdict"] == "holds"
     assert row["ci_low"] == pytest.approx(diffs.mean() - half)
     assert row["ci_high"] == pytest.approx(diffs.mean() + half)
-    assert row["condition"] == "warmup=none" and row["traffic_ratio"] == pytest.approx(1.0)
+    assert row["condition"] == "warmup=none; rho=0.001"  # the density named in every profile
+    assert row["traffic_ratio"] == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("gk, verdict", [
@@ -423,8 +425,9 @@ def test_conditions_and_deviations_are_separate_rows_paired_with_their_own_topk(
                for s, m in enumerate(topk)])
     table = claims.build(runs)
     rows = table[table["claim"] == "gaussiank_accuracy"].set_index("condition")["verdict"]
-    assert rows.to_dict() == {"warmup=paper": "fails", "warmup=none": "holds",
-                              "warmup=none; empty_fallback=topk": "holds"}
+    assert rows.to_dict() == {"warmup=paper; rho=0.001": "fails",
+                              "warmup=none; rho=0.001": "holds",
+                              "warmup=none; empty_fallback=topk; rho=0.001": "holds"}
 
 
 def test_a_density_sensitivity_gives_one_named_row_per_density():
@@ -434,7 +437,7 @@ def test_a_density_sensitivity_gives_one_named_row_per_density():
     table = claims.build(runs)
     rows = table[table["claim"] == "gaussiank_accuracy"].set_index("condition")["verdict"]
     assert rows.to_dict() == {"warmup=none; rho=0.001": "fails", "warmup=none; rho=0.005": "holds"}
-    from topkscope.reproduce.findings import findings_markdown
+    from topkscope.publish.findings import findings_markdown
 
     md = findings_markdown(table)  # each density keeps its own row in the README table
     assert "| Gaussian-k (2019) | warmup=none; ρ=0.001 | " in md
@@ -444,7 +447,7 @@ def test_a_density_sensitivity_gives_one_named_row_per_density():
     assert "| holds |" in row
 
 
-# --- the share's block-bootstrap interval (verdicts.share_interval) ------------------------
+# --- the share's block-bootstrap interval (criteria.share_interval) ------------------------
 def _slow_share_interval(passed, runs, steps, replicates, seed, level=0.95):
     """The two-stage block bootstrap written plainly: draw runs, then each drawn run's steps,
     with replacement; share over the drawn blocks' units."""
@@ -467,31 +470,31 @@ def _slow_share_interval(passed, runs, steps, replicates, seed, level=0.95):
 
 @pytest.mark.parametrize("n_runs", [1, 3])
 def test_share_interval_equals_the_slow_block_bootstrap(n_runs):
-    from topkscope.analysis import verdicts
+    from topkscope.analysis import criteria
 
     rng = np.random.default_rng(3)
     runs = np.repeat(np.arange(n_runs), 40 * 4)
     steps = np.tile(np.repeat(np.arange(40), 4), n_runs)
     step_p = rng.uniform(0.4, 1.0, size=(n_runs, 40))  # units of a step are correlated
     passed = rng.random(runs.size) < step_p[runs, steps]
-    fast = verdicts.share_interval(passed, runs, steps, replicates=4000, seed=1)
+    fast = criteria.share_interval(passed, runs, steps, replicates=4000, seed=1)
     slow = _slow_share_interval(passed, runs, steps, replicates=4000, seed=2)
     assert fast == pytest.approx(slow, abs=0.02)
-    assert fast == verdicts.share_interval(passed, runs, steps, replicates=4000, seed=1)
+    assert fast == criteria.share_interval(passed, runs, steps, replicates=4000, seed=1)
     assert fast[0] <= passed.mean() <= fast[1]
 
 
 def test_share_interval_treats_a_step_as_one_block():
     """Every unit of a step alike: the interval is that of the steps' share (the units add no
     information), wider than if the units were independent."""
-    from topkscope.analysis import verdicts
+    from topkscope.analysis import criteria
 
     steps = np.repeat(np.arange(20), 10)
     per_step = np.arange(20) < 15  # 15 of 20 steps pass, all their units with them
     passed = per_step[steps]
-    blocked = verdicts.share_interval(passed, np.zeros(steps.size), steps)
-    as_steps = verdicts.share_interval(per_step, np.zeros(20), np.arange(20))
-    independent = verdicts.share_interval(passed, np.zeros(steps.size), np.arange(steps.size))
+    blocked = criteria.share_interval(passed, np.zeros(steps.size), steps)
+    as_steps = criteria.share_interval(per_step, np.zeros(20), np.arange(20))
+    independent = criteria.share_interval(passed, np.zeros(steps.size), np.arange(steps.size))
     assert blocked == pytest.approx(as_steps, abs=0.03)
     assert blocked[1] - blocked[0] > 2 * (independent[1] - independent[0])
 
@@ -501,7 +504,7 @@ def test_share_interval_treats_a_step_as_one_block():
     (0.3, 0.7, "mixed"), (0.05, 0.4, "inconclusive"), (0.0, 0.1, "fails"),
     (0.0, 0.08, "fails")])
 def test_fraction_verdict_against_the_cuts(low, high, verdict):
-    from topkscope.analysis import verdicts
+    from topkscope.claims import verdicts
 
     assert verdicts.fraction_verdict(5, 10, low, high) == verdict
     assert verdicts.fraction_verdict(1, 2, low, high) == "insufficient-data"
@@ -518,7 +521,7 @@ def test_one_run_of_a_half_passing_vector_is_mixed_or_inconclusive_never_holds()
 
 
 def test_findings_and_latex_rows_show_the_runs_and_the_shares_interval(table):
-    from topkscope.reproduce import findings, paper_tables
+    from topkscope.publish import findings, paper_tables
 
     dist = table[table["section"] == "distribution"]
     text = findings.distribution_markdown(dist)
@@ -534,8 +537,8 @@ def test_findings_and_latex_rows_show_the_runs_and_the_shares_interval(table):
 
 
 def test_contraction_shares_equal_a_plain_count_per_group():
-    """verdicts.contraction_shares (captions, paper tables) against a loop over the records."""
-    from topkscope.analysis import verdicts
+    """criteria.contraction_shares (captions, paper tables) against a loop over the records."""
+    from topkscope.analysis import criteria
 
     rng = np.random.default_rng(5)
     n = 300
@@ -544,7 +547,7 @@ def test_contraction_shares_equal_a_plain_count_per_group():
     records["classic_bound"] = 1 - records["density"]
     records["paper_bound"] = records["classic_bound"] ** 2
     records["gaussian_ratio"] = 0.975
-    got = verdicts.contraction_shares(records, ["model", "density"]).set_index(
+    got = criteria.contraction_shares(records, ["model", "density"]).set_index(
         ["model", "density"])
     for (model, density), g in records.groupby(["model", "density"]):
         rows = list(g.itertuples())
@@ -555,25 +558,26 @@ def test_contraction_shares_equal_a_plain_count_per_group():
             hits = [(r.topk_ratio < getattr(r, bound)) if strict
                     else (r.topk_ratio <= getattr(r, bound)) for r in rows]
             assert got.loc[(model, density), column] == pytest.approx(np.mean(hits))
-    assert verdicts.contraction_shares(records.iloc[:0], "density").empty
+    assert criteria.contraction_shares(records.iloc[:0], "density").empty
 
 
 def test_the_rule_of_three_floor_needs_thirty_blocks_and_never_narrows():
     """30 all-passing (run, step) blocks hold and 29 do not; 30 all-failing blocks fail; a
     wider bootstrap interval is left as it is."""
-    from topkscope.analysis import verdicts
+    from topkscope.analysis import criteria
+    from topkscope.claims import verdicts
 
     def verdict(passed, blocks):
         steps = np.repeat(np.arange(blocks), 2)
-        low, high = verdicts.share_interval(np.full(steps.size, passed), np.zeros(steps.size),
+        low, high = criteria.share_interval(np.full(steps.size, passed), np.zeros(steps.size),
                                             steps)
         return verdicts.fraction_verdict(int(passed) * steps.size, steps.size, low, high)
 
-    assert verdicts.ZERO_EVENT_BLOCKS == FLOOR_STEPS
+    assert criteria.ZERO_EVENT_BLOCKS == FLOOR_STEPS
     assert verdict(True, 30) == "holds" and verdict(True, 29) == "inconclusive"
     assert verdict(False, 30) == "fails" and verdict(False, 29) == "inconclusive"
     rng = np.random.default_rng(1)
     steps = np.arange(60)
     passed = rng.random(60) < 0.5
-    assert verdicts.share_interval(passed, np.zeros(60), steps) == pytest.approx(
+    assert criteria.share_interval(passed, np.zeros(60), steps) == pytest.approx(
         _slow_share_interval(passed, np.zeros(60), steps, 2000, 0), abs=0.03)

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from tests.test_analysis_claims import D, make_run
-from topkscope import plots
-from topkscope.analysis import claims, fits, fitted_value, snapshots
-from topkscope.analysis.contraction_convergence import CLAIM as EXPLAINS
+from topkscope import claims, plots
+from topkscope.analysis import fits, fitted_value, snapshots
 from topkscope.bounds import gennorm_ratio
+from topkscope.claims.explanation import CLAIM as EXPLAINS
 from topkscope.kernel import topk_ratio
 from topkscope.plots.contraction import FITTED_LABEL
 
@@ -116,7 +116,7 @@ def test_the_contraction_figure_draws_the_fitted_value_at_the_snapshots():
 
 
 def test_the_readme_tells_each_new_claim_as_measured_under_the_claim_it_extends():
-    from topkscope.reproduce import headline
+    from topkscope.publish import headline
 
     base = pd.read_csv(Path(__file__).resolve().parents[1] / "results" / "reference"
                        / "claims-quick.csv")

@@ -11,8 +11,9 @@ from scipy import stats as sps
 
 from tests._topk_reference import published_gaussiank
 from tests.test_analysis_claims import D, RunLike, make_run
-from topkscope.analysis import claims, selection, verdicts
-from topkscope.sparsify import get_sparsifier
+from topkscope import claims
+from topkscope.analysis import criteria, selection, units
+from topkscope.sparsify import get_sparsifier, label_of
 
 K = 100
 
@@ -47,7 +48,7 @@ def test_a_method_that_under_sends_in_its_own_training_fails_and_one_near_k_hold
     near = [trained_run("dgc", np.full(10, 1.1), seed=s) for s in range(3)]
     row = in_training(near, "dgc")
     assert row["claim"] == "dgc_count_in_training" and row["verdict"] == "holds"
-    assert row["fraction"] == 1.0 and row["statement"].startswith("dgc selects about k")
+    assert row["fraction"] == 1.0 and row["statement"].startswith("DGC selects about k")
 
 
 def test_steps_in_band_but_one_seed_out_cannot_hold():
@@ -98,7 +99,7 @@ def test_the_tail_count_is_the_published_rules_first_evaluation():
     t = abs(sps.norm.ppf(k / u.size / 2))
     expected = int(np.count_nonzero(np.abs(u) > u.mean() + t * u.std(ddof=1)))
     assert selection.gaussian_tail_count(u, k) == expected
-    assert verdicts.in_count_band(expected, k)
+    assert criteria.in_count_band(expected, k)
     chosen = get_sparsifier("gaussiank-2019").select(
         __import__("torch").from_numpy(u.astype(np.float32)), k)
     assert len(chosen) == expected
@@ -145,6 +146,7 @@ def test_p16_rows_on_counts_from_another_methods_u_are_at_most_inconclusive():
     """The same scaling table, the published Gaussian-k's count once from its own runs and
     once as the recorder measured it on Top-k's u: only the first may decide."""
     from tests.test_perf_report import ERRORS, _selection
+    from topkscope.claims import speedup
     from topkscope.perf import report
 
     table, _ = report.scaling_table(["fnn3"], ["1gbe", "nvlink"], [16],
@@ -152,12 +154,12 @@ def test_p16_rows_on_counts_from_another_methods_u_are_at_most_inconclusive():
                                     compute_s=0.01)
     g19 = table["method"] == "gaussiank-2019"
     table.loc[g19, "count_source"] = "measured (gaussiank-2019's own runs, warmup=none: ...)"
-    own = report.claims_rows(table, errors=ERRORS, sparsifiers="gaussiank-2019")
+    own = speedup.claims_rows(table, errors=ERRORS, sparsifiers="gaussiank-2019")
     assert {"holds", "fails"} & set(own["verdict"])  # decided on its own counts
     table.loc[g19, "count_source"] = ("measured (not gaussiank-2019's own training, "
                                       "warmup=none: recorded gaussiank-2019_count / k on "
                                       "topk's u)")
-    other = report.claims_rows(table, errors=ERRORS, sparsifiers="gaussiank-2019")
+    other = speedup.claims_rows(table, errors=ERRORS, sparsifiers="gaussiank-2019")
     assert set(other["verdict"]) == {"inconclusive"}
     assert other["cause"].str.startswith("counts not from Gaussian-k (2019)'s own training").all()
     assert (other["evidence"] == own["evidence"]).all()  # the same numbers, not decided
@@ -174,7 +176,7 @@ def test_the_worked_example_of_the_docs():
     rng = np.random.default_rng(1)
     for label, dist in cases.items():
         kurt = float(dist.stats(moments="k"))
-        inside = bool(verdicts.gaussian_like(0.0, kurt))
+        inside = bool(criteria.gaussian_like(0.0, kurt))
         tails = [2 * dist.sf(abs(sps.norm.ppf(rho / 2)) * dist.std()) / rho
                  for rho in (0.001, 0.01)]
         line = next(ln for ln in text.splitlines() if ln.startswith(f"| {label} |"))
@@ -182,7 +184,7 @@ def test_the_worked_example_of_the_docs():
         assert float(cells[2].replace("−", "-")) == pytest.approx(kurt, abs=5e-3)
         assert cells[3].startswith("inside") == inside
         assert [float(c) for c in cells[4:6]] == pytest.approx(tails, rel=5e-3)
-        assert (cells[6] == "in band") == bool(verdicts.in_count_band(tails[0], 1.0))
+        assert (cells[6] == "in band") == bool(criteria.in_count_band(tails[0], 1.0))
         # a sample of 2 million values agrees with the exact share
         x = dist.rvs(size=2_000_000, random_state=rng)
         k = 2000
@@ -192,7 +194,7 @@ def test_the_worked_example_of_the_docs():
 def test_the_findings_show_the_three_counts_side_by_side():
     """The README's findings table of counts: on Top-k's u, in the method's own training (with
     its median) and the tail, one row per (model, condition, method)."""
-    from topkscope.reproduce.findings import findings_markdown
+    from topkscope.publish.findings import findings_markdown
 
     topk = make_run("m", lambda r: r.standard_normal(D), snapshot_steps=(0, 1, 2, 3), ranks=1)
     topk.manifest["experiment"] = "m-conv"
@@ -243,17 +245,17 @@ def test_every_recorded_selector_gets_a_count_claim_on_topks_u():
         row = table.loc[claim]
         ratios, recalls = np.array(by_hand[name]).T
         assert row["sparsifier"] == name and row["section"] == "distribution"
-        assert row["fraction"] == pytest.approx(np.mean(verdicts.in_count_band(ratios, 1.0)))
+        assert row["fraction"] == pytest.approx(np.mean(criteria.in_count_band(ratios, 1.0)))
         assert row["count_over_k"] == pytest.approx(np.median(ratios))
         assert f"recall of the exact top-k median {np.median(recalls):.3g}" in row["evidence"]
-        assert row["statement"] == f"{name} selects about k elements on Top-k's u"
+        assert row["statement"] == f"{label_of(name)} selects about k elements on Top-k's u"
 
 
 def test_the_readme_line_tells_how_the_other_selectors_size_k_in_their_own_training():
     """Under the published rule's in-training claim: every other method's verdicts, the one
     holding most often first; the robust Gaussian-k (a check) and the published rule itself
     are not among them."""
-    from topkscope.reproduce import headline
+    from topkscope.publish import headline
 
     runs = [trained_run("gaussiank-2019", np.full(40, 0.02), seed=s) for s in range(3)]
     runs += [trained_run("redsync", np.full(40, 3.0), seed=s) for s in range(3)]
@@ -273,9 +275,9 @@ def test_snapshots_are_picked_one_block_at_a_time():
     """The ranks of one (run, step) are one block: a budget first spreads over blocks, one
     rank each, then adds ranks; never more than the budget, never a snapshot twice."""
     found = [(run, step, rank) for run in range(2) for step in (10, 20, 30) for rank in range(4)]
-    four = claims.pick_snapshots(found, 4)
+    four = units.pick_snapshots(found, 4)
     assert len({(i, s) for i, s, _ in four}) == 4 and len({r for *_, r in four}) == 4
-    ten = claims.pick_snapshots(found, 10)
+    ten = units.pick_snapshots(found, 10)
     assert len(ten) == 10 == len(set(ten)) and len({(i, s) for i, s, _ in ten}) == 6
-    assert sorted(claims.pick_snapshots(found, 100)) == sorted(found)
-    assert claims.pick_snapshots([], 5) == [] and claims.pick_snapshots(found, 0) == []
+    assert sorted(units.pick_snapshots(found, 100)) == sorted(found)
+    assert units.pick_snapshots([], 5) == [] and units.pick_snapshots(found, 0) == []

@@ -12,7 +12,7 @@ import pytest
 from scipy import stats as sps
 
 from tests.test_analysis_claims import DENSITIES, D, RunLike, eval_run, stats_rows
-from topkscope.analysis import claims
+from topkscope import claims
 
 PAPER = (0.015625, 0.004)  # the paper warm-up: one density per epoch
 
@@ -228,7 +228,7 @@ def test_perplexity_margin_is_in_percent_of_topks_perplexity():
     middle = rows_of(claims.build(runs, perplexity_margin=1.0), "randk_accuracy").iloc[0]
     assert middle["verdict"] == "inconclusive" and "contains +1%" in middle["cause"]
     traffic = rows_of(claims.build(runs), "randk_traffic").iloc[0]
-    assert traffic["statement"] == ("randk reaches Top-k's perplexity while sending at most "
+    assert traffic["statement"] == ("Rand-k reaches Top-k's perplexity while sending at most "
                                     "4/3 of Top-k's elements")
 
 

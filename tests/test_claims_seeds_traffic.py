@@ -9,7 +9,8 @@ import pytest
 
 from tests.test_analysis_claims import eval_run
 from tests.test_claims_evidence import TOPK, failed_run, rows_of, traffic_run
-from topkscope.analysis import claims, convergence_claims
+from topkscope import claims
+from topkscope.analysis import seeds
 
 
 def plain_run(seed: int, sent: float, metric: float, steps: int = 10):
@@ -26,7 +27,7 @@ def test_traffic_vs_plain_topk_counts_the_warmups_own_cost():
     runs += [plain_run(s, 10.0, m) for s, m in enumerate(TOPK[:3])]
     table = claims.build(runs)
     for claim in ("gaussiank_accuracy", "gaussiank_traffic"):
-        row = rows_of(table, claim, condition="warmup=paper").iloc[0]
+        row = rows_of(table, claim, condition="warmup=paper; rho=0.001").iloc[0]
         # (4 * 300 + 6 * 12) / (10 * 10): the warm-up's elements against plain Top-k's
         assert row["traffic_vs_plain_topk"] == pytest.approx(12.72)
         assert "whole run against Top-k without warm-up 12.7×" in row["evidence"]
@@ -51,9 +52,9 @@ def test_seeds_that_disagree_in_kind_cannot_hold_and_show_their_spread():
 
 
 def test_disagree_in_kind():
-    assert convergence_claims.disagree_in_kind([0.1, 1.95])
-    assert not convergence_claims.disagree_in_kind([0.7, 1.3])
-    assert not convergence_claims.disagree_in_kind([0.1, 0.5])
+    assert seeds.disagree_in_kind([0.1, 1.95])
+    assert not seeds.disagree_in_kind([0.7, 1.3])
+    assert not seeds.disagree_in_kind([0.1, 0.5])
 
 
 def test_a_failed_topk_seed_is_counted_and_never_lets_the_claim_hold():

@@ -50,11 +50,11 @@ def test_commands_never_print_their_own_errors():
 
 def test_old_entry_points_are_gone():
     assert importlib.util.find_spec("topkscope.data.fetch") is None
-    assert "__main__" not in (PACKAGE / "reproduce" / "gallery.py").read_text()
+    assert "__main__" not in (PACKAGE / "publish" / "gallery.py").read_text()
     for path in [REPO / "Makefile", REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
                  *python_files("tests", "topkscope")]:
         text = path.read_text()
-        for old in ("-m topkscope.data.fetch", "-m topkscope.reproduce.gallery"):
+        for old in ("-m topkscope.data.fetch", "-m topkscope.publish.gallery"):
             assert old not in text or path.name == "test_cli_boundary.py", (path, old)
 
 

@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 from tests.test_analysis_claims import RunLike
-from topkscope.analysis import claims
+from topkscope import claims
 from topkscope.analysis import contraction_convergence as cc
 from topkscope.bounds import classic_bound
+from topkscope.claims import explanation
 from topkscope.schema import GLOBAL
 
 D = 100_000
@@ -51,7 +52,7 @@ def experiment(deltas, finals, seeds=(0, 1, 2), noise=0.002):
 
 def row_of(runs, gap="final"):
     table = claims.build(runs)
-    rows = table[(table["claim"] == cc.CLAIM) & (table["condition"] == f"gap={gap}")]
+    rows = table[(table["claim"] == explanation.CLAIM) & (table["condition"] == f"gap={gap}")]
     assert len(rows) == 1
     return rows.iloc[0]
 
@@ -63,7 +64,7 @@ ORDERED = (0.96, 0.95, 0.93, 0.91, 0.88, 0.84)   # a larger delta trains worse
 def test_a_term_that_orders_the_gaps_holds_with_a_high_rho():
     row = row_of(experiment(DELTAS, ORDERED))
     assert row["verdict"] == "holds" and row["sparsifier"] == "measured"
-    assert row["section"] == cc.SECTION == claims.section_of(cc.CLAIM, "measured")
+    assert row["section"] == explanation.SECTION == claims.section_of(explanation.CLAIM, "measured")
     assert row["diff_mean"] == pytest.approx(1.0) and row["ci_low"] > 0.5
     assert row["n_units"] == len(METHODS) and row["n_seeds"] == 3
     # at one density 1 - k/d, (1 - k/d)^2 and the Gaussian value are the same for every method
@@ -145,7 +146,7 @@ def test_spearman_is_scipys_with_ties_and_infinite_gaps_last():
 
 def test_the_figure_puts_each_point_at_its_term_and_gap(tmp_path):
     from topkscope import plots
-    from topkscope.reproduce.draw import contraction_gap_figure
+    from topkscope.publish.figures import contraction_gap_figure
 
     runs = experiment(DELTAS, ORDERED)
     frame, _ = cc.points(runs)
@@ -157,7 +158,13 @@ def test_the_figure_puts_each_point_at_its_term_and_gap(tmp_path):
     assert final_panel.get_xscale() == "log"
     entry = contraction_gap_figure(runs, tmp_path, "convergence-m")
     assert entry.name == "convergence-m-contraction_gap" and all(p.exists() for p in entry.files)
-    assert "final gap: holds (measured best)" in entry.caption
+    table = cc.correlations(*cc.points(runs), n_boot=cc.N_BOOT)
+    best = table[(table["gap"] == "final") & (table["contraction"] == "measured")].iloc[0]
+    assert f"final gap: measured ρ {best.rho:.2f} [{best.ci_low:.2f}, {best.ci_high:.2f}]" \
+        in entry.caption
+    # the caption gives the numbers; the verdict is the claims row's, named, not decided here
+    assert "contraction_explains_convergence row" in entry.caption
+    assert "holds" not in entry.caption and "inconclusive" not in entry.caption
     assert contraction_gap_figure([r for r in runs if r.manifest["sparsifier"] != "dense"],
                                   tmp_path, "x") is None
     with pytest.raises(ValueError, match="contraction = 'nope'"):

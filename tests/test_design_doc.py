@@ -99,9 +99,9 @@ def test_one_subcommand_per_command_module():
 
 def test_the_claims_contract_lists_every_column(design):
     """The columns of `topkscope claims` / results/claims.csv: the claims' own
-    (analysis.claims.COLUMNS) and those the figures driver adds (reproduce.draw.claims_table)."""
-    from topkscope.analysis import claims
-    from topkscope.reproduce.draw import claims_table
+    (analysis.claims.COLUMNS) and those the figures driver adds (reproduce.claims_table)."""
+    from topkscope import claims
+    from topkscope.claims import build as claims_table
 
     produced = list(claims_table([]).columns)
     assert set(claims.COLUMNS) <= set(produced)

@@ -1,6 +1,6 @@
 """No clipped or overlapping text in any figure (tests/_figure_text.py is the one check).
 
-Every figure builder of the figures driver (topkscope.reproduce.draw: the distribution
+Every figure builder of the figures driver (topkscope.publish.figures: the distribution
 drawers, the convergence drawers, the selection-speed figure) is drawn on the small result
 tree, once with the runs' own manifests and once with long ones like the real titles: a model
 with arguments, a dataset that stood in with a training subset, 16 workers, AdamW, a named
@@ -25,7 +25,8 @@ from tests._figures_results import shared_small_results
 from topkscope import plots
 from topkscope.analysis.runs import load
 from topkscope.plots.style import new_figure
-from topkscope.reproduce import draw, plan
+from topkscope.publish import figures as draw
+from topkscope.reproduce import plan
 
 LONG = {"model": "resnet20", "dataset": "cifar10", "dataset_substitute": "mnist",
         "world_size": 16, "optimizer": {"name": "adamw"}, "profile": "standard",

@@ -14,10 +14,11 @@ import pandas as pd
 import pytest
 
 from tests._figures_results import JOBS, shared_small_results
-from topkscope.analysis import claims as claims_rules
+from topkscope import claims as claims_rules
 from topkscope.analysis.runs import load
+from topkscope.claims import verdicts as claims_verdicts
+from topkscope.claims.speedup import SPEEDUP_CLAIMS
 from topkscope.cli import main as cli_main
-from topkscope.perf.report import SPEEDUP_CLAIMS
 from topkscope.reproduce import plan
 from topkscope.reproduce.driver import SCALING_EXPERIMENT, reproduce
 from topkscope.reproduce.runner import RunSpec, command, ensure_run, status_of
@@ -97,7 +98,7 @@ def test_claims_verdicts_follow_from_their_numbers(small):
         n_pass = round(row.fraction * row.n_units) if row.n_units else 0
         if row.section == "distribution" and row.n_units:
             assert row.fraction_low <= row.fraction <= row.fraction_high, row
-        assert row.verdict == claims_rules.fraction_verdict(
+        assert row.verdict == claims_verdicts.fraction_verdict(
             n_pass, row.n_units, row.fraction_low, row.fraction_high), row
         unit = "steps" if row.claim.endswith("_count_in_training") else "units"
         assert f"{n_pass} of {row.n_units} {unit}" in row.evidence
@@ -256,7 +257,7 @@ def test_figures_command_rejects_a_bad_profile(capsys):
 def test_gallery_small_pngs_and_readme(small, tmp_path):
     from PIL import Image
 
-    from topkscope.reproduce import gallery
+    from topkscope.publish import gallery
 
     written = gallery.publish(small.root, tmp_path, width=400)
     scaling = {"scaling-breakdown-p16", "scaling-crossover", "scaling-efficiency",
@@ -437,7 +438,7 @@ def test_claims_over_seeds_give_paired_intervals(small):
         assert acc["n_seeds"] == 3
         assert acc["ci_low"] == pytest.approx(diffs.mean() - half)
         assert acc["ci_high"] == pytest.approx(diffs.mean() + half)
-        assert acc["verdict"] == claims_rules.interval_verdict(acc["ci_low"], acc["ci_high"], 3,
+        assert acc["verdict"] == claims_verdicts.interval_verdict(acc["ci_low"], acc["ci_high"], 3,
                                                                -1.0)
         ratio = np.mean([mine[s][1] / topk[s][1] for s in range(3)])
         traffic = rows[rows["claim"] == "gaussiank_traffic"].iloc[0]

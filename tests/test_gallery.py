@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from topkscope.cli import main as cli
-from topkscope.reproduce.findings import (
+from topkscope.publish.findings import (
     README_END,
     README_START,
     findings_block,
@@ -156,7 +156,7 @@ def test_text_only_regenerates_the_readme_and_the_findings_from_claims_alone(pub
     """--text-only --claims CSV: the README's headline and the findings document's tables
     from a claims table, with no figures read or written; a file with no block to fill is
     refused and nothing is written."""
-    from topkscope.reproduce.headline import HEADLINE_END, HEADLINE_START, headline_markdown
+    from topkscope.publish.headline import HEADLINE_END, HEADLINE_START, headline_markdown
 
     out, _ = published
     before = snapshot(out)

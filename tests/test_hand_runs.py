@@ -20,8 +20,8 @@ import pytest
 
 from tests.test_hooks_distributed import USERS_RUN_SCRIPT, free_port
 from topkscope.analysis.runs import load
+from topkscope.claims import build as claims_table
 from topkscope.cli import main as cli
-from topkscope.reproduce.draw import claims_table
 from topkscope.reproduce.plan import DISTRIBUTION_FIGURES
 from topkscope.schema import GLOBAL
 

@@ -223,7 +223,7 @@ USERS_RUN_SCRIPT = DDP_PREAMBLE.format(
 def test_a_users_two_rank_run_goes_through_analyze_claims_and_notebooks(tmp_path):
     import papermill
 
-    from topkscope.analysis import claims
+    from topkscope import claims
     from topkscope.cli import main as cli
 
     run_dir = tmp_path / "results" / "my-exp" / "run1"

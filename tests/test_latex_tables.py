@@ -20,11 +20,12 @@ from tests._latex import (
 )
 from tests.test_claims_evidence import five_seeds, recorded_run
 from tests.test_paper_tables import fake_run
-from topkscope.analysis import claims
+from topkscope import claims
 from topkscope.analysis.runs import load
+from topkscope.claims import speedup
 from topkscope.hooks import Recorder
 from topkscope.perf import report
-from topkscope.reproduce import paper_tables as pt
+from topkscope.publish import paper_tables as pt
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,7 +47,7 @@ def written(tmp_path_factory) -> list[Path]:
         "method": ["topk", "gaussiank"], "d": [199_210] * 2, "density": [0.001] * 2,
         "distribution": ["normal"] * 2, "median_ms": [2.0, 1.0], "device": ["cpu"] * 2}),
         compute_s=0.01)
-    table = pd.concat([table, report.claims_rows(scaling, errors={"no-overlap": 0.05,
+    table = pd.concat([table, speedup.claims_rows(scaling, errors={"no-overlap": 0.05,
                                                                   "wfbp": 0.3})])
     battery = pd.DataFrame({"model": ["m"] * 2, "step": [1, 2], "statistic": ["ks_D"] * 2,
                             "value": [0.1, 0.3]})

@@ -276,10 +276,10 @@ def test_the_notebooks_run_on_a_hook_run_whose_epoch_is_null(own_runs, name, tmp
         assert [o for o in outputs if "image/png" in o.get("data", {})], name
 
 
-def test_figures_draw_a_recorder_loop_of_ones_own_but_leave_it_out_of_the_claims(tmp_path,
-                                                                                 capsys):
+def test_figures_draw_a_recorder_loop_of_ones_own_and_tabulate_it_unnamed(tmp_path, capsys):
     """A Recorder in a loop of one's own (launcher `user`) names no model or sparsifier: its
-    figures are drawn, the claims say in one line why they leave it out."""
+    figures are drawn and the claims tabulate its u under the name "unnamed", as
+    `topkscope claims` does."""
     from tests._hooks_loop import run as loop
 
     run_dir = tmp_path / "results" / "loop-exp" / "r1"
@@ -289,11 +289,16 @@ def test_figures_draw_a_recorder_loop_of_ones_own_but_leave_it_out_of_the_claims
     assert cli(["figures", "--no-run", "--results", str(tmp_path / "results"), "--only",
                 "loop-exp", "--experiments", str(REPO / "experiments"), "--no-notebooks",
                 "--no-tables"]) == 0
-    log = capsys.readouterr().out
-    assert f"  {run_dir}: not in the claims: its manifest names no model and no sparsifier" in log
     drawn = sorted(p.stem for p in (tmp_path / "results" / "figures").glob("loop-exp-*.png"))
     assert drawn == ["loop-exp-contraction", "loop-exp-normality"]
-    assert not (tmp_path / "results" / "claims.csv").exists()  # no run the claims can read
+    table = pd.read_csv(tmp_path / "results" / "claims.csv")
+    below = table[table["claim"] == "below_paper"].iloc[0]
+    recorded = load(run_dir).stats.query("kind == 'u' and layer == '__global__'")
+    assert (below["model"], below["sparsifier"]) == ("unnamed", "unnamed")
+    assert below["n_units"] == len(recorded) >= 6  # every (step, rank, density) of its u
+    assert cli(["claims", str(run_dir), "--out", str(tmp_path / "c.csv")]) == 0
+    alone = pd.read_csv(tmp_path / "c.csv")
+    assert alone[alone["claim"] == "below_paper"].iloc[0]["n_units"] == below["n_units"]
 
 
 def test_figures_only_an_experiment_neither_planned_nor_found_is_one_line(tmp_path, capsys):

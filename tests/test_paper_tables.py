@@ -13,7 +13,7 @@ from scipy import stats
 
 from topkscope.analysis.runs import load
 from topkscope.hooks import Recorder
-from topkscope.reproduce import paper_tables as pt
+from topkscope.publish import paper_tables as pt
 
 _UNESCAPE = {v: k for k, v in pt._LATEX_SPECIAL.items()}
 

@@ -1,12 +1,12 @@
-"""The P = 16 claims on GPU input bands (topkscope.perf.p16_gpu): verdicts only where every
+"""The P = 16 claims on GPU input bands (topkscope.claims.gpu_bands): verdicts only where every
 corner of the band agrees, the deciding input named, and the committed table as generated."""
 
 import pandas as pd
 import pytest
 
-from topkscope.analysis import verdicts
+from topkscope.claims import gpu_bands as p16_gpu
+from topkscope.claims import verdicts
 from topkscope.perf import model as pm
-from topkscope.perf import p16_gpu
 from topkscope.perf.model import Input
 from topkscope.perf.networks import PRESETS
 
@@ -28,10 +28,11 @@ def _tables(topk=(0.18, 0.22), rule=(0.001, 0.004), counts="1.1-2.0", missed=0.0
          "high_s": topk[1], "job": 2, "select_s": sum(topk) / 2, "label": "measured on a GPU"},
         {"model": "vgg16", "method": "gaussiank-2019", "phase": "any k", "low_s": rule[0],
          "high_s": rule[1], "job": None, "select_s": sum(rule) / 2, "label": "modelled (x)"}])
+    low, high = (float(c) for c in counts.split("-"))
     claims = pd.DataFrame([{"claim": count_claim, "sparsifier": "gaussiank-2019",
                             "model": "vgg16", "condition": "warmup=paper; rho=0.001",
-                            "evidence": f"5 of 9 units; count/k median 1.5, 5th-95th "
-                                        f"percentile {counts}"}])
+                            "count_p5": low, "count_over_k": 1.5, "count_p95": high,
+                            "evidence": "a text the bands never read"}])
     return validation, selection, claims
 
 

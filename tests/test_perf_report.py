@@ -7,8 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from topkscope.claims import speedup
+from topkscope.claims import verdicts as claims_verdicts
 from topkscope.perf import calibrate, inputs, report, validate
 from topkscope.perf import model as pm
+from topkscope.perf import published as published_errors
 from topkscope.plots.frames import text_column
 from topkscope.plots.titles import sparsifier_name
 
@@ -41,18 +44,18 @@ def test_claims_rows_have_the_claims_columns_and_a_verdict():
     table, notes = report.scaling_table(["fnn3"], ["1gbe", "nvlink"], [2, 16],
                                         selection=selection, compute_s=0.01)
     assert notes == [] and (table["selection_basis"] == "measured").all()
-    claims = report.claims_rows(table, errors=ERRORS)
+    claims = speedup.claims_rows(table, errors=ERRORS)
     header = pd.read_csv(REFERENCE / "claims-quick.csv", nrows=0).columns
     # differs_from_plan describes the runs behind a row: the driver adds it to every row
     assert set(header) - {"differs_from_plan"} <= set(claims.columns)
-    from topkscope.analysis.claims import COLUMNS, PREDICTION_COLUMNS
+    from topkscope.claims import COLUMNS, PREDICTION_COLUMNS
 
     assert set(COLUMNS) - {"diff_mean", "traffic_warmup", "traffic_target", "gennorm_beta"} \
         <= set(claims.columns) <= {*COLUMNS, *PREDICTION_COLUMNS, "profile", "model_args"}
     assert set(PREDICTION_COLUMNS) <= set(claims.columns)
     # one row per network, sparsifier and baseline: over Dense and Top-k, Dense + WFBP, fp16
-    assert len(claims) == 2 * 2 * 3 and set(claims["claim"]) == set(report.SPEEDUP_CLAIMS)
-    assert set(claims["sparsifier"]) == set(report.CLAIM_SPARSIFIERS)
+    assert len(claims) == 2 * 2 * 3 and set(claims["claim"]) == set(speedup.SPEEDUP_CLAIMS)
+    assert set(claims["sparsifier"]) == set(speedup.CLAIM_SPARSIFIERS)
     assert set(claims["verdict"]) <= {"holds", "fails", "inconclusive"}
     assert (claims["section"] == "prediction").all()
     for row in claims.itertuples(index=False):
@@ -93,7 +96,7 @@ def test_break_even_claims_when_the_selection_is_another_devices():
                                     selection=_selection())
     sparse = table[~table["method"].isin(["dense", "dense-wfbp", "dense-fp16"])]
     assert (sparse["selection_basis"] == "break-even").all()
-    claims = report.claims_rows(table, errors=ERRORS)
+    claims = speedup.claims_rows(table, errors=ERRORS)
     assert len(claims) == 2 * 2 * 2 * 3
     for row in claims.itertuples(index=False):
         at = table[(table.model == row.model) & (table.network == _claim_network(row))]
@@ -108,7 +111,7 @@ def test_break_even_claims_when_the_selection_is_another_devices():
             slower |= ref != "topk" and free < 1 - ERRORS[
                 "wfbp" if ref == "dense-wfbp" else "no-overlap"]
         assert row.verdict == ("fails" if slower else "inconclusive")
-        assert row.evidence.startswith(report.BREAKEVEN_EVIDENCE) and np.isnan(row.fraction)
+        assert row.evidence.startswith(speedup.BREAKEVEN_EVIDENCE) and np.isnan(row.fraction)
         assert f"{g['t_select'] * 1e3:.3g}" not in row.evidence.split("; dense")[0]
         assert "not counted: break-even selection times" in row.condition
         assert row.selection_basis == "break-even"
@@ -125,14 +128,14 @@ def test_break_even_claims_when_the_selection_is_another_devices():
     ([0.69], [0.3], "fails"),
 ])
 def test_speedup_verdict_against_the_validated_error(speedups, errors, verdict):
-    assert report.speedup_verdict(speedups, errors)[0] == verdict
+    assert claims_verdicts.speedup_verdict(speedups, errors)[0] == verdict
 
 
 def test_comparison_error_is_the_larger_family_error():
-    assert report.comparison_error("gaussiank", "topk", ERRORS) == 0.05
-    assert report.comparison_error("gaussiank", "dense-wfbp", ERRORS) == 0.3
+    assert published_errors.comparison_error("gaussiank", "topk", ERRORS) == 0.05
+    assert published_errors.comparison_error("gaussiank", "dense-wfbp", ERRORS) == 0.3
     with pytest.raises(ValueError, match="no validated error"):
-        report.comparison_error("gaussiank", "dense-wfbp", {"no-overlap": 0.05})
+        published_errors.comparison_error("gaussiank", "dense-wfbp", {"no-overlap": 0.05})
 
 
 def test_inputs_warning_only_when_devices_differ():
@@ -164,8 +167,10 @@ def test_write_scaling_from_a_results_folder(tmp_path):
     _compute_csv(tmp_path / "bench" / "model_compute.csv",
                  [("fnn3", 1, 128, 128, 9.0), ("resnet20", 1, 32, 32, 0.5),
                   ("resnet20", 2, 32, 8, 0.25)])
-    claims, figures = report.write_scaling(tmp_path, "quick", log=lambda s: None, inputs="here")
+    written, figures = report.write_scaling(tmp_path, "quick", log=lambda s: None, inputs="here")
     table = pd.read_csv(tmp_path / "scaling.csv")
+    assert len(written) == len(table)
+    claims = speedup.claims_rows(written)
     assert set(table["model"]) == {"fnn3", "resnet20"} and table["workers"].max() == 64
     assert (table["inputs"] == "this machine").all()
     by = table.drop_duplicates("model").set_index("model")
@@ -181,16 +186,17 @@ def test_write_scaling_from_a_results_folder(tmp_path):
         assert (tmp_path / "figures" / f"{name}.png") in files
         assert "prediction" in caption and "resnet20: measured here, CPU, benchmark" in caption
         assert "this machine" in caption
-    assert len(claims) == 2 * table["network"].nunique() * len(report.CLAIMS) * len(
-        report.CLAIM_SPARSIFIERS)
+    assert len(claims) == 2 * table["network"].nunique() * len(speedup.CLAIMS) * len(
+        speedup.CLAIM_SPARSIFIERS)
 
 
 def test_write_scaling_uses_the_published_gpu_inputs_by_default(tmp_path):
     from topkscope.perf import published
 
     logged = []
-    claims, figures = report.write_scaling(tmp_path, "quick", log=logged.append)
+    written, figures = report.write_scaling(tmp_path, "quick", log=logged.append)
     table = pd.read_csv(tmp_path / "scaling.csv")
+    claims = speedup.claims_rows(written)
     gpu = pd.read_csv(published.GPU_COMPUTE_CSV).set_index("model")
     assert set(table["model"]) == set(gpu.index)
     by = table.drop_duplicates("model").set_index("model")
@@ -203,9 +209,9 @@ def test_write_scaling_uses_the_published_gpu_inputs_by_default(tmp_path):
     assert claims["condition"].str.startswith(
         "prediction, not a measurement: GPU inputs from published measurements").all()
     assert claims["condition"].str.contains("warning:").all()
-    assert claims["evidence"].str.startswith(report.BREAKEVEN_EVIDENCE).all()
-    assert len(claims) == len(gpu) * table["network"].nunique() * len(report.CLAIMS) * len(
-        report.CLAIM_SPARSIFIERS)
+    assert claims["evidence"].str.startswith(speedup.BREAKEVEN_EVIDENCE).all()
+    assert len(claims) == len(gpu) * table["network"].nunique() * len(speedup.CLAIMS) * len(
+        speedup.CLAIM_SPARSIFIERS)
     assert all("GPU inputs from published measurements" in caption for _, caption, _ in figures)
 
 
@@ -276,12 +282,12 @@ def test_committed_p16_table_regenerates_and_the_docs_show_it():
 
 
 def test_each_predicted_verdict_reads_as_a_sentence_with_its_speedups():
-    from topkscope.reproduce.findings import findings_markdown, verdict_sentence
+    from topkscope.publish.findings import findings_markdown, verdict_sentence
 
     table, _ = report.scaling_table(["fnn3"], ["1gbe", "nvlink"], [16],
                                     selection=_selection().drop(columns="device"),
                                     compute_s=0.01)
-    claims = report.claims_rows(table, sparsifiers="gaussiank", errors=ERRORS)
+    claims = speedup.claims_rows(table, sparsifiers="gaussiank", errors=ERRORS)
     start = {"holds": "Predicted faster", "fails": "Predicted slower",
              "inconclusive": "Within the model's validated error"}
     for row in claims.itertuples(index=False):
@@ -303,7 +309,7 @@ def test_each_predicted_verdict_reads_as_a_sentence_with_its_speedups():
             assert f"| {mark} {g.speedup_vs_dense_fp16:.3g}× |" in line
     # another device's selection times: the break-even sentence and cells
     table, _ = report.scaling_table(["fnn3"], ["1gbe"], [16], selection=_selection())
-    claims = report.claims_rows(table, errors=ERRORS)
+    claims = speedup.claims_rows(table, errors=ERRORS)
     start = {"fails": "Predicted slower than a baseline even if its selection cost nothing",
              "inconclusive": "Decided by its selection time on the compute's device"}
     for row in claims.itertuples(index=False):
@@ -344,7 +350,7 @@ def test_selection_table_prefers_the_computes_device(tmp_path, monkeypatch):
     # with the GPU CSV the published predictions are judged on their speed-ups
     table, _ = report.scaling_table(["fnn3"], ["10gbe"], [16], results_root=root)
     assert (table["selection_basis"] == "measured").all() and (table["inputs_warning"] == "").all()
-    claims = report.claims_rows(table, errors=ERRORS)
+    claims = speedup.claims_rows(table, errors=ERRORS)
     assert claims["evidence"].str.startswith("predicted speed-up").all()
     with pytest.raises(ValueError, match="does not exist"):
         inputs.selection_table(root, path=tmp_path / "none.csv")

@@ -12,12 +12,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from topkscope.analysis import claims as claims_mod
-from topkscope.analysis.convergence_claims import evaluated, final_metric
+from topkscope import claims as claims_mod
+from topkscope.analysis.criteria import ACCURACY_MARGIN_POINTS, PERPLEXITY_MARGIN_PCT
 from topkscope.analysis.runs import load
-from topkscope.analysis.verdicts import ACCURACY_MARGIN_POINTS, PERPLEXITY_MARGIN_PCT
-from topkscope.perf import inputs, report
+from topkscope.analysis.seeds import evaluated, final_metric
+from topkscope.claims import time_to_accuracy as tta_claims
+from topkscope.claims import verdicts as claims_verdicts
+from topkscope.perf import inputs
 from topkscope.perf import model as pm
+from topkscope.perf import published as published_errors
 from topkscope.perf import time_to_accuracy as tta
 from topkscope.perf.networks import resolve
 from topkscope.perf.published import validated_errors
@@ -124,9 +127,9 @@ def test_times_to_target_are_steps_times_each_runs_own_step(tmp_path):
         assert at.loc[("dense", s), "time_to_target_s"] == pytest.approx(
             20 * _step_time("dense", 1.0))
         assert at.loc[(G19, s), "target"] == pytest.approx(0.94)
-    claims = tta.claims_rows(table, errors=ERRORS)
+    claims = tta_claims.claims_rows(table, errors=ERRORS)
     assert len(claims) == 2 and set(claims["claim"]) == {"gaussiank_time_to_accuracy"}
-    from topkscope.reproduce.findings import findings_markdown, verdict_sentence
+    from topkscope.publish.findings import findings_markdown, verdict_sentence
 
     md = findings_markdown(claims)
     for row in claims.itertuples(index=False):
@@ -158,7 +161,7 @@ def test_a_failed_seed_counts_with_its_evaluations_as_the_claims_count_it(tmp_pa
     g = table[(table["method"] == G19) & (table["seed"] == 2)]
     assert not g["reached"].any() and g["time_to_target_s"].isna().all()
     assert set(g["status"]) == {"failed"}
-    claims = tta.claims_rows(table, errors=ERRORS)
+    claims = tta_claims.claims_rows(table, errors=ERRORS)
     # one seed of three never reaches it: counted as speed-up 0, the claim cannot hold, but
     # it does not fail on one seed (the accuracy claim's seed-and-interval rule)
     assert set(claims["verdict"]) == {"inconclusive"} and set(claims["n_failed_seeds"]) == {1}
@@ -179,7 +182,7 @@ def test_a_failed_seed_counts_with_its_evaluations_as_the_claims_count_it(tmp_pa
     table, _ = _table(other)
     g = table[(table["method"] == G19) & (table["seed"] == 2)]
     assert g["reached"].all() and (g["steps_to_target"] == 20).all()
-    claims = tta.claims_rows(table, errors=ERRORS)
+    claims = tta_claims.claims_rows(table, errors=ERRORS)
     assert "holds" not in set(claims["verdict"]) and set(claims["n_failed_seeds"]) == {1}
     assert claims["cause"].str.startswith("1 of 3 seeds failed; ").all()
     # a complete rerun of that seed stands for it instead
@@ -199,7 +202,7 @@ def test_the_claims_margin_sets_the_target_of_both(tmp_path):
     for s in range(3):  # 0.945 misses 0.95 - 0.2 points; 0.96 at step 29 reaches it
         assert at.loc[(G19, s), "steps_to_target"] == 30
         assert at.loc[(G19, s), "target"] == pytest.approx(0.948)
-    timed = tta.claims_rows(table, errors=ERRORS)
+    timed = tta_claims.claims_rows(table, errors=ERRORS)
     acc = claims_mod.build(runs, max_snapshots=0, margin=0.2)
     acc = acc[acc["claim"] == "gaussiank_accuracy"]
     assert set(timed["margin"]) == set(acc["margin"]) == {0.2}
@@ -214,7 +217,7 @@ def test_only_the_runs_given_are_used(tmp_path):
     runs = [load(p) for p in sorted((tmp_path / "conv").iterdir()) if p.name != "g2"]
     table, _ = _table(tmp_path, runs=runs)
     assert set(table.loc[table["method"] == G19, "seed"]) == {0, 1}
-    assert tta.claims_rows(table, errors=ERRORS)["verdict"].eq("insufficient-data").all()
+    assert tta_claims.claims_rows(table, errors=ERRORS)["verdict"].eq("insufficient-data").all()
 
 
 def test_conditions_are_never_mixed(tmp_path):
@@ -230,7 +233,7 @@ def test_conditions_are_never_mixed(tmp_path):
     assert by["count_ratio"].mean()[(G19, "warmup=none")] == pytest.approx(
         int(0.02 * K) / K)
     assert by["count_ratio"].mean()[(G19, "warmup=paper")] == pytest.approx(int(2.4 * K) / K)
-    claims = tta.claims_rows(table, errors=ERRORS).set_index("training_condition")
+    claims = tta_claims.claims_rows(table, errors=ERRORS).set_index("training_condition")
     none = claims.loc[["warmup=none; rho=0.001"]]
     assert set(none["verdict"]) == {"fails"} and set(none["n_failed_seeds"]) == {0}
     assert none["cause"].eq("never reaches the target on 3 of 3 seeds").all()
@@ -259,7 +262,7 @@ def test_conditions_are_never_mixed(tmp_path):
     ([], True, 0, "insufficient-data", 0),
 ])
 def test_verdict_rule_against_the_validated_error(speedups, counted, n_failed, verdict, never):
-    got, faster, n_never = tta.time_verdict(speedups, 0.05, counted, n_failed)
+    got, faster, n_never = claims_verdicts.time_verdict(speedups, 0.05, counted, n_failed)
     assert (got, n_never) == (verdict, never)
     assert faster == sum(s is not None and s > 1.05 for s in speedups)
 
@@ -269,7 +272,7 @@ def test_another_devices_selection_is_not_counted(tmp_path):
     table, _ = tta.time_to_accuracy_table(tmp_path, selection=_gpu_selection("cpu"))
     assert not table["selection_counted"].any() and (table["t_select"] == 0).all()
     assert table["select_source"].str.startswith(("not counted", "none")).all()
-    claims = tta.claims_rows(table, errors=ERRORS)
+    claims = tta_claims.claims_rows(table, errors=ERRORS)
     assert set(claims["verdict"]) == {"inconclusive"} and claims["fraction"].isna().all()
     assert claims["cause"].str.startswith("with selection not counted").all()
     assert (claims["selection_basis"] == tta.SELECTION_NOT_COUNTED).all()
@@ -281,19 +284,20 @@ def test_write_time_to_accuracy_writes_the_table_the_figure_and_the_claims(tmp_p
     bench.mkdir()
     _gpu_selection().to_csv(bench / "selection.csv", index=False)
     logged = []
-    claims, figures = tta.write_time_to_accuracy(tmp_path, log=logged.append)
+    written, figures = tta.write_time_to_accuracy(tmp_path, log=logged.append)
     table = pd.read_csv(tmp_path / tta.CSV_NAME)
+    assert len(written) == len(table)
+    claims = tta_claims.claims_rows(written)
     assert len(table) == 3 * 2 * 2 and table["selection_counted"].all()
     ((name, caption, files),) = figures
     assert name == tta.FIGURE and (tmp_path / "figures" / f"{name}.png") in files
     assert "Top-k's final accuracy" in caption and len(claims) == 2
     assert math.isclose(float(claims["model_error"].iloc[0]),
-                        report.comparison_error(G19, "topk", validated_errors()))
-    assert set(claims.columns) <= {*claims_mod.COLUMNS, *claims_mod.PREDICTION_COLUMNS,
-                                   "profile", "model_args"}
+                        published_errors.comparison_error(G19, "topk", validated_errors()))
+    assert list(claims.columns) == claims_mod.COLUMNS
     assert set(claims_mod.PREDICTION_COLUMNS) <= set(claims.columns)
     # the LaTeX claims table names the claim and the training condition from the columns
-    from topkscope.reproduce.paper_tables import claims_latex
+    from topkscope.publish.paper_tables import claims_latex
 
     tex = claims_latex(claims, "Claims.")["claims"]
     assert tex.count("time to accuracy") == 2 and "trains as Top-k" not in tex
@@ -307,7 +311,7 @@ def test_write_time_to_accuracy_writes_the_table_the_figure_and_the_claims(tmp_p
 @pytest.mark.parametrize("status", ["failed", "interrupted"])
 def test_a_failed_or_unfinished_topk_seed_never_lets_it_hold(tmp_path, status):
     _seeded(tmp_path / "a")
-    base = tta.claims_rows(_table(tmp_path / "a")[0], errors=ERRORS).set_index("network")
+    base = tta_claims.claims_rows(_table(tmp_path / "a")[0], errors=ERRORS).set_index("network")
     assert "holds" in set(base["verdict"])
     other = tmp_path / "b"  # the same runs, Top-k's seed 2 failed or unfinished
     _seeded(other, seeds=(0, 1))
@@ -316,7 +320,7 @@ def test_a_failed_or_unfinished_topk_seed_never_lets_it_hold(tmp_path, status):
     table, _ = _table(other)
     assert set(table.loc[(table["method"] == "topk") & (table["seed"] == 2), "status"]) == {
         status}
-    rows = tta.claims_rows(table, errors=ERRORS).set_index("network")
+    rows = tta_claims.claims_rows(table, errors=ERRORS).set_index("network")
     for net in base.index[base["verdict"] == "holds"]:
         assert rows.loc[net, "verdict"] == "inconclusive"
         assert rows.loc[net, "cause"].startswith(f"Top-k seed 2 {status}; ")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from topkscope.analysis.claims import MIN_SEEDS
+from topkscope.analysis.criteria import MIN_SEEDS
 from topkscope.reproduce import plan
 from topkscope.reproduce.runner import RunSpec, command
 from topkscope.train.config import density_schedule_values, load_config

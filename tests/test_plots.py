@@ -315,7 +315,7 @@ def line(ax, label):
 
 
 def test_convergence_over_seeds_one_row_per_condition(seeds_runs):
-    from topkscope.reproduce.draw import run_frames
+    from topkscope.publish.figures import run_frames
 
     main = [r for r in seeds_runs if float(r.manifest["density"]) == 0.01]
     train, ev = run_frames(main)
@@ -336,7 +336,7 @@ def test_convergence_over_seeds_one_row_per_condition(seeds_runs):
 
 
 def test_accuracy_vs_elements_counts_what_every_worker_sent(seeds_runs):
-    from topkscope.reproduce.draw import run_frames
+    from topkscope.publish.figures import run_frames
 
     main = [r for r in seeds_runs if float(r.manifest["density"]) == 0.01]
     _, ev = run_frames(main)
@@ -359,7 +359,7 @@ def test_accuracy_vs_elements_counts_what_every_worker_sent(seeds_runs):
 
 
 def test_density_sensitivity_one_line_per_density_and_dense(seeds_runs):
-    from topkscope.reproduce.draw import run_frames
+    from topkscope.publish.figures import run_frames
 
     chosen = [r for r in seeds_runs if r.manifest["density_schedule"] == "none"
               and r.manifest["sparsifier"] in ("dense", "topk")]
@@ -378,7 +378,7 @@ def test_density_sensitivity_one_line_per_density_and_dense(seeds_runs):
 
 
 def test_selected_per_step_in_each_methods_own_run(seeds_runs):
-    from topkscope.reproduce.draw import run_frames
+    from topkscope.publish.figures import run_frames
 
     mine = [r for r in seeds_runs if r.manifest["sparsifier"] == "gaussiank-2019"]
     train, _ = run_frames(mine)

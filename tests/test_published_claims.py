@@ -4,7 +4,7 @@ where every logged setting agrees, never pooled without seeds, and the time spli
 import pytest
 
 from tests._gaussiank_logs import write_job
-from topkscope.analysis import claims
+from topkscope import claims
 from topkscope.analysis.runs import load
 from topkscope.cli import main
 from topkscope.importers import gaussiank_sgd as imp
@@ -82,7 +82,7 @@ def test_claims_command_on_imported_folder(tmp_path, capsys):
 
 def test_readme_sentences_are_generated_from_the_committed_tables():
     from tests.conftest import REPO
-    from topkscope.reproduce import published_findings as pf
+    from topkscope.publish import published_findings as pf
 
     text = (REPO / "README.md").read_text()
     assert pf.START in text and pf.END in text
@@ -92,7 +92,7 @@ def test_readme_sentences_are_generated_from_the_committed_tables():
 
 
 def test_prose_numbers_come_from_the_rows():
-    from topkscope.reproduce.published_findings import prose
+    from topkscope.publish.published_findings import prose
 
     claims_rows = pd_frame([
         {"section": "published", "claim": "topk_accuracy", "model": "vgg16", "diff_mean": -1.5,
@@ -100,8 +100,8 @@ def test_prose_numbers_come_from_the_rows():
         {"section": "published", "claim": "topk_accuracy", "model": "vgg16", "diff_mean": -0.5,
          "verdict": "insufficient-data", "evidence": ""},
         {"section": "published", "claim": "topk_selection_share", "model": "vgg16",
-         "diff_mean": float("nan"), "verdict": "holds",
-         "evidence": "x; selection share of an iteration 70%"},
+         "diff_mean": 0.7, "diff_unit": "share of an iteration", "verdict": "holds",
+         "evidence": "x; a text the sentences never read"},
     ])
     validation = pd_frame([{"family": "one-node sparse", "ratio": 0.8, "communicate_s": 0.05,
                             "predicted_communicate_s": 0.0004}])
@@ -119,7 +119,7 @@ def pd_frame(rows):
 
 
 def test_the_figures_driver_draws_and_finds_imported_runs(tmp_path):
-    from topkscope.reproduce import published_findings as pf
+    from topkscope.publish import published_findings as pf
 
     logs = tmp_path / "job"
     write_job(logs, "1", every=1)
@@ -134,7 +134,7 @@ def test_the_figures_driver_draws_and_finds_imported_runs(tmp_path):
 
 
 def test_notebook_frames_keep_each_job_apart(tmp_path):
-    from topkscope.reproduce.draw import run_frames
+    from topkscope.publish.figures import run_frames
 
     runs = _runs(tmp_path, {"1": {}, "2": {}, "3": {"batch": 64}})
     train, evaluation = run_frames(runs)
@@ -149,15 +149,19 @@ def test_notebook_frames_keep_each_job_apart(tmp_path):
 
 
 def test_p16_sentence_names_ranges_and_deciding_inputs():
-    from topkscope.reproduce.published_findings import _p16
+    from topkscope.publish.published_findings import _p16
 
-    table = pd_frame([
-        {"model": "vgg16", "baselines": "Top-k", "verdict": "holds",
-         "cause": "predicted over Top-k 1.78x-8.3x (e ±4.5%) over the whole input band at a"},
-        {"model": "vgg16", "baselines": "Top-k", "verdict": "holds",
-         "cause": "predicted over Top-k 2.15x-8.64x (e ±4.5%) over the whole input band at b"},
-        {"model": "vgg16", "baselines": "Dense", "verdict": "inconclusive",
-         "cause": "decided by overhead (0 ms: holds; 49.6 ms: fails) (predicted ...)"}])
+    nan = float("nan")
+    table = pd_frame([  # the numbers are fields; the cause is prose the sentence never reads
+        {"model": "vgg16", "baselines": "Top-k", "verdict": "holds", "cause": "x",
+         "speedup_low": nan, "speedup_high": nan, "speedup_topk_low": 1.78,
+         "speedup_topk_high": 8.3, "decided_by": ""},
+        {"model": "vgg16", "baselines": "Top-k", "verdict": "holds", "cause": "x",
+         "speedup_low": nan, "speedup_high": nan, "speedup_topk_low": 2.15,
+         "speedup_topk_high": 8.64, "decided_by": ""},
+        {"model": "vgg16", "baselines": "Dense", "verdict": "inconclusive", "cause": "x",
+         "speedup_low": 0.9, "speedup_high": 1.3, "speedup_topk_low": nan,
+         "speedup_topk_high": nan, "decided_by": "overhead"}])
     text = _p16(table)
     assert "VGG-16-BN against Top-k: 2 holds, 1.78–8.64×" in text
     assert "VGG-16-BN against Dense: 1 inconclusive, decided by overhead" in text

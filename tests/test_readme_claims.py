@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from topkscope.reproduce import gallery
-from topkscope.reproduce.findings import (
+from topkscope.publish import gallery
+from topkscope.publish.findings import (
     PROSE_END,
     PROSE_START,
     README_END,
@@ -51,7 +51,7 @@ def test_committed_readme_and_findings_equal_what_the_reference_claims_give():
 def test_findings_tables_keep_to_the_width_limits():
     """docs/findings.md: at most 9 columns a table, cells under 60 characters; checks true by
     construction are one line per check."""
-    from topkscope.reproduce.findings import MAX_CELL, MAX_COLUMNS, width_problems
+    from topkscope.publish.findings import MAX_CELL, MAX_COLUMNS, width_problems
 
     text = FINDINGS.read_text()
     assert (MAX_COLUMNS, MAX_CELL) == (9, 60)
@@ -75,8 +75,8 @@ def test_the_readme_answers_on_its_first_screen():
     and a table of docs/findings.md that exist."""
     import re
 
-    from topkscope.reproduce.findings import slug
-    from topkscope.reproduce.headline import MAX_LINE, PAPER_CLAIMS, long_lines
+    from topkscope.publish.findings import slug
+    from topkscope.publish.headline import MAX_LINE, PAPER_CLAIMS, long_lines
 
     readme = (REPO / "README.md").read_text()
     screen = readme[: readme.index("\nMore: ")]
@@ -136,7 +136,7 @@ def test_findings_format_the_claims_columns_of_fresh_claims():
     and number of the README comes from a column of the claims."""
     from tests.test_analysis_claims import make_run
     from tests.test_claims_evidence import five_seeds, recorded_run
-    from topkscope.analysis import claims
+    from topkscope import claims
 
     gauss = recorded_run(lambda r: r.standard_normal(4000), density=0.001, schedule="paper")
     robust = make_run("fnn3", lambda r: r.standard_normal(4000), steps=30, ranks=1)  # 30 blocks
@@ -169,7 +169,7 @@ def test_the_largest_shortfall_is_a_higher_perplexity_or_a_lower_accuracy():
                 "condition": "warmup=none", "cause": "given", "margin": 3.0,
                 "traffic_target": 1.0, "evidence": "e", "rule": "r", "statement": "s"}
 
-    from topkscope.analysis.claims import COLUMNS
+    from topkscope.claims import COLUMNS
 
     ppl = pd.DataFrame([row("lstm", "dgc", "perplexity", -1.15),
                         row("lstm", "gaussiank-2019", "perplexity", 20.1)], columns=COLUMNS)
@@ -180,7 +180,7 @@ def test_the_largest_shortfall_is_a_higher_perplexity_or_a_lower_accuracy():
 
 
 def test_a_profile_line_too_long_for_the_screen_puts_its_table_link_on_the_next_line(monkeypatch):
-    from topkscope.reproduce import headline
+    from topkscope.publish import headline
 
     claims = pd.read_csv(Path(__file__).resolve().parents[1] / "results/reference/claims-standard.csv")
     monkeypatch.setattr(headline, "MAX_LINE", 100)

@@ -19,9 +19,9 @@ from PIL import Image
 from tests._browser import CHROMIUM, render
 from tests.test_hand_runs import hand_run, results  # noqa: F401  (results: a fixture)
 from topkscope.analysis.runs import load
+from topkscope.claims import build as claims_table
 from topkscope.cli import main as cli
-from topkscope.reproduce.draw import claims_table
-from topkscope.reproduce.findings import verdict_sentence
+from topkscope.publish.findings import verdict_sentence
 
 REPO = Path(__file__).resolve().parents[1]
 needs_browser = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")

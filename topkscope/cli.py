@@ -49,26 +49,26 @@ def _figures_driver(log, **options):
     return reproduce(Options(**options), log=log)
 
 
-def _claims_table(runs, **options):
-    from topkscope.reproduce.draw import claims_table
+def _claims_table(runs, roots=None, **options):
+    from topkscope.claims import build
 
-    return claims_table(runs, **options)
+    return build(runs, roots=roots, **options)
 
 
 def _claims_summary(table) -> str:
-    from topkscope.reproduce.findings import claims_summary
+    from topkscope.publish.findings import claims_summary
 
     return claims_summary(table)
 
 
 def _gallery(**options):
-    from topkscope.reproduce.gallery import publish
+    from topkscope.publish.gallery import publish
 
     return publish(**options)
 
 
 def _report(paths, out, **options):
-    from topkscope.reproduce.report import write_report
+    from topkscope.publish.report import write_report
 
     return write_report(paths, out, **options)
 

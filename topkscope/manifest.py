@@ -213,6 +213,14 @@ def diverged_at(manifest: dict) -> int | None:
 # --- finding runs by manifest content ----------------------------------------------------
 
 
+PUBLISHED = "published"  # manifest `launcher` of a run imported from published logs
+
+
+def is_published(manifest: dict) -> bool:
+    """A run imported from published logs (`topkscope import`): no seed, no recorder."""
+    return manifest.get("launcher") == PUBLISHED
+
+
 def condition_of(manifest: dict) -> str:
     """The training condition of a run: its density warm-up plus a non-default k rule and any
     named deviation, e.g. "warmup=paper" or "warmup=none; empty_fallback=topk"."""

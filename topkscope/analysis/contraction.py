@@ -19,13 +19,13 @@ import numpy as np
 import pandas as pd
 
 from topkscope import kernel
-from topkscope.analysis.vectors import check_max_n, finite_values, subsample
-from topkscope.analysis.verdicts import (  # noqa: F401  (public here too: the criteria)
+from topkscope.analysis.criteria import (  # noqa: F401  (public here too: the criteria)
     REL_TOL,
     is_at_most,
     is_below_classic,
     is_below_paper,
 )
+from topkscope.analysis.vectors import check_max_n, finite_values, subsample
 from topkscope.bounds import (  # noqa: F401  (public here too)
     classic_bound,
     gaussian_ratio,

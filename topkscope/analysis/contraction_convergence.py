@@ -57,14 +57,10 @@ import pandas as pd
 from scipy import stats as sps
 
 from topkscope import bounds
-from topkscope.analysis import fitted_value, phases, snapshots, verdicts
-from topkscope.analysis.convergence_claims import evaluated, seed_cells, seed_value, topk_condition
+from topkscope.analysis import criteria, fitted_value, phases, snapshots
+from topkscope.analysis.seeds import evaluated, seed_cells, seed_value, topk_condition
 from topkscope.schema import GLOBAL, column_prefix
 
-CLAIM = "contraction_explains_convergence"
-SECTION = "explanation"
-STATEMENT = ("the error-feedback bound's compression term (1 - q)/q^2, q = 1 - delta, orders the "
-             "methods' convergence gap to Dense")
 CONTRACTIONS = ("measured", "classic", "paper", "gaussian", "fitted")
 GAPS = ("final", "steps")
 TRAIN_CONTRACTION = "contraction"   # the train.parquet column training would need
@@ -75,15 +71,6 @@ BOOT_SEED = 0
 POINT_COLUMNS = ["experiment", "density", "condition", "method", "source", "n_seeds", "k", "d",
                  *(f"delta_{c}" for c in CONTRACTIONS), *(f"term_{c}" for c in CONTRACTIONS),
                  *(f"gap_{g}" for g in GAPS), "metric"]
-RULE = ("point = (experiment, density, condition, method), Dense excluded; term = (1 - q)/q^2 "
-        "with q = 1 - delta (Karimireddy et al. 2019, Theorem II); gap = final metric behind "
-        "the same seed's Dense (points; perplexity in %), or steps to Dense's final within the "
-        "margin relative to Dense's; Spearman rho over the points of the model, 95% bootstrap "
-        f"over seeds ({N_BOOT} resamples); per gap the best contraction holds when its interval "
-        f"lies above 0 and above every other's and its one-sided permutation p over the points "
-        f"is below {MAX_P:g}, else inconclusive; insufficient-data with fewer "
-        f"than {MIN_POINTS} points or {verdicts.MIN_SEEDS} seeds")
-
 
 def compression_term(q) -> np.ndarray:
     """(1 - q) / q^2 (the compression term of the EF-SGD bound); q in (0, 1], NaN outside."""
@@ -95,10 +82,10 @@ def compression_term(q) -> np.ndarray:
 
 def reaches(metric_name: str, reference: float, value: float, margin: float) -> bool:
     """`value` is within the non-inferiority margin of `reference`: the claims' paired
-    difference (verdicts.paired_difference) on the good side of verdicts.limit_of."""
-    diff = verdicts.paired_difference(metric_name, reference, value)
-    limit = verdicts.limit_of(metric_name, margin)
-    return diff >= limit if verdicts.higher_is_better(metric_name) else diff <= limit
+    difference (criteria.paired_difference) on the good side of criteria.limit_of."""
+    diff = criteria.paired_difference(metric_name, reference, value)
+    limit = criteria.limit_of(metric_name, margin)
+    return diff >= limit if criteria.higher_is_better(metric_name) else diff <= limit
 
 
 def steps_to_target(curve: pd.DataFrame, metric_name: str, reference: float,
@@ -220,8 +207,8 @@ class Seeded:
     steps: dict
 
 
-def points(runs: Sequence, margin: float = verdicts.ACCURACY_MARGIN_POINTS,
-           perplexity_margin: float = verdicts.PERPLEXITY_MARGIN_PCT
+def points(runs: Sequence, margin: float = criteria.ACCURACY_MARGIN_POINTS,
+           perplexity_margin: float = criteria.PERPLEXITY_MARGIN_PCT
            ) -> tuple[pd.DataFrame, dict]:
     """(POINT_COLUMNS frame, {point index: Seeded}) of one model's convergence runs."""
     cells = seed_cells(list(runs), dense=True)
@@ -255,9 +242,9 @@ def points(runs: Sequence, margin: float = verdicts.ACCURACY_MARGIN_POINTS,
             delta, source = measured_delta(sr.run, method, ref_topk.run if ref_topk else None)
             sources.add(source)
             value, _ = seed_value(sr, name)
-            diff = verdicts.paired_difference(name, ref.metric, value)
+            diff = criteria.paired_difference(name, ref.metric, value)
             per.delta[seed] = delta
-            per.final[seed] = -diff if verdicts.higher_is_better(name) else diff
+            per.final[seed] = -diff if criteria.higher_is_better(name) else diff
             marg = perplexity_margin if name == "perplexity" else margin
             ref_curve, mine = evaluated(ref.run), evaluated(sr.run)
             base = steps_to_target(ref_curve[0], name, ref.metric, marg) if ref_curve else None
@@ -338,7 +325,7 @@ def correlations(frame: pd.DataFrame, seeded: dict, n_boot: int = N_BOOT,
             term = frame[f"term_{c}"].to_numpy(float)
             rho = spearman(term, frame[f"gap_{gap}"].to_numpy(float))
             boot = []
-            if math.isfinite(rho) and len(all_seeds) >= verdicts.MIN_SEEDS:
+            if math.isfinite(rho) and len(all_seeds) >= criteria.MIN_SEEDS:
                 for draw in draws:
                     chosen = [all_seeds[i] for i in draw]
                     t, g = _resampled(frame, seeded, chosen, c, gap, term)
@@ -367,54 +354,3 @@ def _resampled(frame, seeded, chosen, contraction, gap, term):
             t[i] = float(compression_term(1.0 - _mean(per.delta[s] for s in chosen
                                                       if s in per.delta)))
     return t, g
-
-
-def verdict(table: pd.DataFrame) -> tuple[str, str, str]:
-    """(verdict, best contraction or '', cause) for one gap's rows of `correlations`."""
-    defined = table[np.isfinite(table["ci_low"]) & np.isfinite(table["ci_high"])]
-    if defined.empty:
-        n = int(table["n_points"].max()) if len(table) else 0
-        seeds = int(table["n_seeds"].max()) if len(table) else 0
-        return ("insufficient-data", "", f"{n} point(s) and {seeds} seed(s); {MIN_POINTS} points "
-                f"with distinct terms and {verdicts.MIN_SEEDS} seeds needed")
-    best = defined.sort_values("rho", ascending=False).iloc[0]
-    others = defined[defined["contraction"] != best["contraction"]]
-    text = "; ".join(f"{r.contraction} rho {r.rho:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}] "
-                     f"(ordering p {r.p:.3g})" for r in defined.itertuples())
-    tied = [c for c in CONTRACTIONS if c not in set(defined["contraction"])]
-    if tied:
-        text += f"; undefined (terms tie or too few points): {', '.join(tied)}"
-    if (best["ci_low"] > 0 and best["p"] < MAX_P
-            and (others.empty or best["ci_low"] > others["ci_high"].max())):
-        return "holds", str(best["contraction"]), text
-    return "inconclusive", str(best["contraction"]), text
-
-
-def rows(runs: Sequence, margin: float = verdicts.ACCURACY_MARGIN_POINTS,
-         perplexity_margin: float = verdicts.PERPLEXITY_MARGIN_PCT,
-         n_boot: int = N_BOOT) -> list[dict]:
-    """The claims rows of one model's runs: per gap one row (sparsifier: the best contraction
-    when it holds, else 'all'); none without convergence points."""
-    frame, seeded = points(runs, margin, perplexity_margin)
-    if frame.empty:
-        return []
-    table = correlations(frame, seeded, n_boot)
-    out = []
-    for gap in GAPS:
-        part = table[table["gap"] == gap]
-        v, best, cause = verdict(part)
-        top = part[part["contraction"] == best] if best else part.iloc[0:0]
-        evidence = ("points: " + ", ".join(
-            f"{r.method} ({r.condition}, rho={r.density:g}) delta_C {r.delta_measured:.4g} "
-            f"[{r.source}] gap {getattr(r, 'gap_' + gap):.3g}" for r in frame.itertuples()))
-        out.append({"claim": CLAIM, "sparsifier": best if v == "holds" else "all",
-                    "statement": STATEMENT, "rule": RULE, "section": SECTION,
-                    "condition": f"gap={gap}", "n_runs": int(sum(len(p.final) for p in
-                                                                  seeded.values())),
-                    "n_units": int(len(frame)), "n_seeds": int(part["n_seeds"].max()),
-                    "verdict": v, "cause": (f"best: {best}; " if best else "") + cause,
-                    "evidence": evidence, "metric": frame["metric"].iloc[0],
-                    "diff_mean": float(top["rho"].iloc[0]) if len(top) else math.nan,
-                    "ci_low": float(top["ci_low"].iloc[0]) if len(top) else math.nan,
-                    "ci_high": float(top["ci_high"].iloc[0]) if len(top) else math.nan})
-    return out

@@ -12,14 +12,14 @@ For a vector u of d elements, a target k and a selected index set S (|S| = count
 recall, ratio and topk_ratio are the kernel's (`topkscope.kernel`), the formulas the recorder's
 S_recall, S_ratio and topk_ratio columns use too.
 
-Two claims read counts (rules: topkscope.analysis.verdicts.in_count_band, fraction rule):
+Two claims read counts (topkscope.claims: criteria.in_count_band, the fraction rule):
 
     <family>_count_in_training  each approximate method in its OWN training runs: unit = one
                        step of one run, count = train.parquet `selected_median` (the median over
                        workers of what each sent; `selected`, the mean, where the median is not
                        logged) over that step's `k`; per condition the share of steps in
                        [2k/3, 4k/3], each seed's median count/k and the share of seeds whose
-                       median is in the band (count_in_training_rows).
+                       median is in the band (step_counts; topkscope.claims.in_training).
     gaussian_tail      the tail Gaussian-k's first threshold relies on: unit = (snapshot of u,
                        density); count = #{|u_i| > mean + |Phi^-1(rho/2)| std} (std unbiased:
                        the published rule's first threshold, before its x0.5 / x1.5 steps)
@@ -37,7 +37,6 @@ import numpy as np
 import pandas as pd
 
 from topkscope import kernel
-from topkscope.analysis import verdicts
 
 COLUMNS = ["name", "d", "k", "count", "count_ratio", "recall", "ratio", "topk_ratio",
            "ratio_to_topk", "note"]  # fmt: skip
@@ -100,7 +99,6 @@ def _check_indices(selected, d: int) -> np.ndarray:
 
 
 # --- the counts the published rules reach -------------------------------------------------
-IN_TRAINING = "_count_in_training"  # claim suffix: <family>_count_in_training
 NOT_SELECTORS = ("dense", "dense-wfbp", "dense-fp16", "topk")  # no approximate selection
 
 
@@ -150,58 +148,3 @@ def step_counts(run) -> pd.DataFrame:
                         "count": tr[column].astype("float64").to_numpy(),
                         "k": tr["k"].astype("float64").to_numpy()})
     return out[np.isfinite(out["count"]) & (out["k"] > 0)].reset_index(drop=True)
-
-
-def count_in_training_rows(runs: list, conditions) -> list[dict]:
-    """One `<family>_count_in_training` row (claims columns less model/dataset, statement
-    and rule) per (approximate method, condition) of `runs`, each method judged on its own
-    runs. conditions(run, steps) -> the condition label of each step (the claims'
-    unit_conditions: a density warm-up's steps form their own condition)."""
-    from topkscope.analysis.convergence_claims import claim_family
-
-    units: dict[tuple, list[pd.DataFrame]] = {}
-    for i, run in enumerate(runs):
-        method = run.manifest.get("sparsifier")
-        if method is None or method in NOT_SELECTORS:
-            continue
-        steps = step_counts(run)
-        if steps.empty:
-            continue
-        labels = conditions(run, steps["step"].tolist())
-        steps = steps.assign(_run=i, _seed=run.manifest.get("seed", 0), _condition=labels)
-        for cond, part in steps.groupby("_condition", sort=True):
-            units.setdefault((method, cond), []).append(part)
-    rows = []
-    for (method, cond), parts in sorted(units.items()):
-        frame = pd.concat(parts, ignore_index=True)
-        rows.append({"claim": f"{claim_family(method)}{IN_TRAINING}", "sparsifier": method,
-                     "condition": cond, "n_runs": int(frame["_run"].nunique()),
-                     **_count_row(frame, by_construction(method))})
-    return rows
-
-
-def _count_row(frame: pd.DataFrame, exact: bool) -> dict:
-    ratio = (frame["count"] / frame["k"]).to_numpy()
-    passed = verdicts.in_count_band(frame["count"], frame["k"])
-    n, inside = int(passed.size), int(np.count_nonzero(passed))
-    seeds = frame.assign(_ratio=ratio).groupby("_seed")["_ratio"].median()
-    seeds_in = int(np.count_nonzero(verdicts.in_count_band(seeds.to_numpy(), 1.0)))
-    lo, med, hi = np.percentile(ratio, [5, 50, 95])
-    # one block per (run, step): a step's count is one number of one run
-    low, high = verdicts.share_interval(passed, frame["_run"], frame["step"]) if n else (
-        math.nan, math.nan)
-    verdict = verdicts.fraction_verdict(inside, n, low, high)
-    cause = verdicts.fraction_cause(inside, n, low, high)
-    if verdict == "holds" and seeds_in < len(seeds):
-        verdict = "mixed"
-        cause += f"; but {len(seeds) - seeds_in} of {len(seeds)} seeds' median count/k is out"
-    per_seed = ", ".join(f"seed {s} {r:.3g}" for s, r in seeds.items())
-    evidence = (f"{inside} of {n} steps in {verdicts.count_band_text()}; {seeds_in} of "
-                f"{len(seeds)} seeds' median count/k in the band (per seed: {per_seed}); "
-                f"count/k median {med:.3g}, 5th-95th percentile {lo:.3g}-{hi:.3g} (train "
-                "selected_median / k, the method's own training)")
-    if exact:
-        evidence += "; true by construction (the method sends exactly k)"
-    return {"n_units": n, "n_seeds": len(seeds), "fraction": inside / n if n else math.nan,
-            "fraction_low": low, "fraction_high": high, "count_over_k": float(med), "evidence": evidence, "verdict": verdict,
-            "cause": cause, "section": "check" if exact else "distribution"}

@@ -5,8 +5,9 @@ runs are found by manifest content (topkscope.manifest.runs_at), `topkscope run`
 users' own runs alike (a DDP-hook run, launcher "ddp-hook", or a Recorder in their own loop);
 a failed run (e.g. one that diverged) counts as a failed seed in the convergence claims.
 `--margin POINTS` and `--perplexity-margin PERCENT` set the non-inferiority margins. The
-table is the figures driver's (topkscope.analysis.claims.build, with the profile and model
-arguments of the runs behind each row; columns as results/claims.csv), written atomically to
+table is the figures driver's (topkscope.claims.build, the one builder: the same runs give the
+same table by `claims`, `figures` and `report`, the predicted P = 16 rows of the runs' models
+included; columns as results/claims.csv, with its schema_version), written atomically to
 FILE (default ./claims.csv; `--out -`: the CSV on stdout), and one plain sentence per row,
 the sentences of claims.md, is printed (on stderr with `--out -`). The table and the
 sentences come from topkscope.reproduce, handed in by topkscope.cli.
@@ -44,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def add_margin_arguments(p: argparse.ArgumentParser) -> None:
     """--margin and --perplexity-margin: the claims' non-inferiority margins (also used by
     `topkscope figures`, where they set the time-to-accuracy target too)."""
-    from topkscope.analysis.verdicts import ACCURACY_MARGIN_POINTS, PERPLEXITY_MARGIN_PCT
+    from topkscope.analysis.criteria import ACCURACY_MARGIN_POINTS, PERPLEXITY_MARGIN_PCT
 
     p.add_argument("--margin", type=float, default=ACCURACY_MARGIN_POINTS, metavar="POINTS",
                    help="non-inferiority margin of the accuracy claims, in points of accuracy "
@@ -59,10 +60,10 @@ def readable_runs(paths, load: Callable, runs_at: Callable, progress_shown: bool
     """The complete, failed and unfinished (interrupted, running: the convergence claims count
     them as unfinished seeds) runs under paths, loaded; ValueError naming the first complete
     or failed folder the claims cannot read and what it lacks
-    (topkscope.analysis.claims.what_is_missing); a folder whose manifest.json is not
+    (topkscope.claims.what_is_missing); a folder whose manifest.json is not
     topkscope's is named before any status is looked at."""
-    from topkscope.analysis.claims import what_is_missing
-    from topkscope.analysis.convergence_claims import CLAIMED_STATUSES, UNFINISHED_STATUSES
+    from topkscope.analysis.seeds import CLAIMED_STATUSES, UNFINISHED_STATUSES
+    from topkscope.claims import what_is_missing
     from topkscope.manifest import not_ours
 
     for found in runs_at(paths, status=None):
@@ -89,7 +90,8 @@ def readable_runs(paths, load: Callable, runs_at: Callable, progress_shown: bool
 
 
 def main(args: argparse.Namespace, tabulate: Callable, summarize: Callable) -> int:
-    """tabulate(runs, margin=, perplexity_margin=) -> the claims DataFrame, summarize(table)
+    """tabulate(runs, roots=, margin=, perplexity_margin=) -> the claims DataFrame (roots:
+    the paths the runs were found under, the predictions' inputs), summarize(table)
     -> its sentences (cli.py)."""
     from topkscope.analysis.runs import load
     from topkscope.io import write_bytes_atomic
@@ -101,7 +103,8 @@ def main(args: argparse.Namespace, tabulate: Callable, summarize: Callable) -> i
             raise ValueError(f"--out {str(out)!r} is a folder; give a file name (e.g. "
                              f"{out / 'claims.csv'}) or '-' for stdout")
         runs = readable_runs(args.paths, load, runs_at, progress_shown=not args.no_progress)
-        table = tabulate(runs, margin=args.margin, perplexity_margin=args.perplexity_margin)
+        table = tabulate(runs, roots=args.paths, margin=args.margin,
+                         perplexity_margin=args.perplexity_margin)
     except ValueError as exc:  # nothing has been written yet
         raise CommandError(str(exc)) from None
     csv = table.to_csv(index=False)

@@ -1,7 +1,7 @@
 """`topkscope gallery [--results DIR] [--gallery DIR] [--readme FILE] [--findings FILE]
 [--claims CSV] [--standard-claims CSV] [--text-only]`: publish small copies of the figures,
 the README's first screen and the findings tables (docs/findings.md) from a results folder
-(topkscope.reproduce.gallery, handed in by topkscope.cli); --text-only regenerates the text
+(topkscope.publish.gallery, handed in by topkscope.cli); --text-only regenerates the text
 alone from the claims tables (`make findings`: from the committed reference claims).
 
 Refuses, writing nothing, when the results hold less than what is published (a figure the
@@ -49,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, publish: Callable) -> int:
-    """publish(**options) is topkscope.reproduce.gallery.publish (see cli.py)."""
+    """publish(**options) is topkscope.publish.gallery.publish (see cli.py)."""
     from topkscope.validate import output_folder
 
     try:

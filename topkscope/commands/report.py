@@ -2,7 +2,7 @@
 embedded, no network) for a user's own run, a folder of runs or a whole profile's results:
 what ran, the claims with their verdicts and causes, the figures with their captions, the
 predicted scaling for the runs' model size with its inputs, and where each table lies
-(topkscope.reproduce.report, handed in by topkscope.cli).
+(topkscope.publish.report, handed in by topkscope.cli).
 
 Bad input (a path that holds no complete or failed run, a file, an empty folder, another
 tool's run folder; --out a folder or not .html): one line, exit 2, nothing written.
@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, write: Callable) -> int:
     """write(paths, out, progress=, margin=, perplexity_margin=) is
-    topkscope.reproduce.report.write_report (cli.py)."""
+    topkscope.publish.report.write_report (cli.py)."""
     out = Path(args.out)
     start = time.perf_counter()
     try:

@@ -65,7 +65,7 @@ from pathlib import Path
 
 import numpy as np
 
-from topkscope.analysis.published_claims import PUBLISHED
+from topkscope.manifest import PUBLISHED
 
 SOURCE = "kljp/topk_results@4d5937cd6c81f7a3869de9d1355bbc520d72ee27"
 AUTHORS_CODE = "hclhkbu/GaussianK-SGD@0de3eeb675930d5f81515735bbdf2f30c35162e5"

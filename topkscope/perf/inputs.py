@@ -77,7 +77,7 @@ def runs_here(results_root: str | Path, **wanted) -> list:
     """The one index of the runs whose numbers are inputs here: topkscope.manifest.find_runs
     (complete runs; `wanted`: its fields), less the imported published runs, which were
     measured elsewhere, on GPUs (their inputs: topkscope.perf.gpu_runs)."""
-    from topkscope.analysis.published_claims import is_published
+    from topkscope.manifest import is_published
 
     return [r for r in find_runs(results_root, **wanted) if not is_published(r.manifest)]
 

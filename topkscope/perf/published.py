@@ -244,6 +244,15 @@ def validation_table(table: pd.DataFrame | None = None,
     return pd.DataFrame(out)
 
 
+def comparison_error(method: str, reference: str, errors: dict[str, float]) -> float:
+    """The validated error of the speed-up of `method` over `reference`: the larger of the two
+    predictions' (topkscope.perf.published.error_family)."""
+    missing = {error_family(method), error_family(reference)} - set(errors)
+    if missing:
+        raise ValueError(f"no validated error for {sorted(missing)}; errors: {errors}")
+    return max(errors[error_family(method)], errors[error_family(reference)])
+
+
 def validated_errors(table: pd.DataFrame | None = None) -> dict[str, float]:
     """Per error family, the largest |ratio - 1| over the held-out rows of the validation
     table (default: the committed published.csv)."""

@@ -1,8 +1,7 @@
-"""Predicted scaling for a results folder: the tidy table, its figures, the claims rows.
+"""Predicted scaling for a results folder: the tidy table and its figures.
 
     table = scaling_table(models, networks, workers, results_root=..., selection=...)
-    claims = claims_rows(table)                 # rows of results/claims.csv (P = 16; p16_claims)
-    claims, figures = write_scaling(results_root, profile)  # results/scaling.csv + figures
+    table, figures = write_scaling(results_root, profile)  # results/scaling.csv + figures
 
 Each model's inputs (compute, selection times, counts, dense-wfbp's overlap, by `inputs`
 "published" or "here") are chosen by topkscope.perf.inputs (model_inputs, selection_table,
@@ -10,8 +9,7 @@ compute_table); each row names their sources and carries inputs.inputs_warning w
 selection was measured on another device than the compute. A model without a compute time is
 left out (and listed in the returned notes).
 
-The claims rows (claims_rows, CLAIM_SPARSIFIERS ...) live in topkscope.perf.p16_claims and are
-imported here, where write_scaling makes them from the table.
+The P = 16 claims rows made from the table are topkscope.claims.speedup's.
 """
 
 from __future__ import annotations
@@ -24,19 +22,8 @@ import pandas as pd
 from topkscope.perf import inputs as inp
 from topkscope.perf import model as pm
 from topkscope.perf.networks import Network, available, resolve
-from topkscope.perf.p16_claims import (  # noqa: F401  (part of this module's API)
-    BREAKEVEN_EVIDENCE,
-    CLAIM,
-    CLAIM_P,
-    CLAIM_SPARSIFIERS,
-    CLAIMS,
-    SPEEDUP_CLAIMS,
-    breakeven_text,
-    claims_rows,
-    comparison_error,
-    prediction_columns,
-    speedup_verdict,
-)
+
+CLAIM_P = 16  # the workers of the paper's speed-up question
 
 FIGURES = {"scaling-breakdown-p16": "breakdown", "scaling-efficiency": "efficiency",
            "scaling-crossover": "crossover", "scaling-breakeven-p16": "breakeven"}
@@ -62,6 +49,19 @@ CAPTIONS = {
         "per model (panels), method and network; they need no selection time, so they stand "
         "where none was measured on the compute's device (GPU)"),
 }
+
+
+def breakeven_text(reference: str, seconds: float) -> str:
+    """A break-even selection time (topkscope.perf.model.breakeven_select) in words."""
+    from topkscope.plots.titles import sparsifier_name
+
+    name = sparsifier_name(reference)
+    if reference in pm.DENSE_METHODS:
+        return (f"beats {name} while its selection takes below {seconds * 1e3:.3g} ms"
+                if seconds > 0 else f"slower than {name} even with free selection")
+    sign = "+" if seconds >= 0 else "-"
+    return (f"beats {name} while its selection takes below {name}'s {sign} "
+            f"{abs(seconds) * 1e3:.3g} ms")
 
 
 def scaling_table(models: Iterable[str], networks: Iterable[Network | str],
@@ -167,7 +167,7 @@ def write_scaling(results_root: str | Path, profile: str = "quick", log=print,
                   inputs: str = inp.DEFAULT_INPUTS, selection_csv: str | Path | None = None,
                   ) -> tuple[pd.DataFrame, list[tuple[str, str, list[Path]]]]:
     """results_root/scaling.csv and the figures under results_root/figures/; returns the
-    claims rows and the figures drawn as (name, caption, files). The paper's models and any
+    table and the figures drawn as (name, caption, files). The paper's models and any
     other model with a complete run, each with a compute time (inputs "published": the
     published GPU compute table; "here": its runs, else the model-compute benchmark); quick:
     P up to 64; full: P up to 1024. Every preset in both. selection_csv: the selection
@@ -192,4 +192,4 @@ def write_scaling(results_root: str | Path, profile: str = "quick", log=print,
         return pd.DataFrame(), []
     write_bytes_atomic(root / "scaling.csv", table.to_csv(index=False).encode())
     figures = draw_captioned(table, root / "figures")
-    return claims_rows(table), figures
+    return table, figures

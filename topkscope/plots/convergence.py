@@ -28,14 +28,15 @@ from topkscope.plots.style import figure_style, fit_texts, linestyles, new_figur
 from topkscope.plots.titles import figure_title, format_density, sparsifier_name
 
 METRIC_UNITS = {"accuracy": "accuracy (fraction correct)", "perplexity": "perplexity (log scale)"}
-ORDER = ["dense", "topk", "gaussiank", "gaussiank-2019", "dgc", "dgc-sampled", "redsync",
-         "redsync-2019", "sidco", "sidco-fixed", "randk"]
 REFERENCE = ("dense",)
 
 
 def ordered(names) -> list[str]:
-    """Sparsifier names in the figures' order (dense, topk, then the approximate methods)."""
-    return sorted(set(names), key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+    """Sparsifier names in the figures' order (each sparsifier's `plot_order`: dense, topk,
+    then the approximate methods)."""
+    from topkscope.sparsify import in_plot_order
+
+    return in_plot_order(names)
 
 
 def seed_band(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame:

@@ -27,24 +27,6 @@ MODEL_NAMES = {
     "gpt-mini": "GPT (mini, 2x64)",
 }
 DATASET_NAMES = {"mnist": "MNIST", "cifar10": "CIFAR-10", "ptb": "PTB", "imagenet": "ImageNet"}
-SPARSIFIER_NAMES = {
-    "dense": "Dense",
-    "dense-wfbp": "Dense + WFBP",
-    "dense-fp16": "Dense fp16",
-    "gtopk": "gTop-k",
-    "topk": "Top-k",
-    "randk": "Rand-k",
-    "gaussiank": "Gaussian-k",
-    "gaussiank-2019": "Gaussian-k (2019)",
-    "dgc": "DGC",
-    "dgc-sampled": "DGC (sampled threshold only)",
-    "redsync": "RedSync",
-    "redsync-2019": "RedSync (2019)",
-    "sidco": "SIDCo",
-    "sidco-fixed": "SIDCo (fixed stages)",
-    "threshold": "Threshold",
-    "torch.topk": "torch.topk (baseline)",
-}
 
 
 def model_name(name: str | None, model_args: Mapping[str, Any] | None = None) -> str:
@@ -73,9 +55,11 @@ def dataset_name(name: str | None, substitute: str | None = None,
 
 
 def sparsifier_name(name: str | None) -> str:
-    """Display name of a sparsifier; column prefixes such as 'gaussiank_2019' are accepted too."""
-    key = str(name)
-    return SPARSIFIER_NAMES.get(key, SPARSIFIER_NAMES.get(key.replace("_", "-"), key))
+    """Display name of a sparsifier (its class's `label`, topkscope.sparsify.label_of);
+    column prefixes such as 'gaussiank_2019' are accepted too."""
+    from topkscope.sparsify import label_of
+
+    return label_of(name)
 
 
 def format_density(rho: float | None) -> str:

@@ -6,7 +6,7 @@
               lies: runner.covering_runs), `parallel` runs at a time (two on a 2-core CPU in
               the CPU profiles, quick and standard)
     3. draw   analyze each run's snapshots and draw its figures into <results>/figures/
-    4. claims <results>/claims.csv + claims.md (topkscope.analysis.claims, margins from
+    4. claims <results>/claims.csv + claims.md (topkscope.claims.build, margins from
               Options.margin / perplexity_margin), with the predicted scaling rows;
               <results>/scaling.csv and its figures (topkscope.perf.report);
               <results>/time_to_accuracy.csv, its figure and claims rows from the seeded
@@ -63,9 +63,9 @@ import pandas as pd
 import yaml
 
 from topkscope import validate
-from topkscope.analysis.claims import what_is_missing
+from topkscope.analysis.criteria import ACCURACY_MARGIN_POINTS, PERPLEXITY_MARGIN_PCT
 from topkscope.analysis.runs import load
-from topkscope.analysis.verdicts import ACCURACY_MARGIN_POINTS, PERPLEXITY_MARGIN_PCT
+from topkscope.claims import what_is_missing
 from topkscope.interrupts import ChildProcesses, handling
 from topkscope.io import write_bytes_atomic
 from topkscope.reproduce import own_runs, plan
@@ -82,7 +82,7 @@ from topkscope.reproduce.runner import (
 )
 
 if TYPE_CHECKING:
-    from topkscope.reproduce.draw import FigureEntry
+    from topkscope.publish.figures import FigureEntry
 
 
 @dataclasses.dataclass
@@ -203,7 +203,7 @@ def draw_training(job: plan.TrainingJob, run_dirs: list, opts: Options,
     battery of its snapshot analysis is appended to `batteries` (with the model), for the
     tables."""
     from topkscope.analysis.snapshots import analyze_run, snapshot_densities
-    from topkscope.reproduce.draw import CONVERGENCE_DRAWERS, DISTRIBUTION_DRAWERS
+    from topkscope.publish.figures import CONVERGENCE_DRAWERS, DISTRIBUTION_DRAWERS
 
     runs = [d if hasattr(d, "manifest") else load(d) for d in run_dirs]
     entries: list[FigureEntry] = []
@@ -231,7 +231,7 @@ def draw_training(job: plan.TrainingJob, run_dirs: list, opts: Options,
 
 def draw_benchmark(job: plan.BenchmarkJob, csv: Path, opts: Options,
                    clock: Clock) -> list[FigureEntry]:
-    from topkscope.reproduce.draw import selection_speed_figure
+    from topkscope.publish.figures import selection_speed_figure
 
     t = time.perf_counter()
     entries = selection_speed_figure(pd.read_csv(csv), opts.figures_dir, job.experiment)
@@ -244,31 +244,36 @@ SCALING_EXPERIMENT = "predicted scaling"
 
 def write_claims(runs: list, opts: Options, clock: Clock, differing: dict[str, str] | None = None
                  ) -> tuple[pd.DataFrame, str, list[FigureEntry]]:
-    """claims.csv/.md, with the predicted scaling's rows; also the scaling figures' entries.
-    differing: run folder -> what differs from the plan (the claims' differs_from_plan)."""
-    from topkscope.reproduce.draw import FigureEntry, claims_markdown, claims_table
-
-    t = time.perf_counter()
-    table = claims_table(runs, differing, margin=opts.margin,
-                         perplexity_margin=opts.perplexity_margin)
-    root = Path(opts.results_root)
-    entries: list[FigureEntry] = []
-    # predictions: results/scaling.csv, its figures, the P = 16 speed-up rows; then the time
-    # to accuracy of the seeded convergence runs
+    """claims.csv/.md by the one builder (topkscope.claims.build: the same table `topkscope
+    claims` and `topkscope report` make of these runs), predictions included; and the scaling
+    figures (results/scaling.csv for the paper's models and the runs', time_to_accuracy.csv)
+    with their entries. differing: run folder -> what differs from the plan."""
+    from topkscope.claims import Options as ClaimOptions
+    from topkscope.claims import build
     from topkscope.perf.report import write_scaling
     from topkscope.perf.time_to_accuracy import write_time_to_accuracy
+    from topkscope.publish.figures import FigureEntry
+    from topkscope.publish.findings import claims_markdown
 
+    t = time.perf_counter()
+    root = Path(opts.results_root)
+    notes: list[str] = []
+    table = build(runs, ClaimOptions(margin=opts.margin, perplexity_margin=opts.perplexity_margin,
+                                     selection_csv=opts.selection_csv),
+                  roots=[root], differing=differing, notes=notes)
+    for note in notes:
+        print(f"  {note}")
+    entries: list[FigureEntry] = []
     for what, write in (("scaling prediction", write_scaling),
                         ("time to accuracy", write_time_to_accuracy)):
         try:
             kwargs = ({"profile": opts.profile} if write is write_scaling else
                       {"runs": runs, "margin": opts.margin,
                        "perplexity_margin": opts.perplexity_margin})
-            rows, figures = write(root, selection_csv=opts.selection_csv, **kwargs)
+            _, figures = write(root, selection_csv=opts.selection_csv, **kwargs)
         except (ValueError, OSError) as exc:
-            print(f"  {what} skipped: {exc}")
+            print(f"  {what} figures skipped: {exc}")
             continue
-        table = pd.concat([table, rows], ignore_index=True)
         entries += [FigureEntry(name=name, experiment=SCALING_EXPERIMENT, caption=caption,
                                 files=tuple(files)) for name, caption, files in figures]
     write_bytes_atomic(root / "claims.csv", table.to_csv(index=False).encode())
@@ -286,7 +291,7 @@ def _distribution_runs(made: dict) -> dict[str, list]:
 def write_tables(made: dict, csvs: dict, claims, batteries: list, opts: Options,
                  clock: Clock) -> list[str]:
     """<results>/tables/: the claims and the key numbers as CSV + LaTeX; returns failures."""
-    from topkscope.reproduce import paper_tables
+    from topkscope.publish import paper_tables
 
     t = time.perf_counter()
     dist = [runs[0] for runs in _distribution_runs(made).values()]
@@ -518,7 +523,7 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
             failures.append(f"{name}: {exc}")
             log(f"  FAILED {name}: {exc}")
     try:  # imported published runs under the results root: drawn, and claims of their own
-        from topkscope.reproduce import published_findings
+        from topkscope.publish import published_findings
 
         imported = published_findings.imported_runs(opts.results_root)
         if imported:
@@ -547,12 +552,12 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
     notes += [f"drawn from `{path}`, whose settings differ from the plan: {what}"
               for path, what in sorted(differing.items())]
     write_bytes_atomic(opts.figures_dir / "timing.csv", timings.to_csv(index=False).encode())
-    from topkscope.reproduce.draw import write_index
+    from topkscope.publish.figures import write_index
 
     index = write_index(entries, opts.figures_dir, profile=opts.profile, claims_markdown=md,
                         notes=notes)
     if claims is not None:  # the whole profile on one page: results/report.html
-        from topkscope.reproduce.report import write_report
+        from topkscope.publish.report import write_report
 
         try:
             write_report([Path(opts.results_root)], Path(opts.results_root) / "report.html")

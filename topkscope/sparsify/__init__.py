@@ -16,6 +16,11 @@
 | tail-k         | previous threshold, log-log count-corrected steps | none; [2k/3, 4k/3] mostly|
 | threshold      | |u| > lambda, k ignored                           | none (may be 0)        |
 
+Each sparsifier describes itself (class attributes `label`, `family`, `plot_order`: its display
+name, the claim family its claims are named after, where figures list it), and a user's own
+selector joins the registry with `register_sparsifier(name, cls)`: training, the DDP hook, the
+recorder, the claims and the figures then treat it like a built-in one.
+
 An empty selection is sent as empty. `empty_fallback="topk"` (accepted by the methods
 that can select nothing: `may_return_empty`) is the one named deviation that replaces it
 by the exact Top-k; see base.py and docs/methods.md.
@@ -48,7 +53,7 @@ from topkscope.sparsify.tailk import TailK
 from topkscope.sparsify.threshold import Threshold
 from topkscope.sparsify.topk import TopK
 
-# name -> factory; filled once at import, never mutated afterwards.
+# name -> factory: the built-in ones, and any a user adds with register_sparsifier
 _FACTORIES: dict[str, Callable[..., Sparsifier]] = {
     "dense": Dense,
     "topk": TopK,
@@ -64,6 +69,74 @@ _FACTORIES: dict[str, Callable[..., Sparsifier]] = {
     "tail-k": TailK,
     "threshold": Threshold,
 }
+
+
+_BUILT_IN = frozenset(_FACTORIES)
+# methods of the scaling model and benchmarks that are no registered sparsifier: their labels
+_OTHER_LABELS = {"dense-wfbp": "Dense + WFBP", "dense-fp16": "Dense fp16", "gtopk": "gTop-k",
+                 "torch.topk": "torch.topk (baseline)"}
+
+
+def register_sparsifier(name: str, cls: type[Sparsifier], *, replace: bool = False) -> None:
+    """Add a user's selector under `name` (a plain name: letters, digits, `-`, `_`, `.`): a
+    Sparsifier subclass whose constructor takes keyword parameters only. Its class attributes
+    say how it is shown (`label`, default the name), the claim family its claims are named
+    after (`family`, default the name with `-` and `.` as `_`) and where figures list it
+    (`plot_order`). A built-in name is never replaced; another registered name only with
+    replace=True. ValueError naming the problem otherwise."""
+    validate.plain_name("sparsifier name", name)
+    if not (isinstance(cls, type) and issubclass(cls, Sparsifier)):
+        raise ValueError(f"sparsifier {name!r}: {cls!r} is not a Sparsifier subclass "
+                         "(subclass topkscope.sparsify.Sparsifier and implement _select)")
+    if name in _BUILT_IN:
+        raise ValueError(f"{name!r} is a built-in sparsifier; choose another name")
+    if name in _FACTORIES and not replace:
+        raise ValueError(f"sparsifier {name!r} is already registered (replace=True replaces it)")
+    _FACTORIES[name] = cls
+
+
+def unregister_sparsifier(name: str) -> None:
+    """Remove a selector added with register_sparsifier (built-in ones stay)."""
+    if name in _BUILT_IN:
+        raise ValueError(f"{name!r} is a built-in sparsifier and cannot be removed")
+    _FACTORIES.pop(name, None)
+
+
+def _attribute(name: str, attribute: str):
+    """A registered class's attribute; None for an unknown name or an unset (empty) value."""
+    factory = _FACTORIES.get(str(name))
+    return (getattr(factory, attribute, None) or None) if factory is not None else None
+
+
+def label_of(name: str | None) -> str:
+    """A method's display name: its class's `label` ("Gaussian-k (2019)"); the scaling
+    model's other methods (Dense + WFBP, gTop-k); else the name as given. A column prefix
+    ("gaussiank_2019") is accepted too."""
+    key = str(name)
+    for candidate in (key, key.replace("_", "-")):
+        found = _attribute(candidate, "label") or _OTHER_LABELS.get(candidate)
+        if found:
+            return found
+    return key
+
+
+def family_of(name: str | None) -> str:
+    """The claim family of a method (gaussiank-2019 -> gaussiank, dgc-sampled ->
+    dgc_sampled, tail-k -> tail): its class's `family`; for a name no sparsifier has, the name
+    with `-` and `.` as `_`."""
+    return _attribute(str(name), "family") or str(name).replace("-", "_").replace(".", "_")
+
+
+def plot_order_of(name: str | None) -> int:
+    """Where figures and tables list a method: its class's `plot_order` (1000 for a name no
+    sparsifier has)."""
+    order = _attribute(str(name), "plot_order")
+    return int(order) if order is not None else 1000
+
+
+def in_plot_order(names) -> list[str]:
+    """The distinct `names` sorted by plot_order_of, then by name."""
+    return sorted(set(names), key=lambda n: (plot_order_of(n), str(n)))
 
 
 def available() -> list[str]:
@@ -136,7 +209,13 @@ __all__ = [
     "check_k",
     "check_vector",
     "deviations_of",
+    "family_of",
     "get_sparsifier",
+    "in_plot_order",
+    "label_of",
+    "plot_order_of",
+    "register_sparsifier",
+    "unregister_sparsifier",
     "k_from_density",
     "parameters",
     "top_k_indices",

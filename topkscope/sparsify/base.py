@@ -113,6 +113,10 @@ class Sparsifier(ABC):
     """Base class: `select(u, k)` validates and delegates to `_select` (see the module doc)."""
 
     name: str = "?"
+    label: str = ""       # the display name in titles, tables and the report ("Gaussian-k (2019)")
+    family: str = ""      # the claim family its claims are named after (gaussiank_accuracy); a
+                          # published and a reference version of one rule share it
+    plot_order: int = 1000  # where figures and tables list it (dense 0, topk 10, ...)
     exact: bool = False  # True when it returns the exact Top-k set (so exactly k indices)
     fixed_count: bool = False  # True when it always returns exactly k indices
     may_return_empty: bool = False  # True when the method's rule can select nothing

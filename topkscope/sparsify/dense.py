@@ -9,6 +9,9 @@ class Dense(Sparsifier):
     """All indices 0..d-1, whatever k is. With error feedback the residual stays zero."""
 
     name = "dense"
+    label = "Dense"
+    family = "dense"
+    plot_order = 0
     sends_everything = True
     # ignores k: exact only when k = d
 

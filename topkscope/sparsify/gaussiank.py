@@ -42,6 +42,9 @@ class GaussianK(Sparsifier):
     """Robust Gaussian-k: exactly k indices, the exact Top-k set, at O(d) cost."""
 
     name = "gaussiank"
+    label = "Gaussian-k"
+    family = "gaussiank"
+    plot_order = 20
     exact = True
     fixed_count = True
     checks_finite = True

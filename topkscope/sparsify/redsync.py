@@ -51,6 +51,9 @@ class RedSync(Sparsifier):
     """Bisection on r in thr = mean|u| + r (max|u| - mean|u|) until k <= count <= band k."""
 
     name = "redsync"
+    label = "RedSync"
+    family = "redsync"
+    plot_order = 40
     checks_finite = True
     may_return_empty = True  # constant |u|: nothing lies strictly above thr = max |u|
 
@@ -83,6 +86,9 @@ class RedSync2019(Sparsifier):
     """RedSync as in the Gaussian-k authors' code: eps = 0.2 (three evaluations), band (k, 2k)."""
 
     name = "redsync-2019"
+    label = "RedSync (2019)"
+    family = "redsync"
+    plot_order = 41
     checks_finite = True
     may_return_empty = True  # constant |u|: nothing lies strictly above thr = max |u|
 

@@ -111,6 +111,9 @@ class SIDCo(Sparsifier):
     """SIDCo as its authors published it: multi-stage tail fits, the stage count adapted."""
 
     name = "sidco"
+    label = "SIDCo"
+    family = "sidco"
+    plot_order = 50
     checks_finite = True
     may_return_empty = True
     stateful = True  # the stage count carries over between calls (state_dict / load_state_dict)
@@ -182,6 +185,9 @@ class SIDCoFixed(Sparsifier):
     """Stateless multi-stage threshold with a fixed stage count, fitted on a strided sample."""
 
     name = "sidco-fixed"
+    label = "SIDCo (fixed stages)"
+    family = "sidco_fixed"
+    plot_order = 51
     checks_finite = True
     may_return_empty = True
 

@@ -119,6 +119,9 @@ class TailK(Sparsifier):
     by exact counts inside a bracket that always shrinks (Illinois in log t)."""
 
     name = "tail-k"
+    label = "tail-k"
+    family = "tail"
+    plot_order = 60
     checks_finite = True
     may_return_empty = True  # a constant |u| has no threshold between 0 and d elements
     stateful = True          # the previous threshold, count, k and slope carry over

@@ -1,7 +1,7 @@
 """The README's sentences on the published GPU runs, generated from the committed derived
 tables (results/reference/published/claims.csv, validation.csv and p16-gpu.csv, written by
 `topkscope claims`, `python -m topkscope.perf.gpu_runs` on the imported runs and
-`python -m topkscope.perf.p16_gpu`), between
+`python -m topkscope.claims.gpu_bands`), between
 the markers `<!-- published-runs:start -->` and `<!-- published-runs:end -->`; `topkscope
 gallery` rewrites the block, no number typed.
 """
@@ -9,7 +9,6 @@ gallery` rewrites the block, no number typed.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -25,6 +24,8 @@ SOURCE = "kljp/topk_results@4d5937cd6c81f7a3869de9d1355bbc520d72ee27"
 def _range(values, fmt: str = "{:+.3g}") -> str:
     """"lo to hi" (one value when they agree) of the finite values, each formatted by fmt."""
     x = [float(v) for v in values if math.isfinite(float(v))]
+    if not x:
+        return "not given"
     lo, hi = min(x), max(x)
     return fmt.format(lo) if math.isclose(lo, hi) else f"{fmt.format(lo)} to {fmt.format(hi)}"
 
@@ -36,15 +37,16 @@ def _verdicts(frame: pd.DataFrame) -> str:
 def _p16(table: pd.DataFrame) -> str:
     """The P = 16 verdicts on GPU input bands, per model and baselines: the verdicts, the
     speed-up range over both networks where a verdict was reached, else what decides."""
-    from topkscope.reproduce.findings import model_name
+    from topkscope.publish.findings import model_name
 
     parts = []
     for (model, baselines), sub in table.groupby(["model", "baselines"], sort=True):
         decided = sub[sub["verdict"] != "inconclusive"]
-        found = decided["cause"].str.extractall(r"([\d.]+)x-([\d.]+)x").astype(float)
-        span = (f", {found[0].min():.3g}–{found[1].max():.3g}×" if len(found) else "")
-        deciding = sorted({name for cause in sub["cause"] for name in
-                           re.findall(r"(\w+) \([\d.]+(?: ms)?: \w+; ", str(cause))})
+        low = pd.concat([decided["speedup_low"], decided["speedup_topk_low"]]).dropna()
+        high = pd.concat([decided["speedup_high"], decided["speedup_topk_high"]]).dropna()
+        span = f", {low.min():.3g}–{high.max():.3g}×" if len(low) else ""
+        deciding = sorted({name.strip() for names in sub["decided_by"].fillna("")
+                           for name in str(names).split(",") if name.strip()})
         why = f", decided by {' / '.join(deciding)}" if deciding else ""
         parts.append(f"{model_name(model)} against {baselines}: {_verdicts(sub)}{span}{why}")
     return ("At P = 16 on GPU input bands (predictions of the step-time model on 10 GbE and "
@@ -55,7 +57,7 @@ def prose(claims: pd.DataFrame, validation: pd.DataFrame,
           p16: pd.DataFrame | None = None) -> str:
     """The sentences: accuracy differences per model and comparison (with the verdicts), the
     selection share, the model's check on the iterations."""
-    from topkscope.reproduce.findings import model_name
+    from topkscope.publish.findings import model_name
 
     rows = claims[claims["section"] == "published"]
     parts = [f"Published GPU runs of the authors' code ({SOURCE}, one node of 2–8 GPUs, seeds "
@@ -70,8 +72,8 @@ def prose(claims: pd.DataFrame, validation: pd.DataFrame,
                              f"setting(s) ({_verdicts(known)}: no seeds to pair).")
     share = rows[rows["claim"] == "topk_selection_share"]
     if len(share):
-        shares = share["evidence"].str.extract(r"selection share of an iteration (\d+)%")[0]
-        parts.append(f"Top-k's selection took {_range(shares.astype(float), '{:.0f}')}% of an "
+        shares = share["diff_mean"].astype(float) * 100.0
+        parts.append(f"Top-k's selection took {_range(shares, '{:.0f}')}% of an "
                      f"iteration ({', '.join(sorted(model_name(m) for m in set(share['model'])))}, "
                      f"{len(share)} "
                      f"node(s); longer than forward + backward: {_verdicts(share)}).")
@@ -95,8 +97,10 @@ def with_published(text: str, claims_csv: Path = CLAIMS_CSV,
     if START not in text or END not in text or not Path(claims_csv).is_file() \
             or not Path(validation_csv).is_file():
         return text
+    from topkscope.claims.migrate import read
+
     p16 = published_gpu_bands()
-    block = prose(pd.read_csv(claims_csv), pd.read_csv(validation_csv), p16)
+    block = prose(read(claims_csv), pd.read_csv(validation_csv), p16)
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{START}\n{block}\n{END}{tail}"
@@ -104,16 +108,17 @@ def with_published(text: str, claims_csv: Path = CLAIMS_CSV,
 
 def published_gpu_bands(p16_csv: Path = P16_CSV) -> pd.DataFrame | None:
     """The committed P = 16 claims on the published runs' GPU input bands (None: not there)."""
-    return pd.read_csv(p16_csv) if Path(p16_csv).is_file() else None
+    from topkscope.claims.migrate import read
+
+    return read(p16_csv) if Path(p16_csv).is_file() else None
 
 
 # ---------------------------------------------------------------- the figures driver
 def imported_runs(results_root: Path) -> list:
     """The imported published runs (launcher `published`, complete or failed) under the
     results root, loaded: the figures driver draws them and hands them to the claims."""
-    from topkscope.analysis.published_claims import PUBLISHED
     from topkscope.analysis.runs import load
-    from topkscope.manifest import find_runs
+    from topkscope.manifest import PUBLISHED, find_runs
 
     return [load(r.path) for r in find_runs(results_root, status=("complete", "failed"))
             if r.manifest.get("launcher") == PUBLISHED]
@@ -124,10 +129,10 @@ def draw(runs: list, figures_dir: Path) -> list:
     and density) holding more than one method: accuracy per epoch and the split of an
     iteration (topkscope.plots.published_runs); FigureEntry each, experiment "published"."""
     from topkscope import plots
-    from topkscope.analysis.published_claims import condition, settings
+    from topkscope.claims.published import condition, settings
     from topkscope.perf.gpu_runs import validation_rows
-    from topkscope.reproduce.draw import _save
-    from topkscope.reproduce.findings import model_name, sparsifier_name
+    from topkscope.publish.figures import _save
+    from topkscope.publish.findings import model_name, sparsifier_name
 
     groups: dict[tuple, list] = {}
     for run in runs:

@@ -6,9 +6,9 @@ The page says, in this order:
 * **what ran**: one row per run from its manifest (model and its size, dataset, optimizer,
   workers and launcher, sparsifier, density and its schedule, steps, status, commit, any
   named deviation);
-* **the claims** with their verdicts and causes (topkscope.analysis.claims through
-  draw.claims_table, as `topkscope claims` tabulates them; or, for a profile's results root
-  that holds them, its claims.csv as `make reproduce-figures` wrote it);
+* **the claims** with their verdicts and causes (topkscope.claims.build, the builder
+  `topkscope claims` and `topkscope figures` use; for a profile's results root that holds them,
+  its claims.csv as `make reproduce-figures` wrote it);
 * **the figures** with their captions: a results root's figures/index.md as drawn, else the
   figures the runs allow, drawn now (distribution figures of each experiment's first run with
   snapshots, convergence figures over its runs; one that cannot be drawn is named with why);
@@ -127,7 +127,7 @@ def profile_root(paths: Sequence[Path]) -> Path | None:
 
 def drawn_figures(root: Path) -> list[Figure]:
     """The figures of a results root, in figures/index.md's order with its captions."""
-    from topkscope.reproduce.gallery import captions_from_index
+    from topkscope.publish.gallery import captions_from_index
 
     figures = root / "figures"
     captions = captions_from_index((figures / "index.md").read_text())
@@ -143,7 +143,7 @@ def draw_runs(runs: Sequence, tick: Callable[[], None] = lambda: None
     snapshots and the convergence figures over its runs, drawn into a scratch folder; a
     figure that cannot be drawn from these runs becomes a note naming why."""
     from topkscope.analysis.snapshots import analyze_run, snapshot_densities, snapshot_steps
-    from topkscope.reproduce.draw import CONVERGENCE_DRAWERS, DISTRIBUTION_DRAWERS
+    from topkscope.publish.figures import CONVERGENCE_DRAWERS, DISTRIBUTION_DRAWERS
 
     by_experiment: dict[str, list] = {}
     for run in runs:
@@ -284,8 +284,9 @@ def gather(paths: Sequence[Path], progress: bool = False, **claims_options) -> R
     that holds no complete or failed run (topkscope.manifest.runs_at)."""
     from topkscope import progress as bars
     from topkscope.analysis.runs import load
+    from topkscope.claims import build
+    from topkscope.claims.migrate import read
     from topkscope.manifest import runs_at
-    from topkscope.reproduce.draw import claims_table
 
     paths = [Path(p) for p in paths]
     found = runs_at(paths, status=("complete", "failed"))
@@ -293,7 +294,7 @@ def gather(paths: Sequence[Path], progress: bool = False, **claims_options) -> R
     report = Report([shown_path(p) for p in paths], run_rows(found), pd.DataFrame(), "")
     report.tables = table_locations(found, root)
     if root is not None:  # a whole profile: what `make reproduce-figures` wrote, as written
-        report.claims = pd.read_csv(root / "claims.csv")
+        report.claims = read(root / "claims.csv")
         report.claims_source = (f"{shown_path(root / 'claims.csv')}, as make "
                                 "reproduce-figures wrote it")
         report.figures = drawn_figures(root)
@@ -305,7 +306,7 @@ def gather(paths: Sequence[Path], progress: bool = False, **claims_options) -> R
         for run in found:
             runs.append(load(run.path))
             bar.update()
-    report.claims = claims_table(runs, **claims_options)
+    report.claims = build(runs, roots=paths, **claims_options)
     report.claims_source = (f"these {len(runs)} run(s), tabulated now as `topkscope claims` "
                             "tabulates them")
     with bars.bar(desc="report: draw", unit="figure", enabled=progress) as bar:
@@ -346,7 +347,7 @@ def _table(frame: pd.DataFrame, columns: Sequence[str]) -> str:
 
 
 def _claims_html(claims: pd.DataFrame) -> str:
-    from topkscope.reproduce.findings import verdict_sentence
+    from topkscope.publish.findings import verdict_sentence
 
     if len(claims) == 0:
         return "<p>No claim could be evaluated on these runs.</p>"

@@ -14,9 +14,9 @@ sent at the target density, each verdict with its cause), predicted speed-ups ((
 and training condition, baselines) x network: the verdict with its cause, or the break-even
 selection times where no selection time of the compute's device was measured), predicted time
 to accuracy ((model, method, training condition) x network), and the checks (rows true by
-construction). A claims table written before the `section`, `cause`,
-`diff_mean`, `n_failed_seeds`, `traffic_target` or prediction columns existed is completed by
-`with_derived_columns` from what its rows hold, and the README says so.
+construction). Every number comes from a row's fields; a claims table of an older schema is
+first brought to the current one (topkscope.claims.migrate), and the README says when columns
+were derived. Nothing here decides a verdict or reads a number out of a row's text.
 """
 
 from __future__ import annotations
@@ -26,9 +26,15 @@ import re
 
 import pandas as pd
 
-from topkscope.analysis import verdicts
-from topkscope.analysis.claims import ALL_CONDITIONS, COUNT_ON_TOPK, section_of
+from topkscope.analysis import criteria
+from topkscope.analysis.units import ALL_CONDITIONS
+from topkscope.claims.migrate import current, with_current_networks  # noqa: F401  (this API)
+from topkscope.claims.time_to_accuracy import CLAIM_SUFFIX
+from topkscope.claims.verdicts import REASONS, VERDICTS
 from topkscope.plots.titles import dataset_name, model_name, sparsifier_name
+
+COUNT_ON_TOPK = "_count"                 # <family>_count: a selector on Top-k's u
+IN_TRAINING = "_count_in_training"       # <family>_count_in_training
 
 
 def markers(block: str = "claims") -> tuple[str, str, str, str]:
@@ -69,71 +75,8 @@ def _number(row, name: str) -> float:
 
 
 def with_derived_columns(table: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
-    """(table, derived): the table with the structured columns the formatting reads; for a
-    table written before they existed, derived from its rows by the claims' own rules
-    (section_of, fraction_cause, convergence_verdict), and derived = True."""
-    table = table.reset_index(drop=True)
-    derived = False
-    for col in ("condition", "cause", "metric", "section", "training_condition",
-                "selection_basis"):
-        if col not in table:
-            table[col] = pd.Series([math.nan] * len(table), dtype=object, index=table.index)
-    for col in ("diff_mean", "n_failed_seeds", "traffic_target", "traffic_warmup",
-                "gennorm_beta", "margin", "ci_low", "ci_high", "n_seeds", "traffic_ratio",
-                "breakeven_ms", "breakeven_topk_ms", "model_error"):
-        if col not in table:
-            table[col] = math.nan
-    table["condition"] = table["condition"].astype(object)
-    for i, row in table.iterrows():
-        if not _text(row["section"]):
-            table.at[i, "section"] = section_of(row["claim"], row["sparsifier"], row["condition"])
-            derived = True
-        section = table.at[i, "section"]
-        if section == "convergence" and not _text(row["metric"]):
-            table.at[i, "metric"] = "accuracy"
-        if not _text(row["cause"]) and section in ("distribution", "check", "convergence"):
-            table.at[i, "cause"] = _derived_cause(table.loc[i])
-            derived = True
-        if section == "convergence" and pd.isna(row["diff_mean"]) and not pd.isna(row["ci_low"]):
-            table.at[i, "diff_mean"] = (row["ci_low"] + row["ci_high"]) / 2  # a t-interval
-            derived = True
-    return table, derived
-
-
-def _derived_cause(row: pd.Series) -> str:
-    if row["section"] != "convergence":
-        n = 0 if pd.isna(row["n_units"]) else int(row["n_units"])
-        passed = 0 if pd.isna(row["fraction"]) else round(float(row["fraction"]) * n)
-        return verdicts.fraction_cause(passed, n)
-    n_seeds = 0 if pd.isna(row["n_seeds"]) else int(row["n_seeds"])
-    failed = 0 if pd.isna(row["n_failed_seeds"]) else int(row["n_failed_seeds"])
-    margin = row["margin"] if not pd.isna(row["margin"]) else verdicts.default_margin(
-        row["metric"])
-    _, cause = verdicts.convergence_verdict(row["ci_low"], row["ci_high"], n_seeds, failed,
-                                            row["metric"], margin)
-    if str(row["claim"]).endswith("_traffic"):
-        return _derived_traffic_cause(row, cause)
-    return cause
-
-
-def _derived_traffic_cause(row: pd.Series, accuracy_cause: str) -> str:
-    """The cause of a traffic row written before per-phase traffic: its stored verdict
-    explained by the accuracy interval and the whole-run ratio (mean over seeds)."""
-    accuracy, _ = verdicts.convergence_verdict(
-        row["ci_low"], row["ci_high"], 0 if pd.isna(row["n_seeds"]) else int(row["n_seeds"]),
-        0, row["metric"], verdicts.default_margin(row["metric"]))
-    sent = (f"sends {row['traffic_ratio']:.3g}× Top-k's elements over the whole run"
-            if not pd.isna(row["traffic_ratio"]) else "elements sent unknown")
-    verdict = str(row["verdict"])
-    if accuracy == "fails" or verdict == "insufficient-data":
-        return f"accuracy claim {accuracy}: {accuracy_cause}"
-    if verdict == "fails":
-        return f"{sent} (above 4/3)"
-    if verdict == "holds":
-        return f"matches Top-k and {sent}"
-    if accuracy != "holds":
-        return f"accuracy claim {accuracy}: {accuracy_cause}; {sent}"
-    return f"{sent}; some seeds above 4/3"
+    """(table, derived): the table in the current schema (topkscope.claims.migrate.current)."""
+    return current(table)
 
 
 # --------------------------------------------------------------------- one sentence per verdict
@@ -153,6 +96,9 @@ def verdict_sentence(row) -> str:
     elif _text(getattr(row, "section", None)) == "prediction":
         lead = {**lead, **PREDICTION_LEADS}
     text = lead.get(verdict, verdict)
+    reason = REASONS.get(_text(getattr(row, "reason", None)))
+    if reason and verdict in ("inconclusive", "insufficient-data"):
+        text += f" ({reason})"
     return f"{text}: {cause}." if cause else f"{text}."
 
 
@@ -175,9 +121,7 @@ TIME_TO_ACCURACY_LEADS = {
 
 
 def is_time_to_accuracy(claim) -> bool:
-    """A `<family>_time_to_accuracy` row (topkscope.perf.time_to_accuracy)."""
-    from topkscope.perf.time_to_accuracy import CLAIM_SUFFIX
-
+    """A `<family>_time_to_accuracy` row (topkscope.claims.time_to_accuracy)."""
     return str(claim).endswith(CLAIM_SUFFIX)
 
 
@@ -246,7 +190,7 @@ def distribution_markdown(table: pd.DataFrame) -> str:
     median generalised-normal shape of the snapshot fits."""
     counts = sorted({s for s in table.loc[table["claim"] == "gaussiank_count", "sparsifier"]})
     columns = [*DISTRIBUTION_COLUMNS, *((("gaussiank_count", s), f"{sparsifier_name(s)} count "
-                                         f"in {verdicts.count_band_text()}") for s in counts)]
+                                         f"in {criteria.count_band_text()}") for s in counts)]
     cells: dict[tuple, dict] = {}
     for row in table.itertuples(index=False):
         key = row.claim if row.claim != "gaussiank_count" else (row.claim, row.sparsifier)
@@ -271,10 +215,10 @@ def distribution_markdown(table: pd.DataFrame) -> str:
 def _interval(row) -> str:
     low, high = _number(row, "ci_low"), _number(row, "ci_high")
     metric = _text(row.metric) or "accuracy"
-    mean = verdicts.signed(_number(row, "diff_mean"))
+    mean = criteria.signed(_number(row, "diff_mean"))
     if math.isnan(low):
-        return f"{mean}{verdicts.diff_unit(metric)}, no interval"
-    return f"{mean} {verdicts.interval_text(low, high, metric)}"
+        return f"{mean}{criteria.diff_unit(metric)}, no interval"
+    return f"{mean} {criteria.interval_text(low, high, metric)}"
 
 
 def _seeds(row) -> str:
@@ -305,8 +249,6 @@ def counts_markdown(table: pd.DataFrame) -> str:
     on Top-k's u (gaussiank_count, <family>_count), in the method's own training
     (<family>_count_in_training), each with the median count/k, and the tail at its first
     threshold (gaussian_tail, Top-k's u); "" when the table has none."""
-    from topkscope.analysis.selection import IN_TRAINING
-
     claim = table["claim"].astype(str)
     wanted = table[claim.str.endswith(COUNT_ON_TOPK) | (claim == "gaussian_tail")
                    | claim.str.endswith(IN_TRAINING)]
@@ -390,7 +332,6 @@ MARKS = {"holds": "✓", "fails": "✗", "inconclusive": "?", "mixed": "~",
 MARKS_TEXT = ("✓ holds, ✗ fails, ? inconclusive (within the model's validated error, or "
               "decided by a selection time not measured on the compute's device), · "
               "insufficient data")
-_SPEEDUP = re.compile(r"([0-9][0-9.e+-]*)× over ([^,]+?)(?=, | at )")
 
 
 def _mark(verdict) -> str:
@@ -405,27 +346,18 @@ def _versus(row, baseline: str) -> str:
     if _text(row.selection_basis) == BREAKEVEN:
         if baseline == sparsifier_name("topk"):
             value = _number(row, "breakeven_topk_ms")
-            number = "—" if math.isnan(value) else f"{verdicts.signed(value)} ms"
+            number = "—" if math.isnan(value) else f"{criteria.signed(value)} ms"
         else:
             value = _number(row, "breakeven_ms")
             number = ("—" if math.isnan(value) else
                       f"< {value:.3g} ms" if value > 0 else "never")
     else:
-        found = {name: value for value, name in _SPEEDUP.findall(_text(row.cause))}
-        number = f"{float(found[baseline]):.3g}×" if baseline in found else "—"
+        low, high = ((_number(row, "speedup_topk_low"), _number(row, "speedup_topk_high"))
+                     if baseline == sparsifier_name("topk") else
+                     (_number(row, "speedup_low"), _number(row, "speedup_high")))
+        number = ("—" if math.isnan(low) else f"{low:.3g}×" if f"{low:.3g}" == f"{high:.3g}"
+                  else f"{low:.3g}–{high:.3g}×")
     return f"{_mark(row.verdict)} {number}"
-
-
-def with_current_networks(table: pd.DataFrame) -> pd.DataFrame:
-    """table with its `network` column in today's preset names (a table written before the
-    fitted presets took the plain names: topkscope.perf.networks.current_names)."""
-    from topkscope.perf.networks import current_names
-
-    if "network" not in table or table["network"].isna().all():
-        return table
-    names = current_names(table["network"].dropna().astype(str).unique())
-    return table.assign(network=table["network"].map(
-        lambda n: names.get(str(n), n) if isinstance(n, str) else n))
 
 
 def prediction_tables(table: pd.DataFrame) -> list[tuple[str, str]]:
@@ -485,28 +417,28 @@ def _target(row) -> str:
     metric, margin = _text(row.metric) or "accuracy", _number(row, "margin")
     if math.isnan(margin):
         return "—"
-    return f"Top-k {verdicts.limit_text(metric, margin)}"
+    return f"Top-k {criteria.limit_text(metric, margin)}"
 
 
-_TTA_SPEEDUP = re.compile(r"Top-k ([0-9][0-9.e+-]*)x(?: \(seeds ([0-9.e+-]+)-([0-9.e+-]+)\))?")
-_TTA_NEVER = re.compile(r"never reaches the target on (\d+) of (\d+) seeds")
-_TTA_FAILED = re.compile(r"^(\d+) of (\d+) seeds failed")
-NOT_COUNTED = "with selection not counted"
+NOT_COUNTED = "not counted"  # selection_basis of a time to accuracy without selection
 
 
 def _time_cell(row) -> str:
     """The verdict's mark and one number of a time-to-accuracy row: the speed-up to the target
-    over Top-k with the seeds' range, or on how many seeds it never reached the target."""
-    cause = _text(row.cause)
-    failed = _TTA_FAILED.search(cause)
-    prefix = f"{failed[1]}/{failed[2]} failed, " if failed else ""
-    never, speedup = _TTA_NEVER.search(cause), _TTA_SPEEDUP.search(cause)
-    if never:
-        number = f"never on {never[1]}/{never[2]} seeds"
-    elif speedup:
-        number = f"{speedup[1]}×" + (f" ({speedup[2]}–{speedup[3]})" if speedup[2] else "")
+    over Top-k (the mean over seeds) with the seeds' range, or on how many seeds it never
+    reached the target."""
+    n, failed, never = (_number(row, c) for c in ("n_seeds", "n_failed_seeds", "n_never"))
+    prefix = f"{int(failed)}/{int(n)} failed, " if failed and not math.isnan(failed) else ""
+    mean, low, high = (_number(row, c) for c in ("diff_mean", "speedup_low", "speedup_high"))
+    if not math.isnan(never) and never and never == n:
+        number = f"never on {int(never)}/{int(n)} seeds"
+    elif not math.isnan(mean):
+        number = f"{mean:.3g}×" + (f" ({low:.3g}–{high:.3g})" if f"{low:.3g}" != f"{high:.3g}"
+                                   else "")
+        if not math.isnan(never) and never:
+            number += f", never on {int(never)}/{int(n)}"
     else:
-        number = cause
+        number = REASONS.get(_text(row.reason), _text(row.cause)) or "—"
     return f"{_mark(row.verdict)} {prefix}{number}"
 
 
@@ -526,7 +458,7 @@ def time_to_accuracy_markdown(table: pd.DataFrame) -> str:
     for label, by in cells.items():
         lines.append(_row([*label, *(by.get(n, "—") for n in networks)]))
     inputs = "; ".join(sorted({str(v) for v in table.get("inputs", pd.Series()).dropna()}))
-    uncounted = table["cause"].map(_text).str.contains(NOT_COUNTED).any()
+    uncounted = (table["selection_basis"].map(_text) == NOT_COUNTED).any()
     intro = ("Predicted from the measured convergence — the wall-clock each method needs at "
              "P = 16 to reach the target (Top-k's final metric of the same seed and condition "
              "less the claims' margin) against Top-k's, per network preset: the verdict as a "
@@ -545,7 +477,7 @@ def checks_markdown(table: pd.DataFrame) -> str:
     lines = []
     for (claim, sparsifier), g in table.groupby(["claim", "sparsifier"], sort=False):
         counts = g["verdict"].astype(str).value_counts()
-        told = ", ".join(f"{v} {counts[v]}" for v in verdicts.VERDICTS if v in counts)
+        told = ", ".join(f"{v} {counts[v]}" for v in VERDICTS if v in counts)
         if len(counts) == 1:
             told = f"{counts.index[0]} in {len(g)} of {len(g)} rows"
         else:
@@ -596,7 +528,7 @@ def findings_markdown(table: pd.DataFrame, heading: str | None = None) -> str:
              "interval]); runs behind the row; β: median "
              "generalised-normal shape of the snapshot fits (2 = normal, 1 = Laplace).\n\n"
              + distribution_markdown(by["distribution"])
-             + ("\n\nCounts in " + verdicts.count_band_text() + " (share of units): each "
+             + ("\n\nCounts in " + criteria.count_band_text() + " (share of units): each "
                 "selector on Top-k's u (the recorder runs it on the u Top-k trains on), in "
                 "each method's own training, and the tail above Gaussian-k's first "
                 "threshold.\n\n" + counts
@@ -657,28 +589,28 @@ def findings_prose(table: pd.DataFrame) -> str:
     if share("gaussian_like"):
         betas = _span(dist.loc[dist["claim"] == "gaussian_like", "gennorm_beta"], "{:.2f}")
         sentences.append(
-            f"u met the Gaussian-like criterion (|skew| ≤ {verdicts.MAX_ABS_SKEW:g}, |excess "
-            f"kurtosis| ≤ {verdicts.MAX_ABS_EXCESS_KURTOSIS:g}) in {share('gaussian_like')} of "
+            f"u met the Gaussian-like criterion (|skew| ≤ {criteria.MAX_ABS_SKEW:g}, |excess "
+            f"kurtosis| ≤ {criteria.MAX_ABS_EXCESS_KURTOSIS:g}) in {share('gaussian_like')} of "
             "the units per condition"
             + (f"; the generalised-normal shape β of the snapshot fits had medians {betas} "
                "(2 = normal, 1 = Laplace)" if betas else "") + ".")
     if share("gaussiank_count", "gaussiank-2019"):
         sentences.append(
             "The published Gaussian-k rule (`gaussiank-2019`) selected within "
-            f"{verdicts.count_band_text()} in {share('gaussiank_count', 'gaussiank-2019')} of "
+            f"{criteria.count_band_text()} in {share('gaussiank_count', 'gaussiank-2019')} of "
             "the units per condition.")
     conv = table[table["section"] == "convergence"]
     acc = conv[~conv["claim"].astype(str).str.endswith("_traffic")]
     if len(acc):
         counts = acc["verdict"].value_counts()
-        told = ", ".join(f"{counts[v]} {v}" for v in verdicts.VERDICTS if v in counts)
+        told = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts)
         seeds = _span(acc["n_seeds"], "{:.0f}")
         failed = int(pd.to_numeric(acc["n_failed_seeds"], errors="coerce").fillna(0).sum())
         # a shortfall is a lower accuracy but a higher perplexity: rank by the signed loss
         metric = acc.get("metric", pd.Series("accuracy", index=acc.index))
         metric = metric.where(metric.notna(), "accuracy").astype(str)
         loss = pd.to_numeric(acc["diff_mean"], errors="coerce") * [
-            -1.0 if verdicts.higher_is_better(m) else 1.0 for m in metric]
+            -1.0 if criteria.higher_is_better(m) else 1.0 for m in metric]
         worst = acc.loc[loss.idxmax()]
         traffic = conv[conv["claim"].astype(str).str.endswith("_traffic")]
         sentences.append(
@@ -776,3 +708,32 @@ def replace_findings(readme: str, table: pd.DataFrame, block: str = "claims") ->
     if prose_start in text:
         text = _replace(text, prose_start, prose_end, findings_prose(table))
     return text
+
+
+# --------------------------------------------------------------------- claims.md
+VERDICT_MARKS = {"holds": "holds ✅", "fails": "fails ❌", "mixed": "mixed ⚠️",
+                 "inconclusive": "inconclusive ❔", "insufficient-data": "insufficient data"}
+
+
+def claims_markdown(table: pd.DataFrame) -> str:
+    """A markdown table: model, dataset (+ substitution), claim, sparsifier, verdict, evidence."""
+    if len(table) == 0:
+        return "_no claims could be evaluated (no runs)_"
+    lines = ["| model | dataset | claim | sparsifier | condition | units | fraction | verdict | "
+             "in one sentence | evidence |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in table.itertuples(index=False):
+        sub = row.dataset_substitute if isinstance(row.dataset_substitute, str) else None
+        frac = "" if pd.isna(row.fraction) else f"{row.fraction:.2f}"
+        sparsifiers = ", ".join(sparsifier_name(s) for s in str(row.sparsifier).split(","))
+        args = getattr(row, "model_args", "")
+        model = model_name(row.model) + (f" ({args})" if isinstance(args, str) and args else "")
+        cells = [model, dataset_name(row.dataset, sub),
+                 row.statement or row.claim,
+                 sparsifiers, str(getattr(row, "condition", "") or "").replace("nan", ""),
+                 str(row.n_units), frac, VERDICT_MARKS.get(row.verdict, row.verdict),
+                 verdict_sentence(row), str(row.evidence)]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    rules = table.drop_duplicates("claim")[["claim", "rule"]]
+    lines += ["", "Verdict rules:", ""]
+    lines += [f"- **{r.claim}**: {r.rule}" for r in rules.itertuples(index=False)]
+    return "\n".join(lines)

@@ -1,9 +1,12 @@
-"""The P = 16 claims rows of the predicted scaling (results/claims.csv, section prediction):
-the robust and the published Gaussian-k's predicted speed-up over Dense and Top-k, over Dense
-with WFBP and over Dense in fp16, per model, network and training condition, each judged
-against the model's validated error (the rule: topkscope.analysis.verdicts.speedup_verdict),
-or on break-even selection times where a selection time is another device's than the
-compute's (see _rule). The scaling table they read is topkscope.perf.report's.
+"""The P = 16 claims of the predicted scaling (results/claims.csv, section prediction): the
+robust and the published Gaussian-k's predicted speed-up over Dense and Top-k, over Dense with
+WFBP and over Dense in fp16, per model, network and training condition, each judged against
+the model's validated error (topkscope.claims.verdicts.speedup_verdict), or on break-even
+selection times where a selection time is another device's than the compute's (see _rule).
+The scaling table they read is topkscope.perf.report's, for the models of the runs at hand
+(the builder's Context.scaling). `speedup_low`/`speedup_high` hold the predicted speed-up over
+the row's dense baseline, `speedup_topk_low`/`speedup_topk_high` over Top-k (equal ends: a
+point prediction).
 
 Counts: a method's elements sent come from its own training runs (topkscope.perf.inputs.
 seed_counts). Where the model has none and the count was measured by the recorder on another
@@ -19,13 +22,16 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from topkscope.analysis.verdicts import free_selection_verdict, speedup_verdict
+from topkscope.claims.registry import Claim, register_claim
+from topkscope.claims.row import ClaimRow, frame
+from topkscope.claims.verdicts import free_selection_verdict, speedup_verdict
 from topkscope.perf import model as pm
 from topkscope.perf.inputs import SELECTION_BREAKEVEN, SELECTION_MEASURED
+from topkscope.perf.published import comparison_error
+from topkscope.perf.report import CLAIM_P, breakeven_text
 from topkscope.plots.frames import text_column
 
-CLAIM = "gaussiank_speedup_p16"
-CLAIM_P = 16
+CLAIM = f"gaussiank_speedup_p{CLAIM_P}"
 # claim-name suffix: (the methods the speed-up is over, what the statement says)
 CLAIMS = {
     "": (("dense", "topk"), "an end-to-end speed-up over Dense and over Top-k"),
@@ -35,18 +41,7 @@ CLAIMS = {
 SPEEDUP_CLAIMS = tuple(CLAIM + suffix for suffix in CLAIMS)
 
 
-def comparison_error(method: str, reference: str, errors: dict[str, float]) -> float:
-    """The validated error of the speed-up of `method` over `reference`: the larger of the two
-    predictions' (topkscope.perf.published.error_family)."""
-    from topkscope.perf.published import error_family
-
-    missing = {error_family(method), error_family(reference)} - set(errors)
-    if missing:
-        raise ValueError(f"no validated error for {sorted(missing)}; errors: {errors}")
-    return max(errors[error_family(method)], errors[error_family(reference)])
-
-
-def _rule(errors: dict[str, float]) -> str:
+def rule(errors: dict[str, float]) -> str:
     measured = ", ".join(f"{family} {err:.1%}" for family, err in sorted(errors.items()))
     return (f"prediction of the step-time model (topkscope.perf) at P = {CLAIM_P}, density "
             "0.001, published exchange (two all-gathers, padded); with e the model's validated "
@@ -62,19 +57,6 @@ def _rule(errors: dict[str, float]) -> str:
 BREAKEVEN_EVIDENCE = "break-even selection"  # how a claim's break-even part begins
 # the sparsifiers whose predicted speed-ups are claims rows: the robust and the published rule
 CLAIM_SPARSIFIERS = ("gaussiank", "gaussiank-2019")
-
-
-def breakeven_text(reference: str, seconds: float) -> str:
-    """A break-even selection time (topkscope.perf.model.breakeven_select) in words."""
-    from topkscope.plots.titles import sparsifier_name
-
-    name = sparsifier_name(reference)
-    if reference in pm.DENSE_METHODS:
-        return (f"beats {name} while its selection takes below {seconds * 1e3:.3g} ms"
-                if seconds > 0 else f"slower than {name} even with free selection")
-    sign = "+" if seconds >= 0 else "-"
-    return (f"beats {name} while its selection takes below {name}'s {sign} "
-            f"{abs(seconds) * 1e3:.3g} ms")
 
 
 def _parts(m: str, row, with_select: bool) -> str:
@@ -95,20 +77,19 @@ def _speedup_cause(names: Sequence[str], speedups: Sequence[float], errors: Sequ
 
 
 def _claim_row(refs: pd.DataFrame, g: pd.Series, model: str, network: str, suffix: str,
-               errors: dict[str, float]) -> dict | None:
+               errors: dict[str, float]) -> ClaimRow | None:
     """One claims row of the sparsifier row `g` against the baselines of CLAIMS[suffix]
     (`refs`: the table's rows at this model, network and P that depend on no training
     condition, indexed by method); None when a baseline is missing."""
-    from topkscope.analysis.claims import claim_family
     from topkscope.models import DATASET
-    from topkscope.plots.titles import sparsifier_name
+    from topkscope.sparsify import family_of, label_of
 
     references, what = CLAIMS[suffix]
     if not set(references) <= set(refs.index):
         return None
     sparsifier = str(g["method"])
     training = g.get("condition") if isinstance(g.get("condition"), str) else ""
-    names = [sparsifier_name(r) for r in references]
+    names = [label_of(r) for r in references]
     speedups = [float(g[pm.speedup_column(r)]) for r in references]
     errs = [comparison_error(sparsifier, r, errors) for r in references]
     breakeven = "; ".join(breakeven_text(r, float(g[pm.breakeven_column(r)]))
@@ -128,6 +109,7 @@ def _claim_row(refs: pd.DataFrame, g: pd.Series, model: str, network: str, suffi
             + f" ({limits}); {BREAKEVEN_EVIDENCE}: {breakeven}; {parts}")
         cause = _speedup_cause(names, speedups, errs, network)
         selection = f"selection {g['select_source']}"
+        reason = "within-model-error"
     else:
         free = [(refs.loc[r, "t_step"] - refs.loc[r, "t_select"])
                 / (g["t_step"] - g["t_select"]) for r in references]
@@ -143,35 +125,36 @@ def _claim_row(refs: pd.DataFrame, g: pd.Series, model: str, network: str, suffi
                  f"decided by its selection time on the compute's device at {network}: "
                  f"{breakeven}")
         selection = f"not counted: {BREAKEVEN_EVIDENCE} times (warning: {warning})"
+        reason = "not-measured-on-device"
     if not own_counts:
-        verdict = "inconclusive"
-        cause = (f"counts not from {sparsifier_name(sparsifier)}'s own training (measured on "
+        verdict, reason = "inconclusive", "counts-not-own-training"
+        cause = (f"counts not from {label_of(sparsifier)}'s own training (measured on "
                  f"another method's u; its own runs would say what it sends); {cause}")
     condition = (f"prediction, not a measurement: {g['inputs']}; "
                  + (f"training condition {training}; " if training else "")
                  + f"network {network} ({g['comm_source']}); compute {g['compute_source']}; "
-                 f"{selection}; {sparsifier_name(sparsifier)} counts {g['count_source']}; "
+                 f"{selection}; {label_of(sparsifier)} counts {g['count_source']}; "
                  f"{g['options']}"
                  + "".join(f"; {r} overlap {refs.loc[r, 'overlap_source']}" for r in references
                            if refs.loc[r, "overlap"])
                  + (f"; warning: {warning}" if warning and measured else ""))
-    return {"model": model, "dataset": DATASET.get(model), "dataset_substitute": None,
-            "claim": f"{claim_family(sparsifier)}_speedup_p{CLAIM_P}{suffix}",
-            "sparsifier": sparsifier,
-            "statement": f"{sparsifier_name(sparsifier)} gives {what} at P = {CLAIM_P} "
-                         f"({network})",
-            "n_runs": np.nan, "n_units": len(references), "fraction": fraction,
-            "evidence": evidence, "verdict": verdict, "rule": _rule(errors), "profile": None,
-            "model_args": "", "condition": condition, "n_seeds": g.get("count_seeds", np.nan),
-            "ci_low": np.nan, "ci_high": np.nan, "traffic_ratio": float(g["count_ratio"]),
-            "section": "prediction", "cause": cause, "metric": "", "margin": np.nan,
-            "n_failed_seeds": np.nan,
-            **prediction_columns(
-                network=network, inputs=g["inputs"], baselines=", ".join(names),
-                training_condition=(f"{training}; rho={float(g['density']):g}" if training
-                                    else ""),
-                selection_basis=SELECTION_MEASURED if measured else SELECTION_BREAKEVEN,
-                model_error=max(errs), **_breakeven_ms(g, references))}
+    over = dict(zip(references, speedups))
+    dense = next((over[r] for r in references if r in pm.DENSE_METHODS), np.nan)
+    return ClaimRow(
+        model=model, dataset=DATASET.get(model), dataset_substitute=None,
+        claim=f"{family_of(sparsifier)}_speedup_p{CLAIM_P}{suffix}", sparsifier=sparsifier,
+        statement=f"{label_of(sparsifier)} gives {what} at P = {CLAIM_P} ({network})",
+        n_units=len(references), fraction=fraction, evidence=evidence, verdict=verdict,
+        reason="" if verdict in ("holds", "fails") else reason, rule=rule(errors),
+        condition=condition, n_seeds=float(g.get("count_seeds", np.nan)),
+        traffic_ratio=float(g["count_ratio"]), section="prediction", cause=cause,
+        network=network, inputs=str(g["inputs"]), baselines=", ".join(names),
+        training_condition=(f"{training}; rho={float(g['density']):g}" if training else ""),
+        selection_basis=SELECTION_MEASURED if measured else SELECTION_BREAKEVEN,
+        model_error=max(errs), diff_unit="speed-up ×",
+        speedup_low=dense, speedup_high=dense,
+        speedup_topk_low=over.get("topk", np.nan), speedup_topk_high=over.get("topk", np.nan),
+        **_breakeven_ms(g, references))
 
 
 def counts_in_own_training(method: str, count_source: str) -> bool:
@@ -179,22 +162,6 @@ def counts_in_own_training(method: str, count_source: str) -> bool:
     construction, or the nominal k, which the source names), not the recorder's count of it
     on another method's u (topkscope.perf.inputs.seed_counts's fallback)."""
     return f"not {method}'s own training" not in count_source
-
-
-def prediction_columns(**values) -> dict:
-    """The prediction columns of a claims row (topkscope.analysis.claims.PREDICTION_COLUMNS,
-    docs/design.md), each from `values` or empty (NaN / ""); ValueError for another name."""
-    from topkscope.analysis.claims import PREDICTION_COLUMNS
-
-    unknown = set(values) - set(PREDICTION_COLUMNS)
-    if unknown:
-        raise ValueError(f"not prediction columns: {sorted(unknown)}; allowed: "
-                         f"{', '.join(PREDICTION_COLUMNS)}")
-    return {c: values.get(c, np.nan if c in _NUMERIC_PREDICTION_COLUMNS else "")
-            for c in PREDICTION_COLUMNS}
-
-
-_NUMERIC_PREDICTION_COLUMNS = ("breakeven_ms", "breakeven_topk_ms", "model_error")
 
 
 def _breakeven_ms(g: pd.Series, references: Sequence[str]) -> dict[str, float]:
@@ -208,35 +175,52 @@ def _breakeven_ms(g: pd.Series, references: Sequence[str]) -> dict[str, float]:
     return out
 
 
-def claims_rows(table: pd.DataFrame, workers: int = CLAIM_P,
-                sparsifiers: str | Sequence[str] = CLAIM_SPARSIFIERS,
-                errors: dict[str, float] | None = None) -> pd.DataFrame:
-    """claims.csv rows per (model, network, sparsifier, training condition, baseline) at P:
-    the sparsifier's predicted speed-up over Dense and Top-k, over Dense with WFBP, and over
-    Dense in fp16. Each verdict is judged against the model's validated error (default:
-    topkscope.perf.published.validated_errors); where a selection time is another device's
-    than the compute's (column selection_basis "break-even"), on the break-even selection
-    times instead (see _rule)."""
+def claim_rows(table: pd.DataFrame, workers: int = CLAIM_P,
+               sparsifiers: str | Sequence[str] = CLAIM_SPARSIFIERS,
+               errors: dict[str, float] | None = None,
+               suffixes: Sequence[str] = tuple(CLAIMS)) -> list[ClaimRow]:
+    """The rows per (model, network, sparsifier, training condition, baseline set) at P: the
+    sparsifier's predicted speed-up over Dense and Top-k, over Dense with WFBP, and over Dense
+    in fp16 (the CLAIMS `suffixes` asked). Each verdict is judged against the model's
+    validated error (default: topkscope.perf.published.validated_errors); where a selection
+    time is another device's than the compute's (column selection_basis "break-even"), on the
+    break-even selection times instead (see rule)."""
     if errors is None:
         from topkscope.perf.published import validated_errors
 
         errors = validated_errors()
     sparsifiers = (sparsifiers,) if isinstance(sparsifiers, str) else tuple(sparsifiers)
+    if table.empty:
+        return []
     rows = []
-    at = table[table["workers"] == workers] if not table.empty else table
+    at = table[table["workers"] == workers]
     for (model, network), sub in at.groupby(["model", "network"], sort=False):
         condition = text_column(sub, "condition")
         refs = sub[condition == ""].set_index("method")
         for sparsifier in sparsifiers:
             for _, g in sub[sub["method"] == sparsifier].iterrows():
-                for suffix in CLAIMS:
+                for suffix in suffixes:
                     row = _claim_row(refs, g, model, network, suffix, errors)
                     if row is not None:
                         rows.append(row)
-    from topkscope.analysis.claims import COLUMNS, PREDICTION_COLUMNS
-
-    frame = pd.DataFrame(rows)  # every claims column, empty where a prediction has none
-    return frame.reindex(columns=list(dict.fromkeys([*COLUMNS, *PREDICTION_COLUMNS,
-                                                     *frame.columns])))
+    return rows
 
 
+def claims_rows(table: pd.DataFrame, **options) -> pd.DataFrame:
+    """claim_rows as a claims table (topkscope.claims.row.COLUMNS)."""
+    return frame(claim_rows(table, **options))
+
+
+def _rule_now(options=None) -> str:
+    from topkscope.perf.published import validated_errors
+
+    return rule(validated_errors())
+
+
+for _suffix, (_baselines, _what) in CLAIMS.items():
+    register_claim(Claim(
+        f"speedup_p{CLAIM_P}{_suffix}",
+        f"Does Gaussian-k give {_what} on {CLAIM_P} workers (predicted)?",
+        "{method} gives " + _what + f" at P = {CLAIM_P}", _rule_now, "prediction", "table",
+        lambda context, suffix=_suffix: claim_rows(context.scaling, suffixes=(suffix,)),
+        "scaling-breakeven-p16"))

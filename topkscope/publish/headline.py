@@ -8,7 +8,7 @@ from the claims tables, never typed; written between the README's headline marke
 
 A claim's verdict over several conditions is told as their count ("holds in 14 of 14
 conditions", "mixed 9, holds 2, fails 3 of 14 conditions"), never pooled into one; the full
-tables are docs/findings.md's (topkscope.reproduce.findings).
+tables are docs/findings.md's (topkscope.publish.findings).
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from topkscope.analysis import verdicts
-from topkscope.analysis.claims import ALL_CONDITIONS, DURING_WARMUP
-from topkscope.perf import p16_claims
+from topkscope.analysis import criteria
+from topkscope.analysis.units import ALL_CONDITIONS, DURING_WARMUP
+from topkscope.claims import speedup
+from topkscope.claims.verdicts import VERDICTS
 from topkscope.plots.titles import model_name, sparsifier_name
-from topkscope.reproduce.findings import (
+from topkscope.publish.findings import (
     BREAKEVEN,
     is_time_to_accuracy,
     section_heading,
@@ -57,7 +58,7 @@ PAPER_CLAIMS = (
                "fnn3-mnist-normality", "distribution"),
     PaperClaim("Top-k's contraction δ stays below the paper's bound (1 − k/d)²",
                ("below_paper",), None, "fnn3-mnist-contraction", "distribution"),
-    PaperClaim(f"The published Gaussian-k selects about k (within {verdicts.count_band_text()}) "
+    PaperClaim(f"The published Gaussian-k selects about k (within {criteria.count_band_text()}) "
                "on Top-k's u", ("gaussiank_count",), ("gaussiank-2019",),
                "fnn3-mnist-selectors", "distribution"),
     PaperClaim("The published Gaussian-k selects about k in its own training",
@@ -81,8 +82,8 @@ def tally(values, unit: str) -> str:
     n = int(counts.sum())
     if len(counts) == 1:
         return f"{_bold(counts.index[0])} in {n} of {n} {unit}"
-    order = sorted(counts.index, key=lambda v: (-counts[v], verdicts.VERDICTS.index(v)
-                                                if v in verdicts.VERDICTS else 99))
+    order = sorted(counts.index, key=lambda v: (-counts[v], VERDICTS.index(v)
+                                                if v in VERDICTS else 99))
     return ", ".join(f"{_bold(v)} {counts[v]}" for v in order) + f" of {n} {unit}"
 
 
@@ -147,7 +148,7 @@ def _prediction(rows: pd.DataFrame, _table) -> str:
     errors = pd.to_numeric(rows.get("model_error"), errors="coerce").dropna()
     text += f"; model error ≤ {errors.max():.1%})" if len(errors) else ")"
     judged = rows[(rows["selection_basis"].astype(str) == BREAKEVEN)
-                  & (rows["claim"] == p16_claims.CLAIM)
+                  & (rows["claim"] == speedup.CLAIM)
                   & (rows["sparsifier"] == "gaussiank")]
     if len(judged):
         from topkscope.perf.networks import FIT_FACTORS
@@ -228,7 +229,7 @@ BEYOND_FIGURES = {"contraction-gap": "convergence-fnn3-mnist-contraction_gap"}
 def _other_selectors(table: pd.DataFrame) -> pd.DataFrame:
     """The in-training count rows of every method but the published Gaussian-k, checks (a
     method exact by construction) left out."""
-    from topkscope.analysis.selection import IN_TRAINING
+    from topkscope.publish.findings import IN_TRAINING
 
     claim = table["claim"].astype(str)
     return table[claim.str.endswith(IN_TRAINING) & (table["sparsifier"] != "gaussiank-2019")

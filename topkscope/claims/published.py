@@ -13,7 +13,7 @@ rho = 0.001 under five batch sizes and three learning rates are ten rows, never 
 Units: our rule pairs a method's run with Top-k's of the same seed; a published log names no
 seed, so runs with the same logged settings may be seeds of one setting or differ in what the
 log does not record: their grouping is unknown, and they are listed, never pooled into an
-interval. Each row is therefore insufficient-data (fewer than verdicts.MIN_SEEDS paired seeds)
+interval. Each row is therefore insufficient-data (fewer than MIN_SEEDS paired seeds)
 and its evidence gives every run's final validation accuracy, the differences between them,
 and "seeds not published".
 
@@ -32,9 +32,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from topkscope.analysis import verdicts
+from topkscope.analysis.criteria import ACCURACY_MARGIN_POINTS, MIN_SEEDS, signed
+from topkscope.claims import verdicts
+from topkscope.claims.inputs import ModelRuns
+from topkscope.claims.registry import Claim, register_claim
+from topkscope.manifest import PUBLISHED, is_published  # noqa: F401  (part of this API)
 
-PUBLISHED = "published"  # manifest `launcher` of an imported run
 SECTION = "published"
 SEEDS = "seeds not published"
 STATEMENTS = {
@@ -48,7 +51,7 @@ ACCURACY_RULE = (
     "unit = one seed with runs of the method and its baseline under the same logged settings "
     "(every logged setting but compressor and density); a published log names no seed, so "
     "runs with the same settings are listed, not paired or pooled (grouping unknown): "
-    f"fewer than {verdicts.MIN_SEEDS} paired seeds: insufficient-data; evidence: each run's "
+    f"fewer than {MIN_SEEDS} paired seeds: insufficient-data; evidence: each run's "
     "final validation top-1 accuracy and the differences between them")
 SHARE_RULE = (
     "unit = one logged interval at the target density with a logged selection time (all "
@@ -56,10 +59,6 @@ SHARE_RULE = (
     "time_select (forward + backward without the selection, which the authors' code runs in "
     f"the backward hooks); runs grouped by logged settings and node; {verdicts.FRACTION_RULE}")
 NOT_SETTINGS = ("compressor", "density")
-
-
-def is_published(manifest: dict) -> bool:
-    return manifest.get("launcher") == PUBLISHED
 
 
 def settings(manifest: dict) -> tuple:
@@ -96,9 +95,9 @@ def _label(run) -> str:
     return f"job {m.get('run_id')} ({m.get('node') or 'node not logged'}) {_final(run):.2f}%"
 
 
-def rows(runs: list) -> list[dict]:
+def rows(model: ModelRuns) -> list[dict]:
     """The published claims rows (claims COLUMNS, less model/dataset) of one model's runs."""
-    runs = [r for r in runs if is_published(r.manifest)
+    runs = [r for r in model.published if is_published(r.manifest)
             and r.manifest.get("status") in ("complete", "failed")]
     by: dict[tuple, dict[str, list]] = {}
     for run in runs:
@@ -138,10 +137,10 @@ def _accuracy_row(claim: str, method: str, baseline: str, mine: list, base: list
     diffs = [a - b for a in finals["m"] for b in finals["b"]]
     finite = [d for d in diffs if math.isfinite(d)]
     if finite:
-        spread = (f"{method} − {baseline} {verdicts.signed(min(finite))} … "
-                  f"{verdicts.signed(max(finite))} points over {len(finite)} run pair(s)"
+        spread = (f"{method} − {baseline} {signed(min(finite))} … "
+                  f"{signed(max(finite))} points over {len(finite)} run pair(s)"
                   if len(finite) > 1 else
-                  f"{method} − {baseline} {verdicts.signed(finite[0])} points (one run each)")
+                  f"{method} − {baseline} {signed(finite[0])} points (one run each)")
     else:
         spread = "no difference (no run of both)"
     if not base:
@@ -150,15 +149,16 @@ def _accuracy_row(claim: str, method: str, baseline: str, mine: list, base: list
         cause = (f"grouping unknown: {len(mine)} {method} and {len(base)} {baseline} run(s) "
                  f"with the same logged settings, {SEEDS}, listed not pooled")
     else:
-        cause = f"one run each, {SEEDS}; {verdicts.MIN_SEEDS} paired seeds needed"
+        cause = f"one run each, {SEEDS}; {MIN_SEEDS} paired seeds needed"
     diff_mean = float(np.mean(finite)) if finite else math.nan
     return {"claim": claim, "sparsifier": method, "statement": STATEMENTS[claim],
             "condition": cond, "section": SECTION, "metric": "accuracy",
-            "margin": verdicts.ACCURACY_MARGIN_POINTS, "n_runs": len(mine) + len(base),
+            "margin": ACCURACY_MARGIN_POINTS, "n_runs": len(mine) + len(base),
             "n_units": 0, "n_seeds": 0, "n_failed_seeds": sum(
                 r.manifest.get("status") == "failed" for r in [*mine, *base]),
             "fraction": math.nan, "ci_low": math.nan, "ci_high": math.nan,
             "diff_mean": diff_mean, "verdict": "insufficient-data", "cause": cause,
+            "reason": "seeds-not-published", "diff_unit": "points",
             "evidence": f"{cond}; final validation top-1 accuracy, {listed}; {spread}; {SEEDS}",
             "rule": ACCURACY_RULE}
 
@@ -187,6 +187,7 @@ def _share_row(group: list) -> dict | None:
     compute = frame["time_compute"].to_numpy(float) - select
     n_pass, n = int((select > compute).sum()), len(frame)
     verdict = verdicts.fraction_verdict(n_pass, n)
+    reason = verdicts.fraction_reason(verdict, n, n)
     it = frame["time_iteration"].dropna().to_numpy(float) if "time_iteration" in frame else []
     share = (float(np.median(select)) / float(np.median(it))) if len(it) else math.nan
     m = units[0][1].manifest
@@ -199,5 +200,23 @@ def _share_row(group: list) -> dict | None:
     return {"claim": "topk_selection_share", "sparsifier": "topk",
             "statement": STATEMENTS["topk_selection_share"], "condition": cond,
             "section": SECTION, "n_runs": len(units), "n_units": n, "fraction": n_pass / n,
-            "verdict": verdict, "cause": verdicts.fraction_cause(n_pass, n),
-            "evidence": evidence, "rule": SHARE_RULE, "metric": "seconds"}
+            "verdict": verdict, "cause": verdicts.fraction_cause(n_pass, n), "reason": reason,
+            "evidence": evidence, "rule": SHARE_RULE, "metric": "seconds",
+            "diff_mean": share, "diff_unit": "share of an iteration"}
+
+
+def _claim(name: str, question: str, rule: str) -> Claim:
+    # one evaluation makes every published row: the first claim's; the others only describe
+    return Claim(name, question, STATEMENTS[name], rule, SECTION, "model",
+                 rows if name == "topk_accuracy" else (lambda model: []))
+
+
+for _claim_object in (
+    _claim("topk_accuracy", "Does exact Top-k train as well as Dense in the published GPU "
+           "runs?", ACCURACY_RULE),
+    _claim("randk_accuracy", "Does Rand-k train as well as exact Top-k in the published GPU "
+           "runs?", ACCURACY_RULE),
+    _claim("topk_selection_share", "Does exact Top-k's selection take longer than the forward "
+           "and backward computation on the GPUs of the published runs?", SHARE_RULE),
+):
+    register_claim(_claim_object)

@@ -125,7 +125,7 @@ def _model(run) -> str:
 def _global_u(runs: Iterable) -> pd.DataFrame:
     """Whole-model u rows of every run with its model and each step's condition (the
     claims' unit_conditions: warm-up steps are a condition of their own)."""
-    from topkscope.analysis.claims import unit_conditions
+    from topkscope.analysis.units import unit_conditions
 
     frames = []
     for run in runs:
@@ -143,8 +143,8 @@ def _global_u(runs: Iterable) -> pd.DataFrame:
 def contraction_table(runs: Sequence) -> pd.DataFrame:
     """Per model, condition and density: medians of delta_emp and the three reference values
     over the recorded (step, worker) rows of whole-model u, and the share of rows meeting each
-    claim's criterion (topkscope.analysis.verdicts.contraction_shares)."""
-    from topkscope.analysis.verdicts import contraction_shares
+    claim's criterion (topkscope.analysis.criteria.contraction_shares)."""
+    from topkscope.analysis.criteria import contraction_shares
 
     u = _global_u(runs)
     by = ["model", "condition", "density"]
@@ -173,7 +173,7 @@ def selectors_table(runs: Sequence) -> pd.DataFrame:
     """Per model, condition, approximate selector and density: median selected/k, share of
     records inside the band [2k/3, 4k/3] (the claims' verdicts.in_count_band), median recall of
     the exact top-k set."""
-    from topkscope.analysis.verdicts import in_count_band
+    from topkscope.analysis.criteria import in_count_band
 
     u = _global_u(runs)
     cols = ["model", "condition", "selector", "density", "records", "median_selected_over_k",
@@ -199,8 +199,8 @@ def convergence_table(runs: Sequence) -> pd.DataFrame:
     """Per experiment, sparsifier, condition (density warm-up, deviations) and density: the
     final held-out metric of each seed's run, its mean and a 95 % Student-t interval
     (verdicts.t_interval; no interval from one seed)."""
-    from topkscope.analysis.convergence_claims import final_metric
-    from topkscope.analysis.verdicts import t_interval
+    from topkscope.analysis.criteria import t_interval
+    from topkscope.analysis.seeds import final_metric
     from topkscope.manifest import condition_of
 
     cols = ["experiment", "sparsifier", "condition", "density", "metric_name", "n_seeds",
@@ -239,7 +239,7 @@ def speed_table(bench: pd.DataFrame, distribution: str = "normal") -> pd.DataFra
 
 
 # ------------------------------------------------------------------ the claims in LaTeX
-CLAIM_LABELS = {  # how claims.tex names each claim (formatting only; rules: analysis.verdicts)
+CLAIM_LABELS = {  # how claims.tex names each claim (formatting only; rules: topkscope.claims.verdicts)
     "gaussian_like": "Gaussian-like $u$",
     "below_classic": r"$\delta < 1-k/d$",
     "below_paper": r"$\delta \le (1-k/d)^2$",
@@ -276,7 +276,7 @@ def _claim_label(claim: str) -> str:
     claim = str(claim)
     if claim in CLAIM_LABELS:
         return CLAIM_LABELS[claim]
-    from topkscope.reproduce.findings import is_time_to_accuracy
+    from topkscope.publish.findings import is_time_to_accuracy
 
     if is_time_to_accuracy(claim):
         return "time to accuracy"
@@ -296,7 +296,7 @@ def _claim_label(claim: str) -> str:
 def _claims_cells(row) -> tuple[list[str], str]:
     """(the seven cells after "no.", the cause) of one claims row, formatted from its
     columns."""
-    from topkscope.analysis.verdicts import diff_unit, interval_text, signed
+    from topkscope.analysis.criteria import diff_unit, interval_text, signed
     from topkscope.plots.titles import model_name, sparsifier_name
 
     def num(name: str) -> float:
@@ -345,7 +345,7 @@ def claims_latex(table: pd.DataFrame, caption_text: str) -> dict[str, str]:
     across pages) that fit the line width: the claims in eight columns, text wrapped, each
     row's cause on a line of its own under it; each row's evidence; each rule. Rows are
     numbered alike."""
-    from topkscope.reproduce.findings import with_derived_columns
+    from topkscope.publish.findings import with_derived_columns
 
     table, _ = with_derived_columns(table)
     cause_width = rf"\dimexpr {1 - CLAIMS_WIDTHS[0]:g}\linewidth-2\tabcolsep"

@@ -4,7 +4,7 @@ Reads <results>/figures/*.png and <results>/claims.md, writes <out>/*.png (at mo
 pixels wide, 256-colour PNG) and <out>/README.md: every figure with its caption from index
 entries, then the claims table as measured. Committed under docs/gallery/ so the README shows
 real results. The text is regenerated from <results>/claims.csv (or `claims`, a given claims
-table): the README's first screen between its headline markers (topkscope.reproduce.headline),
+table): the README's first screen between its headline markers (topkscope.publish.headline),
 and, in the README and the findings document (docs/findings.md) alike, the findings tables
 between claims-table markers (findings.findings_markdown) and their sentences between
 claims-prose markers (findings.findings_prose): no hand-written verdicts or numbers. A second
@@ -119,10 +119,10 @@ def _texts(quick_csv: Path, standard_csv: Path | None,
     blocks regenerated from the quick profile's claims (quick_csv) and, with standard_csv,
     the standard profile's (less its repeated predictions). ValueError naming a file that has
     none of these blocks, or standard claims that no file has blocks for."""
-    from topkscope.reproduce.findings import markers, replace_findings
-    from topkscope.reproduce.headline import HEADLINE_START, replace_headline
-    from topkscope.reproduce.published_findings import START as PUBLISHED_START
-    from topkscope.reproduce.published_findings import published_gpu_bands, with_published
+    from topkscope.publish.findings import markers, replace_findings
+    from topkscope.publish.headline import HEADLINE_START, replace_headline
+    from topkscope.publish.published_findings import START as PUBLISHED_START
+    from topkscope.publish.published_findings import published_gpu_bands, with_published
 
     files = {kind: Path(f) for kind, f in files.items() if f is not None}
     if not files:
@@ -161,7 +161,7 @@ def without_repeated_predictions(table):
     """A second profile's claims less its predicted speed-ups: every profile predicts them for
     the same paper models from the same published inputs, so the README shows them once, in
     the quick profile's findings; its time-to-accuracy rows (from its own runs) stay."""
-    from topkscope.reproduce.findings import is_time_to_accuracy
+    from topkscope.publish.findings import is_time_to_accuracy
 
     repeated = (table["section"] == "prediction") & ~table["claim"].map(is_time_to_accuracy)
     return table[~repeated]
@@ -178,7 +178,7 @@ def losses(gallery: Gallery, out: Path, readme: Path | None,
     """What publishing `gallery` would drop: figures <out> holds that it lacks (unless it is
     text only), findings cells (row x column) the README or the findings document shows that
     its new text lacks; one phrase each."""
-    from topkscope.reproduce.findings import findings_block, findings_cells
+    from topkscope.publish.findings import findings_block, findings_cells
 
     lost = []
     figures = sorted({p.name for p in Path(out).glob("*.png")} - set(gallery.pngs)

@@ -5,17 +5,15 @@ and the headline numbers measured on the run, so index.md reads without opening 
 
 results/figures/index.md: every figure with its caption, grouped by experiment, plus the claims.
 
-results/claims.csv and claims.md: the paper's claims per model with verdicts.
-
-The table and its verdict rules come from topkscope.analysis.claims (one rule per claim, in code
-and in the README); this module only adds the readable names and renders markdown.
+Figures decide no verdict: a caption gives the measured numbers, and where a claim judges them
+it names the claims table's row (topkscope.claims).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +23,7 @@ from topkscope import plots
 from topkscope.analysis.snapshots import SnapshotAnalysis
 from topkscope.io import write_bytes_atomic
 from topkscope.plots.frames import approximate_selectors
-from topkscope.plots.titles import dataset_name, describe_run, model_name, sparsifier_name
+from topkscope.plots.titles import describe_run, sparsifier_name
 from topkscope.schema import GLOBAL
 
 BATTERY_EFFECT_SIZES = ("ks_D", "qq_r", "shapiro_W")  # the normality figure's panels
@@ -84,8 +82,8 @@ def sorted_magnitudes_figure(run, analysis: SnapshotAnalysis, densities: Sequenc
 
 def contraction_figure(run, analysis: SnapshotAnalysis | None, out_dir: Path,
                        experiment: str) -> FigureEntry:
+    from topkscope.analysis.criteria import contraction_shares
     from topkscope.analysis.fitted_value import analysis_units
-    from topkscope.analysis.verdicts import contraction_shares
 
     fitted = (analysis_units(analysis.ratios, analysis.fits) if analysis is not None
               else pd.DataFrame())
@@ -144,7 +142,7 @@ def qq_figure(run, analysis: SnapshotAnalysis, out_dir: Path, experiment: str) -
 
 
 def selectors_figure(run, out_dir: Path, experiment: str) -> FigureEntry:
-    from topkscope.analysis.verdicts import count_band_text, in_count_band
+    from topkscope.analysis.criteria import count_band_text, in_count_band
 
     fig = plots.selected_over_k(run.stats, manifest=run.manifest)
     u = _global_u(run.stats)
@@ -173,8 +171,8 @@ def run_frames(runs: Sequence) -> tuple[pd.DataFrame, pd.DataFrame]:
     density; eval also gets
     `elements`: the elements all workers sent up to and including its step (cumulative sum of
     train `selected`, the mean per worker, times the number of workers)."""
-    from topkscope.analysis import published_claims
-    from topkscope.analysis.claims import condition_of
+    from topkscope.claims import published as published_claims
+    from topkscope.manifest import condition_of
 
     trains, evals = [], []
     for r in runs:
@@ -254,9 +252,9 @@ def convergence_figure(runs: Sequence, out_dir: Path, experiment: str) -> Figure
 
 
 def traffic_figure(runs: Sequence, out_dir: Path, experiment: str) -> FigureEntry:
-    from topkscope.analysis.claims import condition_of
-    from topkscope.analysis.convergence_claims import WHOLE_RUN, traffic_ratios
     from topkscope.analysis.phases import TARGET
+    from topkscope.analysis.seeds import WHOLE_RUN, traffic_ratios
+    from topkscope.manifest import condition_of
 
     rho = main_density(runs)
     runs = [r for r in runs if float(r.manifest["density"]) == rho]
@@ -293,7 +291,7 @@ def density_sensitivity_figure(runs: Sequence, out_dir: Path, experiment: str) -
     other = [r for r in runs if float(r.manifest["density"]) != rho]
     if not other:
         return None
-    from topkscope.analysis.claims import condition_of
+    from topkscope.manifest import condition_of
 
     methods = {r.manifest["sparsifier"] for r in other}
     conditions = {condition_of(r.manifest) for r in other}
@@ -322,7 +320,7 @@ def density_sensitivity_figure(runs: Sequence, out_dir: Path, experiment: str) -
 
 def selected_per_step_figure(runs: Sequence, out_dir: Path, experiment: str) -> FigureEntry | None:
     """None when the experiment ran no approximate method."""
-    from topkscope.analysis.verdicts import count_band_text, in_count_band
+    from topkscope.analysis.criteria import count_band_text, in_count_band
 
     rho = main_density(runs)
     runs = [r for r in runs if float(r.manifest["density"]) == rho
@@ -363,8 +361,10 @@ def contraction_gap_figure(runs: Sequence, out_dir: Path, experiment: str) -> Fi
     table = cc.correlations(frame, seeded)
     parts = []
     for gap, part in table.groupby("gap", sort=False):
-        v, best, cause = cc.verdict(part)
-        parts.append(f"{gap} gap: {v}" + (f" ({best} best)" if best else "") + f"; {cause}")
+        told = [f"{r.contraction} ρ {r.rho:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}] (p {r.p:.3g})"
+                for r in part.itertuples() if np.isfinite(r.ci_low) and np.isfinite(r.ci_high)]
+        parts.append(f"{gap} gap: " + ("; ".join(told) or "no interval (too few points or "
+                                                         "seeds)"))
     caption = ("The convergence gap to Dense of each method and condition (mean over seeds: the "
                "final held-out metric behind the same seed's Dense run; median over seeds: the "
                "steps to Dense's final metric within the margin, relative to Dense's) against "
@@ -376,7 +376,8 @@ def contraction_gap_figure(runs: Sequence, out_dir: Path, experiment: str) -> Fi
                + ". "
                "Spearman ρ with 95% bootstrap interval over seeds and the permutation p of the "
                "ordering, per contraction: " + " | ".join(parts)
-               + f". {_experiment_note(runs)}.")
+               + ". The verdict is the claims' contraction_explains_convergence row. "
+               + f"{_experiment_note(runs)}.")
     return _save(fig, out_dir, experiment, "contraction_gap", caption)
 
 
@@ -472,69 +473,3 @@ def _rel(path: Path, base: Path) -> str:
 
 def _anchor(title: str) -> str:
     return "".join(c for c in title.lower().replace(" ", "-") if c.isalnum() or c in "-_")
-
-
-VERDICT_MARKS = {"holds": "holds ✅", "fails": "fails ❌", "mixed": "mixed ⚠️",
-                 "inconclusive": "inconclusive ❔", "insufficient-data": "insufficient data"}
-
-
-RUN_COLUMNS = ("profile", "model_args", "differs_from_plan")  # claims_table's, after COLUMNS
-
-
-def claims_table(runs: Iterable, differing: dict[str, str] | None = None,
-                 **options) -> pd.DataFrame:
-    """topkscope.analysis.claims.build over the loaded runs (options: build's, e.g. margin,
-    perplexity_margin), plus what was run: the profile and the model arguments (e.g. a
-    narrower width) of the runs behind each row, and `differs_from_plan`: for each run among
-    them named in `differing` (resolved run folder -> what differs, from the figures driver),
-    "<run folder>: <what differs>"; empty when every run has the plan's settings or there is
-    no plan (`topkscope claims`)."""
-    from topkscope.analysis import claims
-
-    runs = list(runs)
-    differing = differing or {}
-    table = claims.build(runs, **options)
-    setting: dict[tuple, tuple[str, str]] = {}
-    differs: dict[tuple, list[str]] = {}
-    for run in runs:
-        key = claims.model_key(run.manifest)
-        args = (run.manifest.get("config") or {}).get("model_args") or {}
-        setting.setdefault(key, (str(run.manifest.get("profile") or ""),
-                                 ", ".join(f"{k}={v}" for k, v in sorted(args.items()))))
-        what = differing.get(str(Path(run.path).resolve()))
-        if what:
-            differs.setdefault(key, []).append(f"{Path(run.path).name}: {what}")
-    keys = [claims.model_key(dict(zip(("model", "dataset", "dataset_substitute"), row)))
-            for row in table[["model", "dataset", "dataset_substitute"]].itertuples(index=False)]
-    keys = [tuple(None if isinstance(v, float) and v != v else v for v in k) for k in keys]
-    profile, model_args, differs_from_plan = RUN_COLUMNS
-    table[profile] = [setting.get(k, ("", ""))[0] for k in keys]
-    table[model_args] = [setting.get(k, ("", ""))[1] for k in keys]
-    table[differs_from_plan] = ["; ".join(differs.get(k, [])) for k in keys]
-    return table
-
-
-def claims_markdown(table: pd.DataFrame) -> str:
-    """A markdown table: model, dataset (+ substitution), claim, sparsifier, verdict, evidence."""
-    if len(table) == 0:
-        return "_no claims could be evaluated (no runs)_"
-    from topkscope.reproduce.findings import verdict_sentence
-
-    lines = ["| model | dataset | claim | sparsifier | condition | units | fraction | verdict | "
-             "in one sentence | evidence |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for row in table.itertuples(index=False):
-        sub = row.dataset_substitute if isinstance(row.dataset_substitute, str) else None
-        frac = "" if pd.isna(row.fraction) else f"{row.fraction:.2f}"
-        sparsifiers = ", ".join(sparsifier_name(s) for s in str(row.sparsifier).split(","))
-        args = getattr(row, "model_args", "")
-        model = model_name(row.model) + (f" ({args})" if isinstance(args, str) and args else "")
-        cells = [model, dataset_name(row.dataset, sub),
-                 row.statement or row.claim,
-                 sparsifiers, str(getattr(row, "condition", "") or "").replace("nan", ""),
-                 str(row.n_units), frac, VERDICT_MARKS.get(row.verdict, row.verdict),
-                 verdict_sentence(row), str(row.evidence)]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    rules = table.drop_duplicates("claim")[["claim", "rule"]]
-    lines += ["", "Verdict rules:", ""]
-    lines += [f"- **{r.claim}**: {r.rule}" for r in rules.itertuples(index=False)]
-    return "\n".join(lines)

@@ -22,7 +22,7 @@ their logged per-worker batch), every input a band of what was measured or publi
                  misses on one node (validation.csv: logged COMM_TOTAL less the model's
                  all-gather), added to every sparse method's step
 
-A claim (CLAIMS of topkscope.perf.report: over Dense and Top-k, over Dense with WFBP, over Dense
+A claim (CLAIMS of topkscope.claims.speedup: over Dense and Top-k, over Dense with WFBP, over Dense
 in fp16; and TOPK_ONLY: over exact Top-k alone) holds when every speed-up exceeds 1 + e at every corner of the band (t_step is
 monotone in each input, so the corners bound it), fails when one baseline's speed-up is below
 1 - e at every corner, else is inconclusive; its `cause` names the inputs whose band alone
@@ -37,15 +37,15 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import re
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from topkscope.analysis.verdicts import band_verdict
+from topkscope.claims.row import ClaimRow, frame
+from topkscope.claims.verdicts import band_verdict
 from topkscope.perf import model as pm
 from topkscope.perf.gpu_runs import PUBLISHED_DIR, REFERENCE
 from topkscope.perf.model import Input
@@ -58,7 +58,6 @@ P = 16
 CLAIMS_QUICK = REFERENCE / "claims-quick.csv"
 P16_CSV = PUBLISHED_DIR / "p16-gpu.csv"
 NOT_OWN_TRAINING = "on Top-k's u, not its own training"  # a count band read off another u
-_PCT = re.compile(r"count/k median ([\d.]+), 5th-95th percentile ([\d.]+)-([\d.]+)")
 
 
 @dataclass(frozen=True)
@@ -109,9 +108,10 @@ def model_bands(model: str, validation: pd.DataFrame, selection: pd.DataFrame,
         rows = claims[(claims["claim"] == claim) & (claims["sparsifier"] == METHOD)
                       & (claims["model"] == model)
                       & ~claims["condition"].astype(str).str.contains("during warm-up")]
-        found = rows["evidence"].astype(str).str.extract(_PCT).dropna()
-        if not found.empty:
-            lo, hi = float(found[1].astype(float).min()), float(found[2].astype(float).max())
+        found = rows[["count_p5", "count_p95"]].dropna() if {"count_p5", "count_p95"} <= set(
+            rows.columns) else rows.iloc[:0]
+        if not found.empty:  # a table of schema 2 (earlier ones do not give the percentiles)
+            lo, hi = float(found["count_p5"].min()), float(found["count_p95"].max())
             bands["counts"] = Band(lo, hi, f"count/k of the published rule {where}, "
                                            "5th-95th percentile (claims-quick.csv, condition "
                                            + str(rows["condition"].iloc[0]) + ")")
@@ -165,10 +165,9 @@ def claim_rows(validation: pd.DataFrame | None = None, selection: pd.DataFrame |
                claims: pd.DataFrame | None = None,
                errors: dict[str, float] | None = None) -> pd.DataFrame:
     """The rows (module docstring) for every model with bands, network and baseline set."""
-    from topkscope.analysis.claims import COLUMNS, PREDICTION_COLUMNS
+    from topkscope.claims.speedup import CLAIMS
     from topkscope.models import DATASET
-    from topkscope.perf.p16_claims import CLAIMS, comparison_error, prediction_columns
-    from topkscope.perf.published import validated_errors
+    from topkscope.perf.published import comparison_error, validated_errors
     from topkscope.perf.workload import model_size
     from topkscope.plots.titles import sparsifier_name
 
@@ -195,11 +194,12 @@ def claim_rows(validation: pd.DataFrame | None = None, selection: pd.DataFrame |
 
                 every = _speedups(model, d, net, corners, baselines)
                 verdict = band_verdict(every, baselines, errs)
-                deciding = []
+                deciding, decided_by = [], []
                 for k in VARIED:
                     ends = [band_verdict(_speedups(model, d, net, [{**mid, k: v}], baselines),
                                      baselines, errs) for v in (bands[k].low, bands[k].high)]
                     if ends[0] != ends[1]:
+                        decided_by.append(k)
                         deciding.append(f"{k} ({_value(k, bands[k].low)}: {ends[0]}; "
                                         f"{_value(k, bands[k].high)}: {ends[1]})")
                 span = {b: (min(s[b] for s in every), max(s[b] for s in every))
@@ -211,33 +211,39 @@ def claim_rows(validation: pd.DataFrame | None = None, selection: pd.DataFrame |
                          if verdict != "inconclusive" else
                          f"decided by {'; '.join(deciding) or 'the inputs together'} "
                          f"(predicted {spans} at {network})")
+                reason = "" if verdict != "inconclusive" else "input-band-too-wide"
                 if NOT_OWN_TRAINING in bands["counts"].source and verdict != "inconclusive":
                     cause = (f"would be {verdict}, but the rule's counts are {NOT_OWN_TRAINING} "
                              f"({cause})")
-                    verdict = "inconclusive"
+                    verdict, reason = "inconclusive", "counts-not-own-training"
                 sources = "; ".join(f"{k} {_value(k, bands[k].low)} ... "
                                     f"{_value(k, bands[k].high)}: {bands[k].source}"
                                     for k in VARIED)
-                rows.append({
-                    "model": model, "dataset": DATASET.get(model), "dataset_substitute": None,
-                    "claim": f"gaussiank_speedup_p{P}_gpu{suffix}", "sparsifier": METHOD,
-                    "statement": f"{sparsifier_name(METHOD)} gives {what} at P = {P} "
-                                 f"({network}), on GPU inputs with their bands",
-                    "n_runs": np.nan, "n_units": len(corners), "fraction": np.nan,
-                    "evidence": f"{spans}; inputs: {sources}", "verdict": verdict,
-                    "rule": "every corner of the input band: holds if every speed-up > 1 + e, "
-                            "fails if one baseline's speed-up < 1 - e at every corner, else "
-                            "inconclusive naming the inputs whose band decides",
-                    "condition": f"prediction, not a measurement: GPU inputs of published GPU "
-                                 f"runs with bands; batch {int(bands['batch'].low)} per worker",
-                    "section": "prediction", "cause": cause, "metric": "",
-                    **prediction_columns(network=network, inputs="GPU inputs of published "
-                                         "GPU runs (bands)", baselines=", ".join(names),
-                                         selection_basis="band", model_error=max(errs.values())),
-                })
-    frame = pd.DataFrame(rows)
-    return frame.reindex(columns=list(dict.fromkeys([*COLUMNS, *PREDICTION_COLUMNS,
-                                                     *frame.columns])))
+                dense = [b for b in baselines if b in pm.DENSE_METHODS]
+                rows.append(ClaimRow(
+                    model=model, dataset=DATASET.get(model), dataset_substitute=None,
+                    claim=f"gaussiank_speedup_p{P}_gpu{suffix}", sparsifier=METHOD,
+                    statement=f"{sparsifier_name(METHOD)} gives {what} at P = {P} "
+                              f"({network}), on GPU inputs with their bands",
+                    n_units=len(corners), evidence=f"{spans}; inputs: {sources}",
+                    verdict=verdict, reason=reason, rule=RULE,
+                    condition=f"prediction, not a measurement: GPU inputs of published GPU "
+                              f"runs with bands; batch {int(bands['batch'].low)} per worker",
+                    section="prediction", cause=cause, network=network,
+                    inputs="GPU inputs of published GPU runs (bands)",
+                    baselines=", ".join(names), selection_basis="band",
+                    model_error=max(errs.values()), diff_unit="speed-up ×",
+                    decided_by=", ".join(decided_by),
+                    speedup_low=span[dense[0]][0] if dense else math.nan,
+                    speedup_high=span[dense[0]][1] if dense else math.nan,
+                    speedup_topk_low=span["topk"][0] if "topk" in span else math.nan,
+                    speedup_topk_high=span["topk"][1] if "topk" in span else math.nan))
+    return frame(rows)
+
+
+RULE = ("every corner of the input band: holds if every speed-up > 1 + e, fails if one "
+        "baseline's speed-up < 1 - e at every corner, else inconclusive naming the inputs whose "
+        "band decides")
 
 
 def markdown(table: pd.DataFrame) -> str:

@@ -1,0 +1,186 @@
+"""The units the distribution claims judge, per (model, training sparsifier, condition): the
+recorded whole-model u rows and the analysed snapshots of u, each labelled with its condition.
+
+A condition is the run's condition_of and its target density ("warmup=paper; rho=0.001"). A
+unit recorded while a density warm-up trained at another density is not pooled with them: it
+belongs to the condition "<condition>; during warm-up at rho=<the density trained>". When a
+model has several target-density conditions, ALL_CONDITIONS pools their units (never the
+warm-up ones) as a summary.
+
+    for units in condition_units(runs, sparsifiers, max_snapshots, max_n):
+        units.sparsifier, units.condition, units.u (stats rows), units.snaps, units.n_runs
+
+Snapshots: at most `max_snapshots` per (training sparsifier, condition) get the full normality,
+fit and curve analysis (analysis.snapshots.analyze_loaded), chosen by pick_snapshots.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from topkscope.analysis import contraction, fits, fitted_value, phases, selection, snapshots
+from topkscope.manifest import condition_of
+from topkscope.schema import GLOBAL
+
+ALL_CONDITIONS = "all conditions (target density)"
+NO_UNITS = "no units recorded"
+DURING_WARMUP = "during warm-up at rho="
+
+
+def model_key(manifest: dict) -> tuple:
+    """(model, dataset, dataset_substitute) from a manifest; missing entries become None."""
+    return manifest.get("model"), manifest.get("dataset"), manifest.get("dataset_substitute")
+
+
+def floats(column: pd.Series) -> np.ndarray:
+    """A column as float64, nullable NA (e.g. Int64 counts with gaps) as NaN."""
+    return column.astype("float64").to_numpy()
+
+
+def unit_conditions(run, steps: Sequence[int]) -> list[str]:
+    """The condition of each recorded step of a run: condition_of and the target density,
+    plus the density trained at when the step lies in the density warm-up
+    ("warmup=paper; rho=0.001; during warm-up at rho=0.015625")."""
+    m = run.manifest
+    density = m.get("density")
+    base = condition_of(m) + (f"; rho={float(density):g}" if density is not None else "")
+    tr = getattr(run, "train", None)
+    epochs = None
+    if tr is not None and not tr.empty and {"step", "epoch"} <= set(tr.columns):
+        noted = tr[tr["epoch"].notna()]  # a hook run's epoch is null unless the script notes it
+        by_step = dict(zip(noted["step"].astype(int), noted["epoch"].astype(int)))
+        if all(int(s) in by_step for s in steps):
+            epochs = [by_step[int(s)] for s in steps]
+    try:
+        warm, trained = phases.step_phases(m, steps, epochs)
+    except ValueError:
+        return [f"{base}; warm-up phase unknown"] * len(steps)
+    return [f"{base}; {DURING_WARMUP}{t:g}" if w else base for w, t in zip(warm, trained)]
+
+
+def u_rows(runs: list) -> pd.DataFrame:
+    """The whole-model u rows (stats kind u, layer __global__) of `runs`, with `_run` (the
+    run's index), `_sparsifier` (its training sparsifier) and `_condition` (unit_conditions)."""
+    frames = []
+    for i, run in enumerate(runs):
+        st = run.stats
+        if st is None or st.empty or "kind" not in st or "layer" not in st:
+            continue
+        rows = st[(st["kind"] == "u") & (st["layer"] == GLOBAL)]
+        if not rows.empty:
+            steps = rows["step"].astype(int).to_numpy()
+            unique = sorted(set(steps.tolist()))
+            label = dict(zip(unique, unit_conditions(run, unique)))
+            frames.append(rows.assign(_run=i, _sparsifier=run.manifest.get("sparsifier"),
+                                      _condition=[label[s] for s in steps]))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def pick_snapshots(found: list[tuple[int, int, int]], most: int) -> list[tuple[int, int, int]]:
+    """At most `most` of the (run, step, rank) snapshots `found`, as many distinct (run, step)
+    blocks as possible (the ranks of one step are one block of criteria.share_interval, so a
+    second rank adds less than another step): blocks evenly spaced over (step, run), one rank
+    each (cycling over the ranks); then, while room is left, more ranks of those blocks."""
+    by_step = sorted(found, key=lambda t: (t[1], t[0], t[2]))
+    blocks: dict[tuple[int, int], list[int]] = {}
+    for i, step, rank in by_step:
+        blocks.setdefault((i, step), []).append(rank)
+    order = list(blocks)
+    chosen = np.unique(np.linspace(0, len(order) - 1, min(most, len(order))).round()).astype(int)
+    picked = [(order[j][0], order[j][1], blocks[order[j]][n % len(blocks[order[j]])])
+              for n, j in enumerate(chosen)]
+    taken = set(picked)
+    rest = [t for t in by_step if t not in taken]
+    room = max(0, min(most, len(found)) - len(picked))
+    if room and rest:
+        extra = np.unique(np.linspace(0, len(rest) - 1, room).round()).astype(int)
+        picked += [rest[j] for j in extra]
+    return sorted(picked, key=lambda t: (t[1], t[0], t[2]))
+
+
+def snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> list[dict]:
+    """The snapshot pipeline (analysis.snapshots.analyze_loaded: battery, fits, contraction at
+    the recorder's densities, seed SEED) on at most max_snapshots snapshots of u per (training
+    sparsifier, condition), chosen by pick_snapshots. Each analysis: _run, step, rank,
+    sparsifier, condition, battery (normality row), best_family, beta (gennorm shape),
+    ratios (contraction table), tail ((density, count above Gaussian-k's first threshold, k)
+    per density), fitted (fitted_value.snapshot_units)."""
+    listed: dict[tuple, list[tuple[int, int, int]]] = {}
+    for i, run in enumerate(runs):
+        keys = snapshots.snapshot_keys(run)
+        if not keys:
+            continue
+        steps = sorted({s for s, _ in keys})
+        label = dict(zip(steps, unit_conditions(run, steps)))
+        for step, rank in keys:
+            where = (run.manifest.get("sparsifier"), label[step])
+            listed.setdefault(where, []).append((i, step, rank))
+    if max_snapshots == 0:
+        return []
+    out = []
+    for (sparsifier, condition), found in sorted(listed.items()):
+        for i, step, rank in pick_snapshots(found, max_snapshots):
+            tables = snapshots.analyze_loaded(runs[i], step, rank, max_n=max_n)
+            vector = runs[i].snapshot(step, rank)
+            tail = [(rho, selection.gaussian_tail_count(vector, k), k)
+                    for rho in snapshots.snapshot_densities(runs[i], step, rank)
+                    if 1 <= (k := contraction.k_from_density(rho, vector.size)) <= vector.size]
+            gennorm = tables.fits[(tables.fits["family"] == "gennorm")
+                                  & (tables.fits["on"] == "x")]["shape"]
+            out.append({
+                "_run": i, "step": step, "rank": rank, "sparsifier": sparsifier,
+                "condition": condition, "battery": tables.normality.iloc[0].to_dict(),
+                "best_family": fits.best(tables.fits, "x") if not tables.fits.empty else "none",
+                "beta": float(gennorm.iloc[0]) if len(gennorm) else math.nan,
+                "ratios": tables.contraction, "tail": tail,
+                "fitted": fitted_value.snapshot_units(tables.contraction, tables.fits),
+            })  # fmt: skip
+    return out
+
+
+@dataclass
+class ConditionUnits:
+    """The units of one (training sparsifier, condition) of one model: its recorded u rows
+    (u_rows' columns) and snapshot analyses (snapshot_analyses'), and the runs behind them."""
+
+    sparsifier: str
+    condition: str
+    u: pd.DataFrame = field(default_factory=pd.DataFrame)
+    snaps: list = field(default_factory=list)
+    n_runs: int = 0
+
+
+def condition_units(runs: list, sparsifiers: Sequence[str], max_snapshots: int,
+                    max_n: int | None) -> Iterator[ConditionUnits]:
+    """Every (training sparsifier, condition) of `runs` (one model's) with units, in the
+    claims table's order: per sparsifier of `sparsifiers`, its target-density conditions
+    sorted, ALL_CONDITIONS where there are several, then the warm-up conditions. Runs without
+    any unit give one ConditionUnits named NO_UNITS for all of `sparsifiers`."""
+    u = u_rows(runs)
+    snaps = snapshot_analyses(runs, max_snapshots, max_n)
+    found = set()
+    if not u.empty:
+        found |= set(zip(u["_sparsifier"], u["_condition"]))
+    found |= {(s["sparsifier"], s["condition"]) for s in snaps}
+    if not found:
+        yield ConditionUnits(",".join(sparsifiers), NO_UNITS)
+        return
+    for sparsifier in [s for s in sparsifiers if any(f[0] == s for f in found)]:
+        conditions = sorted(c for s, c in found if s == sparsifier)
+        target = [c for c in conditions if DURING_WARMUP not in c]
+        ordered = target + [c for c in conditions if c not in target]
+        if len(target) > 1:
+            ordered.append(ALL_CONDITIONS)
+        for cond in ordered:
+            wanted = set(target) if cond == ALL_CONDITIONS else {cond}
+            sub = (u[(u["_sparsifier"] == sparsifier) & u["_condition"].isin(wanted)]
+                   if not u.empty else u)
+            picked = [s for s in snaps if s["sparsifier"] == sparsifier
+                      and s["condition"] in wanted]
+            used = (set(sub["_run"]) if not sub.empty else set()) | {s["_run"] for s in picked}
+            yield ConditionUnits(sparsifier, cond, sub, picked, len(used))

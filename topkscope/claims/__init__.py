@@ -1,0 +1,57 @@
+"""The claims: every claim the suite tests, every verdict rule, and the one builder of the
+claims table (results/claims.csv, `topkscope claims`, the figures driver and the report).
+
+    from topkscope import claims
+    table = claims.build(runs, roots=[results_root])     # DataFrame, claims.COLUMNS
+    claims.register_claim(claims.Claim(...))             # a claim of one's own
+
+A row is a typed `ClaimRow` (row.py): the numbers as fields, the evidence and cause rendered
+from them. Each claim is one `Claim` in the registry (registry.py). The verdict rules are
+verdicts.py's; the criteria and intervals they judge by are topkscope.analysis.criteria's.
+Modules, one per claim family: distribution (u and Top-k's contraction, counts on Top-k's u),
+in_training (counts in each method's own training), convergence (accuracy, traffic),
+explanation (does the contraction order the gap to Dense), published (imported published
+runs), speedup and time_to_accuracy (the P = 16 predictions), gpu_bands (the published GPU
+input bands, written to results/reference/published/p16-gpu.csv). Older tables are read by
+migrate.py. Renderers (topkscope.publish) format these rows and decide nothing.
+"""
+
+from topkscope.analysis.units import ALL_CONDITIONS, DURING_WARMUP, NO_UNITS
+from topkscope.claims import (  # noqa: F401  (registers the built-in claims, in this order)
+    convergence,
+    distribution,
+    explanation,
+    in_training,
+    published,
+    speedup,
+    time_to_accuracy,
+)
+from topkscope.claims.build import UNNAMED, build, build_rows, what_is_missing, write
+from topkscope.claims.inputs import Context, ModelRuns, Options
+from topkscope.claims.migrate import section_of
+from topkscope.claims.registry import (
+    Claim,
+    claim_of,
+    mark_built_in,
+    register_claim,
+    registered,
+    unregister_claim,
+)
+from topkscope.claims.row import (
+    COLUMNS,
+    PREDICTION_COLUMNS,
+    SCHEMA_VERSION,
+    SECTIONS,
+    ClaimRow,
+    frame,
+)
+from topkscope.claims.verdicts import REASONS, VERDICTS
+
+mark_built_in()
+
+__all__ = [
+    "ALL_CONDITIONS", "COLUMNS", "Claim", "ClaimRow", "Context", "DURING_WARMUP", "ModelRuns",
+    "NO_UNITS", "Options", "PREDICTION_COLUMNS", "REASONS", "SCHEMA_VERSION", "SECTIONS",
+    "UNNAMED", "VERDICTS", "build", "build_rows", "claim_of", "frame", "register_claim",
+    "registered", "section_of", "unregister_claim", "what_is_missing", "write",
+]
