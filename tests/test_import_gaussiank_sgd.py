@@ -208,3 +208,29 @@ def test_display_windows_follow_the_authors_rule():
     # 100 iterations: lines at 40 and 80
     assert imp.display_windows(100, 1) == [(1, 41), (42, 81)]
     assert imp.after_eval_steps([49, 98, 147], 140).nonzero()[0].tolist() == [49, 98]
+
+
+def test_a_job_that_failed_at_setup_is_skipped_in_a_root_and_refused_by_name(tmp_path, capsys):
+    logs = tmp_path / "job"
+    write_job(logs, "7")
+    # the source's job 129094: the launcher found no hostfile, nothing ran
+    (logs / "topk.e6").write_text("--------\nOpen RTE was unable to open the hostfile:\n"
+                                  "    cluster2\n--------\n")
+    (logs / "topk.o6").write_text("==========\nSLURM_JOB_ID = 6\nSLURM_NODELIST = gpu25\n"
+                                  "==========\n")
+    res = tmp_path / "res"
+    assert main(["import", "gaussiank-sgd", str(logs), "--results", str(res),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "claims.csv"
+    assert main(["claims", str(res), "--out", str(out), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    skipped = [line for line in err.splitlines() if "skipped" in line]
+    assert len(skipped) == 1 and str(res / "gaussiank-sgd" / "6") in skipped[0]
+    assert "failed at set-up" in skipped[0] and "Open RTE" in skipped[0]
+    assert pd.read_csv(out)["n_runs"].notna().any()  # the other job's rows are there
+    named = res / "gaussiank-sgd" / "6"
+    assert main(["claims", str(named), "--out", str(tmp_path / "c2.csv"),
+                 "--no-progress"]) == 2
+    assert "failed at set-up" in capsys.readouterr().err
+    assert not (tmp_path / "c2.csv").exists()

@@ -108,15 +108,21 @@ def published_gpu_bands(p16_csv: Path = P16_CSV) -> pd.DataFrame | None:
 
 
 # ---------------------------------------------------------------- the figures driver
-def imported_runs(results_root: Path) -> list:
+def imported_runs(results_root: Path, skipped: list | None = None) -> list:
     """The imported published runs (launcher `published`, complete or failed) under the
-    results root, loaded: the figures driver draws them and hands them to the claims."""
+    results root, loaded: the figures driver draws them and hands them to the claims. A job
+    that failed at set-up is left out, one line naming it appended to `skipped`
+    (topkscope.analysis.runs.skip_setup_failures)."""
     from topkscope.analysis.published_claims import PUBLISHED
-    from topkscope.analysis.runs import load
+    from topkscope.analysis.runs import load, skip_setup_failures
     from topkscope.manifest import find_runs
 
-    return [load(r.path) for r in find_runs(results_root, status=("complete", "failed"))
-            if r.manifest.get("launcher") == PUBLISHED]
+    runs, notes = skip_setup_failures(
+        [load(r.path) for r in find_runs(results_root, status=("complete", "failed"))
+         if r.manifest.get("launcher") == PUBLISHED])
+    if skipped is not None:
+        skipped.extend(notes)
+    return runs
 
 
 def draw(runs: list, figures_dir: Path) -> list:
