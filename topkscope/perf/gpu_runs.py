@@ -9,8 +9,10 @@ their sources; from runs imported by `topkscope import gaussiank-sgd` (launcher 
                              select_s, family
     selection_inputs(runs)   per method and d, a GPU selection time labelled "measured on a
                              GPU (source)", "fitted by the authors (source)" or "modelled (how)"
-    write(roots, out_dir)    results/reference/published/{runs,validation,gpu_selection}.csv,
-                             and published.csv (the ddl-benchmarks rows and these)
+    write(roots, out_dir)    results/reference/published/{runs,validation,gpu_selection}.csv
+                             (gpu_selection.csv also holds the Top-k compression times of the
+                             seed authors' 32-GPU cluster, topkscope.perf.gtopkssgd), and
+                             published.csv (the ddl-benchmarks rows and these)
 
 The check. measured = the median of the logged "time per iteration including communication"
 net of the validation waits (train.parquet `time_iteration_net`: the iteration after each
@@ -388,8 +390,12 @@ def write(roots, out_dir: str | Path = PUBLISHED_DIR) -> list[Path]:
         raise ValueError(f"no imported runs (launcher {LAUNCHER!r}) under {roots!r}; import "
                          "them first: topkscope import gaussiank-sgd PATH --results RESULTS")
     out_dir = Path(out_dir)
+    from topkscope.perf import gtopkssgd
+
+    selection = pd.concat([selection_inputs(runs), gtopkssgd.selection_inputs()],
+                          ignore_index=True)
     tables = {"runs.csv": summary(runs), "validation.csv": validation_rows(runs),
-              "gpu_selection.csv": selection_inputs(runs)}
+              "gpu_selection.csv": selection}
     paths = []
     for name, frame in tables.items():
         paths.append(write_bytes_atomic(out_dir / name, frame.to_csv(index=False).encode()))
