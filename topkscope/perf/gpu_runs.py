@@ -69,21 +69,19 @@ import numpy as np
 import pandas as pd
 
 from topkscope.importers.gaussiank_sgd import (
-    AUTHORS_CODE,
     ITERATIONS,
     LAUNCHER,
     column_median,
     run_summary,
 )
+from topkscope.perf import gtopkssgd
 from topkscope.perf import model as pm
+from topkscope.perf.gtopkssgd import AUTHORS_FIT_SOURCE, AUTHORS_TOPK_S
 from topkscope.perf.model import Input
 from topkscope.perf.networks import PRESETS
 
 REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
 PUBLISHED_DIR = REFERENCE / "published"
-# the authors' fit of torch.topk on a P102-100: t = s d log2 d (utils.py, topk_perf_model)
-AUTHORS_TOPK_S = 2.18896957e-10
-AUTHORS_FIT_SOURCE = f"{AUTHORS_CODE} utils.py (topk_perf_model, s = {AUTHORS_TOPK_S:g}, P102-100)"
 LAUNCH_S = 5e-6      # one CUDA kernel launch (order of magnitude; the band covers it)
 BAND = (0.5, 4.0)    # the modelled selection times' uncertainty band (multiples of the model)
 # passes over d and kernels per call of each threshold method, (low, high) over its loop:
@@ -390,8 +388,6 @@ def write(roots, out_dir: str | Path = PUBLISHED_DIR) -> list[Path]:
         raise ValueError(f"no imported runs (launcher {LAUNCHER!r}) under {roots!r}; import "
                          "them first: topkscope import gaussiank-sgd PATH --results RESULTS")
     out_dir = Path(out_dir)
-    from topkscope.perf import gtopkssgd
-
     selection = pd.concat([selection_inputs(runs), gtopkssgd.selection_inputs()],
                           ignore_index=True)
     tables = {"runs.csv": summary(runs), "validation.csv": validation_rows(runs),

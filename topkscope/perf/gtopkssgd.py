@@ -48,8 +48,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from topkscope.importers.gaussiank_sgd import AUTHORS_CODE
 from topkscope.perf import model as pm
-from topkscope.perf.gpu_runs import AUTHORS_FIT_SOURCE, AUTHORS_TOPK_S
 from topkscope.perf.model import Input
 from topkscope.perf.networks import Network
 from topkscope.perf.workload import model_size
@@ -59,6 +59,10 @@ MEASUREMENTS_CSV = PUBLISHED_DIR / "gtopkssgd.csv"
 VALIDATION_CSV = PUBLISHED_DIR / "gtopkssgd_validation.csv"
 METHODS = ("dense", "topk", "gtopk")
 DENSITY = 0.001  # the paper's k = 0.001 d
+# the authors' fit of torch.topk on a P102-100: t = s d log2 d (utils.py, topk_perf_model), for
+# a model without a published compression time (also topkscope.perf.gpu_runs's input)
+AUTHORS_TOPK_S = 2.18896957e-10
+AUTHORS_FIT_SOURCE = f"{AUTHORS_CODE} utils.py (topk_perf_model, s = {AUTHORS_TOPK_S:g}, P102-100)"
 
 
 def measurements(path: str | Path = MEASUREMENTS_CSV) -> pd.DataFrame:
