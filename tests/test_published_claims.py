@@ -104,13 +104,15 @@ def test_prose_numbers_come_from_the_rows():
          "diff_mean": float("nan"), "verdict": "holds",
          "evidence": "x; selection share of an iteration 70%"},
     ])
-    validation = pd_frame([{"family": "one-node sparse", "ratio": 0.8, "communicate_s": 0.05,
+    validation = pd_frame([{"family": "one-node sparse", "ratio": 0.8, "ratio_slowest": 0.9,
+                            "communicate_s": 0.05, "wait_s": 0.0485, "exchange_s": 0.0015,
                             "predicted_communicate_s": 0.0004}])
     text = prose(claims_rows, validation)
     assert "Top-k − Dense final validation accuracy -1.5 to -0.5 points over 2 setting(s)" in text
     assert "took 70% of an iteration" in text and "2 insufficient-data" in text
-    assert "predicts 0.800× the measured sparse iterations" in text
-    assert "took 50.0 ms, the model's all-gather 0.40 ms" in text
+    assert "predicts 0.900× the measured sparse iterations" in text
+    assert "slowest worker's selection (48.50 ms), the exchange itself 1.50 ms against the " \
+           "model's 0.40 ms" in text
 
 
 def pd_frame(rows):
