@@ -6,6 +6,12 @@ parameters, `iters` loop iterations per epoch and `epochs` loop epochs, the pape
 [1/64, 0.004, 0.001] with the authors' rule max(density, S), one interval line per worker
 every `every` iterations, COMP= / COMM_TOTAL= lines (COMM= for a dense run) with the values
 select(it, rank) / comm(it, rank), one validation line per epoch with accuracy acc(epoch) %.
+The "Time per iteration" lines follow dist_trainer.py's display rule (loop index i, 0-based,
+with i % display == 0 and i > 0; display 40, or iters - 1 for a shorter loop epoch), each
+0.3 + 0.01 rank + 0.001 it at the window's last iteration it. `eval_wait` seconds are added to
+the COMM of every worker in the iteration after each validation (the first of the next
+epoch), and spread over the "Time per iteration" of the window that holds it, as the authors'
+code logs rank 0's validation.
 """
 
 from __future__ import annotations
@@ -41,12 +47,19 @@ def k_of(density: float, d: int, epoch: int) -> int:
     return max(int(d * rho), 1)
 
 
+def display_of(iters: int) -> int:
+    """dist_trainer.py's display interval for a loop epoch of `iters` iterations."""
+    return 40 if iters > 40 else iters - 1
+
+
 def write_job(folder: Path, job: str, *, workers: int = 2, d: int = 1000, iters: int = 4,
               epochs: int = 3, max_epochs: int | None = None, every: int = 4,
               compressor: str = "topk", density: float = 0.001, batch: int = 32,
               dnn: str = "vgg16", lr: float = 0.1, cancelled: bool = False,
               with_times: bool = True, bad_line: str | None = None,
-              select_base: float = 0.1, acc_shift: float = 0.0) -> tuple[Path, Path]:
+              select_base: float = 0.1, acc_shift: float = 0.0, eval_wait: float = 0.0,
+              comm=None) -> tuple[Path, Path]:
+    comm = comm_time if comm is None else comm
     folder.mkdir(parents=True, exist_ok=True)
     max_epochs = epochs if max_epochs is None else max_epochs
     ns = (f"Namespace(batch_size={batch}, compressor='{compressor}', data_dir='./data', "
@@ -67,15 +80,18 @@ def write_job(folder: Path, job: str, *, workers: int = 2, d: int = 1000, iters:
          "NCCL version 2.8.4+cuda11.2",
          "gpu99:1:2 [0] NCCL INFO Channel 00 : 0[1f000] -> 1[20000] via P2P/IPC"]
     dense = density >= 1.0 or compressor == "none"
+    display = display_of(iters)
+    window_start = 1
     for epoch in range(epochs):
         for i in range(1, iters + 1):
             it = epoch * iters + i
+            waits = eval_wait if (epoch > 0 and i == 1) else 0.0
             for rank in range(workers):
                 if with_times and not dense:
                     o.append(f"COMP={select_time(it, rank, select_base):.6f}")
             for rank in range(workers):
                 if with_times:
-                    c = comm_time(it, rank)
+                    c = comm(it, rank) + waits
                     o.append(f"COMM={c:.6f}" if dense else
                              f"COMM_TOTAL={c:.6f}, COMM_VAL={c:.6f}, COMM_ID=0.000010")
             if it % every == 0:
@@ -84,14 +100,20 @@ def write_job(folder: Path, job: str, *, workers: int = 2, d: int = 1000, iters:
                              f"{iters:5d}][rank:{rank}] loss: {2.0 - 0.01 * it:.3f}, average "
                              f"forward ({fwd(it, rank):.6f}) and backward ({bwd(it, rank):.6f}) "
                              f"time: 0.300000, iotime: 0.001000 ")
+            if (i - 1) % display == 0 and i > 1:
+                n = it - window_start + 1
+                held = sum(eval_wait for s in range(window_start, it + 1)
+                           if s > iters and (s - 1) % iters == 0)
+                window_start = it + 1
                 e.append("dist_trainer.py:90: DeprecationWarning: The 'warn' method is "
                          "deprecated, use 'warning' instead")
                 e.append("  logger.warn('Time per iteration including communication: %f, "
                          "Speed: %f images/s', time_per_iter, batch_size * nsteps_update / "
                          "time_per_iter)")
                 for rank in range(workers):
+                    value = 0.3 + 0.01 * rank + 0.001 * it + held / n
                     e.append(f"{STAMP} [dist_trainer.py:90] WARNING Time per iteration "
-                             f"including communication: {0.3 + 0.01 * rank + 0.001 * it:.6f}, "
+                             f"including communication: {value:.6f}, "
                              "Speed: 100.000000 images/s")
         for _ in range(workers):
             e.append(f"{STAMP} [dl_trainer.py:634] INFO train iter: {(epoch + 1) * iters}, "

@@ -4,6 +4,7 @@ against numbers worked out by hand from the small logs tests/_gaussiank_logs.py 
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests._gaussiank_logs import write_job
@@ -41,10 +42,11 @@ def test_every_column_of_a_sparse_run_matches_the_log(tmp_path):
     assert r["time_forward"] == pytest.approx(0.0051)
     assert r["time_backward"] == pytest.approx(0.2002)
     assert r["time_compute"] == pytest.approx(0.2053)
-    # COMP = 0.1 + 0.001 it + 0.0001 rank over it 5..8, ranks 0, 1: 0.1 + 0.0065 + 0.00005
-    assert r["time_select"] == pytest.approx(0.10655, abs=1e-9)
-    # COMM_TOTAL = 0.01 + 0.0002 it + 0.00001 rank: 0.01 + 0.0013 + 0.000005
-    assert r["time_communicate"] == pytest.approx(0.011305, abs=1e-9)
+    # COMP = 0.1 + 0.001 it + 0.0001 rank over it 6..8 (5 follows the validation at 4 and is
+    # left out), ranks 0, 1: 0.1 + 0.007 + 0.00005
+    assert r["time_select"] == pytest.approx(0.10705, abs=1e-9)
+    # COMM_TOTAL = 0.01 + 0.0002 it + 0.00001 rank: 0.01 + 0.0014 + 0.000005
+    assert r["time_communicate"] == pytest.approx(0.011405, abs=1e-9)
     # the two "Time per iteration" lines after the interval: 0.308 and 0.318
     assert r["time_iteration"] == pytest.approx(0.313)
     assert r["time_io"] == pytest.approx(0.001)
@@ -103,8 +105,8 @@ def test_dense_runs_and_the_density_floor(tmp_path):
     assert dense.manifest["sparsifier"] == "dense" and dense.manifest["density_schedule"] == "none"
     assert all(v is None for v in dense.train["time_select"])
     assert dense.train["k"] == [1000] * 6  # the dense all-reduce sends all d
-    # COMM= lines of iterations 9..12: 0.01 + 0.0002 * 10.5 + 0.000005
-    assert dense.train["time_communicate"][-1] == pytest.approx(0.012105, abs=1e-9)
+    # COMM= lines of iterations 10..12 (9 follows a validation): 0.01 + 0.0002 * 11 + 0.000005
+    assert dense.train["time_communicate"][-1] == pytest.approx(0.012205, abs=1e-9)
     floor = parsed["4"].manifest
     assert floor["density"] == 0.0001 and floor["density_trained"] == pytest.approx(0.001)
     assert floor["deviations"] and "max(density, 0.001)" in floor["deviations"][0]
@@ -166,10 +168,69 @@ def test_out_is_a_deprecated_alias_and_a_rerun_replaces_the_run(tmp_path, capsys
 def test_run_summary_medians_at_the_target_density(tmp_path):
     res = _import(tmp_path, "7", every=2)
     row = imp.run_summary(load(res / "gaussiank-sgd" / "7"))
-    # target density (0.001) only in loop epoch 2: iterations 9..12, intervals at 10 and 12
+    # target density (0.001) only in loop epoch 2: iterations 9..12, intervals at 10 and 12;
+    # the selection's median over the iterations 10..12 (9 follows a validation)
     assert row["intervals_target"] == 4
-    sel = [0.1 + 0.001 * 9.5 + 0.00005, 0.1 + 0.001 * 11.5 + 0.00005]
+    sel = [0.1 + 0.001 * it + 0.00005 for it in (10, 11, 12)]
     assert row["median_select_s"] == pytest.approx(float(np.median(sel)), abs=1e-9)
+    assert row["median_select_slowest_s"] == pytest.approx(0.1 + 0.011 + 0.0001, abs=1e-9)
     assert row["final_accuracy"] == pytest.approx(0.7)
     assert row["median_forward_s"] == pytest.approx(0.00505)
     assert not math.isnan(row["median_iteration_s"])
+
+
+def test_the_iteration_after_a_validation_is_marked_and_left_out_of_the_medians(tmp_path):
+    # by hand: COMM 0.5 ms in every iteration, and 1.2 s more in the first iteration of
+    # epochs 2 and 3 (steps 5 and 9: rank 0 validates there, the other workers wait)
+    res = _import(tmp_path, "8", eval_wait=1.2, comm=lambda it, rank: 0.0005)
+    run = load(res / "gaussiank-sgd" / "8")
+    its = pd.read_parquet(res / "gaussiank-sgd" / "8" / imp.ITERATIONS)
+    assert its.loc[its["after_eval"], "step"].tolist() == [5, 9]  # kept, marked
+    assert its.loc[its["step"] == 5, "time_communicate"].iloc[0] == pytest.approx(1.2005)
+    assert its["time_communicate"].mean() > 0.2  # what a mean over every iteration carried
+    row = imp.run_summary(run)
+    assert row["median_communicate_s"] == pytest.approx(0.0005, abs=1e-9)
+    tr = run.train
+    r = _row(tr, 8, 1)  # the interval 5..8: its exchange mean without step 5
+    assert r["time_communicate"] == pytest.approx(0.0005, abs=1e-9)
+    # the window 5..8 logged 0.3 + 0.01 + 0.008 + 1.2 / 4 per worker; net: the wait removed
+    assert r["time_iteration"] == pytest.approx(0.313 + 0.3, abs=1e-6)
+    assert r["time_iteration_net"] == pytest.approx(0.313, abs=1e-6)
+    first = _row(tr, 4, 0)  # the window 1..4 holds no validation: as logged
+    assert first["time_iteration_net"] == first["time_iteration"]
+
+
+def test_display_windows_follow_the_authors_rule():
+    # 48 iterations per loop epoch: a line at loop index 40 of each epoch, the window running on
+    assert imp.display_windows(48, 3) == [(1, 41), (42, 89), (90, 137)]
+    # a short epoch (4 iterations): display 3, one line per epoch at index 3
+    assert imp.display_windows(4, 2) == [(1, 4), (5, 8)]
+    # 100 iterations: lines at 40 and 80
+    assert imp.display_windows(100, 1) == [(1, 41), (42, 81)]
+    assert imp.after_eval_steps([49, 98, 147], 140).nonzero()[0].tolist() == [49, 98]
+
+
+def test_a_job_that_failed_at_setup_is_skipped_in_a_root_and_refused_by_name(tmp_path, capsys):
+    logs = tmp_path / "job"
+    write_job(logs, "7")
+    # the source's job 129094: the launcher found no hostfile, nothing ran
+    (logs / "topk.e6").write_text("--------\nOpen RTE was unable to open the hostfile:\n"
+                                  "    cluster2\n--------\n")
+    (logs / "topk.o6").write_text("==========\nSLURM_JOB_ID = 6\nSLURM_NODELIST = gpu25\n"
+                                  "==========\n")
+    res = tmp_path / "res"
+    assert main(["import", "gaussiank-sgd", str(logs), "--results", str(res),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "claims.csv"
+    assert main(["claims", str(res), "--out", str(out), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    skipped = [line for line in err.splitlines() if "skipped" in line]
+    assert len(skipped) == 1 and str(res / "gaussiank-sgd" / "6") in skipped[0]
+    assert "failed at set-up" in skipped[0] and "Open RTE" in skipped[0]
+    assert pd.read_csv(out)["n_runs"].notna().any()  # the other job's rows are there
+    named = res / "gaussiank-sgd" / "6"
+    assert main(["claims", str(named), "--out", str(tmp_path / "c2.csv"),
+                 "--no-progress"]) == 2
+    assert "failed at set-up" in capsys.readouterr().err
+    assert not (tmp_path / "c2.csv").exists()

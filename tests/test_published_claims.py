@@ -49,16 +49,17 @@ def test_runs_whose_logged_settings_differ_are_never_compared(tmp_path):
 
 
 def test_selection_share_holds_or_fails_on_the_logged_times(tmp_path):
-    # every = 1: four target-density intervals (iterations 9..12); compute = fwd + bwd ~ 0.205
+    # every = 1: target-density intervals 10..12 (9, after a validation, has no kept iteration
+    # and no selection time); compute = fwd + bwd ~ 0.205
     slow = _runs(tmp_path / "a", {"1": {"every": 1}})
     fast = _runs(tmp_path / "b", {"1": {"every": 1, "select_base": 0.0}})
     (row,) = _published(claims.build(slow)).query("claim == 'topk_selection_share'")\
         .itertuples()
-    # selection 0.1 + 0.001 it > 0.205 - selection for every it in 9..12
-    assert (row.verdict, row.n_units, row.fraction) == ("holds", 4, 1.0)
+    # selection 0.1 + 0.001 it > 0.205 - selection for every it in 10..12
+    assert (row.verdict, row.n_units, row.fraction) == ("holds", 3, 1.0)
     (row,) = _published(claims.build(fast)).query("claim == 'topk_selection_share'")\
         .itertuples()
-    assert (row.verdict, row.n_units, row.fraction) == ("fails", 4, 0.0)
+    assert (row.verdict, row.n_units, row.fraction) == ("fails", 3, 0.0)
 
 
 def test_claims_command_on_imported_folder(tmp_path, capsys):
@@ -103,13 +104,15 @@ def test_prose_numbers_come_from_the_rows():
          "diff_mean": 0.7, "diff_unit": "share of an iteration", "verdict": "holds",
          "evidence": "x; a text the sentences never read"},
     ])
-    validation = pd_frame([{"family": "one-node sparse", "ratio": 0.8, "communicate_s": 0.05,
+    validation = pd_frame([{"family": "one-node sparse", "ratio": 0.8, "ratio_slowest": 0.9,
+                            "communicate_s": 0.05, "wait_s": 0.0485, "exchange_s": 0.0015,
                             "predicted_communicate_s": 0.0004}])
     text = prose(claims_rows, validation)
     assert "Top-k − Dense final validation accuracy -1.5 to -0.5 points over 2 setting(s)" in text
     assert "took 70% of an iteration" in text and "2 insufficient-data" in text
-    assert "predicts 0.800× the measured sparse iterations" in text
-    assert "took 50.0 ms, the model's all-gather 0.40 ms" in text
+    assert "predicts 0.900× the measured sparse iterations" in text
+    assert "slowest worker's selection (48.50 ms), the exchange itself 1.50 ms against the " \
+           "model's 0.40 ms" in text
 
 
 def pd_frame(rows):

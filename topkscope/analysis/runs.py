@@ -198,3 +198,29 @@ def find(results_root: str | Path, experiment: str | None = None) -> list[Path]:
     if not root.is_dir():
         raise ValueError(f"results root {str(root)!r} is not a folder")
     return [r.path for r in find_runs(root, experiment=experiment, status=None)]
+
+
+def failed_at_setup(run: Run) -> bool:
+    """True for a run that failed before its first step: status failed and no recorded row
+    (train.parquet, eval.parquet, stats/ empty or absent), e.g. an imported job whose launcher
+    found no hostfile."""
+    if run.manifest.get("status") != "failed":
+        return False
+    return not any(len(getattr(run, name)) for name in ("train", "eval", "stats"))
+
+
+def skip_setup_failures(runs: list[Run], named=()) -> tuple[list[Run], list[str]]:
+    """(the runs less those that failed at set-up, one line per run left out naming it). A run
+    whose folder is one of `named` (a path given explicitly) is never left out: the caller
+    refuses it (topkscope.claims.what_is_missing says why); only runs found under a
+    results root or an experiment folder are skipped, so one such folder does not block a
+    whole root."""
+    explicit = {Path(p).resolve() for p in named}
+    kept, notes = [], []
+    for run in runs:
+        if failed_at_setup(run) and Path(run.path).resolve() not in explicit:
+            notes.append(f"skipped {run.path}: it failed at set-up, before its first step "
+                         f"({run.manifest.get('error')})")
+        else:
+            kept.append(run)
+    return kept, notes

@@ -174,7 +174,8 @@ def _target_rows(run) -> pd.DataFrame:
     tr = tr[np.isclose(tr["density"].astype("float64"), float(trained))]
     tr = tr.dropna(subset=["time_select", "time_compute"])
     return tr.groupby("step", as_index=False)[
-        [c for c in ("time_select", "time_compute", "time_iteration") if c in tr]].mean()
+        [c for c in ("time_select", "time_compute", "time_iteration", "time_iteration_net")
+         if c in tr]].mean()
 
 
 def _share_row(group: list) -> dict | None:
@@ -188,7 +189,9 @@ def _share_row(group: list) -> dict | None:
     n_pass, n = int((select > compute).sum()), len(frame)
     verdict = verdicts.fraction_verdict(n_pass, n)
     reason = verdicts.fraction_reason(verdict, n, n)
-    it = frame["time_iteration"].dropna().to_numpy(float) if "time_iteration" in frame else []
+    # the time per iteration net of the validation waits where the import has it
+    col = "time_iteration_net" if "time_iteration_net" in frame else "time_iteration"
+    it = frame[col].dropna().to_numpy(float) if col in frame else []
     share = (float(np.median(select)) / float(np.median(it))) if len(it) else math.nan
     m = units[0][1].manifest
     cond = f"{condition(m)}, node {m.get('node')} (GPU {m.get('gpu')})"

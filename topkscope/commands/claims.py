@@ -12,9 +12,13 @@ FILE (default ./claims.csv; `--out -`: the CSV on stdout), and one plain sentenc
 the sentences of claims.md, is printed (on stderr with `--out -`). The table and the
 sentences come from topkscope.reproduce, handed in by topkscope.cli.
 
+A run that failed at set-up (before its first step: no recorded row) found under a results
+root or an experiment folder is left out with one line naming it on stderr, so that one such
+folder does not block the rest; named as a path itself, it is refused (below).
+
 Bad input (a path that holds no complete or failed run, a damaged run, a folder the claims
-cannot read — a manifest.json that is not topkscope's, a run that failed at set-up, a run
-with no recorded rows, one whose manifest names no model —, --out a folder, a negative
+cannot read — a manifest.json that is not topkscope's, a run named itself that failed at
+set-up, a run with no recorded rows, one whose manifest names no model —, --out a folder, a negative
 margin): one line naming the folder and what it lacks, exit 2, nothing written.
 """
 
@@ -56,12 +60,16 @@ def add_margin_arguments(p: argparse.ArgumentParser) -> None:
                         f"{PERPLEXITY_MARGIN_PCT:g})")
 
 
-def readable_runs(paths, load: Callable, runs_at: Callable, progress_shown: bool = True) -> list:
+def readable_runs(paths, load: Callable, runs_at: Callable, progress_shown: bool = True,
+                  skipped: list | None = None) -> list:
     """The complete, failed and unfinished (interrupted, running: the convergence claims count
     them as unfinished seeds) runs under paths, loaded; ValueError naming the first complete
     or failed folder the claims cannot read and what it lacks
     (topkscope.claims.what_is_missing); a folder whose manifest.json is not
-    topkscope's is named before any status is looked at."""
+    topkscope's is named before any status is looked at. A run that failed at set-up found
+    under a results root or experiment folder is left out, one line naming it appended to
+    `skipped` (topkscope.analysis.runs.skip_setup_failures); named itself, it is refused."""
+    from topkscope.analysis.runs import skip_setup_failures
     from topkscope.analysis.seeds import CLAIMED_STATUSES, UNFINISHED_STATUSES
     from topkscope.claims import what_is_missing
     from topkscope.manifest import not_ours
@@ -79,6 +87,9 @@ def readable_runs(paths, load: Callable, runs_at: Callable, progress_shown: bool
     # manifest says whose (a Recorder in a loop of one's own names no model until it ends)
     runs = [r for r in runs if r.manifest.get("status") not in UNFINISHED_STATUSES
             or all(r.manifest.get(k) is not None for k in ("model", "sparsifier"))]
+    runs, notes = skip_setup_failures(runs, named=paths)
+    if skipped is not None:
+        skipped.extend(notes)
     for run in runs:
         if run.manifest.get("status") in UNFINISHED_STATUSES:
             continue
@@ -102,11 +113,15 @@ def main(args: argparse.Namespace, tabulate: Callable, summarize: Callable) -> i
         if out is not None and out.is_dir():
             raise ValueError(f"--out {str(out)!r} is a folder; give a file name (e.g. "
                              f"{out / 'claims.csv'}) or '-' for stdout")
-        runs = readable_runs(args.paths, load, runs_at, progress_shown=not args.no_progress)
+        skipped: list[str] = []
+        runs = readable_runs(args.paths, load, runs_at, progress_shown=not args.no_progress,
+                             skipped=skipped)
         table = tabulate(runs, roots=args.paths, margin=args.margin,
                          perplexity_margin=args.perplexity_margin)
     except ValueError as exc:  # nothing has been written yet
         raise CommandError(str(exc)) from None
+    for note in skipped:
+        print(f"claims: {note}", file=sys.stderr)
     csv = table.to_csv(index=False)
     summary = summarize(table)
     if out is None:

@@ -11,6 +11,7 @@ tool's run folder; --out a folder or not .html): one line, exit 2, nothing writt
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,6 +53,8 @@ def main(args: argparse.Namespace, write: Callable) -> int:
         raise CommandError(str(exc)) from None
     except OSError as exc:
         raise CommandError(f"cannot write {str(out)!r}: {exc}", code=1) from None
+    for note in report.skipped:
+        print(f"report: {note}", file=sys.stderr)
     print(f"report: {len(report.runs)} run(s), {len(report.claims)} claims rows, "
           f"{len(report.figures)} figures -> {out} ({out.stat().st_size / 1e6:.2f} MB, "
           f"{time.perf_counter() - start:.1f} s)")

@@ -1,6 +1,10 @@
-"""The Gaussian-k authors' training logs as result folders: one run per SLURM job.
+"""Training logs of the Gaussian-k authors' code as result folders: one run per SLURM job.
 
-The source format is that of kljp/topk_results@4d5937cd6c81f7a3869de9d1355bbc520d72ee27 `job/`:
+The logs are runs of the authors' code (hclhkbu/GaussianK-SGD) by the owner of
+kljp/topk_results (Daegun Yoon: the commits' author address is the contact that
+kljp/micro@0bcbdda94d1b78ab2d2a2d6f3e793da8a80f0515 README.md gives with its paper, Yoon and Oh,
+arXiv 2310.00967), not by the Gaussian-k authors. The source format is that of
+kljp/topk_results@4d5937cd6c81f7a3869de9d1355bbc520d72ee27 `job/`:
 `topk.e<job>` (stderr: the python logging of hclhkbu/GaussianK-SGD's dist_trainer.py,
 dl_trainer.py and distributed_optimizer.py) and `topk.o<job>` (stdout: the SLURM header, NCCL's
 messages, and per iteration and worker `COMP=<s>` — the selection — and `COMM_TOTAL=<s>, ...`
@@ -24,18 +28,35 @@ Train rows (one per logged interval and rank; `step` = the logged iteration): `l
 authors' selection and exchange are launched in backward hooks, so a sparse run's
 `time_backward` includes its selection), `time_compute` = forward + backward as logged,
 `time_io`, `time_select` and `time_communicate` (the mean of the .o lines of the interval's
-iterations over all workers: they carry no rank), `time_iteration` (the mean of the "Time per
-iteration including communication" lines logged since the interval's line: dist_trainer.py's
-mean over its own display window; null where none was logged), `selected` (the mean logged
+iterations over all workers: they carry no rank; the iterations that follow a validation left
+out, below), `time_iteration` (the mean of the "Time per iteration including communication"
+lines logged since the interval's line: dist_trainer.py's mean over its own display window;
+null where none was logged), `time_iteration_net` (the same net of the validation wait,
+below), `selected` (the mean logged
 count per iteration over the interval; the counts are one worker's), `k` (the logged count
 where every iteration of the interval selected the same number; the dense exchange: d),
 `density` = selected / d. `lr` from the epoch's logged summary. Null: what a log lacks
 (`bytes_sent`, the per-worker spread of the counts, the metric of a train row).
 
 `iterations.parquet` (where the .o log times every iteration): one row per iteration,
-`step`, `loop_epoch`, the logged `selected` count and its `density`, and the workers' mean and
+`step`, `loop_epoch`, the logged `selected` count and its `density`, the workers' mean and
 largest `time_select` / `time_communicate` (`_max`: the slowest worker, whom the exchange waits
-for).
+for), and `after_eval`.
+
+Validation waits. dl_trainer.py validates on rank 0 at the start of the iteration that follows
+every num_batches_per_epoch iterations (inside the timed train call); the other workers wait in
+that iteration's exchange, whose logged COMM then holds the whole validation (1.1-1.4 s in the
+VGG-16 jobs, against a median under 1 ms). That iteration (step = the evaluated step + 1) is
+`after_eval` in iterations.parquet: kept there, left out of the train rows' interval means and
+of every median and model input. dist_trainer.py's "Time per iteration" is the mean over a
+display window (40 iterations of its loop, or iters_per_epoch - 1 when that is smaller; the
+window runs on over loop epochs), so a window that holds an after_eval iteration carries its
+wait too: `time_iteration_net` is the logged mean less, per after_eval iteration in the window,
+its excess (the slowest worker's COMM there less the run's median of the slowest worker's COMM
+over the other iterations) over the window's length; a window with no after_eval iteration is
+as logged; one with an after_eval iteration in a log without per-iteration COMM is null. The
+windows are placed from the loop's length (the logged count lists) and the authors' display
+rule; a log whose number of lines does not fit that rule gets no `time_iteration_net`.
 
 The run's epochs: dl_trainer.py's epoch (train rows' `epoch`, the eval rows) counts
 num_batches_per_epoch batches, dist_trainer.py's loop — the density warm-up's epoch and
@@ -75,9 +96,25 @@ GPU_NOT_NAMED = "not named"
 ITERATIONS = "iterations.parquet"
 SEED_NOT_PUBLISHED = "not published"
 SPARSIFIERS = {"none": "dense", "topk": "topk", "randomk": "randk", "gaussian": "gaussiank-2019"}
-TRAIN_EXTRA = ("rank", "time_forward", "time_backward", "time_io", "time_iteration")
+TRAIN_EXTRA = ("rank", "time_forward", "time_backward", "time_io", "time_iteration",
+               "time_iteration_net")
 ITERATION_COLUMNS = ("step", "loop_epoch", "selected", "density", "time_select",
-                     "time_select_max", "time_communicate", "time_communicate_max")
+                     "time_select_max", "time_communicate", "time_communicate_max",
+                     "after_eval")
+# dist_trainer.py logs its time per iteration every DISPLAY iterations of its loop (fewer
+# when a loop epoch is shorter: iters_per_epoch - 1)
+DISPLAY = 40
+# training-set sizes (the datasets' own definitions: CIFAR-10 has 50,000 training images,
+# Krizhevsky 2009) to place the display windows of a log without count lists (a dense run):
+# dist_trainer.py's loop runs samples // (P x batch x nsteps_update) iterations, checked
+# against the logged num_batches_per_epoch = ceil(samples / (P x batch))
+TRAIN_SAMPLES = {"cifar10": 50_000}
+# the GPU where the source names it: kljp/topk_results commit d484573 ("#9 A100 results are
+# added") added exactly these jobs; the A100's memory size (40 or 80 GB) is not named
+GPU_NAMED_BY_SOURCE = {
+    job: ("A100", "kljp/topk_results@d484573c59d0bae18911fc437bec27f54c0988cc commit message "
+                  "'#9 A100 results are added' (the commit that added the job)")
+    for job in ("130672", "130673", "130675")}
 
 _JOB_FILE = re.compile(r"^(?P<prefix>.+)\.(?P<kind>[eo])(?P<job>\d+)$")
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
@@ -193,6 +230,7 @@ class _ELog:
     schedule: list[float] | None = None
     intervals: list[tuple] = field(default_factory=list)   # epoch, it, rank, loss, f, b, t, io
     iter_times: dict[int, list[float]] = field(default_factory=dict)  # iteration -> times
+    iter_lines: list[tuple[int, float]] = field(default_factory=list)  # (since, time), in order
     train_lr: dict[int, float] = field(default_factory=dict)          # logged epoch -> lr
     evals: list[tuple] = field(default_factory=list)       # step, epoch, lr, loss, acc
     selected: list[list[int]] = field(default_factory=list)  # per loop epoch
@@ -226,8 +264,9 @@ def _read_e(path: Path) -> _ELog:
                     raise LogError(f"{path}:{lineno}: cannot read a time per iteration: "
                                    f"{line.strip()[:100]!r}")
                 since = log.intervals[-1][1] if log.intervals else 0
-                log.iter_times.setdefault(since, []).append(
-                    _float(m[1], path, lineno, "the time per iteration"))
+                value = _float(m[1], path, lineno, "the time per iteration")
+                log.iter_times.setdefault(since, []).append(value)
+                log.iter_lines.append((since, value))
                 continue
             if "INFO" in line:
                 _read_info(log, line, path, lineno, last_iter)
@@ -343,11 +382,68 @@ def _per_iteration(values: list[float], workers: int) -> np.ndarray | None:
     return None if grid is None else grid.mean(axis=1)
 
 
-def _window_mean(per_iter: np.ndarray | None, lo: int, hi: int) -> float | None:
-    """Mean of per_iter over iterations lo+1 .. hi (1-based); None outside what was logged."""
+def _window_mean(per_iter: np.ndarray | None, lo: int, hi: int,
+                 keep: np.ndarray | None = None) -> float | None:
+    """Mean of per_iter over iterations lo+1 .. hi (1-based), only those where `keep` is True
+    (default: all); None outside what was logged or when none is kept."""
     if per_iter is None or hi <= lo or hi > per_iter.size:
         return None
-    return float(per_iter[lo:hi].mean())
+    window = per_iter[lo:hi] if keep is None else per_iter[lo:hi][keep[lo:hi]]
+    return float(window.mean()) if window.size else None
+
+
+def after_eval_steps(eval_steps: Iterable[int], iterations: int) -> np.ndarray:
+    """Mask over the 1-based steps 1..iterations: True at each step that follows a validation
+    (step = an evaluated step + 1; dl_trainer.py validates on rank 0 at the start of that
+    iteration, and the other workers wait for it in its exchange)."""
+    mask = np.zeros(int(iterations), dtype=bool)
+    for step in eval_steps:
+        if 0 < int(step) < iterations:
+            mask[int(step)] = True  # index step is the 1-based step + 1
+    return mask
+
+
+def display_windows(iters_per_epoch: int, epochs: int) -> list[tuple[int, int]]:
+    """The (first, last) 1-based steps of each "Time per iteration" window of dist_trainer.py,
+    in the order logged: at loop index i (0-based) with i % display == 0 and i > 0, display =
+    DISPLAY, or iters_per_epoch - 1 when iters_per_epoch <= DISPLAY; a window starts after the
+    previous one ends, across loop epochs. Empty when the loop is too short to log."""
+    if iters_per_epoch < 2:
+        return []
+    display = DISPLAY if iters_per_epoch > DISPLAY else iters_per_epoch - 1
+    windows, start = [], 1
+    for epoch in range(int(epochs)):
+        for i in range(display, iters_per_epoch, display):
+            end = epoch * iters_per_epoch + i + 1
+            windows.append((start, end))
+            start = end + 1
+    return windows
+
+
+def net_iteration_times(lines: Sequence[float], workers: int, windows: Sequence[tuple],
+                        after_eval: np.ndarray, comm_max: np.ndarray | None) -> list | None:
+    """Each logged time per iteration net of the validation waits of its window (the module
+    docstring): lines come P to a window, in window order. None when the lines do not fit the
+    windows (their count is not P per window)."""
+    if workers < 1 or len(lines) != workers * len(windows):
+        return None
+    excess = None
+    if comm_max is not None and comm_max.size:
+        n = min(comm_max.size, after_eval.size)
+        normal = comm_max[:n][~after_eval[:n]]
+        base = float(np.median(normal)) if normal.size else 0.0
+        excess = np.maximum(comm_max[:n] - base, 0.0)
+    out = []
+    for j, value in enumerate(lines):
+        first, last = windows[j // workers]
+        waits = np.flatnonzero(after_eval[first - 1:last]) + first - 1
+        if not waits.size:
+            out.append(float(value))
+        elif excess is None or waits.max() >= excess.size:
+            out.append(None)
+        else:
+            out.append(float(value) - float(excess[waits].sum()) / (last - first + 1))
+    return out
 
 
 def _sparsifier(settings: dict) -> str:
@@ -389,12 +485,28 @@ def parse_job(job: Job, source: str = SOURCE) -> ParsedRun:
     selected = np.concatenate(sel_iters).astype(np.float64) if sel_iters else None
     select = _per_iteration(olog.select, workers)
     communicate = _per_iteration(olog.communicate, workers)
+    comm_grid = _by_iteration(olog.communicate, workers)
+    loop_length = loop_iters or _loop_length(s, elog, olog, workers, len(elog.selected))
+    lines = [v for _, v in elog.iter_lines]
+    windows = display_windows(loop_length or 0, len(elog.selected) + 1)
+    n_iters = max([0 if selected is None else selected.size, (loop_length or 0) * len(
+        elog.selected)] + [v.size for v in (select, communicate) if v is not None])
+    after = after_eval_steps([ev[0] for ev in elog.evals], n_iters)
+    keep = ~after
+    net = None
+    if workers and lines and len(lines) % workers == 0 and len(lines) // workers <= len(windows):
+        net = net_iteration_times(lines, workers, windows[:len(lines) // workers], after,
+                                  None if comm_grid is None else comm_grid.max(axis=1))
+    net_times: dict[int, list] = {}
+    for (since, _), value in zip(elog.iter_lines, net or []):
+        net_times.setdefault(since, []).append(value)
 
     train = {c: [] for c in ("step", "epoch", "rank", "loss", "lr", "metric", "metric_name",
                              "density", "k", "selected", "selected_min", "selected_median",
                              "selected_max", "time_compute", "time_select",
                              "time_communicate", "bytes_sent", "contraction", "time_forward",
-                             "time_backward", "time_io", "time_iteration")}
+                             "time_backward", "time_io", "time_iteration",
+                             "time_iteration_net")}
     previous: dict[int, int] = {}
     for epoch, it, rank, loss, fwd, bwd, _trainer_time, io in elog.intervals:
         lo = previous.get(rank, 0)
@@ -422,12 +534,15 @@ def parse_job(job: Job, source: str = SOURCE) -> ParsedRun:
                   "contraction"):
             train[c].append(None)
         train["time_compute"].append(fwd + bwd)
-        train["time_select"].append(_window_mean(select, lo, it))
-        train["time_communicate"].append(_window_mean(communicate, lo, it))
+        train["time_select"].append(_window_mean(select, lo, it, keep))
+        train["time_communicate"].append(_window_mean(communicate, lo, it, keep))
         train["time_forward"].append(fwd)
         train["time_backward"].append(bwd)
         train["time_io"].append(io)
         train["time_iteration"].append(float(np.mean(times)) if times else None)
+        nets = net_times.get(it) if times else None
+        train["time_iteration_net"].append(
+            float(np.mean(nets)) if nets and all(v is not None for v in nets) else None)
     evals = {"step": [], "epoch": [], "split": [], "loss": [], "metric": [], "metric_name": [],
              "lr": []}
     for step, epoch, lr, loss, acc in elog.evals:
@@ -478,7 +593,9 @@ def parse_job(job: Job, source: str = SOURCE) -> ParsedRun:
         "config": {**s, **elog.info, "_dynamic_densities": elog.schedule},
         "epochs_reached": loop_epochs, "max_epochs": max_epochs,
         "evaluated_epochs": len(elog.evals),
-        "gpu": GPU_NOT_NAMED, "node": olog.header.get("SLURM_NODELIST"),
+        "gpu": GPU_NAMED_BY_SOURCE.get(job.job_id, (GPU_NOT_NAMED,))[0],
+        "gpu_source": GPU_NAMED_BY_SOURCE.get(job.job_id, (None, None))[1],
+        "node": olog.header.get("SLURM_NODELIST"),
         "slurm_job_id": olog.header.get("SLURM_JOB_ID", job.job_id),
         "nccl_version": olog.header.get("nccl_version"),
         "nccl_transport": sorted(olog.transports),
@@ -488,10 +605,30 @@ def parse_job(job: Job, source: str = SOURCE) -> ParsedRun:
         "timing_alignment": _alignment_note(olog, workers, select, communicate),
     }
     return ParsedRun(job, manifest, train, evals, status, error,
-                     _iterations(olog, workers, sel_iters, d, sparsifier))
+                     _iterations(olog, workers, sel_iters, d, sparsifier, after))
 
 
-def _iterations(olog: _OLog, workers: int, sel_iters: list, d, sparsifier) -> dict | None:
+def _loop_length(settings: dict, elog: _ELog, olog: _OLog, workers: int,
+                 epochs: int) -> int | None:
+    """dist_trainer.py's iterations per loop epoch for a log without count lists: the .o
+    log's iterations over the loop epochs where they divide evenly, else from the training
+    set's size (TRAIN_SAMPLES) where that agrees with the logged num_batches_per_epoch;
+    None otherwise."""
+    grid = _by_iteration(olog.communicate or olog.select, workers)
+    if grid is not None and epochs and grid.shape[0] % epochs == 0:
+        return grid.shape[0] // epochs
+    samples = TRAIN_SAMPLES.get(str(settings.get("dataset")))
+    batch, steps = int(settings.get("batch_size") or 0), int(settings.get("nsteps_update") or 1)
+    if not samples or not workers or not batch:
+        return None
+    logged = elog.info.get("num_batches_per_epoch")
+    if logged is not None and logged != -(-samples // (workers * batch)):
+        return None
+    return samples // (workers * batch * steps)
+
+
+def _iterations(olog: _OLog, workers: int, sel_iters: list, d, sparsifier,
+                after: np.ndarray) -> dict | None:
     """iterations.parquet: one row per iteration of the .o lines (loop epoch, the logged count
     and its density, the workers' mean and largest selection and exchange times); None
     without per-iteration lines."""
@@ -520,6 +657,7 @@ def _iterations(olog: _OLog, workers: int, sel_iters: list, d, sparsifier) -> di
                                        else float(grid[i].mean()))
             out[f"time_{name}_max"].append(None if grid is None or i >= grid.shape[0]
                                            else float(grid[i].max()))
+        out["after_eval"].append(bool(i < after.size and after[i]))
     return out
 
 
@@ -554,7 +692,8 @@ def _tables(parsed: ParsedRun):
     if parsed.iterations is not None:
         iterations = pa.table(parsed.iterations, schema=pa.schema(
             [("step", pa.int64()), ("loop_epoch", pa.int64())]
-            + [(c, pa.float64()) for c in ITERATION_COLUMNS[2:]]))
+            + [(c, pa.float64()) for c in ITERATION_COLUMNS[2:-1]]
+            + [("after_eval", pa.bool_())]))
     return train, evals, iterations
 
 
@@ -620,8 +759,11 @@ def column_median(frame, col: str) -> float:
 
 def run_summary(run) -> dict:
     """One imported run in one row: its settings, status, final validation accuracy and the
-    medians of its logged times over the intervals at the target density (after the warm-up),
-    for results/reference/published/runs.csv."""
+    medians of its logged times at the target density (after the warm-up), for
+    results/reference/published/runs.csv: the selection and the exchange over the iterations
+    of iterations.parquet that do not follow a validation (over the intervals where the log
+    has no per-iteration times), forward and backward over the intervals, the time per
+    iteration over the display windows, net of the validation waits."""
     m = run.manifest
     tr = run.train
     target = tr
@@ -631,7 +773,18 @@ def run_summary(run) -> dict:
     ev = run.eval
     final = float(ev["metric"].iloc[-1]) if len(ev) else math.nan
 
+    its = None
+    path = Path(run.path) / ITERATIONS
+    if path.is_file() and m.get("density_trained") is not None:
+        import pandas as pd
+
+        its = pd.read_parquet(path)
+        its = its[np.isclose(its["density"].astype("float64"), float(m["density_trained"]),
+                             rtol=1e-3) & ~its["after_eval"].astype(bool)]
+
     def median(col: str) -> float:
+        if its is not None and col in its and its[col].notna().any():
+            return column_median(its, col)
         return column_median(target, col)
 
     cfg = m.get("config") or {}
@@ -647,6 +800,8 @@ def run_summary(run) -> dict:
             "median_backward_s": median("time_backward"),
             "median_select_s": median("time_select"),
             "median_communicate_s": median("time_communicate"),
-            "median_iteration_s": median("time_iteration"),
+            "median_iteration_s": median("time_iteration_net"),
+            "median_iteration_logged_s": median("time_iteration"),
+            "median_select_slowest_s": median("time_select_max"),
             "intervals_target": int(len(target)),
             "source": "; ".join((m.get("source") or {}).get("files") or [])}

@@ -9,14 +9,19 @@ their sources; from runs imported by `topkscope import gaussiank-sgd` (launcher 
                              select_s, family
     selection_inputs(runs)   per method and d, a GPU selection time labelled "measured on a
                              GPU (source)", "fitted by the authors (source)" or "modelled (how)"
-    write(roots, out_dir)    results/reference/published/{runs,validation,gpu_selection}.csv,
-                             and published.csv (the ddl-benchmarks rows and these)
+    write(roots, out_dir)    results/reference/published/{runs,validation,gpu_selection}.csv
+                             (gpu_selection.csv also holds the Top-k compression times of the
+                             seed authors' 32-GPU cluster, topkscope.perf.gtopkssgd), and
+                             published.csv (the ddl-benchmarks rows and these)
 
 The check. measured = the median of the logged "time per iteration including communication"
-over the intervals at the target density (after the warm-up). Inputs, each logged: t_compute =
-median forward + backward less the selection (the authors' selection runs inside the backward
-hooks, so the logged backward holds it), t_select = median COMP (0 for dense), the count ratio
-1 (exact Top-k and Rand-k send exactly k). The network: one node, NCCL over P2P/IPC (the log's
+net of the validation waits (train.parquet `time_iteration_net`: the iteration after each
+validation waits out rank 0's evaluation, 1.1-1.4 s in the VGG-16 jobs) over the windows at
+the target density (after the warm-up). Inputs, each logged: t_compute = median forward +
+backward less the selection (the authors' selection runs inside the backward hooks, so the
+logged backward holds it), t_select = the median over iterations of the workers' mean COMP (0
+for dense), the count ratio 1 (exact Top-k and Rand-k send exactly k). Every median over
+iterations leaves out the iterations after a validation (iterations.parquet `after_eval`). The network: one node, NCCL over P2P/IPC (the log's
 own word; the link behind it, PCIe or NVLink, is not logged), so no preset is the link: the
 NVLink preset's latency with an effective bandwidth fitted per node on that node's dense rows
 per node, model and P on the dense rows of that node, model and P (use = fit: least squares
@@ -32,8 +37,14 @@ claims use. The exchange alone is checked too: `communicate_s` (the median logge
 COMM: the sparse all-gather with its wait for the slowest worker, or the dense all-reduce)
 against `predicted_communicate_s` (the model's exchange on the fitted network).
 
-The authors' exchange waits for the slowest worker's selection: `predicted_slowest_s` uses
-the median over iterations of the largest worker's COMP instead (iterations.parquet).
+The authors' exchange waits for the slowest worker's selection (the selection runs in the
+backward hooks, the all-gather starts when the last worker has selected): per iteration the
+workers' mean COMM is the slowest worker's COMP less the mean worker's (`wait_s`, the median
+over iterations) plus the exchange itself (`exchange_s`: COMM less that wait, the median over
+iterations), which is what the model's all-gather predicts (`predicted_communicate_s`). On
+VGG-16 Top-k the wait is 14.6-15.7 ms of a 15.9-16.4 ms COMM, the exchange 1.0-1.5 ms.
+`predicted_slowest_s` models the wait: the median over iterations of the slowest worker's COMP
+(iterations.parquet `time_select_max`) as the selection time.
 
 Selection inputs. Top-k: the logged COMP per density phase (warm-up 1/64 and 0.004, target;
 the median over that phase's iterations with the 5th-95th percentiles as low / high),
@@ -58,21 +69,19 @@ import numpy as np
 import pandas as pd
 
 from topkscope.importers.gaussiank_sgd import (
-    AUTHORS_CODE,
     ITERATIONS,
     LAUNCHER,
     column_median,
     run_summary,
 )
+from topkscope.perf import gtopkssgd
 from topkscope.perf import model as pm
+from topkscope.perf.gtopkssgd import AUTHORS_FIT_SOURCE, AUTHORS_TOPK_S
 from topkscope.perf.model import Input
 from topkscope.perf.networks import PRESETS
 
 REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
 PUBLISHED_DIR = REFERENCE / "published"
-# the authors' fit of torch.topk on a P102-100: t = s d log2 d (utils.py, topk_perf_model)
-AUTHORS_TOPK_S = 2.18896957e-10
-AUTHORS_FIT_SOURCE = f"{AUTHORS_CODE} utils.py (topk_perf_model, s = {AUTHORS_TOPK_S:g}, P102-100)"
 LAUNCH_S = 5e-6      # one CUDA kernel launch (order of magnitude; the band covers it)
 BAND = (0.5, 4.0)    # the modelled selection times' uncertainty band (multiples of the model)
 # passes over d and kernels per call of each threshold method, (low, high) over its loop:
@@ -124,23 +133,45 @@ def _at_density(frame: pd.DataFrame, density) -> pd.DataFrame:
     return frame[np.isclose(frame["density"].astype("float64"), float(density), rtol=1e-3)]
 
 
+def without_after_eval(its: pd.DataFrame) -> pd.DataFrame:
+    """The iterations that do not follow a validation (column `after_eval` of
+    iterations.parquet; an older import without it: all)."""
+    if its.empty or "after_eval" not in its:
+        return its
+    return its[~its["after_eval"].astype(bool)]
+
+
+def straggler_wait(its: pd.DataFrame) -> pd.Series:
+    """Per iteration, the slowest worker's selection less the workers' mean: what the mean
+    worker waits in the exchange for the last worker's selection."""
+    return its["time_select_max"].astype("float64") - its["time_select"].astype("float64")
+
+
 def _measured(run) -> dict | None:
     """The logged inputs and the measured time per iteration of one run, or None when its log
-    lacks one of them."""
+    lacks one of them. Medians over iterations (iterations.parquet) where the .o log times
+    them, the iterations after a validation left out; the time per iteration net of the
+    validation waits (train.parquet `time_iteration_net`)."""
     m = run.manifest
     tr = _target(run)
     if tr.empty:
         return None
     dense = m.get("sparsifier") == "dense"
-    measured = column_median(tr, "time_iteration")
-    select = 0.0 if dense else column_median(tr, "time_select")
+    measured = column_median(tr, "time_iteration_net")
+    its = without_after_eval(_at_density(_iterations(run), m.get("density_trained")))
+    per_iteration = not its.empty and its["time_communicate"].notna().any()
+    select = 0.0 if dense else column_median(its if per_iteration else tr, "time_select")
     both = tr["time_compute"].astype("float64") - (0.0 if dense else tr["time_select"])
     compute = float(np.median(both.dropna())) if both.notna().any() else math.nan
     if not all(math.isfinite(v) for v in (measured, select, compute)):
         return None
-    communicate = column_median(tr, "time_communicate")
-    its = _at_density(_iterations(run), m.get("density_trained"))
+    communicate = column_median(its if per_iteration else tr, "time_communicate")
     slowest = 0.0 if dense else column_median(its, "time_select_max")
+    wait = exchange = math.nan
+    if per_iteration:
+        wait = 0.0 if dense else float(straggler_wait(its).median())
+        exchange = communicate if dense else float(
+            (its["time_communicate"].astype("float64") - straggler_wait(its)).median())
     files = (m.get("source") or {}).get("files") or []
     return {"job": m.get("run_id"), "node": m.get("node"), "model": m.get("model"),
             "method": m.get("sparsifier"), "gpus": int(m.get("workers") or 0),
@@ -148,8 +179,8 @@ def _measured(run) -> dict | None:
             "density": 1.0 if dense else float(m.get("density_trained")),
             "batch_per_gpu": int(m.get("batch_per_worker") or 0), "measured_s": measured,
             "compute_s": compute, "select_s": select, "select_slowest_s": slowest,
-            "communicate_s": communicate,
-            "source": "; ".join(files)}
+            "communicate_s": communicate, "wait_s": wait, "exchange_s": exchange,
+            "gpu": m.get("gpu"), "source": "; ".join(files)}
 
 
 def _step(row: dict, net) -> dict:
@@ -247,17 +278,24 @@ def _phase_selects(run) -> list[dict]:
     phases.append((float(trained), TARGET))
     files = "; ".join((m.get("source") or {}).get("files") or [])
     for density, phase in phases:
-        sel = _at_density(its, density)
+        sel = without_after_eval(_at_density(its, density))
         t = column_median(sel, "time_select")
         if not math.isfinite(t):
             continue
         lo, hi = (float(np.percentile(sel["time_select"].dropna(), q)) for q in (5, 95))
+        worst = sel["time_select_max"].dropna()
         rows.append({"method": m.get("sparsifier"), "model": m.get("model"), "d": d,
-                     "job": m.get("run_id"), "node": m.get("node"),
+                     "job": m.get("run_id"), "node": m.get("node"), "gpu": m.get("gpu"),
+                     "workers": int(m.get("workers") or 0),
                      "density": density, "phase": phase, "select_s": t, "low_s": lo,
-                     "high_s": hi, "label": f"measured on a GPU ({files}; node {m.get('node')}, "
-                                            f"GPU {m.get('gpu')}; median (5th-95th percentile) "
-                                            f"over {len(sel)} iterations, mean of the workers)"})
+                     "high_s": hi, "slowest_s": float(worst.median()),
+                     "slowest_low_s": float(np.percentile(worst, 5)),
+                     "slowest_high_s": float(np.percentile(worst, 95)),
+                     "label": f"measured on a GPU ({files}; node {m.get('node')}, "
+                              f"GPU {m.get('gpu')}; median (5th-95th percentile) "
+                              f"over {len(sel)} iterations, mean of the workers; slowest_*: "
+                              "the slowest worker's; the iterations after a validation left "
+                              "out)"})
     return rows
 
 
@@ -303,17 +341,24 @@ def selection_inputs(runs: list, models: dict[str, int] | None = None) -> pd.Dat
 # ------------------------------------------------------------------ docs/scaling.md
 def validation_markdown(table: pd.DataFrame) -> str:
     """The one-node validation table as docs/scaling.md shows it: sparse rows after dense."""
-    lines = ["| model | job (node) | GPUs | batch | method | measured s | predicted s | ratio | "
-             "ratio, slowest worker's selection | exchange logged ms | exchange predicted ms | "
-             "use |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | job (node, GPU) | GPUs | batch | method | measured s | predicted s | ratio | "
+             "predicted s, slowest worker's selection | ratio | COMM logged ms | of which "
+             "wait for the slowest selection ms | exchange ms | exchange predicted ms | use |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     order = table.assign(_sparse=table["method"] != "dense").sort_values(
         ["_sparse", "model", "gpus", "batch_per_gpu", "job"], kind="stable")
+
+    def ms(value) -> str:
+        return "—" if pd.isna(value) else f"{value * 1e3:.2f}"
+
     for r in order.itertuples(index=False):
-        logged = "—" if pd.isna(r.communicate_s) else f"{r.communicate_s * 1e3:.1f}"
-        lines.append(f"| {r.model} | {r.job} ({r.node}) | {r.gpus} | {r.batch_per_gpu} | "
+        gpu = getattr(r, "gpu", None)
+        gpu = "" if pd.isna(gpu) or gpu == "not named" else f", {gpu}"
+        lines.append(f"| {r.model} | {r.job} ({r.node}{gpu}) | {r.gpus} | {r.batch_per_gpu} | "
                      f"{r.method} | {r.measured_s:.4f} | {r.predicted_s:.4f} | {r.ratio:.3f} | "
-                     f"{r.ratio_slowest:.3f} | {logged} | {r.predicted_communicate_s * 1e3:.2f} "
-                     f"| {r.use} |")
+                     f"{r.predicted_slowest_s:.4f} | {r.ratio_slowest:.3f} | "
+                     f"{ms(r.communicate_s)} | {ms(r.wait_s)} | {ms(r.exchange_s)} | "
+                     f"{ms(r.predicted_communicate_s)} | {r.use} |")
     return "\n".join(lines)
 
 
@@ -343,8 +388,10 @@ def write(roots, out_dir: str | Path = PUBLISHED_DIR) -> list[Path]:
         raise ValueError(f"no imported runs (launcher {LAUNCHER!r}) under {roots!r}; import "
                          "them first: topkscope import gaussiank-sgd PATH --results RESULTS")
     out_dir = Path(out_dir)
+    selection = pd.concat([selection_inputs(runs), gtopkssgd.selection_inputs()],
+                          ignore_index=True)
     tables = {"runs.csv": summary(runs), "validation.csv": validation_rows(runs),
-              "gpu_selection.csv": selection_inputs(runs)}
+              "gpu_selection.csv": selection}
     paths = []
     for name, frame in tables.items():
         paths.append(write_bytes_atomic(out_dir / name, frame.to_csv(index=False).encode()))

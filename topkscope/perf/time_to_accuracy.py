@@ -4,7 +4,7 @@
     claims = claims_rows(table)                                # <family>_time_to_accuracy
     claims, figures = write_time_to_accuracy(results_root, runs=runs)  # time_to_accuracy.csv
 
-The runs are the convergence claims' (topkscope.analysis.convergence_claims): the figures
+The runs are the convergence claims' (topkscope.analysis.seeds): the figures
 driver passes the same loaded runs, complete and failed, that its claims use; without them,
 every complete, failed or unfinished run under results_root (topkscope.manifest.find_runs).
 Each seed of a method under a condition is stood for by the run the claims pair

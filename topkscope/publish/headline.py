@@ -172,7 +172,7 @@ def _time(rows: pd.DataFrame, _table) -> str:
 
 
 def _gpu_bands(rows: pd.DataFrame) -> str:
-    """The GPU-band predictions (perf.p16_gpu) counted, and the ones that decided, by name."""
+    """The GPU-band predictions (claims.gpu_bands) counted, and the ones that decided, by name."""
     text = (f"{tally(rows['verdict'], 'predictions')} ({_models(rows)} × "
             f"{rows['network'].nunique()} networks × {rows['baselines'].nunique()} baselines)"
             "\n    — compute, selection and counts from the authors' GPU logs, each over its band")

@@ -79,12 +79,16 @@ def prose(claims: pd.DataFrame, validation: pd.DataFrame,
                      f"node(s); longer than forward + backward: {_verdicts(share)}).")
     sparse = validation[validation["family"] == "one-node sparse"]
     if len(sparse):
-        parts.append(f"The step-time model predicts {_range(sparse['ratio'], '{:.3f}')}× the "
-                     f"measured sparse iterations ({len(sparse)} held-out rows): the logged "
-                     f"sparse exchange took {_range(sparse['communicate_s'] * 1e3, '{:.1f}')} "
-                     f"ms, the model's all-gather "
-                     f"{_range(sparse['predicted_communicate_s'] * 1e3, '{:.2f}')} ms "
-                     "(docs/scaling.md).")
+        ratio = sparse["ratio_slowest"] if "ratio_slowest" in sparse else sparse["ratio"]
+        text = (f"The step-time model, with the slowest worker's selection, predicts "
+                f"{_range(ratio, '{:.3f}')}× the measured sparse iterations ({len(sparse)} "
+                "held-out rows)")
+        if "exchange_s" in sparse and sparse["exchange_s"].notna().any():
+            text += (f": the logged sparse COMM is mostly the wait for the slowest worker's "
+                     f"selection ({_range(sparse['wait_s'] * 1e3, '{:.2f}')} ms), the exchange "
+                     f"itself {_range(sparse['exchange_s'] * 1e3, '{:.2f}')} ms against the "
+                     f"model's {_range(sparse['predicted_communicate_s'] * 1e3, '{:.2f}')} ms")
+        parts.append(text + " (docs/scaling.md).")
     if p16 is not None and len(p16):
         parts.append(_p16(p16))
     return " ".join(parts)
@@ -114,14 +118,20 @@ def published_gpu_bands(p16_csv: Path = P16_CSV) -> pd.DataFrame | None:
 
 
 # ---------------------------------------------------------------- the figures driver
-def imported_runs(results_root: Path) -> list:
+def imported_runs(results_root: Path, skipped: list | None = None) -> list:
     """The imported published runs (launcher `published`, complete or failed) under the
-    results root, loaded: the figures driver draws them and hands them to the claims."""
-    from topkscope.analysis.runs import load
+    results root, loaded: the figures driver draws them and hands them to the claims. A job
+    that failed at set-up is left out, one line naming it appended to `skipped`
+    (topkscope.analysis.runs.skip_setup_failures)."""
+    from topkscope.analysis.runs import load, skip_setup_failures
     from topkscope.manifest import PUBLISHED, find_runs
 
-    return [load(r.path) for r in find_runs(results_root, status=("complete", "failed"))
-            if r.manifest.get("launcher") == PUBLISHED]
+    runs, notes = skip_setup_failures(
+        [load(r.path) for r in find_runs(results_root, status=("complete", "failed"))
+         if r.manifest.get("launcher") == PUBLISHED])
+    if skipped is not None:
+        skipped.extend(notes)
+    return runs
 
 
 def draw(runs: list, figures_dir: Path) -> list:

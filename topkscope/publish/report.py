@@ -60,6 +60,8 @@ class Report:
     scaling_inputs: list[str] = field(default_factory=list)
     tables: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # runs under a results root left out for failing at set-up, one line each
+    skipped: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------- what ran
@@ -283,7 +285,7 @@ def gather(paths: Sequence[Path], progress: bool = False, **claims_options) -> R
     """Everything the page of `paths` shows. ValueError (one line naming the path) for a path
     that holds no complete or failed run (topkscope.manifest.runs_at)."""
     from topkscope import progress as bars
-    from topkscope.analysis.runs import load
+    from topkscope.analysis.runs import load, skip_setup_failures
     from topkscope.claims import build
     from topkscope.claims.migrate import read
     from topkscope.manifest import runs_at
@@ -306,6 +308,7 @@ def gather(paths: Sequence[Path], progress: bool = False, **claims_options) -> R
         for run in found:
             runs.append(load(run.path))
             bar.update()
+    runs, report.skipped = skip_setup_failures(runs, named=paths)
     report.claims = build(runs, roots=paths, **claims_options)
     report.claims_source = (f"these {len(runs)} run(s), tabulated now as `topkscope claims` "
                             "tabulates them")

@@ -525,7 +525,10 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
     try:  # imported published runs under the results root: drawn, and claims of their own
         from topkscope.publish import published_findings
 
-        imported = published_findings.imported_runs(opts.results_root)
+        skipped: list[str] = []
+        imported = published_findings.imported_runs(opts.results_root, skipped)
+        for note in skipped:
+            log(f"  imported runs: {note}")
         if imported:
             entries += published_findings.draw(imported, opts.figures_dir)
             all_runs += imported
