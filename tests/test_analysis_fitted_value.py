@@ -132,7 +132,7 @@ def test_the_readme_tells_each_new_claim_as_measured_under_the_claim_it_extends(
         rows("fitted_value", [("fnn3", "holds"), ("lstm", "fails"), ("gpt", "fails")],
              "distribution")
         + rows(EXPLAINS, [("fnn3", "inconclusive")] * 2, "explanation"))
-    text = headline.headline_markdown({"Quick": pd.concat([base, beyond], ignore_index=True)})
+    text = headline.verdict_counts_markdown({"Quick": pd.concat([base, beyond], ignore_index=True)})
     lines = text.splitlines()
     fitted = next(i for i, ln in enumerate(lines) if "fitted δ" in ln)
     assert lines[fitted - 1].startswith("  - quick: ") and "δ stays below" in lines[fitted - 2]
@@ -141,7 +141,7 @@ def test_the_readme_tells_each_new_claim_as_measured_under_the_claim_it_extends(
     assert "quick inconclusive in 2 of 2 pairs (FNN-3, 5 runs)" in explained
     assert "[contraction-gap]: docs/gallery/convergence-fnn3-mnist-contraction_gap.png" in text
     assert headline.long_lines(text) == []
-    plain = headline.headline_markdown({"Quick": base})
+    plain = headline.verdict_counts_markdown({"Quick": base})
     assert "fitted δ" not in plain and "orders the gap" not in plain
     assert "contraction-gap" not in plain
 

@@ -261,10 +261,10 @@ def test_the_readme_line_tells_how_the_other_selectors_size_k_in_their_own_train
     runs += [trained_run("redsync", np.full(40, 3.0), seed=s) for s in range(3)]
     runs += [trained_run("tail-k", np.full(40, 1.0), seed=s) for s in range(3)]
     runs += [trained_run("gaussiank", np.ones(40), seed=s) for s in range(3)]
-    together = headline.headline_markdown({"Quick": claims.build(
+    together = headline.verdict_counts_markdown({"Quick": claims.build(
         runs + [trained_run("dgc", np.full(40, 1.1), seed=s) for s in range(3)])})
     assert "quick DGC, tail-k holds 1/1; RedSync **fails** 1/1 (m, 9 runs)" in together
-    text = headline.headline_markdown({"Quick": claims.build(runs)})
+    text = headline.verdict_counts_markdown({"Quick": claims.build(runs)})
     line = next(ln for ln in text.splitlines() if "other selectors" in ln)
     assert line.startswith("  - beyond: ") and "quick tail-k holds 1/1; RedSync **fails** 1/1" in line
     assert "Gaussian-k" not in line and "(m, 6 runs)" in line

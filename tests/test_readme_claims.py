@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from topkscope.analysis.criteria import signed
 from topkscope.publish import gallery
 from topkscope.publish.findings import (
     PROSE_END,
@@ -69,26 +70,36 @@ def test_findings_tables_keep_to_the_width_limits():
 
 
 def test_the_readme_answers_on_its_first_screen():
-    """Before the first "More" link: at most 60 rendered lines (reference-link definitions and
-    HTML comments render as nothing and are not counted), none over 160 characters; one bullet
-    per claim of the paper with its verdicts and evidence per profile, a figure of the gallery
-    and a table of docs/findings.md that exist."""
+    """Before the first "More" link: at most 70 rendered lines (reference-link definitions and
+    HTML comments render as nothing), none over 160 characters; one bullet per question of the
+    paper, then per profile its answer — a word (yes, no, only in some conditions, partly, not
+    settled, not measured) and the numbers — generated from the committed claims; a figure of
+    the gallery and a table of docs/findings.md that exist."""
     import re
 
+    from topkscope.claims.answers import QUESTIONS, WORDS, answer
+    from topkscope.claims.migrate import read
     from topkscope.publish.findings import slug
-    from topkscope.publish.headline import MAX_LINE, PAPER_CLAIMS, long_lines
+    from topkscope.publish.headline import MAX_LINE, long_lines
 
     readme = (REPO / "README.md").read_text()
     screen = readme[: readme.index("\nMore: ")]
     rendered = [ln for ln in screen.splitlines()
                 if not re.match(r"^\[[^\]]+\]: \S+$", ln) and not ln.startswith("<!--")]
-    assert len(rendered) <= 60 and long_lines(screen) == [] and MAX_LINE == 160
+    assert len(rendered) <= 70 and long_lines(screen) == [] and MAX_LINE == 160
     bullets = [ln for ln in screen.splitlines() if ln.startswith("- **")]
-    assert [b.split("**")[1] for b in bullets] == [c.title for c in PAPER_CLAIMS]
-    for line in screen.splitlines():
-        if line.startswith("  - "):  # a profile's line: verdicts counted, evidence named
-            assert re.search(r"(holds|mixed|fails|inconclusive)\**( in)? \d+", line), line
-            assert re.search(r"\d+ (runs|seeds|models|networks)|FNN-3", line), line
+    assert [b.split("**")[1] for b in bullets] == [q.text for q in QUESTIONS]
+    words = "|".join(re.escape(w.capitalize()) for w in WORDS)
+    items = re.findall(r"^  - (quick|standard|published GPU runs): (.*?)(?=^  - |^- |\Z)",
+                       screen, flags=re.M | re.S)
+    assert items and all(re.match(rf"({words})\b", text) for _, text in items), items
+    quick = read(REFERENCE / "claims-quick.csv")
+    accuracy = answer(quick, next(q for q in QUESTIONS if q.key == "gaussiank_accuracy"))
+    told = " ".join(next(t for p, t in items if p == "quick" and "seeds" in t and "Top-k's"
+                         in t).split())
+    assert told.startswith(" ".join(accuracy.text.split()))  # the answer, as generated
+    for r in accuracy.rows.itertuples():  # every condition named with its own interval
+        assert f"[{signed(r.ci_low)}, {signed(r.ci_high)}]" in told
     links = dict(re.findall(r"^\[([^\]]+)\]: (\S+)$", screen, flags=re.M))
     assert links and all(f"[{k}]" in screen.replace(f"[{k}]: ", "") for k in links)
     for target in links.values():
@@ -97,12 +108,6 @@ def test_the_readme_answers_on_its_first_screen():
         headings = [ln for ln in (REPO / path).read_text().splitlines() if ln.startswith("#")] \
             if path.endswith(".md") else []
         assert not anchor or anchor in {slug(ln) for ln in headings}, target
-    claims = pd.read_csv(REFERENCE / "claims-quick.csv")
-    accuracy = claims[claims["claim"] == "gaussiank_accuracy"]
-    told = next(ln for ln in screen.splitlines() if ln.startswith("  - quick: ")
-                and "FNN-3; 5 seeds" in ln)
-    for verdict, n in accuracy["verdict"].value_counts().items():
-        assert re.search(rf"{verdict}\**( in)? {n}\b", told), told
 
 
 def test_update_readme_rewrites_only_the_block(tmp_path):
@@ -184,7 +189,7 @@ def test_a_profile_line_too_long_for_the_screen_puts_its_table_link_on_the_next_
 
     claims = pd.read_csv(Path(__file__).resolve().parents[1] / "results/reference/claims-standard.csv")
     monkeypatch.setattr(headline, "MAX_LINE", 100)
-    lines = headline.headline_markdown({"Standard": claims}).splitlines()
+    lines = headline.verdict_counts_markdown({"Standard": claims}).splitlines()
     profile = [i for i, line in enumerate(lines) if line.startswith("  - standard: ")]
     wrapped = [i for i in profile if len(lines[i]) > 0 and "[table][" not in lines[i]]
     assert wrapped, "no profile line needed the wrap at 100 characters"

@@ -106,6 +106,8 @@ def prepare(results: Path, width: int = MAX_WIDTH, readme: Path | None = None,
 
 
 def _claims(path: Path):
+    """A claims table as written, of any schema version: each renderer brings it to the
+    current one (topkscope.claims.migrate) and says when it derived columns."""
     import pandas as pd
 
     if not Path(path).is_file():
@@ -120,7 +122,12 @@ def _texts(quick_csv: Path, standard_csv: Path | None,
     the standard profile's (less its repeated predictions). ValueError naming a file that has
     none of these blocks, or standard claims that no file has blocks for."""
     from topkscope.publish.findings import markers, replace_findings
-    from topkscope.publish.headline import HEADLINE_START, replace_headline
+    from topkscope.publish.headline import (
+        COUNTS_START,
+        HEADLINE_START,
+        replace_headline,
+        replace_verdict_counts,
+    )
     from topkscope.publish.published_findings import START as PUBLISHED_START
     from topkscope.publish.published_findings import published_gpu_bands, with_published
 
@@ -131,15 +138,16 @@ def _texts(quick_csv: Path, standard_csv: Path | None,
     standard = None
     if standard_csv is not None:
         standard = _claims(standard_csv)
-        if "section" in standard.columns:
-            standard = without_repeated_predictions(standard)
     out, standard_used = {}, False
     for kind, path in files.items():
         text = path.read_text()
         filled = False
+        profiles = {"Quick": quick, **({} if standard is None else {"Standard": standard})}
         if HEADLINE_START in text:
-            profiles = {"Quick": quick, **({} if standard is None else {"Standard": standard})}
             text, filled = replace_headline(text, profiles, published_gpu_bands()), True
+            standard_used |= standard is not None
+        if COUNTS_START in text:
+            text, filled = replace_verdict_counts(text, profiles, published_gpu_bands()), True
             standard_used |= standard is not None
         for block, table in (("claims", quick), ("standard-claims", standard)):
             if table is not None and markers(block)[0] in text:
@@ -155,16 +163,6 @@ def _texts(quick_csv: Path, standard_csv: Path | None,
         raise ValueError(f"no file given has a {markers('standard-claims')[0]} block for "
                          f"{standard_csv}")
     return out
-
-
-def without_repeated_predictions(table):
-    """A second profile's claims less its predicted speed-ups: every profile predicts them for
-    the same paper models from the same published inputs, so the README shows them once, in
-    the quick profile's findings; its time-to-accuracy rows (from its own runs) stay."""
-    from topkscope.publish.findings import is_time_to_accuracy
-
-    repeated = (table["section"] == "prediction") & ~table["claim"].map(is_time_to_accuracy)
-    return table[~repeated]
 
 
 def update_readme(readme: Path, claims_csv: Path) -> None:

@@ -1,14 +1,16 @@
-"""The README's first screen: one line per claim of the paper (u Gaussian-like, the bound,
-Gaussian-k's count, accuracy and speed-up), each with its verdict, its evidence strength
-(models, seeds, runs, units) per profile and links to its figure and its table — formatted
-from the claims tables, never typed; written between the README's headline markers
-(`make gallery`, `make findings`):
+"""The README's first screen and the verdict counts of docs/findings.md, formatted from the
+claims tables, never typed (`make gallery`, `make findings`):
 
-    <!-- headline:start --> ... <!-- headline:end -->
+    <!-- headline:start --> ... <!-- headline:end -->              README: per question of the
+        paper its answer in one sentence per profile (topkscope.claims.answers), with the
+        numbers and evidence behind it, a figure of the gallery and a table of findings.md
+    <!-- verdict-counts:start --> ... <!-- verdict-counts:end -->  docs/findings.md: per
+        claim its verdicts counted over conditions ("holds in 14 of 14 conditions", "mixed 9,
+        holds 2, fails 3 of 14 conditions"), never pooled into one, and the claims beyond
+        the paper's
 
-A claim's verdict over several conditions is told as their count ("holds in 14 of 14
-conditions", "mixed 9, holds 2, fails 3 of 14 conditions"), never pooled into one; the full
-tables are docs/findings.md's (topkscope.publish.findings).
+No line is longer than MAX_LINE; the full tables are docs/findings.md's
+(topkscope.publish.findings).
 """
 
 from __future__ import annotations
@@ -287,8 +289,8 @@ def _beyond_lines(claim: BeyondClaim, tables: dict[str, pd.DataFrame]) -> list[s
             + [f"    — {part.replace(' ', ': ', 1)}" for part in parts[1:]])
 
 
-def headline_markdown(profiles: dict[str, pd.DataFrame],
-                      gpu_bands: pd.DataFrame | None = None) -> str:
+def verdict_counts_markdown(profiles: dict[str, pd.DataFrame],
+                            gpu_bands: pd.DataFrame | None = None) -> str:
     """One bullet per claim of the paper: its statement and its figure, then one line per
     profile with rows for it: the verdicts, the evidence behind them and its table in
     docs/findings.md (reference links, defined below the bullets, keep the lines short). profiles: {"Quick": claims table, "Standard": ...} in order;
@@ -329,6 +331,54 @@ def headline_markdown(profiles: dict[str, pd.DataFrame],
     return "\n".join(lines) + "\n\n" + "\n".join(f"[{k}]: {v}" for k, v in links.items())
 
 
+def _wrapped(line: str, indent: str = "    ", limit: int | None = None) -> list[str]:
+    """line as markdown lines of at most `limit` (MAX_LINE) characters, continuation lines
+    indented (one list item); words and links are never split."""
+    import textwrap
+
+    return textwrap.wrap(line, width=limit or MAX_LINE, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def answers_markdown(profiles: dict[str, pd.DataFrame],
+                     gpu_bands: pd.DataFrame | None = None) -> str:
+    """The README's first screen: per question of the paper (topkscope.claims.answers) its
+    figure, then per profile with rows for it the answer in one sentence — yes / no / only in
+    some conditions (named) / partly / not settled (why), the numbers that carry it and the
+    evidence behind them — and its table in docs/findings.md. gpu_bands: the P = 16 rows on the
+    published runs' GPU input bands, answered under the speed-up question."""
+    from topkscope.claims.answers import GPU_BANDS, QUESTIONS, answer
+    from topkscope.claims.migrate import current
+
+    tables = {name: current(t)[0] for name, t in profiles.items() if len(t)}
+    lines, links = [], {}
+    for question in QUESTIONS:
+        found = {name: answer(t, question) for name, t in tables.items()}
+        found = {name: a for name, a in found.items() if len(a.rows)}
+        if not found:
+            continue
+        links[question.figure] = f"{GALLERY}/{question.figure}.png"
+        lines += _wrapped(f"- **{question.text}** · [figure][{question.figure}]", "  ")
+        for name, told in found.items():
+            anchor = slug(section_heading(name, question.section))
+            links[anchor] = f"{FINDINGS_DOC}#{anchor}"
+            lines += _wrapped(f"  - {name.lower()}: {told.text} · [table][{anchor}]")
+        if question.section == "prediction" and gpu_bands is not None and len(gpu_bands):
+            told = answer(current(gpu_bands)[0], GPU_BANDS)
+            links[GPU_BANDS_ANCHOR] = GPU_BANDS_LINK
+            lines += _wrapped(f"  - published GPU runs: {told.text} · "
+                              f"[table][{GPU_BANDS_ANCHOR}]")
+    if not lines:
+        return "_no claims (no runs)_"
+    return "\n".join(lines) + "\n\n" + "\n".join(f"[{k}]: {v}" for k, v in links.items())
+
+
+def headline_markdown(profiles: dict[str, pd.DataFrame],
+                      gpu_bands: pd.DataFrame | None = None) -> str:
+    """The README's headline block: the answers (answers_markdown)."""
+    return answers_markdown(profiles, gpu_bands)
+
+
 def replace_headline(readme: str, profiles: dict[str, pd.DataFrame],
                      gpu_bands: pd.DataFrame | None = None) -> str:
     """readme with the text between its headline markers replaced by headline_markdown."""
@@ -337,6 +387,20 @@ def replace_headline(readme: str, profiles: dict[str, pd.DataFrame],
         raise ValueError(f"the README has no {HEADLINE_START} ... {HEADLINE_END} block")
     return (readme[: i + len(HEADLINE_START)] + "\n" + headline_markdown(profiles, gpu_bands) + "\n"
             + readme[j:])
+
+
+COUNTS_START, COUNTS_END = "<!-- verdict-counts:start -->", "<!-- verdict-counts:end -->"
+
+
+def replace_verdict_counts(text: str, profiles: dict[str, pd.DataFrame],
+                           gpu_bands: pd.DataFrame | None = None) -> str:
+    """text with the block between its verdict-counts markers (docs/findings.md) replaced by
+    verdict_counts_markdown."""
+    i, j = text.find(COUNTS_START), text.find(COUNTS_END)
+    if i < 0 or j < i:
+        raise ValueError(f"no {COUNTS_START} ... {COUNTS_END} block")
+    return (text[: i + len(COUNTS_START)] + "\n" + verdict_counts_markdown(profiles, gpu_bands)
+            + "\n" + text[j:])
 
 
 def long_lines(text: str, limit: int = MAX_LINE) -> list[tuple[int, int]]:
