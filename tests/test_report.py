@@ -61,9 +61,24 @@ def test_the_report_of_a_users_hook_run(results, tmp_path, capsys):  # noqa: F81
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert f"Sequential (d = {manifest['num_parameters']:,})" in page
     assert f"{manifest['world_size']} (ddp-hook)" in page and "sgd (lr=0.1, by=run_fields)" in page
-    table = claims_table([load(run_dir)])
+    table = claims_table([load(run_dir)], roots=[run_dir])
     claims = page.split('id="claims"')[1].split('id="figures"')[0]
     assert claims.count("<tr><td>") == len(table)
+    # one builder: `topkscope claims` on the same run gives the same table
+    assert cli(["claims", str(run_dir), "--out", str(tmp_path / "c.csv"), "--no-progress"]) == 0
+    by_command = pd.read_csv(tmp_path / "c.csv")
+    assert by_command[["claim", "sparsifier", "condition", "verdict", "reason"]].fillna("")\
+        .equals(pd.read_csv(io.StringIO(table.to_csv(index=False)))[
+            ["claim", "sparsifier", "condition", "verdict", "reason"]].fillna(""))
+    # the four questions first, each answered with its word
+    from topkscope.claims.answers import WORDS, run_answers
+
+    answers = page.split('id="answers"')[1].split('id="what-ran"')[0]
+    told = run_answers(table, None)
+    assert len(told) == 4 and all(a.word in WORDS for a in told)
+    for a in told[:3]:
+        assert html.escape(a.question.text) in answers and html.escape(a.text) in answers
+    assert "Would sparsification pay on a cluster at the run" in answers
     for row in table.itertuples(index=False):  # each verdict with its cause, in words
         assert html.escape(verdict_sentence(row)) in claims
     figures = page.split('id="figures"')[1].split('id="scaling"')[0]

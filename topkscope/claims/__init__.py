@@ -27,6 +27,7 @@ from topkscope.claims import (  # noqa: F401  (registers the built-in claims, in
     time_to_accuracy,
 )
 from topkscope.claims.build import UNNAMED, build, build_rows, what_is_missing, write
+from topkscope.claims.distribution import fraction_row
 from topkscope.claims.inputs import Context, ModelRuns, Options
 from topkscope.claims.migrate import section_of
 from topkscope.claims.registry import (
@@ -45,12 +46,13 @@ from topkscope.claims.row import (
     ClaimRow,
     frame,
 )
-from topkscope.claims.verdicts import REASONS, VERDICTS
+from topkscope.claims.verdicts import FRACTION_RULE, REASONS, VERDICTS
 
 mark_built_in()
 
 __all__ = [
-    "ALL_CONDITIONS", "COLUMNS", "Claim", "ClaimRow", "Context", "DURING_WARMUP", "ModelRuns",
+    "ALL_CONDITIONS", "COLUMNS", "Claim", "ClaimRow", "Context", "DURING_WARMUP",
+    "FRACTION_RULE", "ModelRuns", "fraction_row",
     "NO_UNITS", "Options", "PREDICTION_COLUMNS", "REASONS", "SCHEMA_VERSION", "SECTIONS",
     "UNNAMED", "VERDICTS", "build", "build_rows", "claim_of", "frame", "register_claim",
     "registered", "section_of", "unregister_claim", "what_is_missing", "write",

@@ -123,7 +123,7 @@ def _strength(rows: pd.DataFrame) -> str:
     units = int(pd.to_numeric(rows["n_units"], errors="coerce").fillna(0).sum())
     parts = [_models(rows)]
     if runs:
-        parts.append(f"{runs} runs")
+        parts.append(f"{runs} run" + ("s" if runs != 1 else ""))
     if seeds and rows["section"].eq("convergence").any():
         parts.append(f"{seeds} seeds")
     elif units:
@@ -270,7 +270,7 @@ def answer(table: pd.DataFrame, question: Question) -> Answer:
     rows = rows_for(table, question)
     word = word_of(rows["verdict"])
     if rows.empty:
-        return Answer(question, word, "Not measured: no run of these profiles tests it.", rows)
+        return Answer(question, word, "Not measured: these runs hold no row of it.", rows)
     held = rows[rows["verdict"] == "holds"]
     lead = word.capitalize()
     if word == "only in some conditions" and question.section != "convergence":
@@ -278,7 +278,7 @@ def answer(table: pd.DataFrame, question: Question) -> Answer:
     reasons = rows["reason"].map(lambda r: REASONS.get(str(r), "")).value_counts()
     told = [question.numbers(rows)]
     if word == "not settled" and len(reasons) == 1 and reasons.index[0]:
-        lead += f" ({reasons.index[0]})"  # every row, one reason: said once
+        lead += f" — {reasons.index[0]}"  # every row, one reason: said once
     elif undecided := _undecided(rows):
         told.append(undecided)
     text = f"{lead}: {'; '.join(t for t in told if t)} ({_strength(rows)})."
@@ -288,3 +288,73 @@ def answer(table: pd.DataFrame, question: Question) -> Answer:
 def answers(table: pd.DataFrame) -> list[Answer]:
     """Every question's answer from a claims table of the current schema."""
     return [answer(table, q) for q in QUESTIONS]
+
+
+# ------------------------------------------------------------------ a user's run, four questions
+PAYS = Question(
+    "pays", "Would sparsification pay on a cluster at the run's own density (predicted)?", (),
+    None, "scaling-breakeven-p16", "prediction", lambda rows: "")
+
+
+def pays_answer(scaling: pd.DataFrame, workers: int = 16) -> Answer:
+    """Whether a sparse step would be shorter than Dense's at P = `workers`, per network of
+    the step-time model's table (topkscope.perf.report.scaling_table at the run's density):
+    the step times, and the break-even selection time — the longest selection that still
+    beats Dense; when it is at or below 0 no selection time can win (compute and the sparse
+    exchange alone already take longer than Dense's step). The word: yes where the best sparse
+    method beats Dense by more than the model's error on every network, no where Dense wins
+    even with free selection on every network, else not settled."""
+    from topkscope.perf import model as pm
+    from topkscope.sparsify import label_of
+
+    empty = pd.DataFrame()
+    if scaling is None or scaling.empty:
+        return Answer(PAYS, "not measured", "Not measured: no step-time prediction for this "
+                      "model (no compute time or parameter count).", empty)
+    at = scaling[scaling["workers"] == workers]
+    parts, words = [], []
+    for network, rows in at.groupby("network", sort=False):
+        by = rows.drop_duplicates("method").set_index("method")
+        if "dense" not in by.index:
+            continue
+        dense = float(by.loc["dense", "t_step"])
+        sparse = by.drop(index=[m for m in pm.DENSE_METHODS if m in by.index])
+        if sparse.empty:
+            continue
+        best = sparse["t_step"].astype(float).idxmin()
+        ratio = dense / float(sparse.loc[best, "t_step"])
+        free = [float(sparse.loc[m, pm.breakeven_column("dense")]) for m in sparse.index]
+        breakeven = max(free)
+        if breakeven <= 0:
+            words.append("no")
+            verdict = "no selection time can win: compute and the sparse exchange alone " \
+                      "already take longer than Dense's step"
+        else:
+            words.append("yes" if ratio > 1.05 else "not settled")
+            verdict = f"a selector pays if it selects in under {breakeven * 1e3:.3g} ms"
+        parts.append(f"{network}: Dense {dense * 1e3:.3g} ms per step, {label_of(best)} "
+                     f"{float(sparse.loc[best, 't_step']) * 1e3:.3g} ms ({ratio:.3g}× Dense's "
+                     f"speed; its selection {float(sparse.loc[best, 't_select']) * 1e3:.3g} "
+                     f"ms); {verdict}")
+    if not parts:
+        return Answer(PAYS, "not measured", "Not measured: no Dense step to compare.", empty)
+    word = words[0] if len(set(words)) == 1 else "not settled"
+    density = _span(at["density"], "{:g}") if "density" in at else ""
+    text = (f"{word.capitalize()}: at P = {workers}" + (f", ρ = {density}" if density else "")
+            + "; " + "; ".join(parts) + " (predicted, not measured).")
+    return Answer(PAYS, word, text, at)
+
+
+def run_answers(table: pd.DataFrame, scaling: pd.DataFrame | None) -> list[Answer]:
+    """The four questions a user asks of their own run, answered: is u Gaussian-like (with
+    the fitted shape), how tight is the bound, would the published Gaussian-k select about k,
+    would sparsification pay on a cluster at the run's own density."""
+    from topkscope.claims.migrate import current
+
+    table = current(table)[0] if len(table) else table
+    keys = ("gaussian_like", "below_paper", "gaussiank_count")
+    told = [answer(table, q) if len(table) else Answer(q, "not measured",
+                                                       "Not measured: no claims rows.",
+                                                       pd.DataFrame())
+            for q in QUESTIONS if q.key in keys]
+    return [*told, pays_answer(scaling if scaling is not None else pd.DataFrame())]

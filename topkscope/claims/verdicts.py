@@ -58,8 +58,7 @@ FAILS_FRACTION = 0.1
 REASONS = {
     "not-measured": "not measured",
     "too-few-units": f"fewer than {MIN_UNITS} units",
-    "too-few-blocks": f"too few steps recorded (a share needs {ZERO_EVENT_BLOCKS} (run, step) "
-                      "blocks to clear a cut)",
+    "too-few-blocks": f"too few recorded steps to clear a cut ({ZERO_EVENT_BLOCKS} needed)",
     "share-on-the-cut": "the share's interval straddles a cut",
     "too-few-seeds": f"fewer than {MIN_SEEDS} paired seeds",
     "interval-contains-margin": "the interval over seeds contains the margin",

@@ -471,6 +471,37 @@ def time_to_accuracy_markdown(table: pd.DataFrame) -> str:
     return intro + "\n\n" + "\n".join(lines)
 
 
+SHOWN_ELSEWHERE = {c for c, _ in DISTRIBUTION_COLUMNS} | {"gaussian_tail"}
+
+
+def other_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The distribution and explanation rows no other findings table shows: the claims beyond
+    the distribution table's columns and the count table (fitted_value, a user's own)."""
+    claim = table["claim"].astype(str)
+    shown = claim.isin(SHOWN_ELSEWHERE) | claim.str.endswith((COUNT_ON_TOPK, IN_TRAINING))
+    return table[table["section"].isin(("distribution", "explanation")) & ~shown]
+
+
+def other_markdown(table: pd.DataFrame) -> str:
+    """One row per (claim, model, condition): the statement, the verdict cell (a share with its
+    interval, or the effect with its interval and unit) and the reason a row is not decided."""
+    lines = _header(["claim", "model", "condition", "verdict", "not decided because"])
+    for row in table.itertuples(index=False):
+        if not math.isnan(_number(row, "fraction")) and math.isnan(_number(row, "diff_mean")):
+            cell = _fraction_cell(row)
+        else:
+            unit = _text(getattr(row, "diff_unit", ""))
+            low, high = _number(row, "ci_low"), _number(row, "ci_high")
+            effect = (f"{criteria.signed(_number(row, 'diff_mean'))}"
+                      + ("" if math.isnan(low) else
+                         f" [{criteria.signed(low)}, {criteria.signed(high)}]")
+                      + (f" {unit}" if unit else ""))
+            cell = f"{_verdict(str(row.verdict))} ({effect})"
+        lines.append(_row([str(row.claim), model_name(row.model), _short(_condition(
+            row.condition)), cell, REASONS.get(_text(row.reason), "—")]))
+    return "\n".join(lines)
+
+
 def checks_markdown(table: pd.DataFrame) -> str:
     """The rows true by construction, one line per (claim, sparsifier): how many rows hold,
     on which models, the share of units: checks of the code, not findings."""
@@ -492,7 +523,7 @@ def checks_markdown(table: pd.DataFrame) -> str:
 
 SECTIONS = {"distribution": "Distribution and contraction", "convergence": "Convergence",
             "prediction": "Predicted speed-ups", "time": "Predicted time to accuracy",
-            "check": "Checks"}
+            "other": "Other claims", "check": "Checks"}
 
 
 def section_heading(heading: str | None, section: str) -> str:
@@ -544,6 +575,12 @@ def findings_markdown(table: pd.DataFrame, heading: str | None = None) -> str:
         part("prediction", prediction_markdown(by["prediction"][~timed]))
     if timed.any():
         part("time", time_to_accuracy_markdown(by["prediction"][timed]))
+    other = other_rows(table)
+    if len(other):
+        part("other", "Every other claim (beyond the paper's, or of your own: "
+             "docs/development.md), one row per model and condition: its verdict with the "
+             "share of units or the effect and interval, and why a row is not decided.\n\n"
+             + other_markdown(other))
     if len(by["check"]):
         part("check", "True by construction, or for any vector that is not flat: checks, not "
              "findings.\n\n"

@@ -190,7 +190,7 @@ def _draw(drawer: Callable, args: tuple, name: str, figures: list[Figure],
 def predicted_scaling(runs: Sequence, results_root: Path | None = None
                       ) -> tuple[pd.DataFrame, list[str], list[str]]:
     """(table, inputs, notes): topkscope.perf.report.scaling_table at P = 16 on
-    SCALING_NETWORKS for each model the runs trained — a paper model from the published GPU
+    SCALING_NETWORKS, at each run's own density, for each model the runs trained — a paper model from the published GPU
     inputs, a model of the user's own from its parameter count and its run's compute time."""
     from topkscope import models
     from topkscope.perf import report as perf
@@ -205,9 +205,10 @@ def predicted_scaling(runs: Sequence, results_root: Path | None = None
             continue
         seen.add((model, d))
         try:
+            density = float(m.get("density") or perf.pm.PAPER_DENSITY)  # the run's own
             if model in models.available():
                 table, more = perf.scaling_table([model], SCALING_NETWORKS, [SCALING_WORKERS],
-                                                 results_root=results_root)
+                                                 results_root=results_root, density=density)
             elif d:
                 _, compute, _ = run_compute(run.path, m)
                 if compute is None:
@@ -218,7 +219,7 @@ def predicted_scaling(runs: Sequence, results_root: Path | None = None
                     continue
                 table, more = perf.scaling_table([f"params:{int(d)}"], SCALING_NETWORKS,
                                                  [SCALING_WORKERS], d=int(d),
-                                                 compute_s=compute)
+                                                 compute_s=compute, density=density)
                 table = table.assign(model=model)
             else:
                 notes.append(f"{model}: no parameter count in its manifest")
@@ -403,6 +404,18 @@ def _scaling_html(table: pd.DataFrame, inputs: list[str]) -> str:
             "Its inputs:</p>" f"<ul>{items}</ul>" + _table(shown, SCALING_COLUMNS))
 
 
+def _answers_html(claims: pd.DataFrame, scaling: pd.DataFrame) -> str:
+    """The run's four questions (topkscope.claims.answers.run_answers), one sentence each,
+    the word first; the tables and figures below hold the rest."""
+    from topkscope.claims.answers import run_answers
+
+    items = "".join(f"<li><b>{_e(a.question.text)}</b> {_e(a.text)}</li>"
+                    for a in run_answers(claims, scaling))
+    return (f"<ol>{items}</ol><p class=\"note\">Each answer is read off the claims rows below "
+            "(their verdicts and reasons) and the predicted scaling; nothing here re-judges "
+            "them.</p>")
+
+
 def render(report: Report) -> str:
     """The page's HTML: self-contained (styles inline, figures as PNG data URIs)."""
     title = "topkscope report: " + ", ".join(Path(s).name or s for s in report.sources)
@@ -410,6 +423,8 @@ def render(report: Report) -> str:
              f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
              f"<h1>{_e(title)}</h1>",
              f"<p>{len(report.runs)} run(s) from {_e(', '.join(report.sources))}.</p>",
+             "<h2 id=\"answers\">Your four questions, answered</h2>",
+             _answers_html(report.claims, report.scaling),
              "<h2 id=\"what-ran\">What ran</h2>",
              _table(report.runs, list(report.runs.columns)) if len(report.runs) else "",
              "<h2 id=\"claims\">The paper's claims on these runs</h2>",
