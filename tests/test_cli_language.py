@@ -37,9 +37,13 @@ def test_every_option_speaks_the_one_language():
             continue
         assert action.help and len(action.help) > 10, (name, flag)
         if action.dest == "results":
-            assert flag == "--results", (name, flag)
+            assert flag == "--results" and action.metavar == "DIR", (name, flag, action.metavar)
         if action.dest == "data":
-            assert flag == "--data", (name, flag)
+            assert flag == "--data" and action.metavar == "DIR", (name, flag, action.metavar)
+        if action.type is not None and getattr(action.type, "__name__", "") == "Path" \
+                and action.metavar is not None:  # a path: a folder or a file, said the same way
+            assert action.metavar in ("DIR", "FILE", "FILE.html", "RUN", "CSV", "PATH",
+                                      "RUN_OR_RESULTS"), (name, flag, action.metavar)
         if flag == "--out":  # a single output file
             assert "FILE" in str(action.metavar), (name, action.metavar)
         assert flag not in ("--root",), (name, flag)
@@ -49,6 +53,10 @@ def test_every_option_speaks_the_one_language():
                 (name, flag)
     folders = {name for name, a in options() if a.dest == "results"}
     assert {"run", "figures", "analyze", "gallery", "scale"} <= folders
+    quiet = {name for name, a in options() if a.option_strings[0] == "--no-progress"}
+    # every command that runs long says nothing but plain lines with --no-progress
+    assert {"run", "figures", "analyze", "claims", "report", "scale", "bench", "gallery",
+            "import"} <= quiet, quiet
 
 
 @pytest.mark.parametrize("name, old, new", RENAMED)

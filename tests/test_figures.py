@@ -535,3 +535,25 @@ def test_a_failed_seed_is_counted_never_dropped(small, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "margin = -1.0 is outside the allowed range" in err
     assert not (tmp_path / "d.csv").exists()
+
+
+def test_claims_figures_and_report_give_the_same_table(small, tmp_path):
+    """One builder: `topkscope claims` on the results root the figures driver wrote gives the
+    claims.csv it wrote, prediction rows included, and the report of that root shows it."""
+    from topkscope.cli import main as cli
+
+    written = pd.read_csv(small.root / "claims.csv")
+    assert (written["schema_version"] == 2).all()
+    out = tmp_path / "claims.csv"
+    assert cli(["claims", str(small.root), "--out", str(out), "--no-progress"]) == 0
+    again = pd.read_csv(out)
+    key = ["model", "claim", "sparsifier", "condition", "network"]
+    for table in (written, again):
+        table.sort_values(key, inplace=True, kind="stable", na_position="first")
+        table.reset_index(drop=True, inplace=True)
+    shown = ["verdict", "reason", "n_units", "fraction", "diff_mean"]
+    pd.testing.assert_frame_equal(written[key + shown], again[key + shown])
+    assert written["section"].eq("prediction").any()  # the predictions by both commands
+    page = (small.root / "report.html").read_text()
+    claims = page.split('id="claims"')[1].split('id="figures"')[0]
+    assert claims.count("<tr><td>") == len(written)

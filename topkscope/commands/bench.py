@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import subprocess
 import sys
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", metavar="SECONDS",
                    help="stop a benchmark running longer than this (default: no limit)")
     p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar over the benchmarks (their lines are printed still)")
 
 
 @dataclass(frozen=True)
@@ -156,16 +158,23 @@ def shown(path: Path) -> str:
 
 
 def run_all(folder: Path, names: list[str], quick: bool, timeout: float | None,
-            outcomes: list[BenchResult]) -> None:
-    """Run each benchmark in turn, announcing it and its outcome; appends to outcomes."""
-    for i, name in enumerate(names, 1):
-        flag = " --quick" if quick else ""
-        print(f"[{i}/{len(names)}] {name}: python {shown(folder.resolve() / name)}.py{flag}",
-              flush=True)
-        outcome = run_one(folder, name, quick, timeout)
-        outcomes.append(outcome)
-        print(f"[{i}/{len(names)}] {name}: {outcome.status} in {outcome.seconds:.1f} s"
-              + (f" -> {shown(outcome.csv)}" if outcome.csv_written else ""), flush=True)
+            outcomes: list[BenchResult], progress_shown: bool = True) -> None:
+    """Run each benchmark in turn, announcing it and its outcome (and a bar over them on a
+    terminal); appends to outcomes."""
+    from topkscope import progress
+
+    with progress.bar(total=len(names), desc="bench", unit="benchmark",
+                      enabled=progress_shown) as bar:
+        for i, name in enumerate(names, 1):
+            flag = " --quick" if quick else ""
+            bar.write(f"[{i}/{len(names)}] {name}: python "
+                      f"{shown(folder.resolve() / name)}.py{flag}", file=sys.stdout)
+            outcome = run_one(folder, name, quick, timeout)
+            outcomes.append(outcome)
+            bar.write(f"[{i}/{len(names)}] {name}: {outcome.status} in {outcome.seconds:.1f} s"
+                      + (f" -> {shown(outcome.csv)}" if outcome.csv_written else ""),
+                      file=sys.stdout)
+            bar.update()
 
 
 def report(outcomes: list[BenchResult]) -> int:
@@ -194,5 +203,5 @@ def main(args: argparse.Namespace) -> int:
     if not names:
         raise CommandError(f"no benchmark scripts (*.py) in {str(folder)!r}")
     outcomes: list[BenchResult] = []
-    run_all(folder, names, args.quick, timeout, outcomes)
+    run_all(folder, names, args.quick, timeout, outcomes, not args.no_progress)
     return report(outcomes)

@@ -22,15 +22,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "2-core CPU; standard: the convergence models quick cannot afford "
                         "(LSTM-PTB, GPT-PTB), 90 minutes on 2 cores; full: the paper's settings "
                         "(default quick)")
-    p.add_argument("--results", type=Path,
+    p.add_argument("--results", type=Path, metavar="DIR",
                    help="results root (runs, bench/, figures/, claims.csv); default: results "
                         "for the quick profile, results/<profile> for the others (as `make "
                         "reproduce-figures PROFILE=...`)")
-    p.add_argument("--experiments", type=Path, default=Path("experiments"),
+    p.add_argument("--experiments", type=Path, default=Path("experiments"), metavar="DIR",
                    help="folder of experiment YAMLs (default: experiments)")
-    p.add_argument("--benchmarks", type=Path, default=Path("benchmarks"),
+    p.add_argument("--benchmarks", type=Path, default=Path("benchmarks"), metavar="DIR",
                    help="folder of benchmark scripts (default: benchmarks)")
-    p.add_argument("--data", type=Path, help="dataset root (default: $TOPKSCOPE_DATA or ./data)")
+    p.add_argument("--data", type=Path, metavar="DIR",
+                   help="dataset root (default: $TOPKSCOPE_DATA or ./data)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars (the runs' and the claims'): plain lines only")
     list_option(p, "--only", metavar="EXPERIMENT",
                 help="restrict to these experiments of the plan, or of your own runs (DDP hook, "
                      "Recorder) under --results, which are drawn, never run; space-separated "
@@ -49,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="training runs at a time (default: 2 in the quick and standard "
                         "profiles on a 2+-core CPU, each run using one thread; 1 in the full "
                         "profile)")
-    p.add_argument("--selection-csv", type=Path, metavar="CSV",
+    p.add_argument("--selection-csv", type=Path, metavar="FILE",
                    help="selection benchmark CSV for the predictions (e.g. benchmarks/"
                         "selection.py run on a GPU; default: the first of RESULTS/bench/"
                         "selection.csv and the committed references measured on the compute's "
@@ -80,7 +83,8 @@ def main(args: argparse.Namespace, driver: Callable) -> int:
                    bench=not args.no_bench, launcher=args.launcher, dry_run=args.dry_run,
                    parallel=args.parallel, notebooks=not args.no_notebooks,
                    tables=not args.no_tables, selection_csv=args.selection_csv,
-                   margin=args.margin, perplexity_margin=args.perplexity_margin)
+                   margin=args.margin, perplexity_margin=args.perplexity_margin,
+                   progress=not args.no_progress)
     from topkscope.validate import output_folder
 
     try:

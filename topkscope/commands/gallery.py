@@ -21,25 +21,27 @@ HELP = "publish the figures and findings of a results folder into docs/gallery/ 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--results", type=Path, default=Path("results"),
+    p.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                    help="results folder with figures/ and claims.csv (default: results)")
     p.add_argument("--gallery", type=Path, default=Path("docs/gallery"), metavar="DIR",
                    help="gallery folder the figures' copies go into (default: docs/gallery)")
     deprecated(p, "--out", "--gallery", type=Path)
     p.add_argument("--width", type=int, default=None,
                    help="largest width of a copy in pixels, >= 64 (default 900)")
-    p.add_argument("--readme", type=Path, default=None,
+    p.add_argument("--readme", type=Path, default=None, metavar="FILE",
                    help="regenerate this README's first screen (headline block) and any "
                         "claims blocks it has from the claims table")
     p.add_argument("--findings", type=Path, default=None, metavar="FILE",
                    help="regenerate this findings document's tables and sentences (claims "
                         "blocks; docs/findings.md) from the claims table")
-    p.add_argument("--claims", type=Path, default=None, metavar="CSV",
+    p.add_argument("--claims", type=Path, default=None, metavar="FILE",
                    help="the quick profile's claims table (default: <results>/claims.csv)")
-    p.add_argument("--standard-claims", type=Path, default=None, metavar="CSV",
+    p.add_argument("--standard-claims", type=Path, default=None, metavar="FILE",
                    help="also regenerate the standard-claims blocks and the headline's "
                         "standard lines from this claims table (the standard profile's, "
                         "results/reference/claims-standard.csv)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar while the figures are shrunk")
     p.add_argument("--text-only", action="store_true",
                    help="regenerate only the text (--readme, --findings) from the claims "
                         "tables; no figures are read or written")
@@ -65,7 +67,8 @@ def main(args: argparse.Namespace, publish: Callable) -> int:
         written = publish(results=args.results, out=args.gallery, readme=args.readme,
                           allow_shrink=args.allow_shrink, log=print,
                           standard_claims=args.standard_claims, findings=args.findings,
-                          claims=args.claims, text_only=args.text_only, **width)
+                          claims=args.claims, text_only=args.text_only,
+                          progress=not args.no_progress, **width)
     except (ValueError, OSError) as exc:
         raise CommandError(str(exc)) from None
     texts = [str(f) for f in (args.readme, args.findings) if f is not None]

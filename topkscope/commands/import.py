@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"the log format: {', '.join(FORMATS)}")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH",
                    help="a job's log file (<prefix>.e<job> / .o<job>) or a folder of them")
-    p.add_argument("--results", type=Path, default=None, metavar="RESULTS",
+    p.add_argument("--results", type=Path, default=None, metavar="DIR",
                    help="the results root the run folders go under")
     deprecated(p, "--out", "--results", type=Path)
     p.add_argument("--source", default=_SOURCE, metavar="OWNER/REPO@COMMIT",

@@ -47,6 +47,24 @@ def _select_pair(text: str) -> tuple[str, float]:
     return method, seconds
 
 
+LINE = 160  # the longest line of prose scale prints (tables keep their rows whole)
+
+
+def wrapped(lines: list[str], width: int = LINE) -> list[str]:
+    """lines with every line of prose longer than `width` wrapped, continuations indented;
+    table rows (starting with spaces) are kept whole."""
+    import textwrap
+
+    out = []
+    for line in lines:
+        if len(line) <= width or line.startswith("  "):
+            out.append(line)
+        else:
+            out += textwrap.wrap(line, width=width, subsequent_indent="    ",
+                                 break_long_words=False, break_on_hyphens=False)
+    return out
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model name (topkscope.models.available()); or --params")
     p.add_argument("--params", type=int, metavar="N",
@@ -78,15 +96,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compute-s", type=float, help="forward + backward seconds per step")
     p.add_argument("--select-s", type=_select_pair, action="append", default=[],
                    metavar="METHOD=S", help="selection seconds of a method (repeatable)")
-    p.add_argument("--selection-csv", type=Path,
+    p.add_argument("--selection-csv", type=Path, metavar="FILE",
                    help="selection benchmark CSV (default: the first of RESULTS/bench/"
                         "selection.csv and the committed GPU, then CPU, references measured on "
                         "the compute's device; else the first that exists)")
-    p.add_argument("--compute-csv", type=Path,
+    p.add_argument("--compute-csv", type=Path, metavar="FILE",
                    help="model-compute benchmark CSV of --inputs here, used when the model has "
                         "no complete run (default: RESULTS/bench/model_compute.csv, else the "
                         "committed CPU reference)")
-    p.add_argument("--results", type=Path, default=Path("results"),
+    p.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                    help="results root whose runs give compute times and counts")
     p.add_argument("--layout", choices=("two", "packed"), default="two",
                    help="two all-gathers as published (default) or one packed buffer")
@@ -98,7 +116,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overlap", type=float, default=0.0,
                    help="fraction of compute the exchange may hide behind (default 0: the "
                         "published code does not overlap)")
-    p.add_argument("--csv", type=Path, help="write the table here")
+    p.add_argument("--csv", type=Path, metavar="FILE", help="write the table here")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar while the predictions are computed")
     p.add_argument("--verbose", action="store_true",
                    help="every row in detail (parts, throughput, crossover, each break-even "
                         "time, its sources) instead of the answer table")
@@ -273,11 +293,16 @@ def main(args: argparse.Namespace) -> int:
                                            inputs.selection_device(args.inputs, args.compute_s))
         compute = inputs.compute_table(results, args.compute_csv) \
             if args.inputs == "here" else None
-        table, notes = report.scaling_table(
-            [label], [net], sorted(set(args.workers)), methods, density=args.density,
-            results_root=results, selection=selection, compute_s=args.compute_s,
-            select_s=dict(args.select_s), opts=opts, compute=compute, inputs=args.inputs,
-            batch=args.batch, d=args.params)
+        from topkscope import progress
+
+        with progress.bar(total=1, desc="scale: predict", unit="table",
+                          enabled=not args.no_progress) as bar:
+            table, notes = report.scaling_table(
+                [label], [net], sorted(set(args.workers)), methods, density=args.density,
+                results_root=results, selection=selection, compute_s=args.compute_s,
+                select_s=dict(args.select_s), opts=opts, compute=compute, inputs=args.inputs,
+                batch=args.batch, d=args.params)
+            bar.update()
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     for note in notes:
@@ -294,7 +319,7 @@ def main(args: argparse.Namespace) -> int:
     lines += (_detail(table, methods) if args.verbose else _answer(table, methods))
     if any(DASH in line for line in lines):
         lines.append(FOOTNOTE)
-    print("\n".join(lines))
+    print("\n".join(wrapped(lines)))
     if args.csv is not None:
         write_bytes_atomic(args.csv, table.to_csv(index=False).encode())
         print(f"wrote {args.csv}")

@@ -76,7 +76,8 @@ class Gallery:
 
 def prepare(results: Path, width: int = MAX_WIDTH, readme: Path | None = None,
             standard_claims: Path | None = None, findings: Path | None = None,
-            claims: Path | None = None, text_only: bool = False) -> Gallery:
+            claims: Path | None = None, text_only: bool = False,
+            progress: bool = False) -> Gallery:
     """The gallery of `results` (and the README's and findings document's text regenerated),
     unwritten. ValueError when the results have no figures (unless text_only), a text file
     none of the blocks it fills, or a claims table is missing."""
@@ -101,8 +102,11 @@ def prepare(results: Path, width: int = MAX_WIDTH, readme: Path | None = None,
     claims_md = Path(results) / "claims.md"
     if claims_md.exists():
         lines += ["## Claims table", "", claims_md.read_text().strip(), ""]
-    return Gallery({p.name: shrunk_png(p, width) for p in pngs}, "\n".join(lines),
-                   texts.get("readme"), texts.get("findings"))
+    from topkscope import progress as bars
+
+    shrunk = {p.name: shrunk_png(p, width)
+              for p in bars.bar(pngs, desc="gallery: shrink", unit="figure", enabled=progress)}
+    return Gallery(shrunk, "\n".join(lines), texts.get("readme"), texts.get("findings"))
 
 
 def _claims(path: Path):
@@ -205,13 +209,15 @@ def _some(names: list[str]) -> str:
 def publish(results: Path, out: Path, width: int = MAX_WIDTH, readme: Path | None = None,
             allow_shrink: bool = False, log: Callable[[str], None] = print,
             standard_claims: Path | None = None, findings: Path | None = None,
-            claims: Path | None = None, text_only: bool = False) -> list[Path]:
+            claims: Path | None = None, text_only: bool = False,
+            progress: bool = False) -> list[Path]:
     """Write the gallery of `results` into `out` (and the README's and findings document's
     text; text_only: the text alone); returns the figures written. ValueError, with nothing
     written, on bad input or when the results hold less than what is published (losses)
     unless allow_shrink."""
     out = Path(out)
-    gallery = prepare(results, width, readme, standard_claims, findings, claims, text_only)
+    gallery = prepare(results, width, readme, standard_claims, findings, claims, text_only,
+                      progress)
     lost = losses(gallery, out, readme, findings)
     if lost and not allow_shrink:
         raise ValueError(f"{results if claims is None else claims} holds less than what is "

@@ -105,8 +105,12 @@ def with_published(text: str, claims_csv: Path = CLAIMS_CSV,
 
     p16 = published_gpu_bands()
     block = prose(read(claims_csv), pd.read_csv(validation_csv), p16)
+    import textwrap
+
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
+    block = "\n".join(textwrap.wrap(block, width=100, break_long_words=False,
+                                    break_on_hyphens=False))  # one paragraph, short lines
     return f"{head}{START}\n{block}\n{END}{tail}"
 
 

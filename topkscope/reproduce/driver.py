@@ -107,6 +107,7 @@ class Options:
     # the claims' non-inferiority margins (convergence claims and time-to-accuracy targets)
     margin: float = ACCURACY_MARGIN_POINTS
     perplexity_margin: float = PERPLEXITY_MARGIN_PCT  # the same for perplexity, in %
+    progress: bool = True       # False (--no-progress): no run shows a progress bar
 
     @property
     def figures_dir(self) -> Path:
@@ -374,7 +375,7 @@ def ensure_training(jobs: Sequence[plan.TrainingJob], opts: Options, clock: Cloc
 
         ran = run_all([(label, spec) for _, label, spec in labelled], parallel=parallel,
                       in_process=opts.in_process, log=clock.log, record=record,
-                      children=children)
+                      children=children, progress=opts.progress)
         for label, got in ran.items():
             if isinstance(got, Exception):
                 done[label] = got

@@ -377,8 +377,8 @@ class Heartbeat:
 
 def run_all(specs: Sequence[tuple[str, RunSpec]], *, parallel: int, in_process: InProcess | None,
             log: Callable[[str], None], record: Callable[[str, float, str], None],
-            heartbeat_s: float = 30.0, children: ChildProcesses | None = None
-            ) -> dict[str, Path | Exception]:
+            heartbeat_s: float = 30.0, children: ChildProcesses | None = None,
+            progress: bool = True) -> dict[str, Path | Exception]:
     """ensure_run for every (label, spec), `parallel` at a time. Returns label -> folder or
     error (a diverged run is a folder: record() gets the action 'diverged').
 
@@ -407,7 +407,8 @@ def run_all(specs: Sequence[tuple[str, RunSpec]], *, parallel: int, in_process: 
             beat.started(label, spec.run_dir())
             try:
                 run_dir, action = ensure_run(spec, log=log, in_process=in_process,
-                                             progress=parallel == 1, children=children)
+                                             progress=progress and parallel == 1,
+                                             children=children)
                 out[label] = run_dir
                 record(label, time.perf_counter() - t, action)
             except (RuntimeError, ValueError, OSError) as exc:
