@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
