@@ -620,3 +620,24 @@ def processes_naming(text: str) -> list[str]:
         if text in line:
             found.append(line)
     return found
+
+
+def test_a_manifest_says_its_layout_and_a_resume_brings_an_old_one_to_it(tmp_path):
+    """New manifests carry schema_version; one of the first layout (no segments, no version)
+    is converted where it is reopened, by Manifest.resume, not by its readers."""
+    import json
+
+    from topkscope.manifest import SCHEMA_VERSION
+
+    Manifest(tmp_path / "new", experiment="e").write()
+    assert json.loads((tmp_path / "new" / "manifest.json").read_text())["schema_version"] == 2
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "manifest.json").write_text(json.dumps(
+        {"status": "interrupted", "start_time": "t0", "end_time": "t1", "error": None,
+         "versions": {"topkscope": "0"}}))
+    m = Manifest.resume(old)
+    m.write()
+    data = json.loads((old / "manifest.json").read_text())
+    assert data["schema_version"] == SCHEMA_VERSION == 2
+    assert [s["status"] for s in data["segments"]] == ["interrupted", "running"]

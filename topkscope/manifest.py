@@ -85,6 +85,11 @@ _SEGMENT_STATE = ("signal", "resume_command", "checkpoint_step", "steps_done", "
 KILLED = "ended without closing its manifest (killed, e.g. by SIGKILL)"
 
 
+# the layout of manifest.json: 1 (no key) before `segments` and this key; 2 with both.
+# Manifest.resume brings an older manifest to the current layout as it appends a segment.
+SCHEMA_VERSION = 2
+
+
 def _segment(start_time: str, **fields: Any) -> dict[str, Any]:
     return {"start_time": start_time, "end_time": None, "status": "running", "error": None,
             "signal": None, **fields}
@@ -97,6 +102,7 @@ class Manifest:
         self.path = Path(run_dir) / "manifest.json"
         start = now_iso()
         self.data: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
             "status": "running",
             "start_time": start,
             "end_time": None,
@@ -142,6 +148,7 @@ class Manifest:
         if "segments" not in m.data:  # written before segments were kept: one for all of it
             m.data["segments"] = [_segment(m.data.get("start_time"), end_time=m.data.get(
                 "end_time"), status=m.data.get("status"), error=m.data.get("error"))]
+        m.data["schema_version"] = SCHEMA_VERSION
         last = m.data["segments"][-1]
         if last.get("status") == "running":  # its process died without a word (SIGKILL)
             last.update(status="interrupted", error=KILLED)
