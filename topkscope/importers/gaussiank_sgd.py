@@ -91,7 +91,7 @@ from topkscope.manifest import PUBLISHED
 SOURCE = "kljp/topk_results@4d5937cd6c81f7a3869de9d1355bbc520d72ee27"
 AUTHORS_CODE = "hclhkbu/GaussianK-SGD@0de3eeb675930d5f81515735bbdf2f30c35162e5"
 EXPERIMENT = "gaussiank-sgd"
-LAUNCHER = PUBLISHED  # the manifest `launcher` of an imported run (one home: published_claims)
+LAUNCHER = PUBLISHED  # the manifest `launcher` of an imported run (one home: topkscope.manifest)
 GPU_NOT_NAMED = "not named"
 ITERATIONS = "iterations.parquet"
 SEED_NOT_PUBLISHED = "not published"
