@@ -21,8 +21,9 @@ bookkeeping (comm.run_log), so analyze, the claims, the figures and the notebook
 user's run like ours; `state.note(loss=..., lr=..., metric=...)` adds what only the loop knows.
 
 A script that resumes (loads `state.load_state_dict` from its checkpoint and appends to its
-run folder) continues the run: at the hook's first step rank 0 sets aside what the folder
-holds for that step and later (run_log.HookRunLog.begin), so every step is there once. A state
+run folder) continues the run: at the hook's first step the ranks agree on one superseded/
+folder and each sets aside its own files of that step and later (`TopKHookState.begin`), so
+every step is there once and no rank moves a file another rank is writing. A state
 that closes before its hook ever ran ends the run failed (NeverRan); arguments it refuses
 leave no run folder behind (Recorder.discard_unused).
 
@@ -57,7 +58,7 @@ from topkscope.comm.exchange import ExchangeResult, exchange
 from topkscope.comm.layout import Layout
 from topkscope.comm.run_log import HookRunLog, manifest_fields
 from topkscope.comm.sparse import dense_payload_bytes
-from topkscope.hooks.lifecycle import CLOSED_AT_EXIT
+from topkscope.hooks.lifecycle import CLOSED_AT_EXIT, SUPERSEDED, aside_name, supersede_from
 from topkscope.manifest import describe_optimizer
 from topkscope.sparsify import check_density
 from topkscope.sparsify.source import SparsifierSource
@@ -164,6 +165,26 @@ class TopKHookState:
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close(exc)
 
+    def begin(self) -> None:
+        """The hook's first call in this process (every rank at the same step, `self.step`):
+        the ranks agree on one superseded/ folder (one small all-gather), then each sets aside
+        its own files of the steps it redoes (a resumed script: steps >= the checkpoint's) —
+        its recorder parts and snapshots, on rank 0 also train.parquet's rows — so no rank
+        moves a file another rank is writing, and the run ends with every step once."""
+        rank = self.transport.rank
+        folders = {Path(f) for f in (getattr(self.recorder, "out_dir", None),
+                                     self.log.run_dir if self.log is not None else None)
+                   if f is not None}
+        proposal = aside_name(next(iter(sorted(folders)))) if rank == 0 and folders else None
+        agreed = self.transport.gather_objects(proposal)[0] if self.transport.world_size > 1 \
+            else proposal
+        own = None if self.transport.world_size == 1 else rank
+        for folder in sorted(folders):
+            supersede_from(folder, self.step, rank=own, dest=agreed)
+        if self.log is not None:
+            self.log.begin(self.step, None if agreed is None
+                           else self.log.run_dir / SUPERSEDED / agreed)
+
     def density_at(self, step: int) -> float:
         return check_density(self.density(step) if callable(self.density) else self.density)
 
@@ -231,8 +252,7 @@ def topk_hook(state: TopKHookState, bucket: dist.GradBucket
     """DDP communication hook: register with `ddp.register_comm_hook(state, topk_hook)`."""
     if not state._begun:
         state._begun = True
-        if state.log is not None:
-            state.log.begin(state.step)
+        state.begin()
     if state.step < state.dense_steps:
         fut = _dense_allreduce(state, bucket)
         if bucket.is_last():

@@ -16,7 +16,10 @@ also the manifest and every other file of the folder.
 
 A resumed training run sets aside, before it writes again, every row and snapshot of the steps
 it will redo (`supersede_from`: into `superseded/<time>/`), so that plain readers of the folder
-(pandas, duckdb, polars on `stats/*.parquet`) see each step once.
+(pandas, duckdb, polars on `stats/*.parquet`) see each step once. Under torchrun every process
+sets aside only its own files (`rank=`: its parts, its snapshots, its own half-written files;
+rank 0 also the step tables), into one folder whose name the ranks agreed on first
+(`aside_name`): a rank never moves a file another, live rank may be writing.
 
 A recorder the process forgets to close is closed when it is garbage collected or at
 interpreter exit (normal exit or an uncaught exception): buffered rows are flushed and a
@@ -30,6 +33,7 @@ import os
 import shutil
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,16 +95,20 @@ def _existing_results(out: Path, rank: int, whole_folder: bool, manifest_given: 
     return sorted(found)
 
 
+def _time_names() -> Iterator[str]:
+    """<time>, <time>-1, <time>-2, ...: the names tried for a new folder of set-aside files."""
+    stamp = now_iso().replace(":", "-").replace("+00-00", "Z")
+    return (stamp if n == 0 else f"{stamp}-{n}" for n in range(1000))
+
+
 def _new_aside_folder(out: Path, under: str) -> Path:
     """A new, empty folder out/under/<time>[-n]/ claimed by this call (mkdir that fails when
     the name is taken), so nothing there is ever overwritten."""
-    stamp = now_iso().replace(":", "-").replace("+00-00", "Z")
     (out / under).mkdir(exist_ok=True)
-    for n in range(1000):
-        dest = out / under / (stamp if n == 0 else f"{stamp}-{n}")
+    for name in _time_names():
         try:
-            dest.mkdir()
-            return dest
+            (out / under / name).mkdir()
+            return out / under / name
         except FileExistsError:
             continue
     raise OSError(f"cannot make a new folder under {str(out / under)!r}")
@@ -160,7 +168,35 @@ def discard_folder(out: Path, with_manifest: bool) -> None:
             pass
 
 
-def supersede_from(run_dir: str | Path, step: int) -> Path | None:
+def aside_name(run_dir: str | Path) -> str:
+    """A name under run_dir/superseded/ that no folder has yet (<time>[-n]), for ranks to agree
+    on before each sets its own files aside there; nothing is created."""
+    taken = Path(run_dir) / SUPERSEDED
+    for name in _time_names():
+        if not (taken / name).exists():
+            return name
+    raise OSError(f"cannot find a free folder name under {str(taken)!r}")
+
+
+def _written_name(name: str) -> str:
+    """The file an unfinished write of atomic_write was for (`.<name>.<random>.tmp` -> name)."""
+    return name[1:].rsplit(".", 2)[0]
+
+
+def _rank_of(name: str) -> int | None:
+    """The rank whose recorder writes the file `name` (a part or a snapshot, finished or a
+    half-written temporary file of one), None for a file of the whole run (tables, manifest)."""
+    if is_unfinished_write(name):
+        name = _written_name(name)
+    if m := PART_RE.match(name):
+        return int(m.group(1))
+    if m := SNAPSHOT_RE.match(name):
+        return int(m.group(2))
+    return None
+
+
+def supersede_from(run_dir: str | Path, step: int, rank: int | None = None,
+                   dest: str | Path | None = None) -> Path | None:
     """Set aside everything a run folder holds for steps >= step (what a run resumed from the
     checkpoint after `step` steps records again) into run_dir/superseded/<time>/, same
     relative paths, never deleted: rows of train.parquet, eval.parquet and every stats/ and
@@ -169,18 +205,30 @@ def supersede_from(run_dir: str | Path, step: int) -> Path | None:
     (rewritten atomically) after its later rows were written aside under its name, so
     superseded/ holds exactly the rows the resumed run records again.
 
+    rank: None sets aside every file (one process writes the whole folder, or no other process
+    is running: `topkscope run` before its ranks record); a rank sets aside only that rank's
+    files (its parts, its snapshots, its half-written files; rank 0 also the step tables and
+    half-written files of no rank), so each process of a torchrun group moves its own and none
+    moves a file another, live rank is writing. dest: the folder name under superseded/ the
+    ranks agreed on (`aside_name`); None picks a new one.
+
     Which files hold such steps is read from their parquet statistics; only a file with rows
     on both sides is read whole. Everything is read before anything moves, so a file that
     cannot be read leaves the folder as it was. Returns the folder the rows went to, or None
     when nothing was at or past step.
     """
     run_dir = Path(run_dir)
+
+    def mine(path: Path) -> bool:
+        owner = _rank_of(path.name)
+        return rank is None or owner == rank or (owner is None and rank == 0)
+
     tables = [run_dir / name for name in STEP_TABLES if (run_dir / name).is_file()]
     for sub in ("stats", "hist"):
         if (run_dir / sub).is_dir():
             tables += sorted(p for p in (run_dir / sub).glob(PART_GLOB) if PART_RE.match(p.name))
     moved, split = [], []
-    for path in tables:
+    for path in filter(mine, tables):
         span = _step_span(path)
         if span is None or span[1] < step:
             continue
@@ -193,15 +241,20 @@ def supersede_from(run_dir: str | Path, step: int) -> Path | None:
     snapshots = run_dir / "snapshots"
     if snapshots.is_dir():
         moved += sorted(f for f in snapshots.iterdir()
-                        if (m := SNAPSHOT_RE.match(f.name)) and int(m.group(1)) >= step)
+                        if (m := SNAPSHOT_RE.match(f.name)) and int(m.group(1)) >= step
+                        and mine(f))
     # half-written files of a process killed mid-write: set aside with what is redone
     for folder in (run_dir, run_dir / "stats", run_dir / "hist", snapshots):
         if folder.is_dir():
             moved += sorted(f for f in folder.iterdir()
-                            if f.is_file() and is_unfinished_write(f.name))
+                            if f.is_file() and is_unfinished_write(f.name) and mine(f))
     if not moved and not split:
         return None
-    dest = _new_aside_folder(run_dir, SUPERSEDED)
+    if dest is None:
+        dest = _new_aside_folder(run_dir, SUPERSEDED)
+    else:
+        dest = run_dir / SUPERSEDED / dest
+        dest.mkdir(parents=True, exist_ok=True)
     for path, kept, later in split:
         target = dest / path.relative_to(run_dir)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -211,7 +264,10 @@ def supersede_from(run_dir: str | Path, step: int) -> Path | None:
     for path in moved:
         target = dest / path.relative_to(run_dir)
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
+        try:
+            os.replace(path, target)
+        except FileNotFoundError:  # gone since it was listed: nothing of it to keep here
+            pass
     return dest
 
 
