@@ -13,7 +13,12 @@ bucket's future with its slice of the mean. Consequences:
   per-tensor ("layerwise") selection sees whole tensors;
 * error feedback is one flat residual in parameter order, so DDP's bucket rebuild after the
   first iteration (which reorders and regroups parameters) cannot mix residuals up;
-* like PyTorch's PowerSGD hook, the first `dense_steps` iterations run a plain all-reduce.
+* like PyTorch's PowerSGD hook, the first `dense_steps` iterations run a plain all-reduce;
+* a parameter no rank used in a step (DDP with find_unused_parameters=True, or static_graph)
+  is left untouched by DDP, whatever the hook hands it: its part of u is then not selected
+  from and stays in the residual (one small all-reduce of per-tensor "got a gradient" flags
+  per step, only under such a DDP), so what is sent is what is applied, and the sent values
+  plus the residual add up to u for every parameter.
 
 With a recorder (or run_dir) the state also describes the run as `topkscope run` does: rank 0
 adds the run's fields to manifest.json and writes train.parquet from the hook's own
@@ -50,6 +55,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from topkscope import validate
 from topkscope.comm.compressor import WorkerCompressor
@@ -124,6 +130,8 @@ class TopKHookState:
         self._begun = False  # the hook's first call in this process (HookRunLog.begin)
         self._forward_start: float | None = None  # first training forward since the last step
         model.register_forward_pre_hook(functools.partial(_forward_started, weakref.ref(self)))
+        self._params = [p for _, p in trainable]
+        self._used: list[bool] | None = None  # per tensor, this step: set once DDP may skip some
         if self.transport.rank == 0:
             folder = run_dir if run_dir is not None else getattr(recorder, "out_dir", None)
             if folder is not None:
@@ -227,11 +235,47 @@ def _release_at_exit(ref: "weakref.ref[TopKHookState]") -> None:
 
 def _forward_started(ref: "weakref.ref[TopKHookState]", module: nn.Module, args) -> None:
     """Forward pre-hook: the first training forward since the last step starts its compute
-    time (a gradient accumulation's forwards all count; evaluation forwards do not)."""
+    time (a gradient accumulation's forwards all count; evaluation forwards do not). Inside a
+    DistributedDataParallel forward that may leave parameters unused (find_unused_parameters,
+    static_graph), it starts watching which tensors get a gradient (_watch_unused)."""
     state = ref()
-    if (state is not None and state._forward_start is None and module.training
-            and torch.is_grad_enabled()):
+    if state is None or not (module.training and torch.is_grad_enabled()):
+        return
+    if state._forward_start is None:
         state._forward_start = time.perf_counter()
+    if state._used is None:
+        ddp = getattr(DistributedDataParallel, "_active_ddp_module", None)
+        if ddp is not None and ddp.module is module and (
+                getattr(ddp, "find_unused_parameters", False)
+                or getattr(ddp, "static_graph", False)):
+            _watch_unused(state)
+
+
+def _watch_unused(state: TopKHookState) -> None:
+    """Note, per trainable tensor, whether this step's backward gave it a gradient (a
+    post-accumulate-grad hook; gradient accumulation's backwards all count). DDP leaves a
+    tensor that no rank used untouched, so the exchange must not send its part of u (it would
+    be lost, and missing from the residual too): see _held."""
+    state._used = [False] * len(state._params)
+    ref = weakref.ref(state)
+    for i, p in enumerate(state._params):
+        p.register_post_accumulate_grad_hook(functools.partial(_got_gradient, ref, i))
+
+
+def _got_gradient(ref: "weakref.ref[TopKHookState]", i: int, param: torch.Tensor) -> None:
+    state = ref()
+    if state is not None and state._used is not None:
+        state._used[i] = True
+
+
+def _held(state: TopKHookState) -> tuple[int, ...]:
+    """The tensors no rank used this step (one small all-reduce of the used flags; only when
+    DDP may skip tensors), whose u stays in the residual; the flags start again."""
+    if state._used is None:
+        return ()
+    used = state.transport.sum_scalars([[float(u) for u in state._used]])
+    state._used = [False] * len(state._params)
+    return tuple(i for i, n in enumerate(used) if n == 0)
 
 
 def _compute_seconds(state: TopKHookState) -> float:
@@ -257,6 +301,8 @@ def topk_hook(state: TopKHookState, bucket: dist.GradBucket
         fut = _dense_allreduce(state, bucket)
         if bucket.is_last():
             compute = _compute_seconds(state)
+            if state._used is not None:  # nothing is held back from an all-reduce
+                state._used = [False] * len(state._params)
             if state.log is not None:
                 d, P = state.layout.d, state.transport.world_size
                 state.log.add({"step": state.step, "density": 1.0, "k": d,
@@ -299,14 +345,15 @@ def _exchange_pending(state: TopKHookState) -> None:
     state.compressor.sparsifier = state.source.at(state.step)
     if state._mean is None or state._mean.device != flat.device:
         state._mean = torch.empty_like(flat)
+    held = _held(state)
     result = exchange(state.transport, [state.compressor], [flat],
                       state.density_at(state.step), recorder=state.recorder, step=state.step,
-                      out=state._mean)
+                      out=state._mean, held=held)
     state.last = result
     if state.log is not None:
         rho = state.density_at(state.step)
         state.log.add({"step": state.step, "density": rho,
-                       "k": state.compressor.target_k(rho), "time_compute": compute,
+                       "k": state.compressor.target_k(rho, held), "time_compute": compute,
                        **ExchangeResult.count_columns(result.counts),
                        "time_select": result.time_select,
                        "time_communicate": result.time_communicate,
