@@ -122,6 +122,80 @@ def test_a_hook_given_bad_arguments_leaves_no_folder_and_the_corrected_rerun_sta
     assert manifest_of(run)["status"] == "complete"
 
 
+def _rerun_starts_cleanly(run: Path) -> None:
+    """The corrected rerun into the same folder (mode None) is not refused: the failed set-up's
+    files went to replaced/, the new run is complete."""
+    from topkscope.comm import TopKHookState
+    from topkscope.hooks import Recorder
+
+    with Recorder(run, schedule=1) as rec:
+        assert TopKHookState(nn.Linear(4, 2), density=0.5, recorder=rec).step == 0
+        rec.record(0, 0, u=torch.randn(10), layout=[("w", 0, 10)])
+    manifest = manifest_of(run)
+    assert manifest["status"] == "complete" and manifest["replaced"].startswith("replaced/")
+    assert manifest_of(run / manifest["replaced"])["status"] == "failed"
+
+
+def test_a_set_up_that_fails_after_the_recorder_opened_leaves_nothing_to_refuse(tmp_path):
+    """`with Recorder(...) as rec, register_topk(model_not_wrapped, ...)`: the error of a
+    launch that did not wrap the model (one process) ends the recorder's run failed; the
+    corrected rerun into the same folder replaces it (it was refused: 'already holds
+    results')."""
+    from topkscope.hooks import Recorder
+    from topkscope.integrations import register_topk
+
+    run = tmp_path / "exp" / "run1"
+    with one_process_group():
+        with pytest.raises(ValueError, match="DistributedDataParallel wrapper"):
+            with Recorder(run, schedule=1) as rec, \
+                    register_topk(nn.Linear(4, 2), density=0.5, recorder=rec):
+                pass
+        assert manifest_of(run)["status"] == "failed"
+        _rerun_starts_cleanly(run)
+
+
+def test_a_hook_that_never_ran_does_not_block_the_rerun(tmp_path):
+    from topkscope.comm import TopKHookState
+    from topkscope.hooks import Recorder
+
+    run = tmp_path / "exp" / "run1"
+    with one_process_group():
+        with pytest.warns(UserWarning, match="never ran"):
+            with Recorder(run, schedule=1) as rec, \
+                    TopKHookState(nn.Linear(4, 2), density=0.5, recorder=rec):
+                pass
+        _rerun_starts_cleanly(run)
+
+
+def test_a_lightning_callback_whose_set_up_fails_does_not_block_the_rerun(tmp_path):
+    """TopKCallback.on_fit_start on a model Lightning did not wrap (one process)."""
+    from types import SimpleNamespace
+
+    pytest.importorskip("lightning")
+    from topkscope.integrations.lightning import TopKCallback
+
+    run = tmp_path / "exp" / "run1"
+    trainer = SimpleNamespace(global_rank=0, optimizers=[],
+                              strategy=SimpleNamespace(model=nn.Linear(4, 2)))
+    with one_process_group():
+        callback = TopKCallback(run, recorder={"schedule": 1}, density=0.5)
+        with pytest.raises(ValueError, match="DistributedDataParallel wrapper"):
+            callback.on_fit_start(trainer, None)
+        _rerun_starts_cleanly(run)
+
+
+def test_a_run_with_rows_is_still_refused(tmp_path):
+    from topkscope.hooks import Recorder
+
+    run = tmp_path / "exp" / "run1"
+    with pytest.raises(RuntimeError):
+        with Recorder(run, schedule=1) as rec:
+            rec.record(0, 0, u=torch.randn(10), layout=[("w", 0, 10)])
+            raise RuntimeError("a failure after a recorded step")
+    with pytest.raises(ValueError, match="already holds results"):
+        Recorder(run, schedule=1)
+
+
 # ---------------------------------------------------------------- the user's torchrun script
 def code_lines(text: str) -> list[str]:
     """The code of each line: stripped, without its trailing comment; no blank or comment

@@ -38,6 +38,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from topkscope.hooks.lifecycle import failed_set_up, prepare_folder
 from topkscope.io import Table
 from topkscope.manifest import Manifest
 from topkscope.schema import TRAIN_COLUMNS
@@ -93,10 +94,15 @@ class HookRunLog:
         manifest = getattr(recorder, "manifest", None)
         owns = manifest is None
         if owns:
+            replaced = None
             if (folder / "manifest.json").exists() and recorder is None:
-                raise ValueError(f"{str(folder)!r} already holds a run (manifest.json); choose "
-                                 f"another run_dir")
+                if not failed_set_up(folder):
+                    raise ValueError(f"{str(folder)!r} already holds a run (manifest.json); "
+                                     f"choose another run_dir")
+                replaced = prepare_folder(folder, 0, None, manifest_given=False)
             manifest = Manifest(folder, launcher="ddp-hook")
+            if replaced is not None:
+                manifest.data["replaced"] = str(replaced.relative_to(folder))
         return cls(folder, manifest, owns, fields)
 
     def begin(self, step: int, aside: Path | None = None) -> None:

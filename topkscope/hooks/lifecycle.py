@@ -11,6 +11,10 @@ Modes (what the recorder does when out_dir already holds results):
 - "overwrite" first moves the old files into `replaced/<time>/` inside the folder (never
   deleted; that folder loads as a run of its own).
 
+A folder that holds only what a run that failed before its first step left (`failed_set_up`:
+a failed or interrupted manifest, no row, no snapshot) is not refused in any mode: its files
+go to `replaced/<time>/` as with "overwrite", so the corrected rerun starts.
+
 Each rank checks and moves its own part files and snapshots; rank 0, which owns the manifest,
 also the manifest and every other file of the folder.
 
@@ -128,14 +132,40 @@ def _move_aside(out: Path, files: list[Path], under: str = REPLACED) -> Path:
     return dest
 
 
+def failed_set_up(out: Path) -> bool:
+    """Whether out holds only what a run that failed before its first step left: a manifest
+    that ended failed or interrupted, and no recorded row or snapshot (empty tables at most).
+    Such a folder holds nothing to lose: a rerun replaces it rather than refusing it."""
+    try:
+        status = Manifest.load(out).get("status")
+    except (OSError, ValueError):
+        return False
+    if status not in ("failed", "interrupted"):
+        return False
+    for f in _run_files(out):
+        if f.name == "manifest.json" and f.parent == out:
+            continue
+        if f.suffix != ".parquet":
+            return False
+        try:
+            if pq.read_metadata(f).num_rows:
+                return False
+        except (OSError, ValueError):
+            return False
+    return True
+
+
 def prepare_folder(out: Path, rank: int, mode: str | None, manifest_given: bool
                    ) -> Path | None:
-    """Apply `mode` to results already in out; returns where overwrite moved them."""
+    """Apply `mode` to results already in out; returns where overwrite moved them (or where
+    a run that failed at set-up went: it is replaced, never refused)."""
     if mode not in MODES:
         raise ValueError(f"mode = {mode!r}; allowed: None, 'append', 'overwrite'")
     existing = _existing_results(out, rank, rank == 0, manifest_given)
     if not existing or mode == "append":
         return None
+    if mode is None and rank == 0 and failed_set_up(out):
+        return _move_aside(out, existing)
     if mode is None:
         first = existing[0].relative_to(out)
         raise ValueError(f"{str(out)!r} already holds results ({len(existing)} file(s), e.g. "
