@@ -7,6 +7,8 @@ file)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import textwrap
 
 import numpy as np
@@ -113,3 +115,92 @@ def test_a_rank_sets_aside_only_its_own_files_and_rank_0_the_tables(tmp_path):
         "step5-rank1.npy"]
     assert (aside / ".train.parquet.qq11ww22.tmp").exists()
     assert sorted(p.name for p in (run / "snapshots").iterdir()) == []
+
+
+# ------------------------------------------------- the user's script, resumed many times
+# Checkpoints every 20 steps and snapshots at 20 and 40: each resume's first step is a snapshot
+# step, the case where rank 0 used to set aside the quicker rank's new snapshot or its
+# half-written temporary file. One run is stopped (kill -9 of rank 1 after step 45), RESUMES
+# copies of it are resumed, and torchrun --max-restarts 1 restarts RESTARTS more by itself.
+STRESS = ("--steps", "60", "--checkpoint-every", "20", "--snapshots", "20", "40")
+RESUMES, RESTARTS = 6, 2
+SNAPSHOTS = sorted(f"step{s}-rank{r}.npy" for s in (20, 40) for r in (0, 1))
+
+
+def assert_every_step_once(run, reference) -> None:
+    """Every step's train row, stats row and snapshot of every rank exactly once, as the
+    uninterrupted run has them; superseded/ holds only steps at or past the checkpoint."""
+    from tests.test_hook_runs import manifest_of
+
+    train = pd.read_parquet(run / "train.parquet")
+    assert train["step"].tolist() == list(range(60))
+    assert train["loss"].tolist() == pd.read_parquet(reference / "train.parquet")["loss"].tolist()
+    keys = ["step", "rank", "layer", "kind", "density"]
+    stats, ref = pd.read_parquet(run / "stats"), pd.read_parquet(reference / "stats")
+    assert not stats.duplicated(keys).any()
+    assert sorted(map(tuple, stats[keys].values)) == sorted(map(tuple, ref[keys].values))
+    assert sorted(p.name for p in (run / "snapshots").iterdir()) == SNAPSHOTS
+    for aside in (run / SUPERSEDED).glob("*"):
+        for part in [aside / "train.parquet", *aside.glob("stats/*.parquet")]:
+            if part.exists():
+                assert pd.read_parquet(part)["step"].min() >= 40, part
+        for snap in aside.glob("snapshots/*"):
+            assert snap.name.startswith("step40-") or snap.name.startswith(".step"), snap
+    manifest = manifest_of(run)
+    assert (manifest["status"], manifest["steps_done"]) == ("complete", 60)
+    assert manifest["segments"][0]["error"] == "worker rank 1 was killed by SIGKILL"
+
+
+@pytest.mark.train
+@pytest.mark.slow
+def test_resumes_whose_checkpoint_steps_are_snapshot_steps_keep_every_step_once(
+        tmp_path, data_root):
+    import shutil
+    import time
+
+    from tests.test_hook_runs import kill_rank, run_script, stop_at
+
+    t0 = time.monotonic()
+    reference = tmp_path / "ref" / "exp" / "r0"
+    run_script(reference, data_root, *STRESS)
+    stopped = tmp_path / "stopped" / "exp" / "r1"
+    assert stop_at(stopped, data_root, 45, kill_rank(1), *STRESS).returncode != 0
+    for i in range(RESUMES):  # the same command again, on copies of one stopped run
+        copy = tmp_path / f"resume{i}" / "exp" / "r1"
+        shutil.copytree(stopped, copy)
+        run_script(copy, data_root, *STRESS)
+        assert_every_step_once(copy, reference)
+    for i in range(RESTARTS):  # torchrun restarts the killed group by itself
+        out = tmp_path / f"restart{i}" / "exp" / "r1"
+        done = stop_at(out, data_root, 45, kill_rank(1), *STRESS, max_restarts=1)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert_every_step_once(out, reference)
+    print(f"{RESUMES} resumes and {RESTARTS} torchrun restarts with snapshots at checkpoint "
+          f"steps: {time.monotonic() - t0:.0f} s wall")
+
+
+@pytest.mark.train
+@pytest.mark.slow
+def test_the_users_script_with_a_head_unused_on_odd_steps_keeps_sent_plus_residual_equal_u(
+        tmp_path, data_root):
+    """The fixture's --unused-head variant (find_unused_parameters=True): on every step and
+    for every parameter, what DDP applied is what the ranks sent (P * grad = sum over ranks of
+    u - e), the unused head included, also across a Ctrl-C and the resume."""
+    from tests.test_hook_runs import run_script, stop_at
+
+    out, check = tmp_path / "exp" / "r1", tmp_path / "feedback.json"
+    args = ("--steps", "30", "--checkpoint-every", "10", "--unused-head",
+            "--check-feedback", str(check))
+    stopped = stop_at(out, data_root, 15, lambda p: os.killpg(p.pid, signal.SIGINT), *args)
+    assert stopped.returncode != 0
+    run_script(out, data_root, *args)
+    worst = {int(k): v for k, v in json.loads(check.read_text()).items()}
+    assert sorted(worst) == list(range(10, 30))  # the resumed segment's steps
+    assert {name for v in worst.values() for name in v} >= {"aux.weight", "aux.bias"}
+    assert max(g for v in worst.values() for g in v.values()) == 0.0
+    train = pd.read_parquet(out / "train.parquet")
+    assert train["step"].tolist() == list(range(30))
+    d_aux = 10 * 16 * 25 + 10
+    d = int(json.loads((out / "manifest.json").read_text())["num_parameters"])
+    odd = train[(train["step"] % 2 == 1) & (train["density"] < 1)]
+    assert (odd["k"] == round(0.01 * (d - d_aux))).all()  # k from the tensors that are sent

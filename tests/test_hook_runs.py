@@ -217,13 +217,17 @@ def test_the_docs_resume_recipe_is_what_the_fixture_runs():
     script = set(code_lines(SCRIPT.read_text()))
     missing = [line for line in code_lines(recipe) if line not in script]
     assert missing == []
-    assert len(code_lines(recipe)) > 30
+    assert len(code_lines(recipe)) <= 20  # topkscope.checkpoint: a few lines, not about 30
+    assert "supersede_from(" not in page and "supersede_from(" not in SCRIPT.read_text()
 
 
 def torchrun(out: Path, *extra: str, max_restarts: int = 0) -> list[str]:
+    """The fixture under torchrun, 2 ranks; extra: its options (default --steps STEPS
+    --checkpoint-every CHECKPOINT_EVERY)."""
+    if "--steps" not in extra:
+        extra = ("--steps", str(STEPS), "--checkpoint-every", str(CHECKPOINT_EVERY), *extra)
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-            "2", "--max-restarts", str(max_restarts), str(SCRIPT), str(out), "--steps",
-            str(STEPS), "--checkpoint-every", str(CHECKPOINT_EVERY), *extra]
+            "2", "--max-restarts", str(max_restarts), str(SCRIPT), str(out), *extra]
 
 
 def env(data_root: Path) -> dict[str, str]:
@@ -231,8 +235,8 @@ def env(data_root: Path) -> dict[str, str]:
             "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
-def run_script(out: Path, data_root: Path, **kw) -> subprocess.CompletedProcess:
-    done = subprocess.run(torchrun(out, **kw), env=env(data_root), capture_output=True,
+def run_script(out: Path, data_root: Path, *extra: str, **kw) -> subprocess.CompletedProcess:
+    done = subprocess.run(torchrun(out, *extra, **kw), env=env(data_root), capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
@@ -253,10 +257,11 @@ def worker_pid(parent: int, rank: int) -> int:
     raise AssertionError(f"no rank-{rank} worker under pid {parent}")
 
 
-def stop_at(out: Path, data_root: Path, step: int, stop, max_restarts: int = 0
+def stop_at(out: Path, data_root: Path, step: int, stop, *extra: str, max_restarts: int = 0
             ) -> subprocess.CompletedProcess:
     """Start the script; once rank 0 has done `step`, call stop(torchrun's Popen); wait."""
-    proc = subprocess.Popen(torchrun(out, max_restarts=max_restarts), env=env(data_root),
+    proc = subprocess.Popen(torchrun(out, *extra, max_restarts=max_restarts),
+                            env=env(data_root),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     lines = []
@@ -347,17 +352,36 @@ def test_ctrl_c_and_the_same_command_again_continue_the_run_whole(tmp_path, data
     assert [s["status"] for s in manifest["segments"]] == ["interrupted", "complete"]
 
 
+def kill_rank(rank: int):
+    return lambda p: os.kill(worker_pid(p.pid, rank), signal.SIGKILL)
+
+
+def assert_failed_naming(out: Path, stopped: subprocess.CompletedProcess, rank: int) -> None:
+    """The killed rank is named: manifest failed with its rank and signal, one line of ours
+    on the terminal, whichever process torchrun stopped first."""
+    manifest = manifest_of(out)
+    assert manifest["status"] == "failed", manifest
+    assert manifest["error"] == f"worker rank {rank} was killed by SIGKILL"
+    (failure,) = manifest["worker_failures"]
+    assert (failure["rank"], failure["signal"], failure["exitcode"]) == (rank, "SIGKILL", -9)
+    ours = [line for line in stopped.stderr.splitlines() if line.startswith("topkscope:")]
+    assert len(ours) == 1 and f"worker rank {rank} was killed by SIGKILL" in ours[0], \
+        stopped.stderr[-3000:]
+
+
 @pytest.mark.train
 @pytest.mark.slow
-def test_a_rank_killed_and_the_same_command_again_continue_the_run_whole(tmp_path, data_root,
-                                                                         uninterrupted):
+@pytest.mark.parametrize("victim", [1, 0])
+def test_a_rank_killed_is_named_and_the_same_command_again_continues_the_run_whole(
+        tmp_path, data_root, uninterrupted, victim):
     out = tmp_path / "exp" / "r1"
-    stopped = stop_at(out, data_root, STOP_AT,
-                      lambda p: os.kill(worker_pid(p.pid, 1), signal.SIGKILL))
+    stopped = stop_at(out, data_root, STOP_AT, kill_rank(victim))
     assert stopped.returncode != 0
+    assert_failed_naming(out, stopped, victim)
     run_script(out, data_root)
     manifest = assert_whole(out, uninterrupted, resumed_from=50)
-    assert manifest["segments"][0]["status"] in ("failed", "interrupted")
+    assert manifest["segments"][0]["status"] == "failed"
+    assert manifest["segments"][0]["error"] == f"worker rank {victim} was killed by SIGKILL"
 
 
 @pytest.mark.train
@@ -366,10 +390,10 @@ def test_torchrun_restarts_a_killed_rank_and_the_run_ends_as_an_uninterrupted_on
         tmp_path, data_root, uninterrupted):
     out = tmp_path / "exp" / "r1"
     t0 = time.monotonic()
-    done = stop_at(out, data_root, STOP_AT,
-                   lambda p: os.kill(worker_pid(p.pid, 1), signal.SIGKILL), max_restarts=1)
+    done = stop_at(out, data_root, STOP_AT, kill_rank(1), max_restarts=1)
     wall = time.monotonic() - t0
     assert done.returncode == 0, done.stderr[-3000:]
     manifest = assert_whole(out, uninterrupted, resumed_from=50)
-    assert len(manifest["segments"]) == 2
+    assert [s["status"] for s in manifest["segments"]] == ["failed", "complete"]
+    assert manifest["segments"][0]["error"] == "worker rank 1 was killed by SIGKILL"
     print(f"elastic restart of the user's script: {wall:.1f} s wall")

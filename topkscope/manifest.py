@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from topkscope.interrupts import interruption_signal
+from topkscope.interrupts import WorkerFailed, interruption_signal
 from topkscope.io import write_json_atomic
 
 STATUSES = ("running", "complete", "failed", "interrupted")
@@ -186,7 +186,12 @@ class Manifest:
         self._end("complete", **fields)
 
     def fail(self, error: BaseException | str, **fields: Any) -> None:
-        msg = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        """End `failed` with the error: "Type: message", or a WorkerFailed's own message
+        (which rank died, and how) with its fields (worker_failures)."""
+        if isinstance(error, WorkerFailed):
+            msg, fields = error.message, {**error.fields, **fields}
+        else:
+            msg = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         self._end("failed", error=msg, **fields)
 
     def interrupt(self, signal: str, **fields: Any) -> None:

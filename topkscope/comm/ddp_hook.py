@@ -45,7 +45,9 @@ has gone aborts the process (`terminate called without an active exception`).
 import atexit
 import functools
 import math
+import signal
 import sys
+import threading
 import time
 import warnings
 import weakref
@@ -62,10 +64,12 @@ from topkscope.comm.compressor import WorkerCompressor
 from topkscope.comm.distributed import DistributedTransport
 from topkscope.comm.exchange import ExchangeResult, exchange
 from topkscope.comm.layout import Layout
+from topkscope.comm.peers import Peers
 from topkscope.comm.run_log import HookRunLog, manifest_fields
 from topkscope.comm.sparse import dense_payload_bytes
 from topkscope.hooks.lifecycle import CLOSED_AT_EXIT, SUPERSEDED, aside_name, supersede_from
-from topkscope.manifest import describe_optimizer
+from topkscope.interrupts import RunInterrupted, WorkerFailed, interruption_signal
+from topkscope.manifest import Manifest, describe_optimizer
 from topkscope.sparsify import check_density
 from topkscope.sparsify.source import SparsifierSource
 
@@ -132,8 +136,13 @@ class TopKHookState:
         model.register_forward_pre_hook(functools.partial(_forward_started, weakref.ref(self)))
         self._params = [p for _, p in trainable]
         self._used: list[bool] | None = None  # per tensor, this step: set once DDP may skip some
+        folder = run_dir if run_dir is not None else getattr(recorder, "out_dir", None)
+        self.folder = None if folder is None else Path(folder)
+        self.peers = Peers(self.folder, self.transport.rank, self.transport.world_size) \
+            if self.transport.world_size > 1 else None
+        self._stop: BaseException | None = None  # how a SIGTERM ended this process
+        self._sigterm = _take_sigterm(self) if self.peers is not None else None
         if self.transport.rank == 0:
-            folder = run_dir if run_dir is not None else getattr(recorder, "out_dir", None)
             if folder is not None:
                 fields = manifest_fields(self, model, Path(folder), sparsifier, sparsifier_args,
                                          density, selection, error_feedback, seed, k_rule,
@@ -159,19 +168,44 @@ class TopKHookState:
                              "topk_hook (was it registered with ddp.register_comm_hook on "
                              "the DDP model that trains?)")
             warnings.warn(f"TopKHookState: {error}; the run is marked failed", stacklevel=2)
-        if self.log is not None:
-            self.log.close(error)
-        if self.recorder is not None:
-            if error is None:
-                self.recorder.close(closed_by=closed_by)
-            else:
-                self.recorder.fail(error, closed_by=closed_by)
+        error = self.cause(error)
+        try:
+            if self.log is not None:
+                self.log.close(error)
+            if self.recorder is not None:
+                if error is None:
+                    self.recorder.close(closed_by=closed_by)
+                else:
+                    self.recorder.fail(error, closed_by=closed_by)
+            if isinstance(error, WorkerFailed) and self.log is None and error.code != 1:
+                _fail_for_rank_0(self.folder, error)  # rank 0 died: its manifest says so here
+        finally:
+            if self.peers is not None:
+                sig = interruption_signal(error)
+                self.peers.ended(str(error) if error is not None else "",
+                                 "complete" if error is None else
+                                 "interrupted" if sig is not None else "failed")
+            _give_back_sigterm(self)
+
+    def cause(self, error: BaseException | None) -> BaseException | None:
+        """What ended this rank: the stop a SIGTERM decided, else `error`, except that a
+        failure of its own (a collective that lost its peer) caused by a peer that died or
+        failed first is that peer's failure (WorkerFailed)."""
+        if self._stop is not None:
+            return self._stop
+        if error is None or self.peers is None or interruption_signal(error) is not None \
+                or isinstance(error, WorkerFailed):
+            return error
+        return _peer_failure(self) or error
 
     def __enter__(self) -> "TopKHookState":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.close(exc)
+        cause = self.cause(exc)
+        self.close(cause)
+        if exc is not None and cause is not exc:
+            raise cause from exc  # e.g. a collective's error when a peer died: say which
 
     def begin(self) -> None:
         """The hook's first call in this process (every rank at the same step, `self.step`):
@@ -184,8 +218,11 @@ class TopKHookState:
                                      self.log.run_dir if self.log is not None else None)
                    if f is not None}
         proposal = aside_name(next(iter(sorted(folders)))) if rank == 0 and folders else None
-        agreed = self.transport.gather_objects(proposal)[0] if self.transport.world_size > 1 \
-            else proposal
+        agreed = proposal
+        if self.peers is not None:  # one all-gather: the folder's name and who the peers are
+            members = self.transport.gather_objects({"aside": proposal, **Peers.me()})
+            agreed = members[0]["aside"]
+            self.peers.meet(members)
         own = None if self.transport.world_size == 1 else rank
         for folder in sorted(folders):
             supersede_from(folder, self.step, rank=own, dest=agreed)
@@ -215,6 +252,58 @@ class TopKHookState:
         self.source.load_state_dict(state.get("sparsifier"))
 
 
+def _take_sigterm(state: TopKHookState):
+    """Install the state's SIGTERM handler (_on_sigterm) where the script left the default
+    (a process killed without cleanup) and this is the main thread; the previous handler,
+    or None when none was installed."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+    return signal.signal(signal.SIGTERM, functools.partial(_on_sigterm, weakref.ref(state)))
+
+
+def _give_back_sigterm(state: TopKHookState) -> None:
+    if state._sigterm is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, state._sigterm)
+        state._sigterm = None
+
+
+def _on_sigterm(ref: "weakref.ref[TopKHookState]", signum: int, frame) -> None:
+    """SIGTERM: torchrun stopping the group because a peer died, or a stop of the whole job.
+    A peer that died or failed makes it a failure naming that rank (WorkerFailed: one line on
+    the terminal from the rank that reports it, exit 1); else an interruption
+    (interrupts.RunInterrupted). Once the state is closing, later signals are ignored."""
+    state = ref()
+    if state is None or state.closed or state._stop is not None:
+        return
+    state._stop = _peer_failure(state) or RunInterrupted(signum)
+    raise state._stop
+
+
+def _peer_failure(state: TopKHookState) -> WorkerFailed | None:
+    """A WorkerFailed naming the first peer that died or failed (comm.peers), None if none."""
+    found = state.peers.failure() if state.peers is not None else None
+    if found is None:
+        return None
+    rank, how, entry = found
+    message = f"worker rank {rank} {how}"
+    line = None
+    if state.peers.reporter(rank):
+        where = f" {str(state.folder)!r}" if state.folder is not None else ""
+        line = (f"topkscope: {message}; run{where} failed at step {state.step} (run the same "
+                f"command again to resume it from its last checkpoint)")
+    return WorkerFailed(message, {"worker_failures": [entry]}, line)
+
+
+def _fail_for_rank_0(folder: Path | None, error: WorkerFailed) -> None:
+    """Rank 0 died: the reporting rank ends the run's manifest failed (if still running)."""
+    if folder is None or not (folder / "manifest.json").is_file():
+        return
+    manifest = Manifest.reopen(folder)
+    if manifest.data.get("status") == "running":
+        manifest.fail(error)
+
+
 def _release_at_exit(ref: "weakref.ref[TopKHookState]") -> None:
     """atexit: close a state the script left open, then (on a normal exit) destroy the
     default process group the hook used, before interpreter finalization (see the module
@@ -228,8 +317,8 @@ def _release_at_exit(ref: "weakref.ref[TopKHookState]") -> None:
         state.close(error, closed_by=CLOSED_AT_EXIT)
     finally:
         state._mean, state._pending, state.last = None, [], None
-        if (error is None and state.transport.group is None and dist.is_available()
-                and dist.is_initialized()):
+        if (error is None and state._stop is None and state.transport.group is None
+                and dist.is_available() and dist.is_initialized()):
             dist.destroy_process_group()
 
 
