@@ -187,6 +187,10 @@ RULES = {
 }
 
 
+# the model or sparsifier of a run whose manifest names none (Recorder(run_fields=) names them)
+UNNAMED = "unnamed"
+
+
 def build(
     runs: Iterable,
     sparsifiers: Sequence[str] = ("topk",),
@@ -213,6 +217,10 @@ def build(
         perplexity_margin: the same for perplexity, in % of Top-k's perplexity (>= 0).
     """
     runs = list(runs)
+    for run in runs:  # a Recorder in a loop of one's own may name neither: tabulated as unnamed
+        for key in ("model", "sparsifier"):
+            if run.manifest.get(key) is None:
+                run.manifest[key] = UNNAMED
     sparsifiers = (sparsifiers,) if isinstance(sparsifiers, str) else tuple(sparsifiers)
     validate.integer("max_snapshots", max_snapshots, 0, whole_floats=True)
     margin = validate.number("margin", margin, 0.0)
@@ -228,9 +236,12 @@ def build(
         rows += [{**base, **row} for row in published_claims.rows(groups[key])]
         if not model_runs:
             continue
-        trained = [r for r in model_runs if r.manifest.get("sparsifier") in sparsifiers
+        unnamed = (UNNAMED,) if any(r.manifest["sparsifier"] == UNNAMED for r in model_runs) \
+            else ()
+        trained = [r for r in model_runs if r.manifest.get("sparsifier") in (*sparsifiers,
+                                                                                 *unnamed)
                    and diverged_at(r.manifest) is None]
-        rows += [{**base, **row} for row in _distribution_rows(trained, sparsifiers,
+        rows += [{**base, **row} for row in _distribution_rows(trained, (*sparsifiers, *unnamed),
                                                                int(max_snapshots), max_n)]
         rows += [{**base, **row,
                   "statement": STATEMENTS.get(row["claim"]) or IN_TRAINING_STATEMENT.format(
@@ -259,8 +270,8 @@ def write(runs: Iterable, path: str | Path, **options) -> pd.DataFrame:
 
 def what_is_missing(run) -> str | None:
     """Why the claims cannot read a loaded run, in words (None: they can): a manifest.json
-    that is not topkscope's, a run that failed at set-up (before its first step), one with
-    no recorded rows, or one whose manifest names no model or no training sparsifier."""
+    that is not topkscope's, a run that failed at set-up (before its first step), or one with
+    no recorded rows. A run whose manifest names no model or sparsifier is read as UNNAMED."""
     m = run.manifest
     foreign = not_ours(m)
     if foreign is not None:
@@ -272,10 +283,6 @@ def what_is_missing(run) -> str | None:
                     "recorded rows (train.parquet, eval.parquet, stats/) to tabulate")
         return ("it holds no recorded rows (train.parquet, eval.parquet and stats/ are empty "
                 "or absent): nothing to tabulate")
-    named = [k for k in ("model", "sparsifier") if m.get(k) is None]
-    if named:
-        return (f"its manifest names no {' and no '.join(named)} (a Recorder in a loop of "
-                "your own: add them, e.g. rec.manifest.update(model=..., sparsifier=...))")
     return None
 
 

@@ -72,11 +72,19 @@ def _schedule(manifest: dict) -> str:
 
 
 def _optimizer(manifest: dict) -> str:
+    """'sgd (momentum=0.9; group 1: lr=0.1, weight_decay=0.0001; group 2: lr=0.01, ...)': the
+    settings the groups share, then each group's own (manifest.describe_optimizer)."""
     opt = manifest.get("optimizer") or {}
     if not opt:
         return "not recorded"
-    settings = ", ".join(f"{k}={v}" for k, v in opt.items() if k != "name"
-                         and not isinstance(v, (list, dict)))
+
+    def listed(values: dict) -> str:
+        return ", ".join(f"{k}={v}" for k, v in values.items() if k not in ("name", "tensors",
+                         "elements") and not isinstance(v, (list, dict)))
+
+    parts = [listed(opt)] + [f"group {i}: {listed(g)}" for i, g in
+                             enumerate(opt.get("param_groups") or [], 1) if listed(g)]
+    settings = "; ".join(p for p in parts if p)
     return f"{opt.get('name', '?')} ({settings})" if settings else str(opt.get("name", "?"))
 
 
@@ -98,12 +106,13 @@ def run_rows(found: Sequence) -> pd.DataFrame:
         d = m.get("num_parameters")
         rows.append({
             "run": shown_path(run.path), "status": m.get("status", ""),
-            "model": model_name(str(m.get("model"))) + (f" (d = {int(d):,})" if d else ""),
+            "model": model_name(str(m.get("model") or "unnamed"))
+            + (f" (d = {int(d):,})" if d else ""),
             "dataset": dataset_name(m.get("dataset"), m.get("dataset_substitute"))
             if m.get("dataset") else "not recorded",
             "optimizer": _optimizer(m),
             "workers": f"{m.get('world_size', '?')} ({m.get('launcher', '?')})",
-            "sparsifier": sparsifier_name(str(m.get("sparsifier"))),
+            "sparsifier": sparsifier_name(str(m.get("sparsifier") or "unnamed")),
             "density": f"{m['density']:g}" if isinstance(m.get("density"), (int, float))
             else str(m.get("density")),
             "density schedule": _schedule(m),
