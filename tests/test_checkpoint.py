@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 import torch
 
-from tests._hooks_loop import layout_of, tiny_model
+from tests._hooks_loop import layout_of, own_step, tiny_model
 from topkscope import checkpoint
 from topkscope.feedback import ErrorFeedback
 from topkscope.hooks import Recorder
 from topkscope.hooks.lifecycle import SUPERSEDED
-from topkscope.sparsify import get_sparsifier, k_from_density
+from topkscope.sparsify import get_sparsifier
 
 STEPS, EVERY = 24, 8
 
@@ -76,19 +76,8 @@ def own_loop(run, stop_at: int | None = None) -> torch.Tensor:
                   mode=checkpoint.mode(run)) as rec:
         start = checkpoint.restore(run, model=model, feedback=ef, recorder=rec)
         for step in range(start, STEPS):
-            gen = torch.Generator().manual_seed(step)
-            x, y = torch.randn(16, 12, generator=gen), torch.randint(0, 3, (16,), generator=gen)
-            model.zero_grad()
-            torch.nn.functional.cross_entropy(model(x), y).backward()
-            g = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
-            u = ef.compensate("flat", g)
-            idx = topk.select(u, k_from_density(0.05, u.numel()))
-            e = ef.update("flat", u, idx)
+            g, u, e, idx = own_step(model, ef, topk, step)
             rec.record(step, 0, u=u, e=e, g=g, layout=layout, selected=idx)
-            with torch.no_grad():
-                flat = torch.cat([p.reshape(-1) for p in model.parameters()])
-                flat[idx] -= 0.1 * u[idx]
-                torch.nn.utils.vector_to_parameters(flat, model.parameters())
             if (step + 1) % EVERY == 0:
                 checkpoint.save(run, step + 1, model=model, feedback=ef, recorder=rec)
             if step == stop_at:

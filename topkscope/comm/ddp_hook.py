@@ -73,6 +73,9 @@ from topkscope.manifest import Manifest, describe_optimizer
 from topkscope.sparsify import check_density
 from topkscope.sparsify.source import SparsifierSource
 
+# how long a rank whose own step failed looks for a peer that died first (comm.peers)
+PEER_WAIT_S = 3.0
+
 
 class NeverRan(RuntimeError):
     """A hook state closed before its hook ran even once: nothing was sparsified."""
@@ -141,6 +144,7 @@ class TopKHookState:
         self.peers = Peers(self.folder, self.transport.rank, self.transport.world_size) \
             if self.transport.world_size > 1 else None
         self._stop: BaseException | None = None  # how a SIGTERM ended this process
+        self._closing = False  # closing: a SIGTERM now changes nothing
         self._sigterm = _take_sigterm(self) if self.peers is not None else None
         if self.transport.rank == 0:
             if folder is not None:
@@ -162,7 +166,7 @@ class TopKHookState:
         it, or registered it on another model) closes its run `failed` with NeverRan."""
         if self.closed:
             return
-        self.closed = True
+        self.closed = self._closing = True
         if error is None and self.step == 0 and (self.log or self.recorder) is not None:
             error = NeverRan("the communication hook never ran: no step went through "
                              "topk_hook (was it registered with ddp.register_comm_hook on "
@@ -196,12 +200,14 @@ class TopKHookState:
         if error is None or self.peers is None or interruption_signal(error) is not None \
                 or isinstance(error, WorkerFailed):
             return error
-        return _peer_failure(self) or error
+        self._closing = True  # a SIGTERM from here on finds the state closing
+        return _peer_failure(self, wait=PEER_WAIT_S) or error
 
     def __enter__(self) -> "TopKHookState":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        self._closing = True
         cause = self.cause(exc)
         self.close(cause)
         if exc is not None and cause is not exc:
@@ -274,15 +280,23 @@ def _on_sigterm(ref: "weakref.ref[TopKHookState]", signum: int, frame) -> None:
     the terminal from the rank that reports it, exit 1); else an interruption
     (interrupts.RunInterrupted). Once the state is closing, later signals are ignored."""
     state = ref()
-    if state is None or state.closed or state._stop is not None:
+    if state is None or state._closing or state._stop is not None:
         return
     state._stop = _peer_failure(state) or RunInterrupted(signum)
     raise state._stop
 
 
-def _peer_failure(state: TopKHookState) -> WorkerFailed | None:
-    """A WorkerFailed naming the first peer that died or failed (comm.peers), None if none."""
-    found = state.peers.failure() if state.peers is not None else None
+def _peer_failure(state: TopKHookState, wait: float = 0.0) -> WorkerFailed | None:
+    """A WorkerFailed naming the first peer that died or failed (comm.peers), None if none.
+    wait: how long to keep looking (a collective fails as soon as the peer's sockets close,
+    a moment before the dying process can be seen to have ended)."""
+    if state.peers is None:
+        return None
+    deadline = time.monotonic() + wait
+    found = state.peers.failure()
+    while found is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        found = state.peers.failure()
     if found is None:
         return None
     rank, how, entry = found

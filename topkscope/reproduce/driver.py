@@ -242,10 +242,12 @@ def draw_benchmark(job: plan.BenchmarkJob, csv: Path, opts: Options,
 SCALING_EXPERIMENT = "predicted scaling"
 
 
-def write_claims(runs: list, opts: Options, clock: Clock, differing: dict[str, str] | None = None
-                 ) -> tuple[pd.DataFrame, str, list[FigureEntry]]:
+def write_claims(runs: list, opts: Options, clock: Clock, differing: dict[str, str] | None = None,
+                 own_only: bool = False) -> tuple[pd.DataFrame, str, list[FigureEntry]]:
     """claims.csv/.md, with the predicted scaling's rows; also the scaling figures' entries.
-    differing: run folder -> what differs from the plan (the claims' differs_from_plan)."""
+    differing: run folder -> what differs from the plan (the claims' differs_from_plan).
+    own_only (--only named a user's own experiments alone): the predictions are those of the
+    models these runs trained (report.predicted_scaling), not the paper's models."""
     from topkscope.reproduce.draw import FigureEntry, claims_markdown, claims_table
 
     t = time.perf_counter()
@@ -258,10 +260,19 @@ def write_claims(runs: list, opts: Options, clock: Clock, differing: dict[str, s
     from topkscope.perf.report import write_scaling
     from topkscope.perf.time_to_accuracy import write_time_to_accuracy
 
-    for what, write in (("scaling prediction", write_scaling),
+    def write_own_scaling(root, selection_csv=None, profile=None):
+        from topkscope.perf.report import claims_rows
+        from topkscope.reproduce.report import predicted_scaling
+
+        predicted, _, notes = predicted_scaling(runs, root)
+        for note in notes:
+            print(f"  scaling: {note}")
+        return (claims_rows(predicted) if len(predicted) else pd.DataFrame()), []
+
+    for what, write in (("scaling prediction", write_own_scaling if own_only else write_scaling),
                         ("time to accuracy", write_time_to_accuracy)):
         try:
-            kwargs = ({"profile": opts.profile} if write is write_scaling else
+            kwargs = ({"profile": opts.profile} if what == "scaling prediction" else
                       {"runs": runs, "margin": opts.margin,
                        "perplexity_margin": opts.perplexity_margin})
             rows, figures = write(root, selection_csv=opts.selection_csv, **kwargs)
@@ -449,7 +460,8 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
         jobs = plan.jobs(planned, opts.jobs, opts.profile) if planned else []
     else:
         jobs = plan.jobs(None, opts.jobs, opts.profile)
-    if not Path(opts.experiments_dir).is_dir():
+    own_only = bool(opts.only) and not jobs  # --only names a user's own experiments alone
+    if jobs and not Path(opts.experiments_dir).is_dir():
         raise ValueError(f"no experiments folder at {str(opts.experiments_dir)!r} (outside the "
                          f"repository?): pass --experiments DIR, the folder of experiment YAMLs")
     if opts.dry_run:
@@ -520,7 +532,7 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
     try:  # imported published runs under the results root: drawn, and claims of their own
         from topkscope.reproduce import published_findings
 
-        imported = published_findings.imported_runs(opts.results_root)
+        imported = [] if own_only else published_findings.imported_runs(opts.results_root)
         if imported:
             entries += published_findings.draw(imported, opts.figures_dir)
             all_runs += imported
@@ -530,7 +542,8 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
     claims, md = None, ""
     if all_runs:
         try:
-            claims, md, scaling_entries = write_claims(all_runs, opts, clock, differing)
+            claims, md, scaling_entries = write_claims(all_runs, opts, clock, differing,
+                                                       own_only)
             entries += scaling_entries
         except (RuntimeError, ValueError) as exc:
             failures.append(f"claims: {exc}")
