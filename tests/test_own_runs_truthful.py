@@ -131,7 +131,7 @@ def test_scale_from_a_run_predicts_at_its_density_and_says_when_no_selection_can
     lines = out.splitlines()
     table = lines[lines.index(next(line for line in lines if "break-even ms" in line)) + 1:]
     assert not [line for line in table if line.split() and line.split()[-1].startswith("-")]
-    never = [line for line in lines if "no selection time can win" in line]
+    never = [line for line in lines if "no selection time can beat" in line]
     assert never and all("compute dominates" in line for line in never)
     assert cli(["scale", "--from-run", str(run), "--network", "10gbe", "--workers", "16",
                 "--density", "0.1", "--compute-s", "5"]) == 0

@@ -245,7 +245,7 @@ def _answer(table, methods) -> list[str]:
                                  for r in refs)
                      + f"  {row['t_select'] * 1e3:>9.3g}  {breakeven}")
     lines.append("break-even ms: the longest selection that still beats every dense baseline")
-    lines += [_never_wins(row, name, ref, rows) for row, name, ref in never]
+    lines += _never_wins(never, rows)
     for workers in sorted({r["workers"] for r in rows}):
         at = [(r, n) for r, n in zip(rows, names) if r["workers"] == workers]
         best, name = min(at, key=lambda rn: rn[0]["t_step"])
@@ -278,23 +278,32 @@ def _answer(table, methods) -> list[str]:
 NONE = "none"  # the break-even column where no selection time can win
 
 
-def _never_wins(row: dict, name: str, ref: str, rows: list[dict]) -> str:
-    """Why a method's break-even selection time is none, in words: without any selection its
-    step (compute + exposed communication) already takes longer than the dense baseline's,
-    and which of the two parts makes it so."""
-    base = next(r for r in rows if r["method"] == ref and r["workers"] == row["workers"])
-    without = row["t_compute"] + row["t_comm"]
-    if row["t_compute"] >= base["t_compute"] + base["t_comm"]:
-        why = (f"compute dominates: its compute alone ({row['t_compute'] * 1e3:.3g} ms) is "
-               f"as long as {ref}'s whole step without selection "
-               f"({(base['t_compute'] + base['t_comm']) * 1e3:.3g} ms), which hides its "
-               f"communication behind the backward pass or has little to send")
-    else:
-        why = (f"its communication ({row['t_comm'] * 1e3:.3g} ms) is longer than {ref}'s "
-               f"({base['t_comm'] * 1e3:.3g} ms) at this density and P")
-    return (f"{NONE} (P={row['workers']}, {name}): no selection time can win — without any "
-            f"selection its step takes {without * 1e3:.3g} ms against {ref}'s "
-            f"{(base['t_compute'] + base['t_comm']) * 1e3:.3g} ms; {why}")
+def _never_wins(never: list[tuple[dict, str, str]], rows: list[dict]) -> list[str]:
+    """Why break-even selection times are none, in words, one line per P and dense baseline:
+    without any selection the methods' steps (compute + exposed communication) already take
+    longer than the baseline's, and which part makes it so (compute dominates: the baseline
+    hides its exchange behind the backward pass, or has little to send)."""
+    groups: dict[tuple[int, str], list[tuple[dict, str]]] = {}
+    for row, name, ref in never:
+        groups.setdefault((row["workers"], ref), []).append((row, name))
+    lines = []
+    for (workers, ref), members in groups.items():
+        base = next(r for r in rows if r["method"] == ref and r["workers"] == workers)
+        theirs = base["t_compute"] + base["t_comm"]
+        names = ", ".join(name for _, name in members)
+        without = [(r["t_compute"] + r["t_comm"]) * 1e3 for r, _ in members]
+        span = (f"{min(without):.3g}" if f"{min(without):.3g}" == f"{max(without):.3g}"
+                else f"{min(without):.3g}-{max(without):.3g}")
+        if all(r["t_compute"] >= theirs for r, _ in members):
+            why = (f"compute dominates: {ref}'s whole step ({theirs * 1e3:.3g} ms) is no longer "
+                   f"than the compute alone, its exchange hidden behind the backward pass or "
+                   f"small")
+        else:
+            why = f"their communication is longer than {ref}'s at this density and P"
+        lines.append(f"{NONE} (P={workers}: {names}): no selection time can beat {ref}: "
+                     f"without any selection the step takes {span} ms against its "
+                     f"{theirs * 1e3:.3g} ms; {why}")
+    return lines
 
 
 def main(args: argparse.Namespace) -> int:
