@@ -28,6 +28,7 @@ from topkscope.io import Table
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "tests" / "fixtures" / "user_cnn_ddp.py"
 STEPS, CHECKPOINT_EVERY, STOP_AT = 200, 50, 66  # 66: not a checkpoint boundary
+SNAPSHOT_STEPS = ("50", "100", "150")  # snapshots at checkpoint steps: a resume's first step
 
 
 # ---------------------------------------------------------------- in this process
@@ -225,7 +226,8 @@ def torchrun(out: Path, *extra: str, max_restarts: int = 0) -> list[str]:
     """The fixture under torchrun, 2 ranks; extra: its options (default --steps STEPS
     --checkpoint-every CHECKPOINT_EVERY)."""
     if "--steps" not in extra:
-        extra = ("--steps", str(STEPS), "--checkpoint-every", str(CHECKPOINT_EVERY), *extra)
+        extra = ("--steps", str(STEPS), "--checkpoint-every", str(CHECKPOINT_EVERY),
+                 "--snapshots", *SNAPSHOT_STEPS, *extra)
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
             "2", "--max-restarts", str(max_restarts), str(SCRIPT), str(out), *extra]
 
@@ -295,8 +297,12 @@ def assert_same_parameters(run: Path, reference: Path) -> None:
 
 
 def assert_whole(run: Path, reference: Path, resumed_from: int) -> dict:
-    """Every step once in train.parquet and stats/, equal to the uninterrupted run's; only
-    rows past the checkpoint in superseded/; the manifest's totals and last segment."""
+    """Every step once in train.parquet, stats/ and snapshots/, equal to the uninterrupted
+    run's; only rows past the checkpoint in superseded/; the manifest's totals and last
+    segment."""
+    snapshots = sorted(p.name for p in (run / "snapshots").iterdir())
+    assert snapshots == sorted(p.name for p in (reference / "snapshots").iterdir())
+    assert snapshots == sorted(f"step{s}-rank{r}.npy" for s in SNAPSHOT_STEPS for r in (0, 1))
     train, ref = pd.read_parquet(run / "train.parquet"), pd.read_parquet(
         reference / "train.parquet")
     assert train["step"].tolist() == list(range(STEPS))

@@ -45,6 +45,7 @@ has gone aborts the process (`terminate called without an active exception`).
 import atexit
 import functools
 import math
+import os
 import signal
 import sys
 import threading
@@ -145,6 +146,7 @@ class TopKHookState:
             if self.transport.world_size > 1 else None
         self._stop: BaseException | None = None  # how a SIGTERM ended this process
         self._closing = False  # closing: a SIGTERM now changes nothing
+        self._caused: tuple[BaseException, BaseException] | None = None  # cause() of an error
         self._sigterm = _take_sigterm(self) if self.peers is not None else None
         if self.transport.rank == 0:
             if folder is not None:
@@ -198,10 +200,12 @@ class TopKHookState:
         if self._stop is not None:
             return self._stop
         if error is None or self.peers is None or interruption_signal(error) is not None \
-                or isinstance(error, WorkerFailed):
+                or isinstance(error, (WorkerFailed, NeverRan)):
             return error
-        self._closing = True  # a SIGTERM from here on finds the state closing
-        return _peer_failure(self, wait=PEER_WAIT_S) or error
+        if self._caused is None or self._caused[0] is not error:
+            self._closing = True  # a SIGTERM from here on finds the state closing
+            self._caused = (error, _peer_failure(self, wait=PEER_WAIT_S) or error)
+        return self._caused[1]
 
     def __enter__(self) -> "TopKHookState":
         return self
@@ -280,7 +284,11 @@ def _on_sigterm(ref: "weakref.ref[TopKHookState]", signum: int, frame) -> None:
     the terminal from the rank that reports it, exit 1); else an interruption
     (interrupts.RunInterrupted). Once the state is closing, later signals are ignored."""
     state = ref()
-    if state is None or state._closing or state._stop is not None:
+    if state is None:  # gone without closing: the default action, as if never installed
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    if state._closing or state._stop is not None:
         return
     state._stop = _peer_failure(state) or RunInterrupted(signum)
     raise state._stop
@@ -299,10 +307,10 @@ def _peer_failure(state: TopKHookState, wait: float = 0.0) -> WorkerFailed | Non
         found = state.peers.failure()
     if found is None:
         return None
-    rank, how, entry = found
+    rank, how, entry, said = found
     message = f"worker rank {rank} {how}"
     line = None
-    if state.peers.reporter(rank):
+    if state.peers.reporter(rank) and not said:  # a rank that failed itself said so already
         where = f" {str(state.folder)!r}" if state.folder is not None else ""
         line = (f"topkscope: {message}; run{where} failed at step {state.step} (run the same "
                 f"command again to resume it from its last checkpoint)")

@@ -123,9 +123,10 @@ class Peers:
             return None
         return text.splitlines()[0] if text else None
 
-    def failure(self) -> tuple[int, str, dict[str, Any]] | None:
+    def failure(self) -> tuple[int, str, dict[str, Any], bool] | None:
         """The lowest rank of the others that failed or died: (rank, how in words, its
-        worker_failures entry); None when every peer is alive, stopped or unknown."""
+        worker_failures entry, whether it said so itself); None when every peer is alive,
+        stopped or unknown."""
         me = socket.gethostname()
         for rank, member in enumerate(self.members):
             if rank == self.rank:
@@ -134,7 +135,7 @@ class Peers:
             if said is not None:
                 if said.get("status") == "failed":
                     return rank, f"failed: {said.get('how')}", {
-                        "rank": rank, "exitcode": 1, "signal": None, "pid": member["pid"]}
+                        "rank": rank, "exitcode": 1, "signal": None, "pid": member["pid"]}, True
                 continue
             if member.get("host") != me:
                 continue  # another host: its process cannot be looked up from here
@@ -144,9 +145,9 @@ class Peers:
             crash = self._crash(rank)
             if crash is not None and wait_status is None:
                 return rank, f"crashed ({crash})", {"rank": rank, "exitcode": None,
-                                                   "signal": None, "pid": member["pid"]}
+                                                   "signal": None, "pid": member["pid"]}, False
             how, fields = _how(wait_status)
-            return rank, how, {"rank": rank, **fields, "pid": member["pid"]}
+            return rank, how, {"rank": rank, **fields, "pid": member["pid"]}, False
         return None
 
     def reporter(self, dead: int) -> bool:
