@@ -36,7 +36,7 @@ RESUMED_SCRIPT = DDP_PREAMBLE.format(
                 state.load_state_dict(saved)
             for step in range(state.step, 6):
                 if late and rank == 0 and step == state.step:
-                    time.sleep(2.0)  # rank 1 records step 3 (u, snapshot) meanwhile
+                    time.sleep(1.0)  # rank 1 records step 3 (u, snapshot) meanwhile
                 g = torch.Generator().manual_seed(100 * rank + step)
                 x, y = torch.randn(16, 12, generator=g), torch.randint(0, 3, (16,), generator=g)
                 opt.zero_grad()
