@@ -81,9 +81,8 @@ def check_writable(folder: str | os.PathLike, need_bytes: int = 1 << 20) -> Path
     folder = Path(folder)
     above = next((p for p in (folder, *folder.parents) if p.exists()), None)
     if above is not None and not above.is_dir():
-        inside = "" if above == folder else f" (it would lie inside {str(above)!r})"
         raise OSError(f"output directory {str(folder)!r}: {str(above)!r} is a file, not a "
-                      f"folder{inside}")
+                      f"folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         # a unique probe name, so several ranks can check one folder at once
