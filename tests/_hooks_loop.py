@@ -79,3 +79,22 @@ def run(steps: int, recorder=None, workers: int = 2, sparsifier: str = "topk",
                 offset += p.numel()
     hist.params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     return hist
+
+
+def own_step(model: nn.Module, feedback: ErrorFeedback, sel, step: int, density: float = 0.05,
+             lr: float = 0.1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step of docs/recording.md's loop on the tiny model, on the batch of `step`: u = e +
+    g, top-k of u, e kept, the sent part applied; returns (g, u, e, idx)."""
+    gen = torch.Generator().manual_seed(step)
+    x, y = torch.randn(16, 12, generator=gen), torch.randint(0, 3, (16,), generator=gen)
+    model.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    g = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    u = feedback.compensate("flat", g)
+    idx = sel.select(u, k_from_density(density, u.numel()))
+    e = feedback.update("flat", u, idx)
+    with torch.no_grad():
+        flat = torch.cat([p.reshape(-1) for p in model.parameters()])
+        flat[idx] -= lr * u[idx]
+        torch.nn.utils.vector_to_parameters(flat, model.parameters())
+    return g, u, e, idx

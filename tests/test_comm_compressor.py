@@ -74,6 +74,34 @@ def test_layerwise_selects_k_per_tensor():
     assert WorkerCompressor(get_sparsifier("topk"), lay).target_k(0.1) == round(0.1 * lay.d)
 
 
+@pytest.mark.parametrize("selection", ["global", "layerwise"])
+def test_held_tensors_are_not_sent_and_stay_whole_in_the_residual(selection):
+    """held (tensors DDP will not update this step): nothing of theirs is selected, their u
+    stays in e, and the rest is selected as if the model were only the tensors not held."""
+    torch.manual_seed(2)
+    lay = layout()
+    comp = WorkerCompressor(get_sparsifier("topk"), lay, selection=selection)
+    u = torch.randn(lay.d) * torch.linspace(1, 3, lay.d)  # the held b.weight holds the largest
+    out = comp.compress(u, 0.1, keep=True, held=(2,))
+    idx = out.update.indices.long()
+    off, n = lay.offsets[2], lay.numels[2]
+    assert not ((idx >= off) & (idx < off + n)).any()
+    assert torch.equal(out.e[off : off + n], u[off : off + n])
+    sent = torch.zeros(lay.d)
+    sent[idx] = out.update.values
+    assert torch.equal(sent + out.e, u)
+    rest = torch.cat([u[:off], u[off + n :]])
+    if selection == "global":
+        expected = exact_topk(rest, round(0.1 * rest.numel()))
+        expected = torch.where(expected >= off, expected + n, expected)
+        assert set(idx.tolist()) == set(expected.tolist())
+    assert comp.target_k(0.1, (2,)) == idx.numel() == (
+        round(0.1 * rest.numel()) if selection == "global" else 60 + 2 + 1)
+    nothing = comp.compress(u, 0.1, keep=True, held=(0, 1, 2, 3))
+    assert nothing.update.count == 0 and comp.target_k(0.1, (0, 1, 2, 3)) == 0
+    assert torch.equal(nothing.e, nothing.u)
+
+
 def test_without_error_feedback_nothing_is_kept():
     lay = layout()
     comp = WorkerCompressor(get_sparsifier("topk"), lay, error_feedback=False)

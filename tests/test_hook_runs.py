@@ -28,6 +28,7 @@ from topkscope.io import Table
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "tests" / "fixtures" / "user_cnn_ddp.py"
 STEPS, CHECKPOINT_EVERY, STOP_AT = 200, 50, 66  # 66: not a checkpoint boundary
+SNAPSHOT_STEPS = ("50", "100", "150")  # snapshots at checkpoint steps: a resume's first step
 
 
 # ---------------------------------------------------------------- in this process
@@ -122,6 +123,80 @@ def test_a_hook_given_bad_arguments_leaves_no_folder_and_the_corrected_rerun_sta
     assert manifest_of(run)["status"] == "complete"
 
 
+def _rerun_starts_cleanly(run: Path) -> None:
+    """The corrected rerun into the same folder (mode None) is not refused: the failed set-up's
+    files went to replaced/, the new run is complete."""
+    from topkscope.comm import TopKHookState
+    from topkscope.hooks import Recorder
+
+    with Recorder(run, schedule=1) as rec:
+        assert TopKHookState(nn.Linear(4, 2), density=0.5, recorder=rec).step == 0
+        rec.record(0, 0, u=torch.randn(10), layout=[("w", 0, 10)])
+    manifest = manifest_of(run)
+    assert manifest["status"] == "complete" and manifest["replaced"].startswith("replaced/")
+    assert manifest_of(run / manifest["replaced"])["status"] == "failed"
+
+
+def test_a_set_up_that_fails_after_the_recorder_opened_leaves_nothing_to_refuse(tmp_path):
+    """`with Recorder(...) as rec, register_topk(model_not_wrapped, ...)`: the error of a
+    launch that did not wrap the model (one process) ends the recorder's run failed; the
+    corrected rerun into the same folder replaces it (it was refused: 'already holds
+    results')."""
+    from topkscope.hooks import Recorder
+    from topkscope.integrations import register_topk
+
+    run = tmp_path / "exp" / "run1"
+    with one_process_group():
+        with pytest.raises(ValueError, match="DistributedDataParallel wrapper"):
+            with Recorder(run, schedule=1) as rec, \
+                    register_topk(nn.Linear(4, 2), density=0.5, recorder=rec):
+                pass
+        assert manifest_of(run)["status"] == "failed"
+        _rerun_starts_cleanly(run)
+
+
+def test_a_hook_that_never_ran_does_not_block_the_rerun(tmp_path):
+    from topkscope.comm import TopKHookState
+    from topkscope.hooks import Recorder
+
+    run = tmp_path / "exp" / "run1"
+    with one_process_group():
+        with pytest.warns(UserWarning, match="never ran"):
+            with Recorder(run, schedule=1) as rec, \
+                    TopKHookState(nn.Linear(4, 2), density=0.5, recorder=rec):
+                pass
+        _rerun_starts_cleanly(run)
+
+
+def test_a_lightning_callback_whose_set_up_fails_does_not_block_the_rerun(tmp_path):
+    """TopKCallback.on_fit_start on a model Lightning did not wrap (one process)."""
+    from types import SimpleNamespace
+
+    pytest.importorskip("lightning")
+    from topkscope.integrations.lightning import TopKCallback
+
+    run = tmp_path / "exp" / "run1"
+    trainer = SimpleNamespace(global_rank=0, optimizers=[],
+                              strategy=SimpleNamespace(model=nn.Linear(4, 2)))
+    with one_process_group():
+        callback = TopKCallback(run, recorder={"schedule": 1}, density=0.5)
+        with pytest.raises(ValueError, match="DistributedDataParallel wrapper"):
+            callback.on_fit_start(trainer, None)
+        _rerun_starts_cleanly(run)
+
+
+def test_a_run_with_rows_is_still_refused(tmp_path):
+    from topkscope.hooks import Recorder
+
+    run = tmp_path / "exp" / "run1"
+    with pytest.raises(RuntimeError):
+        with Recorder(run, schedule=1) as rec:
+            rec.record(0, 0, u=torch.randn(10), layout=[("w", 0, 10)])
+            raise RuntimeError("a failure after a recorded step")
+    with pytest.raises(ValueError, match="already holds results"):
+        Recorder(run, schedule=1)
+
+
 # ---------------------------------------------------------------- the user's torchrun script
 def code_lines(text: str) -> list[str]:
     """The code of each line: stripped, without its trailing comment; no blank or comment
@@ -143,13 +218,18 @@ def test_the_docs_resume_recipe_is_what_the_fixture_runs():
     script = set(code_lines(SCRIPT.read_text()))
     missing = [line for line in code_lines(recipe) if line not in script]
     assert missing == []
-    assert len(code_lines(recipe)) > 30
+    assert len(code_lines(recipe)) <= 20  # topkscope.checkpoint: a few lines, not about 30
+    assert "supersede_from(" not in page and "supersede_from(" not in SCRIPT.read_text()
 
 
 def torchrun(out: Path, *extra: str, max_restarts: int = 0) -> list[str]:
+    """The fixture under torchrun, 2 ranks; extra: its options (default --steps STEPS
+    --checkpoint-every CHECKPOINT_EVERY)."""
+    if "--steps" not in extra:
+        extra = ("--steps", str(STEPS), "--checkpoint-every", str(CHECKPOINT_EVERY),
+                 "--snapshots", *SNAPSHOT_STEPS, *extra)
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-            "2", "--max-restarts", str(max_restarts), str(SCRIPT), str(out), "--steps",
-            str(STEPS), "--checkpoint-every", str(CHECKPOINT_EVERY), *extra]
+            "2", "--max-restarts", str(max_restarts), str(SCRIPT), str(out), *extra]
 
 
 def env(data_root: Path) -> dict[str, str]:
@@ -157,8 +237,8 @@ def env(data_root: Path) -> dict[str, str]:
             "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
-def run_script(out: Path, data_root: Path, **kw) -> subprocess.CompletedProcess:
-    done = subprocess.run(torchrun(out, **kw), env=env(data_root), capture_output=True,
+def run_script(out: Path, data_root: Path, *extra: str, **kw) -> subprocess.CompletedProcess:
+    done = subprocess.run(torchrun(out, *extra, **kw), env=env(data_root), capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
@@ -179,10 +259,11 @@ def worker_pid(parent: int, rank: int) -> int:
     raise AssertionError(f"no rank-{rank} worker under pid {parent}")
 
 
-def stop_at(out: Path, data_root: Path, step: int, stop, max_restarts: int = 0
+def stop_at(out: Path, data_root: Path, step: int, stop, *extra: str, max_restarts: int = 0
             ) -> subprocess.CompletedProcess:
     """Start the script; once rank 0 has done `step`, call stop(torchrun's Popen); wait."""
-    proc = subprocess.Popen(torchrun(out, max_restarts=max_restarts), env=env(data_root),
+    proc = subprocess.Popen(torchrun(out, *extra, max_restarts=max_restarts),
+                            env=env(data_root),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     lines = []
@@ -216,8 +297,12 @@ def assert_same_parameters(run: Path, reference: Path) -> None:
 
 
 def assert_whole(run: Path, reference: Path, resumed_from: int) -> dict:
-    """Every step once in train.parquet and stats/, equal to the uninterrupted run's; only
-    rows past the checkpoint in superseded/; the manifest's totals and last segment."""
+    """Every step once in train.parquet, stats/ and snapshots/, equal to the uninterrupted
+    run's; only rows past the checkpoint in superseded/; the manifest's totals and last
+    segment."""
+    snapshots = sorted(p.name for p in (run / "snapshots").iterdir())
+    assert snapshots == sorted(p.name for p in (reference / "snapshots").iterdir())
+    assert snapshots == sorted(f"step{s}-rank{r}.npy" for s in SNAPSHOT_STEPS for r in (0, 1))
     train, ref = pd.read_parquet(run / "train.parquet"), pd.read_parquet(
         reference / "train.parquet")
     assert train["step"].tolist() == list(range(STEPS))
@@ -273,17 +358,36 @@ def test_ctrl_c_and_the_same_command_again_continue_the_run_whole(tmp_path, data
     assert [s["status"] for s in manifest["segments"]] == ["interrupted", "complete"]
 
 
+def kill_rank(rank: int):
+    return lambda p: os.kill(worker_pid(p.pid, rank), signal.SIGKILL)
+
+
+def assert_failed_naming(out: Path, stopped: subprocess.CompletedProcess, rank: int) -> None:
+    """The killed rank is named: manifest failed with its rank and signal, one line of ours
+    on the terminal, whichever process torchrun stopped first."""
+    manifest = manifest_of(out)
+    assert manifest["status"] == "failed", manifest
+    assert manifest["error"] == f"worker rank {rank} was killed by SIGKILL"
+    (failure,) = manifest["worker_failures"]
+    assert (failure["rank"], failure["signal"], failure["exitcode"]) == (rank, "SIGKILL", -9)
+    ours = [line for line in stopped.stderr.splitlines() if line.startswith("topkscope:")]
+    assert len(ours) == 1 and f"worker rank {rank} was killed by SIGKILL" in ours[0], \
+        stopped.stderr[-3000:]
+
+
 @pytest.mark.train
 @pytest.mark.slow
-def test_a_rank_killed_and_the_same_command_again_continue_the_run_whole(tmp_path, data_root,
-                                                                         uninterrupted):
+@pytest.mark.parametrize("victim", [1, 0])
+def test_a_rank_killed_is_named_and_the_same_command_again_continues_the_run_whole(
+        tmp_path, data_root, uninterrupted, victim):
     out = tmp_path / "exp" / "r1"
-    stopped = stop_at(out, data_root, STOP_AT,
-                      lambda p: os.kill(worker_pid(p.pid, 1), signal.SIGKILL))
+    stopped = stop_at(out, data_root, STOP_AT, kill_rank(victim))
     assert stopped.returncode != 0
+    assert_failed_naming(out, stopped, victim)
     run_script(out, data_root)
     manifest = assert_whole(out, uninterrupted, resumed_from=50)
-    assert manifest["segments"][0]["status"] in ("failed", "interrupted")
+    assert manifest["segments"][0]["status"] == "failed"
+    assert manifest["segments"][0]["error"] == f"worker rank {victim} was killed by SIGKILL"
 
 
 @pytest.mark.train
@@ -292,10 +396,10 @@ def test_torchrun_restarts_a_killed_rank_and_the_run_ends_as_an_uninterrupted_on
         tmp_path, data_root, uninterrupted):
     out = tmp_path / "exp" / "r1"
     t0 = time.monotonic()
-    done = stop_at(out, data_root, STOP_AT,
-                   lambda p: os.kill(worker_pid(p.pid, 1), signal.SIGKILL), max_restarts=1)
+    done = stop_at(out, data_root, STOP_AT, kill_rank(1), max_restarts=1)
     wall = time.monotonic() - t0
     assert done.returncode == 0, done.stderr[-3000:]
     manifest = assert_whole(out, uninterrupted, resumed_from=50)
-    assert len(manifest["segments"]) == 2
+    assert [s["status"] for s in manifest["segments"]] == ["failed", "complete"]
+    assert manifest["segments"][0]["error"] == "worker rank 1 was killed by SIGKILL"
     print(f"elastic restart of the user's script: {wall:.1f} s wall")

@@ -19,7 +19,7 @@ def rec(tmp_path):
 def test_unwritable_output_folder_fails_before_anything_runs(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    with pytest.raises(OSError, match="not writable"):
+    with pytest.raises(OSError, match="'[^']*a-file' is a file, not a folder"):
         Recorder(blocker / "run")
 
 

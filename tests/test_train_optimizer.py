@@ -113,10 +113,19 @@ def test_describe_names_our_optimizers_and_torch_ones_with_their_settings():
     torch_adamw = torch.optim.AdamW(decay_groups(p, 0.1, True), lr=3e-4, betas=(0.9, 0.95))
     got = describe_optimizer(torch_adamw)
     json.dumps(got)  # a manifest value
-    assert (got["name"], got["lr"], got["betas"], got["eps"], got["weight_decay"]) == \
-        ("adamw", 3e-4, [0.9, 0.95], 1e-8, 0.01)  # the class default; the groups set their own
+    assert (got["name"], got["lr"], got["betas"], got["eps"]) == \
+        ("adamw", 3e-4, [0.9, 0.95], 1e-8)
+    assert "weight_decay" not in got  # the class default 0.01 is true of neither group
     assert got["param_groups"] == [{"tensors": 1, "elements": 6, "weight_decay": 0.1},
                                    {"tensors": 1, "elements": 2, "weight_decay": 0.0}]
+    # two groups with their own lr under a scheduler: each group's base lr, no default
+    sgd = torch.optim.SGD([{"params": p[:1], "lr": 0.1, "weight_decay": 1e-4},
+                           {"params": p[1:], "lr": 0.01}], lr=0.05, momentum=0.9)
+    torch.optim.lr_scheduler.LambdaLR(sgd, lambda t: 0.1)  # sets lr to 0.1 x, initial_lr
+    got = describe_optimizer(sgd)
+    assert (got["momentum"], "lr" in got, "weight_decay" in got) == (0.9, False, False)
+    assert [(g["lr"], g["weight_decay"]) for g in got["param_groups"]] == [(0.1, 1e-4),
+                                                                          (0.01, 0)]
     assert describe_optimizer(torch.optim.SGD(p, lr=0.1, momentum=0.9))["name"] == "sgd"
     with pytest.raises(ValueError, match="optimizer = 'adamw' is not an optimizer"):
         describe_optimizer("adamw")

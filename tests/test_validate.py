@@ -84,9 +84,10 @@ def test_choices_lists_subsets_and_keys():
 def test_recorder_settings_are_the_recorders_keyword_arguments():
     # declared, not discovered: this keeps the declaration and the signature in step
     params = inspect.signature(Recorder.__init__).parameters
-    # mode and total_steps belong to one run, not to a config: the training loop sets them
+    # mode, total_steps and run_fields belong to one run, not to a config: the training loop
+    # sets them (and writes what ran into its own manifest)
     assert set(SETTINGS) == set(params) - {"self", "out_dir", "rank", "manifest", "mode",
-                                           "total_steps"}
+                                           "total_steps", "run_fields"}
 
 
 def test_recorder_settings_are_checked_without_a_folder(tmp_path, monkeypatch):

@@ -4,6 +4,8 @@ with 128 + the signal number (130, 143), as a shell reports a process killed by 
 
 - `RunInterrupted`: the exception a stop raises; a KeyboardInterrupt, so `except Exception`
   never swallows it and code that already treats Ctrl-C as a stop treats SIGTERM the same.
+- `WorkerFailed`: what ends a worker whose peer died (the DDP hook's SIGTERM handler, which
+  torchrun's stop of the group calls): a failure naming the dead rank, never an interruption.
 - `StopRequests`: the handler `topkscope run` installs for both signals. The first signal
   raises RunInterrupted at once in a single process (stopping anywhere is safe: what is past
   the last checkpoint is redone on resume), or is only noted under torchrun, where every rank
@@ -52,6 +54,23 @@ class RunInterrupted(KeyboardInterrupt):
     @property
     def exit_status(self) -> int:
         return 128 + self.signum
+
+
+class WorkerFailed(SystemExit):
+    """A run ended because another worker of its group died or failed: `message` names the
+    rank and how ("worker rank 1 was killed by SIGKILL"), `fields` go into the manifest
+    (worker_failures). A SystemExit, so an uncaught one ends the process without a traceback:
+    with `line` (the rank that reports the run's end) Python prints that one line and exits
+    with status 1; without it, exits 1 silently."""
+
+    def __init__(self, message: str, fields: dict[str, Any] | None = None,
+                 line: str | None = None) -> None:
+        super().__init__(line if line is not None else 1)
+        self.message = message
+        self.fields = dict(fields or {})
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def interruption_signal(error: BaseException | None) -> str | None:

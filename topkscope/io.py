@@ -7,6 +7,7 @@ train.parquet): rows kept in memory, the whole file rewritten atomically on flus
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -74,8 +75,14 @@ def write_parquet_atomic(path: str | os.PathLike, df) -> Path:
 
 
 def check_writable(folder: str | os.PathLike, need_bytes: int = 1 << 20) -> Path:
-    """Fail early (before training) if folder cannot be created/written or its disk is full."""
+    """Fail early (before training) if folder cannot be created/written or its disk is full:
+    one-line OSError saying what is in the way (a file where a folder must be, a read-only
+    folder, the disk)."""
     folder = Path(folder)
+    above = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise OSError(f"output directory {str(folder)!r}: {str(above)!r} is a file, not a "
+                      f"folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         # a unique probe name, so several ranks can check one folder at once
@@ -87,6 +94,9 @@ def check_writable(folder: str | os.PathLike, need_bytes: int = 1 << 20) -> Path
             os.close(fd)
             os.unlink(probe)
     except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise OSError(f"output directory {str(folder)!r} is read-only "
+                          f"({exc.strerror or exc}); give a folder you can write to") from None
         raise OSError(f"output directory {str(folder)!r} is not writable: {exc.strerror or exc}") from None
     free = os_free_bytes(folder)
     if free is not None and free < need_bytes:

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from topkscope.interrupts import interruption_signal
+from topkscope.interrupts import WorkerFailed, interruption_signal
 from topkscope.io import write_json_atomic
 
 STATUSES = ("running", "complete", "failed", "interrupted")
@@ -193,7 +193,12 @@ class Manifest:
         self._end("complete", **fields)
 
     def fail(self, error: BaseException | str, **fields: Any) -> None:
-        msg = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        """End `failed` with the error: "Type: message", or a WorkerFailed's own message
+        (which rank died, and how) with its fields (worker_failures)."""
+        if isinstance(error, WorkerFailed):
+            msg, fields = error.message, {**error.fields, **fields}
+        else:
+            msg = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         self._end("failed", error=msg, **fields)
 
     def interrupt(self, signal: str, **fields: Any) -> None:
@@ -430,21 +435,29 @@ def describe_optimizer(optimizer: Any) -> dict[str, Any]:
     """{"name", hyper-parameters...} of an optimizer, as JSON values, for a manifest.
 
     Ours (MomentumSGD, AdamW): the name of the config's `optimizer` key and its settings.
-    A torch.optim optimizer: its class name in lower case ("adamw", "sgd"), its `defaults`,
-    and `param_groups`: per group the number of tensors and elements and the settings that
-    differ from the defaults (e.g. a group without weight decay).
+    A torch.optim optimizer: its class name in lower case ("adamw", "sgd"), the settings every
+    parameter group shares (as the groups hold them, not the constructor's defaults, which a
+    group may override: with two groups of their own lr and weight_decay the defaults are
+    true of neither), `lr` being the base rate (a scheduler's `initial_lr` where one set it),
+    and `param_groups`: per group the number of tensors and elements and its own value of
+    every setting the groups do not share.
     """
     if hasattr(optimizer, "settings") and hasattr(optimizer, "name"):
         return {"name": optimizer.name, **optimizer.settings}
     if not (hasattr(optimizer, "defaults") and hasattr(optimizer, "param_groups")):
         raise ValueError(f"optimizer = {optimizer!r} is not an optimizer; allowed: a "
                          f"torch.optim optimizer (defaults, param_groups)")
-    defaults = {k: _plain(v) for k, v in optimizer.defaults.items()}
-    groups = []
+    settings = []
     for group in optimizer.param_groups:
-        params = group["params"]
-        own = {k: _plain(v) for k, v in group.items()
-               if k != "params" and _plain(v) != defaults.get(k)}
-        groups.append({"tensors": len(params), "elements": sum(p.numel() for p in params),
-                       **own})
-    return {"name": type(optimizer).__name__.lower(), **defaults, "param_groups": groups}
+        own = {k: _plain(v) for k, v in group.items() if k not in ("params", "initial_lr")}
+        if "initial_lr" in group:  # a scheduler's base rate; group["lr"] is the current one
+            own["lr"] = _plain(group["initial_lr"])
+        settings.append(own)
+    names = list(dict.fromkeys(k for own in settings for k in own))
+    shared = {k: settings[0][k] for k in names
+              if all(k in own and own[k] == settings[0][k] for own in settings)}
+    groups = [{"tensors": len(group["params"]),
+               "elements": sum(p.numel() for p in group["params"]),
+               **{k: v for k, v in own.items() if k not in shared}}
+              for group, own in zip(optimizer.param_groups, settings)]
+    return {"name": type(optimizer).__name__.lower(), **shared, "param_groups": groups}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -167,11 +168,16 @@ def known_keys(what: str, keys: Iterable[str], allowed: Iterable[str], where: st
 
 def output_folder(flag: str, path: Any) -> Path:
     """path as a folder a command may write into (created if missing): ValueError naming
-    `flag` and the path when it, or a folder above it, is a file."""
+    `flag` and the path when it, or a folder above it, is a file, or when the folder (or the
+    nearest one above it that exists, where it would be created) is read-only."""
     path = Path(path)
     above = next((p for p in (path, *path.parents) if p.exists()), None)
     if above is not None and not above.is_dir():
         inside = "" if above == path else f" (it would lie inside {str(above)!r})"
         raise ValueError(f"{flag} {str(path)!r}: {str(above)!r} is a file{inside}; expected a "
                          "folder, created if missing")
+    if above is not None and not os.access(above, os.W_OK | os.X_OK):
+        inside = "" if above == path else f" (it would be created inside {str(above)!r})"
+        raise ValueError(f"{flag} {str(path)!r}: {str(above)!r} is read-only{inside}; give a "
+                         "folder you can write to")
     return path

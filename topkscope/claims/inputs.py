@@ -68,12 +68,11 @@ class Context:
     notes: list[str] = field(default_factory=list)
 
     @cached_property
-    def models(self) -> list[str]:
-        """The models of the runs (ours, not imported), sorted."""
+    def own_runs(self) -> list:
+        """The runs of ours (not imported from published logs) that name a model."""
         from topkscope.manifest import is_published
 
-        return sorted({str(r.manifest.get("model")) for r in self.runs
-                       if r.manifest.get("model") and not is_published(r.manifest)})
+        return [r for r in self.runs if r.manifest.get("model") and not is_published(r.manifest)]
 
     @cached_property
     def root(self):
@@ -96,16 +95,17 @@ class Context:
     @cached_property
     def scaling(self):
         """The step-time model's table at P = 16 for the runs' models on every network preset
-        (topkscope.perf.report.scaling_table); empty without roots."""
+        at the paper's density (topkscope.perf.report.runs_scaling: a model of the user's own
+        from its parameter count and its run's compute time); empty without roots."""
         import pandas as pd
 
-        if not self.roots or not self.models:
+        if not self.roots or not self.own_runs:
             return pd.DataFrame()
         from topkscope.perf.networks import available
-        from topkscope.perf.report import CLAIM_P, scaling_table
+        from topkscope.perf.report import CLAIM_P, runs_scaling
 
-        table, notes = scaling_table(self.models, available(), (CLAIM_P,),
-                                     results_root=self.root, selection=self.selection)
+        table, notes = runs_scaling(self.own_runs, available(), (CLAIM_P,), self.root,
+                                    selection=self.selection)
         self.notes += [f"scaling: {n}" for n in notes]
         return table
 

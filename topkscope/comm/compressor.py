@@ -9,6 +9,13 @@
 
 Without error feedback the residual is dropped (e = 0). An empty I (a rule that selects
 nothing) sends nothing and keeps all of u in e.
+
+`held`: parameter tensors whose values must not be sent this step, because what is sent for
+them would be dropped (DistributedDataParallel leaves a parameter that no rank used this step
+untouched: what the exchange hands it is thrown away). Their part of u is not selected from
+and stays in e whole, so the sent values and the residual still add up to u for everything
+the step applies; k is then taken from the d of the tensors that are not held (global), or
+those tensors are skipped (layer-wise).
 """
 
 from __future__ import annotations
@@ -61,28 +68,55 @@ class WorkerCompressor:
         self.selection = selection
         self.error_feedback = error_feedback
         self.feedback = ErrorFeedback()
+        self._active_cache: dict = {}  # (held, device) -> flat indices not held
 
     @property
     def is_dense(self) -> bool:
         return self.sparsifier.sends_everything
 
-    def target_k(self, density: float) -> int:
-        """Total target count over the model at this density."""
+    def target_k(self, density: float, held: tuple[int, ...] = ()) -> int:
+        """Total target count over the model at this density (held: tensors not sent)."""
+        numels = [n for i, n in enumerate(self.layout.numels) if i not in held]
+        if not numels:
+            return 0
         if self.selection == "global":
-            return k_from_density(density, self.layout.d, self.k_rule)
-        return sum(k_from_density(density, n, self.k_rule) for n in self.layout.numels)
+            return k_from_density(density, sum(numels), self.k_rule)
+        return sum(k_from_density(density, n, self.k_rule) for n in numels)
 
-    def _select(self, u: torch.Tensor, density: float) -> torch.Tensor:
+    def _active(self, held: tuple[int, ...], device: torch.device) -> torch.Tensor:
+        """The flat indices of the tensors not held, in layout order (kept per held set)."""
+        key = (held, device)
+        if key not in self._active_cache:
+            spans = [torch.arange(off, off + n, device=device) for i, (off, n) in
+                     enumerate(zip(self.layout.offsets, self.layout.numels)) if i not in held]
+            self._active_cache = {key: torch.cat(spans) if spans else
+                                  torch.empty(0, dtype=torch.int64, device=device)}
+        return self._active_cache[key]
+
+    def _select(self, u: torch.Tensor, density: float, held: tuple[int, ...] = ()
+                ) -> torch.Tensor:
         if self.selection == "global":
-            return self.sparsifier.select(u, k_from_density(density, u.numel(), self.k_rule))
-        parts = []
-        for off, n in zip(self.layout.offsets, self.layout.numels):
+            if not held:
+                return self.sparsifier.select(u, k_from_density(density, u.numel(),
+                                                                self.k_rule))
+            active = self._active(held, u.device)
+            if active.numel() == 0:
+                return active
+            sub = u[active]
+            return active[self.sparsifier.select(sub, k_from_density(density, sub.numel(),
+                                                                     self.k_rule))]
+        parts = [torch.empty(0, dtype=torch.int64, device=u.device)]
+        for i, (off, n) in enumerate(zip(self.layout.offsets, self.layout.numels)):
+            if i in held:
+                continue
             idx = self.sparsifier.select(u[off : off + n], k_from_density(density, n, self.k_rule))
             parts.append(idx + off)
         return torch.cat(parts)
 
-    def compress(self, g: torch.Tensor, density: float, keep: bool = False) -> Compressed:
-        """Select from u = e + g and keep the residual. keep=True also returns u and e."""
+    def compress(self, g: torch.Tensor, density: float, keep: bool = False,
+                 held: tuple[int, ...] = ()) -> Compressed:
+        """Select from u = e + g and keep the residual. keep=True also returns u and e.
+        held: layout positions of tensors not sent this step (their u stays in e)."""
         if g.dim() != 1 or g.numel() != self.layout.d:
             raise ValueError(f"gradient must be a flat vector of d = {self.layout.d}, "
                              f"got shape {tuple(g.shape)}")
@@ -91,7 +125,7 @@ class WorkerCompressor:
             u = residual.add_(g)  # e + g in the residual's own storage: no d-sized allocation
         else:
             u = g.clone() if self.error_feedback else g  # g itself is never written to
-        idx = self._select(u, density)
+        idx = self._select(u, density, held)
         update = SparseUpdate(u[idx], idx.to(index_dtype(u.numel())))
         contraction = contraction_of(u, update.values)
         u_kept = u.clone() if keep else None

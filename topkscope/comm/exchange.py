@@ -56,8 +56,10 @@ class ExchangeResult:
 
 
 def contribute(compressor: WorkerCompressor, g: torch.Tensor, density: float, *, rank: int,
-               recorder=None, step: int | None = None) -> Contribution:
-    """The worker's half: u = e + g, select, keep the residual; tell the recorder if it asks."""
+               recorder=None, step: int | None = None, held: tuple[int, ...] = ()
+               ) -> Contribution:
+    """The worker's half: u = e + g, select, keep the residual; tell the recorder if it asks.
+    held: tensors not sent this step (WorkerCompressor.compress)."""
     record = recorder is not None and step is not None and recorder.wants(step)
     entries = compressor.layout.entries()
     if compressor.is_dense:
@@ -67,7 +69,7 @@ def contribute(compressor: WorkerCompressor, g: torch.Tensor, density: float, *,
                             selected=everything)
         return Contribution(None, g, 0.0)
     t0 = time.perf_counter()
-    out = compressor.compress(g, density, keep=record)
+    out = compressor.compress(g, density, keep=record, held=held)
     elapsed = time.perf_counter() - t0
     if record:
         recorder.record(step, rank, u=out.u, e=out.e, g=g, layout=entries,
@@ -106,13 +108,15 @@ def combine(transport: Transport, local: list[Contribution], d: int,
 
 def exchange(transport: Transport, compressors: list[WorkerCompressor],
              grads: list[torch.Tensor], density: float, *, recorder=None,
-             step: int | None = None, out: torch.Tensor | None = None) -> ExchangeResult:
+             step: int | None = None, out: torch.Tensor | None = None,
+             held: tuple[int, ...] = ()) -> ExchangeResult:
     """contribute for every local worker, then combine. compressors[i], grads[i] belong to
-    worker transport.local_ranks[i]. With the dense sparsifier grads[0] holds the result."""
+    worker transport.local_ranks[i]. With the dense sparsifier grads[0] holds the result.
+    held: tensors no worker sends this step (the same on every worker)."""
     if len(compressors) != len(grads):
         raise ValueError(f"{len(compressors)} compressors but {len(grads)} gradients")
     local = [
-        contribute(c, g, density, rank=r, recorder=recorder, step=step)
+        contribute(c, g, density, rank=r, recorder=recorder, step=step, held=held)
         for r, c, g in zip(transport.local_ranks, compressors, grads)
     ]
     return combine(transport, local, compressors[0].layout.d, out)

@@ -21,7 +21,8 @@ On rank 0 only (every rank knows every rank's count after the all-gather):
   are rows with density 1 and k = d (their select and communicate times are not measured: the
   all-reduce runs asynchronously).
 * a resumed script (one that loads `state.load_state_dict` from its checkpoint and appends to
-  the folder) first sets aside what the folder holds for the steps it redoes (`begin`).
+  the folder) first sets aside what the folder holds for the steps it redoes: each rank its
+  own files, into one folder the ranks agreed on (TopKHookState at its first step; `begin`).
 
 The manifest is the recorder's (rank 0 owns it) when the state has one, else the log's own,
 created in run_dir and finished when the state closes.
@@ -37,7 +38,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from topkscope.hooks.lifecycle import supersede_from
+from topkscope.hooks.lifecycle import failed_set_up, prepare_folder
 from topkscope.io import Table
 from topkscope.manifest import Manifest
 from topkscope.schema import TRAIN_COLUMNS
@@ -79,6 +80,7 @@ class HookRunLog:
         self.owns_manifest = owns_manifest
         self.table = Table(run_dir / "train.parquet", TRAIN_COLUMNS)
         self.flush_every = flush_every
+        self._aside: Path | None = None  # superseded/<name>/ of this segment, once made
         if manifest is not None:
             manifest.update(**fields)
 
@@ -92,26 +94,42 @@ class HookRunLog:
         manifest = getattr(recorder, "manifest", None)
         owns = manifest is None
         if owns:
+            replaced = None
             if (folder / "manifest.json").exists() and recorder is None:
-                raise ValueError(f"{str(folder)!r} already holds a run (manifest.json); choose "
-                                 f"another run_dir")
+                if not failed_set_up(folder):
+                    raise ValueError(f"{str(folder)!r} already holds a run (manifest.json); "
+                                     f"choose another run_dir")
+                replaced = prepare_folder(folder, 0, None, manifest_given=False)
             manifest = Manifest(folder, launcher="ddp-hook")
+            if replaced is not None:
+                manifest.data["replaced"] = str(replaced.relative_to(folder))
         return cls(folder, manifest, owns, fields)
 
-    def begin(self, step: int) -> None:
+    def begin(self, step: int, aside: Path | None = None) -> None:
         """The hook's first step in this process is `step` (0, or the step of the checkpoint
-        the script resumed from): set aside what the folder holds for steps >= step (rows and
-        parts of an earlier segment that this one records again; hooks.lifecycle
-        .supersede_from) and keep the rows before it, so train.parquet and stats/ end with
-        every step once and steps_done is the run's true total."""
-        aside = supersede_from(self.run_dir, step)
+        the script resumed from). Every rank has set aside its own files of steps >= step
+        (hooks.lifecycle.supersede_from, rank=), rank 0 train.parquet's rows, into `aside`
+        (the folder they agreed on, made by whichever rank moved something first); keep the
+        rows before it, so train.parquet and stats/ end with every step once and steps_done is
+        the run's true total. The segment names `aside` once it exists (other ranks may make
+        it after this)."""
         self.table.reload_before(step)
+        self._aside = aside
         if self.manifest is not None:
             segments = self.manifest.data.get("segments") or [{}]
             segments[-1]["from_step"] = step
-            if aside is not None:
-                segments[-1]["superseded"] = str(aside.relative_to(self.run_dir))
             self.manifest.update(segments=segments, steps_done=len(self.table.rows))
+            self._note_aside()
+
+    def _note_aside(self) -> None:
+        """Name the set-aside folder in the latest segment once some rank has made it."""
+        aside = self._aside
+        if aside is None or self.manifest is None or not aside.is_dir():
+            return
+        self._aside = None
+        segments = self.manifest.data.get("segments") or [{}]
+        segments[-1]["superseded"] = str(aside.relative_to(self.run_dir))
+        self.manifest.update(segments=segments)
 
     def add(self, row: dict[str, Any]) -> None:
         """A new step's row. The rows before it are complete (the loop has noted them), so
@@ -138,6 +156,7 @@ class HookRunLog:
     def flush(self) -> None:
         self.table.flush()
         if self.manifest is not None:
+            self._note_aside()
             self.manifest.update(steps_done=len(self.table.rows))
 
     def close(self, error: BaseException | None = None) -> None:

@@ -90,7 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "gaussiank gaussiank-2019; gtopk = Top-k selection with gTop-k's tree "
                         "exchange; dense-wfbp = dense overlapping the backward pass; dense-fp16 "
                         "= dense with 2-byte values)")
-    p.add_argument("--density", type=float, default=0.001, help="rho = k/d (default 0.001)")
+    p.add_argument("--density", type=float,
+                   help=f"rho = k/d (default: the run's with --from-run, else {DENSITY:g})")
     p.add_argument("--alpha", type=float, help="latency, seconds per message (overrides)")
     p.add_argument("--beta", type=float, help="seconds per byte (overrides)")
     p.add_argument("--compute-s", type=float, help="forward + backward seconds per step")
@@ -125,6 +126,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 DASH = "—"
+DENSITY = 0.001  # --density without --from-run
 FOOTNOTE = (f"{DASH}: does not apply (dense methods have no crossover with dense; no batch is "
             "known for the throughput; or the method compared with was not predicted)")
 
@@ -159,19 +161,23 @@ def _validate(args: argparse.Namespace, models) -> str:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
     if any(p < 1 for p in args.workers):
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
-    if not 0 < args.density <= 1:
+    if args.density is not None and not 0 < args.density <= 1:
         raise ValueError(f"--density must be in (0, 1], got {args.density}")
     if args.compute_s is not None and not args.compute_s >= 0:
         raise ValueError(f"--compute-s must be >= 0, got {args.compute_s}")
     if args.from_run is not None:
         return from_run(args)
+    if args.density is None:
+        args.density = DENSITY
     return args.model if args.model is not None else f"params:{args.params}"
 
 
 def from_run(args: argparse.Namespace) -> str:
     """--from-run RUN: the run's d and measured compute time into args.params and
-    args.compute_s (unless --compute-s is given), its batch into args.batch (unless given);
-    the model's label. ValueError when the run has no compute time measured."""
+    args.compute_s (unless --compute-s is given), its batch into args.batch and its density
+    into args.density (unless given; a run whose density was a function of the step gives
+    its last trained density, else DENSITY); the model's label. ValueError when the run has
+    no compute time measured."""
     from topkscope.manifest import Manifest
     from topkscope.perf.inputs import run_compute
 
@@ -184,7 +190,25 @@ def from_run(args: argparse.Namespace) -> str:
     args.params = d
     args.compute_s = compute if args.compute_s is None else args.compute_s
     args.batch = args.batch if args.batch is not None else batch
+    if args.density is None:
+        args.density = _run_density(run, manifest)
     return f"{manifest.get('model') or 'model'} of {run}"
+
+
+def _run_density(run: Path, manifest: dict) -> float:
+    """The density a run trained at: its manifest's `density`, else the last sparse step's
+    in train.parquet (a density given as a function of the step), else DENSITY."""
+    density = manifest.get("density")
+    if isinstance(density, (int, float)) and 0 < density <= 1:
+        return float(density)
+    try:
+        import pandas as pd
+
+        trained = pd.read_parquet(Path(run) / "train.parquet", columns=["density"])["density"]
+        sparse = trained[trained < 1].dropna()
+        return float(sparse.iloc[-1]) if len(sparse) else DENSITY
+    except (OSError, ValueError, KeyError):
+        return DENSITY
 
 
 def _detail(table, methods) -> list[str]:
@@ -228,14 +252,20 @@ def _answer(table, methods) -> list[str]:
             + "  ".join(f"{'x ' + r:>12}" for r in refs) + f"  {'select ms':>9}  "
             "break-even ms")
     lines = [head]
+    never = []  # (row, name, the dense baseline it cannot beat) where no selection time wins
     for row, name in zip(rows, names):
-        breakeven = (_number(min(row[pm.breakeven_column(r)] for r in dense) * 1e3, '.3g')
-                     if row["method"] not in pm.DENSE_METHODS and dense else DASH)
+        breakeven = DASH
+        if row["method"] not in pm.DENSE_METHODS and dense:
+            limit, ref = min((row[pm.breakeven_column(r)], r) for r in dense)
+            breakeven = _number(limit * 1e3, '.3g') if not limit <= 0 else NONE
+            if limit <= 0:
+                never.append((row, name, ref))
         lines.append(f"  {row['workers']:>5}  {name:<{width}}  {row['t_step'] * 1e3:>10.3f}  "
                      + "  ".join(f"{_number(row[pm.speedup_column(r)], '.3f', 'x'):>12}"
                                  for r in refs)
                      + f"  {row['t_select'] * 1e3:>9.3g}  {breakeven}")
     lines.append("break-even ms: the longest selection that still beats every dense baseline")
+    lines += _never_wins(never, rows)
     for workers in sorted({r["workers"] for r in rows}):
         at = [(r, n) for r, n in zip(rows, names) if r["workers"] == workers]
         best, name = min(at, key=lambda rn: rn[0]["t_step"])
@@ -262,6 +292,37 @@ def _answer(table, methods) -> list[str]:
             lines.append(f"sources of {kind}: " + "; ".join(
                 (f"{', '.join(dict.fromkeys(m))}: " if kind in ("select", "count") else "") + src
                 for src, m in by_source.items()))
+    return lines
+
+
+NONE = "none"  # the break-even column where no selection time can win
+
+
+def _never_wins(never: list[tuple[dict, str, str]], rows: list[dict]) -> list[str]:
+    """Why break-even selection times are none, in words, one line per P and dense baseline:
+    without any selection the methods' steps (compute + exposed communication) already take
+    longer than the baseline's, and which part makes it so (compute dominates: the baseline
+    hides its exchange behind the backward pass, or has little to send)."""
+    groups: dict[tuple[int, str], list[tuple[dict, str]]] = {}
+    for row, name, ref in never:
+        groups.setdefault((row["workers"], ref), []).append((row, name))
+    lines = []
+    for (workers, ref), members in groups.items():
+        base = next(r for r in rows if r["method"] == ref and r["workers"] == workers)
+        theirs = base["t_compute"] + base["t_comm"]
+        names = ", ".join(name for _, name in members)
+        without = [(r["t_compute"] + r["t_comm"]) * 1e3 for r, _ in members]
+        span = (f"{min(without):.3g}" if f"{min(without):.3g}" == f"{max(without):.3g}"
+                else f"{min(without):.3g}-{max(without):.3g}")
+        if all(r["t_compute"] >= theirs for r, _ in members):
+            why = (f"compute dominates: {ref}'s whole step ({theirs * 1e3:.3g} ms) is no longer "
+                   f"than the compute alone, its exchange hidden behind the backward pass or "
+                   f"small")
+        else:
+            why = f"their communication is longer than {ref}'s at this density and P"
+        lines.append(f"{NONE} (P={workers}: {names}): no selection time can beat {ref}: "
+                     f"without any selection the step takes {span} ms against its "
+                     f"{theirs * 1e3:.3g} ms; {why}")
     return lines
 
 

@@ -11,12 +11,19 @@ Modes (what the recorder does when out_dir already holds results):
 - "overwrite" first moves the old files into `replaced/<time>/` inside the folder (never
   deleted; that folder loads as a run of its own).
 
+A folder that holds only what a run that failed before its first step left (`failed_set_up`:
+a failed or interrupted manifest, no row, no snapshot) is not refused in any mode: its files
+go to `replaced/<time>/` as with "overwrite", so the corrected rerun starts.
+
 Each rank checks and moves its own part files and snapshots; rank 0, which owns the manifest,
 also the manifest and every other file of the folder.
 
 A resumed training run sets aside, before it writes again, every row and snapshot of the steps
 it will redo (`supersede_from`: into `superseded/<time>/`), so that plain readers of the folder
-(pandas, duckdb, polars on `stats/*.parquet`) see each step once.
+(pandas, duckdb, polars on `stats/*.parquet`) see each step once. Under torchrun every process
+sets aside only its own files (`rank=`: its parts, its snapshots, its own half-written files;
+rank 0 also the step tables), into one folder whose name the ranks agreed on first
+(`aside_name`): a rank never moves a file another, live rank may be writing.
 
 A recorder the process forgets to close is closed when it is garbage collected or at
 interpreter exit (normal exit or an uncaught exception): buffered rows are flushed and a
@@ -30,6 +37,7 @@ import os
 import shutil
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,16 +99,20 @@ def _existing_results(out: Path, rank: int, whole_folder: bool, manifest_given: 
     return sorted(found)
 
 
+def _time_names() -> Iterator[str]:
+    """<time>, <time>-1, <time>-2, ...: the names tried for a new folder of set-aside files."""
+    stamp = now_iso().replace(":", "-").replace("+00-00", "Z")
+    return (stamp if n == 0 else f"{stamp}-{n}" for n in range(1000))
+
+
 def _new_aside_folder(out: Path, under: str) -> Path:
     """A new, empty folder out/under/<time>[-n]/ claimed by this call (mkdir that fails when
     the name is taken), so nothing there is ever overwritten."""
-    stamp = now_iso().replace(":", "-").replace("+00-00", "Z")
     (out / under).mkdir(exist_ok=True)
-    for n in range(1000):
-        dest = out / under / (stamp if n == 0 else f"{stamp}-{n}")
+    for name in _time_names():
         try:
-            dest.mkdir()
-            return dest
+            (out / under / name).mkdir()
+            return out / under / name
         except FileExistsError:
             continue
     raise OSError(f"cannot make a new folder under {str(out / under)!r}")
@@ -120,14 +132,40 @@ def _move_aside(out: Path, files: list[Path], under: str = REPLACED) -> Path:
     return dest
 
 
+def failed_set_up(out: Path) -> bool:
+    """Whether out holds only what a run that failed before its first step left: a manifest
+    that ended failed or interrupted, and no recorded row or snapshot (empty tables at most).
+    Such a folder holds nothing to lose: a rerun replaces it rather than refusing it."""
+    try:
+        status = Manifest.load(out).get("status")
+    except (OSError, ValueError):
+        return False
+    if status not in ("failed", "interrupted"):
+        return False
+    for f in _run_files(out):
+        if f.name == "manifest.json" and f.parent == out:
+            continue
+        if f.suffix != ".parquet":
+            return False
+        try:
+            if pq.read_metadata(f).num_rows:
+                return False
+        except (OSError, ValueError):
+            return False
+    return True
+
+
 def prepare_folder(out: Path, rank: int, mode: str | None, manifest_given: bool
                    ) -> Path | None:
-    """Apply `mode` to results already in out; returns where overwrite moved them."""
+    """Apply `mode` to results already in out; returns where overwrite moved them (or where
+    a run that failed at set-up went: it is replaced, never refused)."""
     if mode not in MODES:
         raise ValueError(f"mode = {mode!r}; allowed: None, 'append', 'overwrite'")
     existing = _existing_results(out, rank, rank == 0, manifest_given)
     if not existing or mode == "append":
         return None
+    if mode is None and rank == 0 and failed_set_up(out):
+        return _move_aside(out, existing)
     if mode is None:
         first = existing[0].relative_to(out)
         raise ValueError(f"{str(out)!r} already holds results ({len(existing)} file(s), e.g. "
@@ -160,7 +198,35 @@ def discard_folder(out: Path, with_manifest: bool) -> None:
             pass
 
 
-def supersede_from(run_dir: str | Path, step: int) -> Path | None:
+def aside_name(run_dir: str | Path) -> str:
+    """A name under run_dir/superseded/ that no folder has yet (<time>[-n]), for ranks to agree
+    on before each sets its own files aside there; nothing is created."""
+    taken = Path(run_dir) / SUPERSEDED
+    for name in _time_names():
+        if not (taken / name).exists():
+            return name
+    raise OSError(f"cannot find a free folder name under {str(taken)!r}")
+
+
+def _written_name(name: str) -> str:
+    """The file an unfinished write of atomic_write was for (`.<name>.<random>.tmp` -> name)."""
+    return name[1:].rsplit(".", 2)[0]
+
+
+def _rank_of(name: str) -> int | None:
+    """The rank whose recorder writes the file `name` (a part or a snapshot, finished or a
+    half-written temporary file of one), None for a file of the whole run (tables, manifest)."""
+    if is_unfinished_write(name):
+        name = _written_name(name)
+    if m := PART_RE.match(name):
+        return int(m.group(1))
+    if m := SNAPSHOT_RE.match(name):
+        return int(m.group(2))
+    return None
+
+
+def supersede_from(run_dir: str | Path, step: int, rank: int | None = None,
+                   dest: str | Path | None = None) -> Path | None:
     """Set aside everything a run folder holds for steps >= step (what a run resumed from the
     checkpoint after `step` steps records again) into run_dir/superseded/<time>/, same
     relative paths, never deleted: rows of train.parquet, eval.parquet and every stats/ and
@@ -169,18 +235,30 @@ def supersede_from(run_dir: str | Path, step: int) -> Path | None:
     (rewritten atomically) after its later rows were written aside under its name, so
     superseded/ holds exactly the rows the resumed run records again.
 
+    rank: None sets aside every file (one process writes the whole folder, or no other process
+    is running: `topkscope run` before its ranks record); a rank sets aside only that rank's
+    files (its parts, its snapshots, its half-written files; rank 0 also the step tables and
+    half-written files of no rank), so each process of a torchrun group moves its own and none
+    moves a file another, live rank is writing. dest: the folder name under superseded/ the
+    ranks agreed on (`aside_name`); None picks a new one.
+
     Which files hold such steps is read from their parquet statistics; only a file with rows
     on both sides is read whole. Everything is read before anything moves, so a file that
     cannot be read leaves the folder as it was. Returns the folder the rows went to, or None
     when nothing was at or past step.
     """
     run_dir = Path(run_dir)
+
+    def mine(path: Path) -> bool:
+        owner = _rank_of(path.name)
+        return rank is None or owner == rank or (owner is None and rank == 0)
+
     tables = [run_dir / name for name in STEP_TABLES if (run_dir / name).is_file()]
     for sub in ("stats", "hist"):
         if (run_dir / sub).is_dir():
             tables += sorted(p for p in (run_dir / sub).glob(PART_GLOB) if PART_RE.match(p.name))
     moved, split = [], []
-    for path in tables:
+    for path in filter(mine, tables):
         span = _step_span(path)
         if span is None or span[1] < step:
             continue
@@ -193,15 +271,20 @@ def supersede_from(run_dir: str | Path, step: int) -> Path | None:
     snapshots = run_dir / "snapshots"
     if snapshots.is_dir():
         moved += sorted(f for f in snapshots.iterdir()
-                        if (m := SNAPSHOT_RE.match(f.name)) and int(m.group(1)) >= step)
+                        if (m := SNAPSHOT_RE.match(f.name)) and int(m.group(1)) >= step
+                        and mine(f))
     # half-written files of a process killed mid-write: set aside with what is redone
     for folder in (run_dir, run_dir / "stats", run_dir / "hist", snapshots):
         if folder.is_dir():
             moved += sorted(f for f in folder.iterdir()
-                            if f.is_file() and is_unfinished_write(f.name))
+                            if f.is_file() and is_unfinished_write(f.name) and mine(f))
     if not moved and not split:
         return None
-    dest = _new_aside_folder(run_dir, SUPERSEDED)
+    if dest is None:
+        dest = _new_aside_folder(run_dir, SUPERSEDED)
+    else:
+        dest = run_dir / SUPERSEDED / dest
+        dest.mkdir(parents=True, exist_ok=True)
     for path, kept, later in split:
         target = dest / path.relative_to(run_dir)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -211,7 +294,10 @@ def supersede_from(run_dir: str | Path, step: int) -> Path | None:
     for path in moved:
         target = dest / path.relative_to(run_dir)
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
+        try:
+            os.replace(path, target)
+        except FileNotFoundError:  # gone since it was listed: nothing of it to keep here
+            pass
     return dest
 
 

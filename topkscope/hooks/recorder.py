@@ -112,6 +112,9 @@ class Recorder:
     "append" adds a segment, "overwrite" moves the old files aside (see hooks.lifecycle).
     total_steps: the run's length, if known; a recorder whose schedules cannot fire at any
     step in [0, total_steps) warns when built.
+    run_fields: what the run is, for its manifest (rank 0), as `topkscope run` records it:
+    e.g. model="fnn3", sparsifier="topk", density=0.001, dataset="mnist" (the claims and the
+    report name a run by its model and sparsifier).
     """
 
     def __init__(
@@ -138,6 +141,7 @@ class Recorder:
         seed: int = 0,
         mode: str | None = None,
         total_steps: int | None = None,
+        run_fields: dict[str, Any] | None = None,
     ) -> None:
         checked = check_settings(dict(
             schedule=schedule, hist_schedule=hist_schedule, snapshot_schedule=snapshot_schedule,
@@ -194,7 +198,7 @@ class Recorder:
                             self._settings(), self.out_dir, self.rank, self.total_steps)
         self._finalizer = weakref.finalize(self, self._out.close_unclosed)
         if self.manifest is not None:
-            self.manifest.update(recorder=self.describe())
+            self.manifest.update(recorder=self.describe(), **dict(run_fields or {}))
         self._warn_if_never(self.total_steps)
 
     def _warn_if_never(self, total_steps: int | None) -> None:

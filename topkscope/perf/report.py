@@ -107,6 +107,54 @@ def scaling_table(models: Iterable[str], networks: Iterable[Network | str],
     return pd.DataFrame(rows), notes
 
 
+def runs_scaling(runs: Sequence, networks: Iterable[Network | str], workers: Sequence[int],
+                 results_root=None, own_density: bool = False,
+                 selection: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """(table, notes): scaling_table for each model the loaded `runs` trained — a model of
+    topkscope.models from its inputs (published GPU compute by default), a model of the
+    user's own from its manifest's parameter count and the compute time its run measured
+    (topkscope.perf.inputs.run_compute) — at the paper's density, or with own_density at each
+    model's first run's density. A model without a compute time or parameter count is left
+    out, named in the notes with the command that predicts it."""
+    from topkscope import models
+    from topkscope.perf.inputs import run_compute
+
+    frames, notes, seen = [], [], set()
+    for run in runs:
+        m = run.manifest
+        model, d = str(m.get("model")), m.get("num_parameters")
+        if (model, d) in seen:
+            continue
+        seen.add((model, d))
+        density = float(m.get("density") or pm.PAPER_DENSITY) if own_density \
+            else pm.PAPER_DENSITY
+        try:
+            if model in models.available():
+                table, more = scaling_table([model], networks, workers, density=density,
+                                            results_root=results_root, selection=selection)
+            elif d:
+                _, compute, _ = run_compute(run.path, m)
+                if compute is None:
+                    notes.append(f"{model} (d = {int(d):,}): no compute time recorded "
+                                 "(time_compute is null in every row): `topkscope scale "
+                                 f"--params {int(d)} --compute-s SECONDS --network 10gbe "
+                                 "--workers 16` predicts it")
+                    continue
+                table, more = scaling_table([f"params:{int(d)}"], networks, workers, d=int(d),
+                                            compute_s=compute, density=density,
+                                            selection=selection)
+                table = table.assign(model=model)
+            else:
+                notes.append(f"{model}: no parameter count in its manifest")
+                continue
+        except ValueError as exc:
+            notes.append(f"{model}: no prediction ({' '.join(str(exc).split())})")
+            continue
+        notes += more
+        frames.append(table)
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), notes
+
+
 def breakeven_markdown(table: pd.DataFrame, methods: Sequence[str] = ("gaussiank",),
                        workers: int = CLAIM_P,
                        references: Sequence[str] = pm.DENSE_METHODS) -> str:

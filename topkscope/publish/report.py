@@ -74,11 +74,19 @@ def _schedule(manifest: dict) -> str:
 
 
 def _optimizer(manifest: dict) -> str:
+    """'sgd (momentum=0.9; group 1: lr=0.1, weight_decay=0.0001; group 2: lr=0.01, ...)': the
+    settings the groups share, then each group's own (manifest.describe_optimizer)."""
     opt = manifest.get("optimizer") or {}
     if not opt:
         return "not recorded"
-    settings = ", ".join(f"{k}={v}" for k, v in opt.items() if k != "name"
-                         and not isinstance(v, (list, dict)))
+
+    def listed(values: dict) -> str:
+        return ", ".join(f"{k}={v}" for k, v in values.items() if k not in ("name", "tensors",
+                         "elements") and not isinstance(v, (list, dict)))
+
+    parts = [listed(opt)] + [f"group {i}: {listed(g)}" for i, g in
+                             enumerate(opt.get("param_groups") or [], 1) if listed(g)]
+    settings = "; ".join(p for p in parts if p)
     return f"{opt.get('name', '?')} ({settings})" if settings else str(opt.get("name", "?"))
 
 
@@ -100,12 +108,13 @@ def run_rows(found: Sequence) -> pd.DataFrame:
         d = m.get("num_parameters")
         rows.append({
             "run": shown_path(run.path), "status": m.get("status", ""),
-            "model": model_name(str(m.get("model"))) + (f" (d = {int(d):,})" if d else ""),
+            "model": model_name(str(m.get("model") or "unnamed"))
+            + (f" (d = {int(d):,})" if d else ""),
             "dataset": dataset_name(m.get("dataset"), m.get("dataset_substitute"))
             if m.get("dataset") else "not recorded",
             "optimizer": _optimizer(m),
             "workers": f"{m.get('world_size', '?')} ({m.get('launcher', '?')})",
-            "sparsifier": sparsifier_name(str(m.get("sparsifier"))),
+            "sparsifier": sparsifier_name(str(m.get("sparsifier") or "unnamed")),
             "density": f"{m['density']:g}" if isinstance(m.get("density"), (int, float))
             else str(m.get("density")),
             "density schedule": _schedule(m),
@@ -189,47 +198,12 @@ def _draw(drawer: Callable, args: tuple, name: str, figures: list[Figure],
 # --------------------------------------------------------------------- predicted scaling
 def predicted_scaling(runs: Sequence, results_root: Path | None = None
                       ) -> tuple[pd.DataFrame, list[str], list[str]]:
-    """(table, inputs, notes): topkscope.perf.report.scaling_table at P = 16 on
-    SCALING_NETWORKS, at each run's own density, for each model the runs trained — a paper model from the published GPU
-    inputs, a model of the user's own from its parameter count and its run's compute time."""
-    from topkscope import models
+    """(table, inputs, notes): the step-time model at P = 16 on SCALING_NETWORKS, at each
+    run's own density, for each model the runs trained (topkscope.perf.report.runs_scaling)."""
     from topkscope.perf import report as perf
-    from topkscope.perf.inputs import run_compute
 
-    frames, notes = [], []
-    seen = set()
-    for run in runs:
-        m = run.manifest
-        model, d = str(m.get("model")), m.get("num_parameters")
-        if (model, d) in seen:
-            continue
-        seen.add((model, d))
-        try:
-            density = float(m.get("density") or perf.pm.PAPER_DENSITY)  # the run's own
-            if model in models.available():
-                table, more = perf.scaling_table([model], SCALING_NETWORKS, [SCALING_WORKERS],
-                                                 results_root=results_root, density=density)
-            elif d:
-                _, compute, _ = run_compute(run.path, m)
-                if compute is None:
-                    notes.append(f"{model} (d = {int(d):,}): no compute time recorded "
-                                 "(time_compute is null in every row): `topkscope scale "
-                                 f"--params {int(d)} --compute-s SECONDS --network 10gbe "
-                                 "--workers 16` predicts it")
-                    continue
-                table, more = perf.scaling_table([f"params:{int(d)}"], SCALING_NETWORKS,
-                                                 [SCALING_WORKERS], d=int(d),
-                                                 compute_s=compute, density=density)
-                table = table.assign(model=model)
-            else:
-                notes.append(f"{model}: no parameter count in its manifest")
-                continue
-        except ValueError as exc:
-            notes.append(f"{model}: no prediction ({' '.join(str(exc).split())})")
-            continue
-        notes += more
-        frames.append(table)
-    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    table, notes = perf.runs_scaling(runs, SCALING_NETWORKS, [SCALING_WORKERS], results_root,
+                                     own_density=True)
     inputs = []
     if len(table):
         for kind in ("compute_source", "select_source", "count_source", "comm_source"):

@@ -243,12 +243,14 @@ def draw_benchmark(job: plan.BenchmarkJob, csv: Path, opts: Options,
 SCALING_EXPERIMENT = "predicted scaling"
 
 
-def write_claims(runs: list, opts: Options, clock: Clock, differing: dict[str, str] | None = None
-                 ) -> tuple[pd.DataFrame, str, list[FigureEntry]]:
+def write_claims(runs: list, opts: Options, clock: Clock, differing: dict[str, str] | None = None,
+                 own_only: bool = False) -> tuple[pd.DataFrame, str, list[FigureEntry]]:
     """claims.csv/.md by the one builder (topkscope.claims.build: the same table `topkscope
-    claims` and `topkscope report` make of these runs), predictions included; and the scaling
-    figures (results/scaling.csv for the paper's models and the runs', time_to_accuracy.csv)
-    with their entries. differing: run folder -> what differs from the plan."""
+    claims` and `topkscope report` make of these runs, the predictions those of the models
+    the runs trained); and the scaling figures (results/scaling.csv for the paper's models and
+    the runs', unless own_only: --only named a user's own experiments alone) and the time to
+    accuracy (time_to_accuracy.csv) with their entries. differing: run folder -> what differs
+    from the plan."""
     from topkscope.claims import Options as ClaimOptions
     from topkscope.claims import build
     from topkscope.perf.report import write_scaling
@@ -265,10 +267,11 @@ def write_claims(runs: list, opts: Options, clock: Clock, differing: dict[str, s
     for note in notes:
         print(f"  {note}")
     entries: list[FigureEntry] = []
-    for what, write in (("scaling prediction", write_scaling),
+    scaling = () if own_only else (("scaling prediction", write_scaling),)
+    for what, write in (*scaling,
                         ("time to accuracy", write_time_to_accuracy)):
         try:
-            kwargs = ({"profile": opts.profile} if write is write_scaling else
+            kwargs = ({"profile": opts.profile} if what == "scaling prediction" else
                       {"runs": runs, "margin": opts.margin,
                        "perplexity_margin": opts.perplexity_margin})
             _, figures = write(root, selection_csv=opts.selection_csv, **kwargs)
@@ -455,7 +458,8 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
         jobs = plan.jobs(planned, opts.jobs, opts.profile) if planned else []
     else:
         jobs = plan.jobs(None, opts.jobs, opts.profile)
-    if not Path(opts.experiments_dir).is_dir():
+    own_only = bool(opts.only) and not jobs  # --only names a user's own experiments alone
+    if jobs and not Path(opts.experiments_dir).is_dir():
         raise ValueError(f"no experiments folder at {str(opts.experiments_dir)!r} (outside the "
                          f"repository?): pass --experiments DIR, the folder of experiment YAMLs")
     if opts.dry_run:
@@ -527,7 +531,8 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
         from topkscope.publish import published_findings
 
         skipped: list[str] = []
-        imported = published_findings.imported_runs(opts.results_root, skipped)
+        imported = [] if own_only else published_findings.imported_runs(opts.results_root,
+                                                                         skipped)
         for note in skipped:
             log(f"  imported runs: {note}")
         if imported:
@@ -539,7 +544,8 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
     claims, md = None, ""
     if all_runs:
         try:
-            claims, md, scaling_entries = write_claims(all_runs, opts, clock, differing)
+            claims, md, scaling_entries = write_claims(all_runs, opts, clock, differing,
+                                                       own_only)
             entries += scaling_entries
         except (RuntimeError, ValueError) as exc:
             failures.append(f"claims: {exc}")
