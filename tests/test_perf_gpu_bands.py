@@ -148,15 +148,23 @@ def test_a_corner_is_the_models_step_and_the_overhead_lands_on_the_sparse_steps(
     assert len(gb.corner_points({k: Band(0, 1, "") for k in gb.VARIED})) == 2 ** 5
 
 
-def test_breakeven_is_where_the_speedup_crosses_one_plus_e(tmp_path):
+@pytest.mark.parametrize("name, baseline", [("overhead", "dense"), ("overhead", "topk"),
+                                             ("select", "dense-fp16"), ("counts", "dense")])
+def test_breakeven_is_where_the_speedup_crosses_one_plus_e(tmp_path, name, baseline):
+    """Just below the break-even value every corner of the other bands still clears 1 + e;
+    just above it one does not (the overhead also lands on a sparse baseline's step)."""
     bands = gb.model_bands("vgg16", sources(tmp_path))
-    net = PRESETS["ib100"]
-    limit = gb.breakeven(0.666, D, net, bands, "dense", 0.1, "overhead")
-    assert math.isfinite(limit) and limit > 0
-    worst = {**{k: b.high for k, b in bands.items() if k in gb.VARIED}, "topk": bands["topk"].low}
-    for value, above in ((limit * 0.999, True), (limit * 1.001, False)):
-        s = gb.speedups(0.666, D, net, [{**worst, "overhead": value}], ("dense",))[0]["dense"]
-        assert (s > 1.1) is above
+    net, e = PRESETS["ib100"], 0.1
+    limit = gb.breakeven(0.666, D, net, bands, baseline, e, name)
+    assert math.isfinite(limit) and limit > (1.0 if name == "counts" else 0.0)
+    corners = [p for p in gb.corner_points(bands)]
+
+    def lowest(value):
+        pts = [{**p, name: value} for p in corners]
+        return min(s[baseline] for s in gb.speedups(0.666, D, net, pts, (baseline,)))
+
+    assert lowest(limit * (1 - 1e-6)) > 1 + e
+    assert lowest(limit * (1 + 1e-3)) <= 1 + e
 
 
 # ------------------------------------------------------------------ the memory-traffic model

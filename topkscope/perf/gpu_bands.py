@@ -376,26 +376,37 @@ def deciding(backward: float, d: int, net, bands: dict[str, Band], baselines: Se
 
 def breakeven(backward: float, d: int, net, bands: dict[str, Band], baseline: str,
               error: float, name: str) -> float:
-    """The largest value of input `name` (overhead or select, in seconds; counts as count/k)
-    at which the rule's speed-up over `baseline` still exceeds 1 + error at every corner of the
-    other bands (by bisection; t_step grows monotonically in it). NaN when even 0 does not."""
+    """The largest value of input `name` (overhead or select in seconds, counts as count/k) at
+    which the rule's speed-up over `baseline` still exceeds 1 + error at every corner of the
+    other bands; NaN when its smallest value (0; counts 1) does not. t_step is linear in the
+    overhead and the selection (slope 1 in the sparse steps they enter), so those are solved
+    exactly per corner; counts by bisection (the exchange grows with them)."""
     others = [dict(zip([k for k in VARIED if k != name], c)) for c in itertools.product(
         *[(bands[k].low, bands[k].high) for k in VARIED if k != name])]
+    if name in ("overhead", "select"):
+        limits = []
+        for point in others:
+            t = steps(d, net, {**point, name: 0.0}, backward)
+            both = name == "overhead" and baseline in SPARSE  # it adds to the baseline too
+            margin = t[baseline] - (1 + error) * t[METHOD]
+            limits.append(margin / error if both else t[baseline] / (1 + error) - t[METHOD])
+        limit = min(limits)
+        return limit if limit > 0 else math.nan
 
     def holds(value: float) -> bool:
         pts = [{**p, name: value} for p in others]
         return all(s[baseline] > 1 + error
                    for s in speedups(backward, d, net, pts, (baseline,)))
 
-    low = 1.0 if name == "counts" else 0.0
+    low = 1.0
     if not holds(low):
         return math.nan
-    high = max(bands[name].high, low + 1e-3) * 2
+    high = max(bands[name].high, low) * 2
     while holds(high):
         if high > 1e6:
             return math.inf
         low, high = high, high * 2
-    for _ in range(60):
+    for _ in range(40):
         mid = 0.5 * (low + high)
         low, high = (mid, high) if holds(mid) else (low, mid)
     return low
