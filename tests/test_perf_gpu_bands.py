@@ -46,7 +46,10 @@ def selection() -> pd.DataFrame:
         {"method": "topk", "model": "vgg16", "d": D, "job": 4, "phase": "warm-up",
          "low_s": 0.17, "high_s": 0.2, "slowest_high_s": 0.24, "label": LOGGED},
         {"method": "randk", "model": "vgg16", "d": D, "job": 5, "phase": "target",
-         "low_s": 1e-4, "high_s": 2e-4, "slowest_high_s": 3e-4, "label": LOGGED}])
+         "low_s": 1e-4, "high_s": 2e-4, "slowest_high_s": 3e-4, "label": LOGGED},
+        # a fitted row: no job, no slowest worker; never read as a logged COMP
+        {"method": "topk", "model": "vgg16", "d": D, "job": None, "phase": "any k",
+         "low_s": 1e-6, "high_s": 1e-6, "slowest_high_s": None, "label": "fitted by"}])
 
 
 def own_training(p5=0.8, p95=1.6, condition="warmup=paper; rho=0.001", model="vgg16",

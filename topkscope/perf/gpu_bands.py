@@ -186,12 +186,18 @@ def _fit(d: int) -> float:
     return AUTHORS_TOPK_S * d * math.log2(d)
 
 
+def _logged_topk(selection: pd.DataFrame) -> pd.DataFrame:
+    """gpu_selection.csv's rows of Top-k's COMP logged by the one-node runs (a job and the
+    slowest worker's times; the fitted and breakdown rows have neither)."""
+    return selection[(selection["method"] == "topk") & selection["job"].notna()
+                     & selection["slowest_high_s"].notna()]
+
+
 def _topk(model: str, d: int, src: Sources) -> Band | None:
     """Top-k's selection band (module docstring), or None without any evidence."""
-    sel = src.selection
     values, parts, on_compute_source = [], [], False
-    logged = sel[(sel["model"] == model) & (sel["method"] == "topk")
-                 & sel["label"].astype(str).str.startswith("measured on a GPU (kljp")]
+    logged = _logged_topk(src.selection)
+    logged = logged[logged["model"] == model]
     if len(logged):
         values += [float(logged["low_s"].min()), float(logged["slowest_high_s"].max())]
         parts.append(f"logged COMP of jobs {', '.join(sorted({str(int(j)) for j in logged['job']}))}"
@@ -222,10 +228,7 @@ def _measured_over_fit(source: str | None, src: Sources) -> tuple[float, float] 
     source's GPUs."""
     ratios = []
     if source == LOGS:
-        sel = src.selection
-        logged = sel[(sel["method"] == "topk")
-                     & sel["label"].astype(str).str.startswith("measured on a GPU (kljp")]
-        for r in logged.itertuples(index=False):
+        for r in _logged_topk(src.selection).itertuples(index=False):
             ratios += [r.low_s / _fit(int(r.d)), r.slowest_high_s / _fit(int(r.d))]
     elif source == GTOPK:
         for r in gtopkssgd.breakdown(src.gtopk).itertuples(index=False):
