@@ -6,11 +6,12 @@ per step, the smallest and largest count over the workers, over k. Probe vectors
 (topkscope.sparsify.probes: generalised normals, Student-t, Laplace with 30 % zeros, a
 two-scale mixture, each a drifting sequence of --probe-steps vectors of --probe-d elements,
 and each again with its scale jumping 2x to 5x between calls, `probes.scale_jumps`): per
-call, count / k. tail-k also reports its count evaluations per call.
+call, count / k. The selectors that record them (tail-k, the published Gaussian-k and
+RedSync) also report the thresholds each call evaluated (`last_evaluations`).
 
     .venv/bin/python benchmarks/selector_counts.py [--steps 700] [--probe-steps 30] [--quick]
     -> results/bench/selector_counts.csv and, per source and method, the share of steps whose
-       counts all lie in [2k/3, 4k/3], the median count / k and (tail-k) evaluations per call
+       counts all lie in [2k/3, 4k/3], the median count / k and the evaluations per call
 """
 
 from __future__ import annotations
@@ -113,10 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{title}:")
         wide = table_summary.pivot(index="source", columns="method", values=column).loc[sources]
         print(wide.to_string(float_format=lambda v, digits=digits: format(v, digits)))
-    tail = table_summary.query("method == 'tail-k'")
-    if not tail.empty:
-        print(f"tail-k evaluations per call: mean {tail['evaluations'].mean():.2f}, "
-              f"largest source mean {tail['evaluations'].max():.2f}")
+    for method, rows in table_summary.dropna(subset=["evaluations"]).groupby("method",
+                                                                             sort=False):
+        print(f"{method} evaluations per call: mean {rows['evaluations'].mean():.2f}, "
+              f"largest source mean {rows['evaluations'].max():.2f}")
     print(f"-> {args.out}")
     return 0
 

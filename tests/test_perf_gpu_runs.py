@@ -85,13 +85,10 @@ def test_selection_inputs_carry_their_labels(runs):
     assert measured["label"].startswith("measured on a GPU (")
     assert "job/topk.o1" in measured["label"]
     assert measured["density"] == pytest.approx(0.001)
-    anchor = table[(table["method"] == "randk") & (table["phase"] == "target")].iloc[0]
-    g = table[table["method"] == "gaussiank-2019"].iloc[0]
-    # 4-5 passes of Rand-k's measured time, 8-11 kernel launches, band x0.5 ... x4
-    mid = 4.5 * anchor["select_s"] + 9.5 * gpu_runs.LAUNCH_S
-    assert g["select_s"] == pytest.approx(mid)
-    assert g["low_s"] <= 0.5 * mid + 1e-15 and g["high_s"] >= 4 * mid - 1e-15
-    assert g["label"].startswith("modelled (")
+    # Rand-k's logged COMP is host-side launch time, no anchor: the threshold rules' GPU times
+    # are topkscope.perf.traffic's, not rows of this table
+    assert not table["label"].str.startswith("modelled").any()
+    assert set(table["method"]) == {"topk", "randk"}
     phases = table[table["method"] == "topk"]["phase"].tolist()
     assert phases.count("warm-up") == 2  # 1/64 and 0.004, each its own row
 

@@ -151,20 +151,34 @@ def test_notebook_frames_keep_each_job_apart(tmp_path):
     assert first["elements"].iloc[0] == 15.0 * 4 * 2
 
 
-def test_p16_sentence_names_ranges_and_deciding_inputs():
-    from topkscope.publish.published_findings import _p16
+def test_p16_sentence_names_ranges_and_conditions_from_the_fields():
+    from topkscope.publish.published_findings import p16_sentence
 
     nan = float("nan")
-    table = pd_frame([  # the numbers are fields; the cause is prose the sentence never reads
-        {"model": "vgg16", "baselines": "Top-k", "verdict": "holds", "cause": "x",
-         "speedup_low": nan, "speedup_high": nan, "speedup_topk_low": 1.78,
-         "speedup_topk_high": 8.3, "decided_by": ""},
-        {"model": "vgg16", "baselines": "Top-k", "verdict": "holds", "cause": "x",
-         "speedup_low": nan, "speedup_high": nan, "speedup_topk_low": 2.15,
-         "speedup_topk_high": 8.64, "decided_by": ""},
-        {"model": "vgg16", "baselines": "Dense", "verdict": "inconclusive", "cause": "x",
-         "speedup_low": 0.9, "speedup_high": 1.3, "speedup_topk_low": nan,
-         "speedup_topk_high": nan, "decided_by": "overhead"}])
-    text = _p16(table)
-    assert "VGG-16-BN against Top-k: 2 holds, 1.78–8.64×" in text
-    assert "VGG-16-BN against Dense: 1 inconclusive, decided by overhead" in text
+
+    def row(model, network, claim, baselines, verdict, low, high, reason="", decided=""):
+        return {"model": model, "network": network, "claim": claim, "baselines": baselines,
+                "verdict": verdict, "ci_low": low, "ci_high": high, "reason": reason,
+                "decided_by": decided, "model_error": 0.196, "training_condition": "",
+                "cause": "prose the sentence never reads", "evidence": "x",
+                "speedup_low": nan, "speedup_high": nan}
+
+    claim = "gaussiank_speedup_p16_gpu"
+    table = pd_frame([
+        row("vgg16", "10gbe", claim + "_topk", "Top-k", "holds", 2.4, 8.9),
+        row("vgg16", "ib100", claim + "_topk", "Top-k", "holds", 2.5, 9.3),
+        row("resnet20", "10gbe", claim + "_topk", "Top-k", "inconclusive", 1.0, 1.1,
+            "within-model-error"),
+        row("resnet20", "ib100", claim + "_topk", "Top-k", "inconclusive", 0.9, 1.3,
+            "input-band-too-wide", "compute"),
+        row("vgg16", "10gbe", claim + "_topk_current_torch", "Top-k", "inconclusive", 0.83,
+            1.07, "within-model-error")])
+    text = p16_sentence(table)
+    assert "than Top-k for VGG-16-BN (both networks), 2.4–9.3×" in text
+    assert ("not decided for ResNet-20 (ResNet-20: an input's band too wide, decided by "
+            "compute, within the model's error)") in text
+    assert "against the model's ±19.6% error" in text
+    assert "if the rule sends about k (nominal k" in text
+    assert "current torch.topk the step over Top-k is inconclusive for 1 model(s) (0.83–1.07×)" \
+        in text
+    assert text.count(". ") == 0 and text.endswith(".")  # one sentence

@@ -76,6 +76,37 @@ def test_gaussiank_2019_follows_the_published_loop(vectors, dist, rho):
     assert _is_threshold_set(u, idx)
 
 
+def _redsync_2019_evaluations(u: torch.Tensor, k: int) -> int:
+    """The thresholds the authors' RedSync loop (eps 0.2) evaluates, restated in float64."""
+    mag = np.abs(u.double().numpy())
+    mean_abs, top = mag.mean(), mag.max()
+    low, high, evaluations = 0.0, 1.0, 0
+    while high - low > 0.2:
+        r = low + (high - low) / 2
+        n = int((mag > mean_abs + r * (top - mean_abs)).sum())
+        evaluations += 1
+        if k < n < 2 * k:
+            break
+        low, high = (low, r) if n < k / 2 else (r, high)
+    return evaluations
+
+
+@pytest.mark.parametrize("rho", RHOS)
+@pytest.mark.parametrize("dist", sorted(DISTRIBUTIONS))
+def test_published_loops_report_the_thresholds_they_evaluated(vectors, dist, rho):
+    """last_evaluations (what the GPU traffic model counts passes from) is the number of
+    thresholds the published loop evaluated, against float64 restatements of both loops."""
+    u = vectors[dist]
+    k = round(rho * D)
+    gaussian = get_sparsifier("gaussiank-2019")
+    gaussian.select(u, k)
+    assert gaussian.last_evaluations == len(published_gaussiank(u, k)[1])
+    redsync = get_sparsifier("redsync-2019")
+    redsync.select(u, k)
+    assert redsync.last_evaluations == _redsync_2019_evaluations(u, k)
+    assert 1 <= redsync.last_evaluations <= 3
+
+
 @pytest.mark.parametrize("rho", RHOS)
 def test_gaussiank_2019_in_band_on_gaussian(vectors, rho):
     k = round(rho * D)

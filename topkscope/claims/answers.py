@@ -9,8 +9,10 @@ seeds, runs and units behind it) and, where conditions are not decided, how many
 word (each row's `reason`). Conditions are never pooled: where they behave differently the
 sentence names them. The word is read off the rows' verdicts, never re-judged:
 
-    every decided row holds            yes
-    every decided row fails            no
+    every row holds                    yes
+    every row fails                    no
+    every decided row holds, others not decided   yes where decided
+    every decided row fails, others not decided   no where decided
     some hold, the others do not       only in some conditions (named)
     none holds, some are mixed         partly (the share lies between the cuts)
     no row decided                     not settled (the commonest reason)
@@ -31,7 +33,8 @@ from topkscope.analysis.criteria import count_band_text, signed
 from topkscope.analysis.units import ALL_CONDITIONS, DURING_WARMUP
 from topkscope.claims.verdicts import DECIDED, REASONS
 
-WORDS = ("yes", "no", "only in some conditions", "partly", "not settled", "not measured")
+WORDS = ("yes", "no", "yes where decided", "no where decided", "only in some conditions",
+         "partly", "not settled", "not measured")
 
 
 @dataclass(frozen=True)
@@ -95,10 +98,11 @@ def word_of(verdicts) -> str:
     decided = [v for v in verdicts if v in DECIDED]
     if not decided:
         return "not settled"
+    some_open = len(decided) < len(verdicts)
     if all(v == "holds" for v in decided):
-        return "yes"
+        return "yes where decided" if some_open else "yes"
     if all(v == "fails" for v in decided):
-        return "no"
+        return "no where decided" if some_open else "no"
     if "holds" in decided:
         return "only in some conditions"
     return "partly" if "mixed" in decided else "no"

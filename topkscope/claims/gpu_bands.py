@@ -1,159 +1,67 @@
-"""The P = 16 claims of the published Gaussian-k rule on GPU inputs with their bands: verdicts
-only where the whole input band agrees.
+"""The P = 16 claims of the published Gaussian-k rule on published GPU inputs with their bands:
+verdicts only where the whole band agrees. The bands, the speed-ups at their corners and the
+inputs whose band alone decides are topkscope.perf.gpu_bands's (its docstring says where each
+input comes from); here are the rows and the verdict rule.
 
-The step-time model (topkscope.perf.model.step) at P = 16 on the published clusters' fitted
-networks (10gbe, ib100), per paper model with imported GPU runs (VGG-16, ResNet-20 at
-their logged per-worker batch), every input a band of what was measured or published
-(results/reference/published/, topkscope.perf.gpu_runs):
+Claims per model with published GPU inputs (VGG-16, ResNet-20, AlexNet, ResNet-50, LSTM-PTB)
+and network (10gbe, ib100: the presets fitted on published cluster measurements): the rule's
+speed-up over Dense and Top-k, Dense + WFBP, Dense fp16 (topkscope.claims.speedup.CLAIMS), over
+exact Top-k alone (`_topk`) and over gTop-k (`_gtopk`), all with Top-k's selection as the
+published runs logged it; and, labelled apart, over exact Top-k with Top-k's selection from a
+published measurement of a current torch.topk (`_topk_current_torch`, topkscope.perf.
+torch_topk), since "exact selection is slow" depends on the torch version.
 
-    compute      from the smallest logged forward + backward of the model's dense GPU runs to
-                 the largest measured dense time per iteration (which includes its own
-                 exchange: an upper bound of the compute)
-    topk select  its logged COMP, 5th-95th percentile over both runs (VGG-16); without a
-                 logged one (ResNet-20) the authors' P102-100 fit x0.5 ... x4
-    rule select  the memory-traffic model's band (gpu_selection.csv, modelled)
-    rule counts  count/k of the published rule in its own training (results/reference/
-                 claims-quick.csv, gaussiank_count_in_training rows of the target density:
-                 5th-95th percentile); without such runs of the model, as the recorder
-                 measured it on Top-k's u (gaussiank_count rows; the quick profile's MNIST
-                 stand-in for CIFAR-10), where the rule behaves otherwise than in its own
-                 training: the row says so and its verdict is at most inconclusive
-    overhead     0 ... the largest per-iteration cost of the authors' sparse exchange the model
-                 misses on one node (validation.csv: logged COMM_TOTAL less the model's
-                 all-gather), added to every sparse method's step
+Rule (topkscope.claims.verdicts.band_verdict): holds when every speed-up exceeds 1 + e at every
+corner of the bands (t_step is monotone in each input, so the corners bound it), fails when one
+baseline's speed-up is below 1 - e at every corner, else inconclusive, naming the inputs whose
+band alone decides (the verdict at their low and high ends, the others at their middle). e is
+perf.gpu_bands.comparison_error: the sparse exchange's validated error (the one-node sparse
+rows, the slowest worker's selection), and over a dense baseline the larger of that and the
+baseline's cluster error. Counts: the rule's own training where a claims table of the current
+schema has them for the model, else nominal k; the row says which (`training_condition` empty:
+nominal). Each row says which torch and GPU its selection inputs come from.
 
-A claim (CLAIMS of topkscope.claims.speedup: over Dense and Top-k, over Dense with WFBP, over Dense
-in fp16; and TOPK_ONLY: over exact Top-k alone) holds when every speed-up exceeds 1 + e at every corner of the band (t_step is
-monotone in each input, so the corners bound it), fails when one baseline's speed-up is below
-1 - e at every corner, else is inconclusive; its `cause` names the inputs whose band alone
-decides (the verdict at their low and high ends, the others at their middle). e: the cluster
-families' validated error (topkscope.perf.published.validated_errors), as the other P = 16
-claims. FNN-3 leaves these claims: no published GPU run of it exists, and its FLOP estimate
-(18 us) is below what one kernel launch costs. ResNet-50, LSTM 2x1500 and AlexNet have no
-imported run either; their P = 16 rows stay those of topkscope.perf.report (nominal k).
+    python -m topkscope.claims.gpu_bands     # results/reference/published/p16-gpu.csv
+
+`p16_answer(table)` returns the numbers of the one-sentence answer from these rows
+(topkscope.publish.published_findings renders it into the README).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from topkscope.claims.row import ClaimRow, frame
+from topkscope.claims.speedup import CLAIMS
 from topkscope.claims.verdicts import band_verdict
+from topkscope.perf import gpu_bands as gb
 from topkscope.perf import model as pm
-from topkscope.perf.gpu_runs import PUBLISHED_DIR, REFERENCE
-from topkscope.perf.model import Input
-from topkscope.perf.networks import PRESETS
-from topkscope.perf.workload import backward_fraction
+from topkscope.perf.gpu_bands import METHOD, NOMINAL, TOPK_CURRENT, TOPK_LOGGED, P, Sources
 
-NETWORKS = ("10gbe", "ib100")  # the presets fitted on published cluster measurements
-METHOD = "gaussiank-2019"
-P = 16
-CLAIMS_QUICK = REFERENCE / "claims-quick.csv"
-P16_CSV = PUBLISHED_DIR / "p16-gpu.csv"
-NOT_OWN_TRAINING = "on Top-k's u, not its own training"  # a count band read off another u
-
-
-@dataclass(frozen=True)
-class Band:
-    """An input's low and high ends and where they come from."""
-
-    low: float
-    high: float
-    source: str
-
-    @property
-    def mid(self) -> float:
-        return 0.5 * (self.low + self.high)
-
-
-def model_bands(model: str, validation: pd.DataFrame, selection: pd.DataFrame,
-                claims: pd.DataFrame) -> dict[str, Band] | None:
-    """The input bands of `model` (module docstring); None without a dense GPU run of it."""
-    dense = validation[(validation["model"] == model) & (validation["method"] == "dense")]
-    if dense.empty:
-        return None
-    batch = int(dense["batch_per_gpu"].mode().iloc[0])
-    dense = dense[dense["batch_per_gpu"] == batch]
-    bands = {"compute": Band(float(dense["compute_s"].min()), float(dense["measured_s"].max()),
-                             f"dense GPU runs at batch {batch}: logged forward + backward to "
-                             "measured time per iteration (jobs " + ", ".join(
-                                 str(j) for j in dense["job"]) + ")")}
-    sel = selection[selection["model"] == model]
-    topk = sel[(sel["method"] == "topk") & (sel["phase"] == "target")]
-    if len(topk):
-        bands["topk"] = Band(float(topk["low_s"].min()), float(topk["high_s"].max()),
-                             "logged COMP, 5th-95th percentile (jobs " + ", ".join(
-                                 str(int(j)) for j in topk["job"]) + ")")
-    else:
-        fit = sel[(sel["method"] == "topk") & sel["label"].str.startswith("fitted")]
-        if fit.empty:
-            return None
-        t = float(fit["select_s"].iloc[0])
-        bands["topk"] = Band(0.5 * t, 4.0 * t, "the authors' P102-100 fit x0.5 ... x4")
-    rule = sel[sel["method"] == METHOD]
-    if rule.empty:
-        return None
-    bands["select"] = Band(float(rule["low_s"].iloc[0]), float(rule["high_s"].iloc[0]),
-                           str(rule["label"].iloc[0]))
-    bands["counts"] = Band(1.0, 1.0, "nominal k (no recorded count of the rule)")
-    for claim, where in (("gaussiank_count_in_training", "in its own training"),
-                         ("gaussiank_count", NOT_OWN_TRAINING)):
-        rows = claims[(claims["claim"] == claim) & (claims["sparsifier"] == METHOD)
-                      & (claims["model"] == model)
-                      & ~claims["condition"].astype(str).str.contains("during warm-up")]
-        found = rows[["count_p5", "count_p95"]].dropna() if {"count_p5", "count_p95"} <= set(
-            rows.columns) else rows.iloc[:0]
-        if not found.empty:  # a table of schema 2 (earlier ones do not give the percentiles)
-            lo, hi = float(found["count_p5"].min()), float(found["count_p95"].max())
-            bands["counts"] = Band(lo, hi, f"count/k of the published rule {where}, "
-                                           "5th-95th percentile (claims-quick.csv, condition "
-                                           + str(rows["condition"].iloc[0]) + ")")
-            break
-    sparse = validation[validation["family"] == "one-node sparse"]
-    missed = (sparse["communicate_s"] - sparse["predicted_communicate_s"]).dropna()
-    bands["overhead"] = Band(0.0, float(missed.max()) if len(missed) else 0.0,
-                             "0 ... the authors' one-node sparse exchange less the model's "
-                             "all-gather (validation.csv)")
-    bands["batch"] = Band(batch, batch, "logged per-worker batch")
-    return bands
-
-
-def _steps(model: str, d: int, net, point: dict[str, float]) -> dict[str, float]:
-    """t_step of every method at one point of the band."""
-    compute = Input(point["compute"], "band", "gpu")
-    fraction, _ = backward_fraction(model)
-    out = {}
-    for method, select, ratio, extra in (
-            ("dense", 0.0, 1.0, 0.0), ("dense-wfbp", 0.0, 1.0, 0.0),
-            ("dense-fp16", 0.0, 1.0, 0.0), ("topk", point["topk"], 1.0, point["overhead"]),
-            (METHOD, point["select"], point["counts"], point["overhead"])):
-        overlap = Input(fraction, "backward share") if method == "dense-wfbp" else None
-        inputs = pm.MethodInputs(Input(select, "band"), Input(ratio, "band"), overlap)
-        out[method] = pm.step(method, P, d, pm.PAPER_DENSITY, net, compute, inputs)["t_step"] \
-            + extra
-    return out
-
-
-VARIED = ("compute", "topk", "select", "counts", "overhead")
-# the comparison with Top-k alone: the paper's third claim is that the rule beats exact
-# Top-k's slow selection on GPUs, whatever Dense does
-TOPK_ONLY = {"_topk": (("topk",), "a shorter step than exact Top-k")}
-
-
-def _speedups(model: str, d: int, net, points: list[dict], baselines) -> list[dict]:
-    """Per point of the band: baseline -> t_step(baseline) / t_step(the rule)."""
-    out = []
-    for point in points:
-        t = _steps(model, d, net, point)
-        out.append({b: t[b] / t[METHOD] for b in baselines})
-    return out
+P16_CSV = gb.PUBLISHED_DIR / "p16-gpu.csv"
+REFERENCE = gb.REFERENCE
+CLAIM = f"gaussiank_speedup_p{P}_gpu"
+TOPK_ONLY = "_topk"
+CURRENT_TORCH = "_topk_current_torch"
+# claim-name suffix: (baselines, what the statement says, Top-k's selection from)
+SUFFIXES = {
+    **{suffix: (baselines, what, TOPK_LOGGED) for suffix, (baselines, what) in CLAIMS.items()},
+    TOPK_ONLY: (("topk",), "a shorter step than exact Top-k", TOPK_LOGGED),
+    "_gtopk": (("gtopk",), "a shorter step than gTop-k", TOPK_LOGGED),
+    CURRENT_TORCH: (("topk",), "a shorter step than exact Top-k running a current torch.topk",
+                    TOPK_CURRENT),
+}
+RULE = ("every corner of the input bands: holds if every speed-up > 1 + e, fails if one "
+        "baseline's speed-up < 1 - e at every corner, else inconclusive naming the inputs whose "
+        "band decides; e = the sparse exchange's validated error (one-node sparse rows, the "
+        "slowest worker's selection), over a dense baseline at least that baseline's cluster "
+        "error")
 
 
 def _value(name: str, value: float) -> str:
@@ -161,96 +69,167 @@ def _value(name: str, value: float) -> str:
     return f"{value:.3g}" if name == "counts" else f"{value * 1e3:.3g} ms"
 
 
-def claim_rows(validation: pd.DataFrame | None = None, selection: pd.DataFrame | None = None,
-               claims: pd.DataFrame | None = None,
-               errors: dict[str, float] | None = None) -> pd.DataFrame:
-    """The rows (module docstring) for every model with bands, network and baseline set."""
-    from topkscope.claims.speedup import CLAIMS
+def _row(model: str, network, suffix: str, bands: dict, src: Sources, cluster: dict,
+         sparse: float) -> ClaimRow:
     from topkscope.models import DATASET
-    from topkscope.perf.published import comparison_error, validated_errors
-    from topkscope.perf.workload import model_size
-    from topkscope.plots.titles import sparsifier_name
+    from topkscope.sparsify import label_of
 
-    validation = pd.read_csv(PUBLISHED_DIR / "validation.csv") if validation is None \
-        else validation
-    selection = pd.read_csv(PUBLISHED_DIR / "gpu_selection.csv") if selection is None \
-        else selection
-    claims = pd.read_csv(CLAIMS_QUICK) if claims is None else claims
-    errors = validated_errors() if errors is None else errors
+    baselines, what, topk = SUFFIXES[suffix]
+    d = gb.model_d(model, src)
+    backward = src.backward_share(model)
+    errs = {b: gb.comparison_error(b, cluster, sparse) for b in baselines}
+
+    def judge(points):
+        return band_verdict(points, baselines, errs)
+
+    every = gb.corners(backward, d, network, bands, baselines)
+    verdict = judge(every)
+    flips = gb.deciding(backward, d, network, bands, baselines, judge)
+    span = {b: (min(s[b] for s in every), max(s[b] for s in every)) for b in baselines}
+    names = [label_of(b) for b in baselines]
+    spans = ", ".join(f"over {n} {lo:.3g}x-{hi:.3g}x (e ±{errs[b]:.1%})"
+                      for n, b, (lo, hi) in zip(names, baselines, span.values()))
+    deciding = "; ".join(f"{f.name} ({_value(f.name, f.low)}: {f.at_low}; "
+                         f"{_value(f.name, f.high)}: {f.at_high})" for f in flips)
+    reason = _reason(verdict, every, baselines, errs, flips)
+    if reason == "within-model-error":
+        cause = f"within the model's error over the whole input band: predicted {spans} at " \
+                f"{network.name}"
+    elif reason:
+        cause = (f"decided by {deciding or 'the inputs together'} (predicted {spans} at "
+                 f"{network.name})")
+    else:
+        cause = f"predicted {spans} over the whole input band at {network.name}"
+    if verdict == "holds":
+        cause += "; " + _margins(backward, d, network, bands, baselines, errs)
+    sources = "; ".join(f"{k} {_value(k, bands[k].low)} ... {_value(k, bands[k].high)}: "
+                        f"{bands[k].source}" for k in gb.VARIED)
+    counts = bands["counts"]
+    nominal = counts.source == NOMINAL
+    selection = gb.selection_note(model, src, topk)
+    middle = gb.speedups(backward, d, network, [{k: bands[k].mid for k in gb.VARIED}],
+                         baselines[:1])[0][baselines[0]]
+    dense = [b for b in baselines if b in pm.DENSE_METHODS]
+    first = baselines[0]
+    return ClaimRow(
+        model=model, dataset=DATASET.get(model), dataset_substitute=None,
+        claim=f"{CLAIM}{suffix}", sparsifier=METHOD,
+        statement=f"{label_of(METHOD)} gives {what} at P = {P} ({network.name}), on published "
+                  "GPU inputs with their bands",
+        n_units=len(every), evidence=f"{spans}; inputs: {sources}", verdict=verdict,
+        reason=reason, rule=RULE,
+        condition=(f"prediction, not a measurement: published GPU inputs with bands; batch "
+                   f"{int(bands['batch'].low)} per worker; counts "
+                   f"{'nominal k' if nominal else counts.source}; selection inputs: {selection}; "
+                   f"e: the sparse exchange's validated error ±{sparse:.1%} (one-node sparse "
+                   "rows, slowest worker's selection)"),
+        section="prediction", cause=cause, network=network.name,
+        inputs=("published GPU inputs (bands); Top-k's selection: "
+                + ("a published current torch.topk" if topk == TOPK_CURRENT else
+                   "as the published runs logged it")),
+        baselines=", ".join(names),
+        training_condition="" if nominal else counts.source,
+        selection_basis="band", model_error=max(errs.values()), diff_unit="speed-up ×",
+        diff_mean=middle, ci_low=span[first][0], ci_high=span[first][1],
+        decided_by=", ".join(f.name for f in flips),
+        breakeven_ms=gb.breakeven(backward, d, network, bands, dense[0], errs[dense[0]],
+                                  "select") * 1e3 if dense else math.nan,
+        speedup_low=span[dense[0]][0] if dense else math.nan,
+        speedup_high=span[dense[0]][1] if dense else math.nan,
+        speedup_topk_low=span["topk"][0] if "topk" in span else math.nan,
+        speedup_topk_high=span["topk"][1] if "topk" in span else math.nan)
+
+
+def _margins(backward: float, d: int, network, bands: dict, baselines, errs: dict) -> str:
+    """How far a holding claim's counts and overhead could grow, each with the other inputs
+    over their bands, before it stops holding (the binding baseline's break-even)."""
+    parts = []
+    for name, unit, scale in (("counts", " k", 1.0), ("overhead", " ms", 1e3)):
+        limit = min(gb.breakeven(backward, d, network, bands, b, errs[b], name)
+                    for b in baselines)
+        parts.append(f"{name} up to {limit * scale:.3g}{unit}" if math.isfinite(limit)
+                     else f"{name} at any value")
+    return "still holds with " + " or ".join(parts) + " (the other inputs over their bands)"
+
+
+def _reason(verdict: str, every: list[dict], baselines, errs: dict, flips: list) -> str:
+    """Why an inconclusive row is not decided: an input whose band alone decides, or the
+    inputs together (input-band-too-wide), unless every corner of each baseline that keeps it
+    from holding lies within 1 ± e (within-model-error)."""
+    if verdict != "inconclusive":
+        return ""
+    short = [b for b in baselines if not all(s[b] > 1 + errs[b] for s in every)]
+    inside = all(1 - errs[b] <= s[b] <= 1 + errs[b] for b in short for s in every)
+    return "within-model-error" if inside and not flips else "input-band-too-wide"
+
+
+def claim_rows(src: Sources | None = None, cluster: dict[str, float] | None = None
+               ) -> pd.DataFrame:
+    """The rows (module docstring) for every model with published GPU inputs, every network
+    and every comparison of SUFFIXES. cluster: the cluster families' validated errors
+    (default topkscope.perf.published.validated_errors)."""
+    from topkscope.perf.published import validated_errors
+
+    src = Sources.committed() if src is None else src
+    cluster = validated_errors() if cluster is None else cluster
+    sparse = gb.sparse_error(src.validation)
     rows = []
-    for model in sorted(set(validation["model"])):
-        bands = model_bands(model, validation, selection, claims)
-        if bands is None:
-            continue
-        d = int(validation.loc[validation["model"] == model, "params"].iloc[0]) or \
-            model_size(model)
-        for network in NETWORKS:
-            net = PRESETS[network]
-            corners = [dict(zip(VARIED, c)) for c in itertools.product(
-                *[(bands[k].low, bands[k].high) for k in VARIED])]
-            mid = {k: bands[k].mid for k in VARIED}
-            for suffix, (baselines, what) in {**CLAIMS, **TOPK_ONLY}.items():
-                errs = {b: comparison_error(METHOD, b, errors) for b in baselines}
-
-                every = _speedups(model, d, net, corners, baselines)
-                verdict = band_verdict(every, baselines, errs)
-                deciding, decided_by = [], []
-                for k in VARIED:
-                    ends = [band_verdict(_speedups(model, d, net, [{**mid, k: v}], baselines),
-                                     baselines, errs) for v in (bands[k].low, bands[k].high)]
-                    if ends[0] != ends[1]:
-                        decided_by.append(k)
-                        deciding.append(f"{k} ({_value(k, bands[k].low)}: {ends[0]}; "
-                                        f"{_value(k, bands[k].high)}: {ends[1]})")
-                span = {b: (min(s[b] for s in every), max(s[b] for s in every))
-                        for b in baselines}
-                names = [sparsifier_name(b) for b in baselines]
-                spans = ", ".join(f"over {n} {lo:.3g}x-{hi:.3g}x (e ±{errs[b]:.1%})"
-                                  for n, b, (lo, hi) in zip(names, baselines, span.values()))
-                cause = (f"predicted {spans} over the whole input band at {network}"
-                         if verdict != "inconclusive" else
-                         f"decided by {'; '.join(deciding) or 'the inputs together'} "
-                         f"(predicted {spans} at {network})")
-                reason = "" if verdict != "inconclusive" else "input-band-too-wide"
-                if NOT_OWN_TRAINING in bands["counts"].source and verdict != "inconclusive":
-                    cause = (f"would be {verdict}, but the rule's counts are {NOT_OWN_TRAINING} "
-                             f"({cause})")
-                    verdict, reason = "inconclusive", "counts-not-own-training"
-                sources = "; ".join(f"{k} {_value(k, bands[k].low)} ... "
-                                    f"{_value(k, bands[k].high)}: {bands[k].source}"
-                                    for k in VARIED)
-                dense = [b for b in baselines if b in pm.DENSE_METHODS]
-                rows.append(ClaimRow(
-                    model=model, dataset=DATASET.get(model), dataset_substitute=None,
-                    claim=f"gaussiank_speedup_p{P}_gpu{suffix}", sparsifier=METHOD,
-                    statement=f"{sparsifier_name(METHOD)} gives {what} at P = {P} "
-                              f"({network}), on GPU inputs with their bands",
-                    n_units=len(corners), evidence=f"{spans}; inputs: {sources}",
-                    verdict=verdict, reason=reason, rule=RULE,
-                    condition=f"prediction, not a measurement: GPU inputs of published GPU "
-                              f"runs with bands; batch {int(bands['batch'].low)} per worker",
-                    section="prediction", cause=cause, network=network,
-                    inputs="GPU inputs of published GPU runs (bands)",
-                    baselines=", ".join(names), selection_basis="band",
-                    model_error=max(errs.values()), diff_unit="speed-up ×",
-                    decided_by=", ".join(decided_by),
-                    speedup_low=span[dense[0]][0] if dense else math.nan,
-                    speedup_high=span[dense[0]][1] if dense else math.nan,
-                    speedup_topk_low=span["topk"][0] if "topk" in span else math.nan,
-                    speedup_topk_high=span["topk"][1] if "topk" in span else math.nan))
+    for model in gb.models(src):
+        bands = {kind: gb.model_bands(model, src, kind) for kind in (TOPK_LOGGED, TOPK_CURRENT)}
+        for network in gb.networks():
+            for suffix, (_, _, topk) in SUFFIXES.items():
+                if bands[topk] is not None:
+                    rows.append(_row(model, network, suffix, bands[topk], src, cluster, sparse))
     return frame(rows)
 
 
-RULE = ("every corner of the input band: holds if every speed-up > 1 + e, fails if one "
-        "baseline's speed-up < 1 - e at every corner, else inconclusive naming the inputs whose "
-        "band decides")
+# ------------------------------------------------------------------ the answer
+def p16_answer(table: pd.DataFrame) -> dict:
+    """The numbers of the P = 16 answer from the p16-gpu rows, read from their fields only:
+
+        comparisons   {baselines (Top-k's selection as logged; "... (current torch.topk)"):
+                       {verdict: {"models": {model: [networks]}, "low", "high" (the speed-up
+                       over the comparison's first baseline, ci_low / ci_high, over those rows),
+                       "reasons": {model: REASONS keys}, "decided_by": {model: inputs}}}}, in
+                       the table's order
+        model_error   (smallest, largest) error judged against
+        counts_nominal  True when no row's counts come from the rule's own training
+        models        the models with rows
+    """
+    errors = pd.to_numeric(table["model_error"], errors="coerce")
+    out = {"comparisons": {},
+           "model_error": (float(errors.min()), float(errors.max())) if len(table)
+           else (math.nan, math.nan),
+           "counts_nominal": bool((table["training_condition"].fillna("") == "").all()),
+           "models": list(dict.fromkeys(table["model"]))}
+    for (claim, baselines), rows in table.groupby(["claim", "baselines"], sort=False):
+        current = str(claim).endswith(CURRENT_TORCH)
+        key = f"{baselines} (current torch.topk)" if current else str(baselines)
+        verdicts = {}
+        for verdict, sub in rows.groupby("verdict", sort=False):
+            by_model = dict(tuple(sub.groupby("model", sort=False)))
+            verdicts[verdict] = {
+                "models": {m: list(g["network"]) for m, g in by_model.items()},
+                "low": float(sub["ci_low"].min()), "high": float(sub["ci_high"].max()),
+                "reasons": {m: sorted(set(g["reason"].fillna("")) - {""})
+                            for m, g in by_model.items()},
+                "decided_by": {m: sorted({n.strip() for v in g["decided_by"].fillna("")
+                                          for n in str(v).split(",") if n.strip()})
+                               for m, g in by_model.items()}}
+        out["comparisons"][key] = verdicts
+    return out
 
 
 def markdown(table: pd.DataFrame) -> str:
     """The P = 16 GPU-band verdicts as docs/scaling.md shows them."""
-    lines = ["| model | network | baselines | verdict | why |", "|---|---|---|---|---|"]
+    lines = ["| model | network | baselines | Top-k's selection | verdict | speed-up | "
+             "decided by |", "|---|---|---|---|---|---|---|"]
     for r in table.itertuples(index=False):
-        lines.append(f"| {r.model} | {r.network} | {r.baselines} | {r.verdict} | {r.cause} |")
+        which = "current torch" if str(r.claim).endswith(CURRENT_TORCH) else "logged"
+        speed = f"{r.ci_low:.3g}–{r.ci_high:.3g}×" if np.isfinite(r.ci_low) else "—"
+        decided = r.decided_by if isinstance(r.decided_by, str) and r.decided_by else "—"
+        lines.append(f"| {r.model} | {r.network} | {r.baselines} | {which} | {r.verdict} | "
+                     f"{speed} | {decided} |")
     return "\n".join(lines)
 
 

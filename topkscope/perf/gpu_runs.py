@@ -8,7 +8,7 @@ their sources; from runs imported by `topkscope import gaussiank-sgd` (launcher 
                              runs) the selection: the published.csv columns plus node, job,
                              select_s, family
     selection_inputs(runs)   per method and d, a GPU selection time labelled "measured on a
-                             GPU (source)", "fitted by the authors (source)" or "modelled (how)"
+                             GPU (source)" or "fitted by the authors (source)"
     write(roots, out_dir)    results/reference/published/{runs,validation,gpu_selection}.csv
                              (gpu_selection.csv also holds the Top-k compression times of the
                              seed authors' 32-GPU cluster, topkscope.perf.gtopkssgd), and
@@ -50,11 +50,11 @@ Selection inputs. Top-k: the logged COMP per density phase (warm-up 1/64 and 0.0
 the median over that phase's iterations with the 5th-95th percentiles as low / high),
 "measured on a GPU (source)"; the authors' fitted cost of torch.topk on their P102-100,
 t = s d log2 d, s = AUTHORS_TOPK_S (hclhkbu/GaussianK-SGD@0de3eeb utils.py), "fitted by the
-authors (source)". Rand-k: its logged COMP (torch.randperm over d and a gather: what one O(d)
-pass costs on that GPU). Threshold methods: a memory-traffic model anchored on it,
-t = passes x t_pass(d) + kernels x LAUNCH_S with t_pass(d) = Rand-k's measured time x d / its
-d, passes and kernels per method in TRAFFIC (from the published rules' loops), and the band
-BAND (x0.5 ... x4) around it: "modelled (how)".
+authors (source)". Rand-k: its logged COMP. COMP is timed on the host around compress() with
+no synchronize (the authors' distributed_optimizer.py `_sparse_allreduce_async`), so Rand-k's
+0.18 ms is what launching its kernels costs, not one GPU pass over d; the threshold methods'
+GPU times are topkscope.perf.traffic's memory-traffic model (results/reference/published/
+gpu_traffic.csv), not an anchor on Rand-k's.
 """
 
 from __future__ import annotations
@@ -82,20 +82,6 @@ from topkscope.perf.networks import PRESETS
 
 REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
 PUBLISHED_DIR = REFERENCE / "published"
-LAUNCH_S = 5e-6      # one CUDA kernel launch (order of magnitude; the band covers it)
-BAND = (0.5, 4.0)    # the modelled selection times' uncertainty band (multiples of the model)
-# passes over d and kernels per call of each threshold method, (low, high) over its loop:
-# gaussiank-2019: mean and std (2 passes), then per threshold evaluation a compare and a
-# nonzero (2 passes, 3 kernels), 1 to 3 evaluations (the published `while loops < 3`);
-# redsync-2019: mean and max of |u| (2), three evaluations (eps 0.2) of 2 passes; dgc: a 1%
-# sample's top-k (no pass over d), then compare + nonzero (2), up to one re-threshold;
-# sidco: |u|'s mean (1), then compare + nonzero (2) per stage, 1 to 3 stages.
-TRAFFIC = {
-    "gaussiank-2019": ((4, 5), (8, 11)),
-    "redsync-2019": ((8, 11), (8, 11)),
-    "dgc": ((2, 4), (4, 8)),
-    "sidco": ((3, 4), (7, 10)),
-}
 ONE_NODE = "one-node"
 TARGET = "target"
 
@@ -301,10 +287,8 @@ def _phase_selects(run) -> list[dict]:
 
 def selection_inputs(runs: list, models: dict[str, int] | None = None) -> pd.DataFrame:
     """Per method and d, a GPU selection time with its label (module docstring). `models`:
-    name -> d for the authors' fit and the modelled methods (default: the imported runs'
-    models and their logged d)."""
+    name -> d for the authors' fit (default: the imported runs' models and their logged d)."""
     measured = [row for run in runs for row in _phase_selects(run)]
-    table = pd.DataFrame(measured)
     if models is None:
         models = {r["model"]: r["d"] for r in measured}
         for run in runs:
@@ -317,24 +301,6 @@ def selection_inputs(runs: list, models: dict[str, int] | None = None) -> pd.Dat
         rows.append({"method": "topk", "model": model, "d": d, "density": math.nan,
                      "phase": "any k", "select_s": t, "low_s": t, "high_s": t,
                      "label": f"fitted by the authors ({AUTHORS_FIT_SOURCE})"})
-    anchors = table[(table.get("method") == "randk") & (table.get("phase") == TARGET)] \
-        if len(table) else table
-    if len(anchors):
-        anchor = anchors.iloc[0]
-        for model, d in sorted(models.items()):
-            t_pass = float(anchor["select_s"]) * d / float(anchor["d"])
-            for method, ((p_lo, p_hi), (k_lo, k_hi)) in TRAFFIC.items():
-                mid = 0.5 * (p_lo + p_hi) * t_pass + 0.5 * (k_lo + k_hi) * LAUNCH_S
-                lo = min(BAND[0] * mid, p_lo * t_pass + k_lo * LAUNCH_S)
-                hi = max(BAND[1] * mid, p_hi * t_pass + k_hi * LAUNCH_S)
-                rows.append({
-                    "method": method, "model": model, "d": d, "density": math.nan,
-                    "phase": "any k", "select_s": mid, "low_s": lo, "high_s": hi,
-                    "label": f"modelled ({p_lo}-{p_hi} passes over d x one pass "
-                             f"{t_pass * 1e3:.3g} ms (Rand-k's logged COMP, job "
-                             f"{anchor['job']} on node {anchor['node']}, scaled by d / "
-                             f"{int(anchor['d'])}) + {k_lo}-{k_hi} kernels x "
-                             f"{LAUNCH_S * 1e6:g} us; band x{BAND[0]:g} ... x{BAND[1]:g})"})
     return pd.DataFrame(rows)
 
 

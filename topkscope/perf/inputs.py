@@ -29,9 +29,14 @@ from): compute from the user's value (seconds, or an Input measured in a run), e
 GPU compute table of topkscope.perf.published; "here" ("this machine"): the model's complete
 runs, else the model-compute benchmark CSV (compute_table). Selection times from a
 selection-benchmark CSV (selection_table, preferring one measured on the device that
-selection_device names for the compute) or the user's; counts from each method's own runs (count_ratios, else
+selection_device names for the compute) or the user's; with GPU compute and no benchmark
+measured on a GPU, the published GPU selection inputs where a method has them
+(topkscope.perf.gpu_bands.gpu_selection_input: exact Top-k's logged or fitted GPU times, the
+published threshold rules' memory-traffic model, topkscope.perf.traffic), the benchmark's
+times for the others; counts from each method's own runs (count_ratios, else
 nominal k); dense-wfbp's overlap from the model's FLOPs (topkscope.perf.workload).
-selection_basis and inputs_warning say where a selection time is another device's.
+selection_basis and inputs_warning say where a selection time is another device's or
+modelled.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ COMPUTE_COLUMNS = {"model", "threads", "batch_per_worker", "compute_s"}
 NO_SELECTION = ("dense", "dense-wfbp", "dense-fp16")
 SELECTION_MEASURED = "measured"     # the selection time is the compute's device's (or none)
 SELECTION_BREAKEVEN = "break-even"  # another device's: judged by break-even selection times
+MODELLED = "modelled"  # how a selection time's source begins when no device measured it
 
 
 def device_mismatch(compute: Input, select: Input) -> str | None:
@@ -171,14 +177,8 @@ def benchmark_compute_time(table: pd.DataFrame, model: str) -> tuple[Input, int]
 
 
 def _read_bench_csv(path: str | Path, columns: set[str], what: str) -> pd.DataFrame:
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{what} CSV {str(path)!r} does not exist")
-    df = pd.read_csv(path)
-    missing = columns - set(df.columns)
-    if missing:
-        raise ValueError(f"{str(path)!r} is not a {what} CSV: it lacks {sorted(missing)}")
-    df.attrs["name"] = path.name
+    df = pm.read_csv_with(path, columns, what)
+    df.attrs["name"] = Path(path).name
     return df
 
 
@@ -212,18 +212,7 @@ def selection_time(table: pd.DataFrame, method: str, d: int, density: float,
     near = dens[np.argmin(np.abs(np.log(dens) - math.log(density)))]
     rows = rows[rows["density"] == near]
     per_d = rows.groupby("d")["median_ms"].median().sort_index()
-    ds = per_d.index.to_numpy(dtype=float)
-    ts = per_d.to_numpy(dtype=float) / 1e3
-    if len(ds) == 1:
-        seconds, how = float(ts[0]) * d / ds[0], "scaled linearly from one size"
-    else:
-        x, y = np.log(ds), np.log(ts)
-        lx = math.log(d)
-        i = int(np.clip(np.searchsorted(x, lx) - 1, 0, len(x) - 2))
-        slope = (y[i + 1] - y[i]) / (x[i + 1] - x[i])
-        seconds = float(math.exp(y[i] + slope * (lx - x[i])))
-        how = "interpolated in d" if ds[0] <= d <= ds[-1] else (
-            f"extrapolated in d beyond {ds[0]:.3g}-{ds[-1]:.3g}")
+    seconds, how = pm.loglog(per_d.index, per_d.to_numpy(dtype=float) / 1e3, d)
     device = str(rows["device"].iloc[0]) if "device" in rows else "?"
     name = table.attrs.get("name", "selection CSV")
     density_note = f"rho={near:g}" + ("" if np.isclose(near, density) else f" for {density:g}")
@@ -464,12 +453,19 @@ def selection_device(inputs: str = DEFAULT_INPUTS,
     return "gpu" if inputs == "published" else "cpu"
 
 
+# a selection table's attrs key: prefer the published GPU selection inputs
+# (topkscope.perf.gpu_bands.gpu_selection_input) for GPU compute, the table for the rest
+PUBLISHED_GPU = "published_gpu_selection"
+
+
 def selection_table(results_root: str | Path | None = None, path: str | Path | None = None,
                     device: str | None = None) -> pd.DataFrame:
     """The selection CSV: `path` when given; else the first of <results_root>/bench/
     selection.csv and the committed references (results/reference/bench-gpu/selection.csv for
     device "gpu", then bench-cpu/selection.csv) that was measured on `device` ("cpu", "gpu"),
-    else the first of them that exists (None: <results_root>/bench, then the CPU reference)."""
+    else the first of them that exists (None: <results_root>/bench, then the CPU reference).
+    For device "gpu" without a GPU benchmark the table is marked (attrs PUBLISHED_GPU):
+    model_inputs then takes the published GPU selection inputs where a method has them."""
     if path is not None:
         return read_selection_csv(path)
     candidates = [Path(results_root) / "bench" / "selection.csv"] if results_root else []
@@ -480,7 +476,10 @@ def selection_table(results_root: str | Path | None = None, path: str | Path | N
         raise ValueError(f"no selection.csv: looked at {', '.join(map(str, candidates))}; run "
                          "benchmarks/selection.py or give one")
     same = [t for t in tables if device is not None and table_device(t) == device]
-    return (same or tables)[0]
+    chosen = (same or tables)[0]
+    if device == "gpu" and not same:  # no GPU benchmark: the published GPU inputs first
+        chosen.attrs[PUBLISHED_GPU] = True
+    return chosen
 
 
 def compute_table(results_root: str | Path | None = None,
@@ -563,9 +562,14 @@ def model_inputs(model: str, methods: Sequence[str], density: float, selection: 
     out = {}
     for m in methods:
         selector = pm.SELECTOR_OF.get(m, m)
+        sel = None
         if m in select_s:
             sel = Input(float(select_s[m]), "user")
-        else:
+        elif selection.attrs.get(PUBLISHED_GPU) and compute.device == "gpu":
+            from topkscope.perf.gpu_bands import gpu_selection_input
+
+            sel = gpu_selection_input(m, model, d)
+        if sel is None:
             sel = selection_time(selection, selector, d, density)
         if sel is None:
             notes.append(f"{model}/{m}: no selection time (not in the selection CSV; give "
@@ -585,9 +589,12 @@ def model_inputs(model: str, methods: Sequence[str], density: float, selection: 
 def selection_basis(compute: Input, select: Input) -> str:
     """How a row's selection time may be used: "measured" when it was measured on the
     compute's device, given by the user, or zero (nothing selected); "break-even" when it is
-    another device's (device_mismatch): a claim then rests on the
-    break-even selection times, never on that time."""
-    return SELECTION_BREAKEVEN if device_mismatch(compute, select) else SELECTION_MEASURED
+    another device's (device_mismatch) or modelled, not measured (a published GPU input of
+    topkscope.perf.traffic): a claim then rests on the break-even selection times, never on
+    that time."""
+    if device_mismatch(compute, select) or select.source.startswith(MODELLED):
+        return SELECTION_BREAKEVEN
+    return SELECTION_MEASURED
 
 
 def inputs_warning(compute: Input, methods: dict[str, pm.MethodInputs]) -> str:

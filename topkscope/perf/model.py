@@ -20,7 +20,8 @@ topkscope.perf.patterns on a network of topkscope.perf.networks:
                         training condition (topkscope.perf.inputs)
     gtopk             Top-k selection, gTop-k's tree exchange of k pairs
 
-Every input is an `Input(value, source, device)`, defined here (the model's input type);
+Every input is an `Input(value, source, device)`, defined here (the model's input type; an
+input known only within a range is a `Band(low, high, source)`);
 topkscope.perf.inputs finds each one and names its source.
 
 dense-wfbp and dense-fp16 are the baselines reviewers of gradient compression ask for
@@ -61,6 +62,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 from topkscope.perf import patterns
 from topkscope.perf.networks import Network
@@ -88,6 +90,58 @@ class Input:
     value: float
     source: str
     device: str | None = None
+
+
+def read_csv_with(path, columns: set[str], what: str):
+    """A CSV that must exist and hold `columns` (a DataFrame); a one-line ValueError naming
+    the file and what it lacks otherwise."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{what} CSV {str(path)!r} does not exist")
+    table = pd.read_csv(path)
+    missing = set(columns) - set(table.columns)
+    if missing:
+        raise ValueError(f"{str(path)!r} is not a {what} CSV: it lacks {sorted(missing)}")
+    return table
+
+
+def loglog(sizes, times, size: float) -> tuple[float, str]:
+    """(time at `size`, how) from measured (size, time) points: linear in log size - log time
+    between the two nearest sizes, extrapolated from the nearest two outside them (said so);
+    one point: scaled linearly in size."""
+    import numpy as np
+
+    xs, ts = np.asarray(sizes, dtype=float), np.asarray(times, dtype=float)
+    order = np.argsort(xs)
+    xs, ts = xs[order], ts[order]
+    if len(xs) == 1:
+        return float(ts[0]) * size / xs[0], "scaled linearly from one size"
+    x, y, lx = np.log(xs), np.log(ts), math.log(size)
+    i = int(np.clip(np.searchsorted(x, lx) - 1, 0, len(x) - 2))
+    slope = (y[i + 1] - y[i]) / (x[i + 1] - x[i])
+    how = "interpolated in d" if xs[0] <= size <= xs[-1] else (
+        f"extrapolated in d beyond {xs[0]:.3g}-{xs[-1]:.3g}")
+    return float(math.exp(y[i] + slope * (lx - x[i]))), how
+
+
+@dataclass(frozen=True)
+class Band:
+    """An input known only within [low, high], and where both ends come from (the P = 16
+    predictions on published GPU inputs evaluate the model at every corner of such bands)."""
+
+    low: float
+    high: float
+    source: str
+
+    def __post_init__(self) -> None:
+        if not self.low <= self.high:
+            raise ValueError(f"a band needs low <= high, got {self.low!r} ... {self.high!r}")
+
+    @property
+    def mid(self) -> float:
+        return 0.5 * (self.low + self.high)
 
 
 @dataclass(frozen=True)

@@ -174,17 +174,31 @@ def _time(rows: pd.DataFrame, _table) -> str:
 
 
 def _gpu_bands(rows: pd.DataFrame) -> str:
-    """The GPU-band predictions (claims.gpu_bands) counted, and the ones that decided, by name."""
+    """The GPU-band predictions (claims.gpu_bands) counted, the models they hold for, the
+    undecided ones, and the comparison with a current torch.topk (claims.gpu_bands.p16_answer:
+    fields only)."""
+    from topkscope.claims.gpu_bands import p16_answer
+
+    answer = p16_answer(rows)
     text = (f"{tally(rows['verdict'], 'predictions')} ({_models(rows)} × "
-            f"{rows['network'].nunique()} networks × {rows['baselines'].nunique()} baselines)"
-            "\n    — compute, selection and counts from the authors' GPU logs, each over its band")
-    decided = rows[rows["verdict"].isin(("holds", "fails"))]
-    groups = decided.groupby(["model", "baselines", "verdict"], sort=False)["network"]
-    if len(decided):
-        text += "; " + "; ".join(
-            f"{_bold(verdict)} for {model_name(model).split(' (')[0]} over {baselines} at "
-            f"{', '.join(networks)}" for (model, baselines, verdict), networks in groups)
-    return text
+            f"{rows['network'].nunique()} networks × {rows['claim'].nunique()} comparisons)")
+    current = {k: v for k, v in answer["comparisons"].items() if k.endswith("torch.topk)")}
+    logged = {k: v for k, v in answer["comparisons"].items() if k not in current}
+    held = [m for m in answer["models"] if any(m in v.get("holds", {}).get("models", {})
+                                              for v in logged.values())]
+    rest = [m for m in answer["models"] if m not in held]
+    name = {m: model_name(m).split(" (")[0] for m in answer["models"]}
+    parts = []
+    if held:
+        parts.append(f"{_bold('holds')} for {', '.join(name[m] for m in held)} over some "
+                     "baselines")
+    if rest:
+        parts.append(f"undecided for {', '.join(name[m] for m in rest)}")
+    for verdicts in current.values():
+        parts.append("vs Top-k on a current torch.topk: " + ", ".join(
+            f"{verdict} {sum(len(n) for n in v['models'].values())}"
+            for verdict, v in verdicts.items()))
+    return text + ("\n    — " + "; ".join(parts) if parts else "")
 
 
 SUMMARIES = {"distribution": _distribution, "convergence": _convergence,

@@ -45,13 +45,15 @@ class GaussianK2019(Sparsifier):
 
     def __init__(self) -> None:
         self._workspace = Workspace()
+        self.last_evaluations = 0  # thresholds evaluated by the latest call (1-3; benchmarks)
 
     def _select(self, u: torch.Tensor, k: int) -> torch.Tensor:
         blocks = BlockMaxima(u, expected_count=k, workspace=self._workspace)  # raises on NaN/Inf
         mean, std = mean_std(blocks.u)
         thr = mean + gaussian_threshold(std, k / u.numel())
-        for _ in range(EVALUATIONS):
+        for evaluation in range(EVALUATIONS):
             evaluated = thr
+            self.last_evaluations = evaluation + 1
             count = blocks.count(evaluated, strict=True)
             if count < 2 * k / 3:
                 thr *= 0.5

@@ -94,15 +94,18 @@ class RedSync2019(Sparsifier):
 
     def __init__(self) -> None:
         self._workspace = Workspace()
+        self.last_evaluations = 0  # thresholds evaluated by the latest call (1-3; benchmarks)
 
     def _select(self, u: torch.Tensor, k: int) -> torch.Tensor:
         blocks = BlockMaxima(u, expected_count=k, workspace=self._workspace)  # raises on NaN/Inf
         mean_abs, top = _magnitude_range(blocks)
         low, high = 0.0, 1.0
+        self.last_evaluations = 0
         while high - low > EPS_2019:
             r = low + (high - low) / 2
             thr = mean_abs + r * (top - mean_abs)
             n = blocks.count(thr, strict=True)
+            self.last_evaluations += 1
             if k < n < 2 * k:
                 break
             if n < k / 2:
