@@ -68,3 +68,19 @@ def test_bench_quick_runs_redsync_versions(tmp_path, data_root, monkeypatch, cap
     assert (table["topk_count_over_k"] == 1).all()  # exact Top-k selects exactly k
     jaccard = table.filter(like="jaccard_")
     assert ((jaccard >= 0) & (jaccard <= 1)).all().all()
+
+
+@pytest.mark.train
+def test_recorder_calls_times_each_kind_of_call_with_the_configs_settings(data_root,
+                                                                          monkeypatch):
+    """benchmarks/recorder_calls.py on FNN-3 (2 workers): after the 2 warm-up steps, steps 2
+    and 4 run the selectors and step 3 the statistics alone, one call per worker each; the
+    configs' own sparsifier_per_layer, or the one given."""
+    module = script("recorder_calls", monkeypatch)
+    row = module.measure("fnn3-mnist", "quick", 5, str(data_root))
+    assert (row["workers"], row["stats_calls"], row["selector_calls"]) == (2, 2, 4)
+    assert row["sparsifiers"] == 7 and row["densities"] == 2
+    assert row["sparsifier_per_layer"] is False  # the quick profile's setting
+    assert 0 < row["stats_ms"] < row["selectors_ms"]
+    assert module.measure("fnn3-mnist", "quick", 4, str(data_root),
+                          per_layer=True)["sparsifier_per_layer"] is True

@@ -311,6 +311,42 @@ def test_wants_follows_the_schedules(tmp_path):
     assert load(tmp_path).stats.empty
 
 
+SELECTORS = ["gaussiank-2019", "dgc", "randk", "tail-k"]  # randomised (dgc, randk), stateful
+
+
+def selector_frame(tmp_path, name: str, **settings) -> pd.DataFrame:
+    """The stats of u of one recorder run over the tiny loop: statistics every step, the
+    approximate SELECTORS every other step, with `settings`."""
+    with Recorder(tmp_path / name, schedule=1, sparsifier_schedule={"every": 2},
+                  densities=[0.05, 0.3], sparsifiers=SELECTORS, kinds=("u",), **settings) as rec:
+        run(6, rec)
+    stats = load(tmp_path / name).stats
+    return stats.sort_values(["step", "rank", "layer", "density"]).reset_index(drop=True)
+
+
+def test_selectors_run_on_their_schedule_and_on_the_whole_model_row_when_asked(tmp_path):
+    """sparsifier_schedule: the S_* columns of a stats step without the selectors are null;
+    sparsifier_per_layer=False: only the whole-model row has them, equal to the per-layer
+    recorder's (the randomised and stateful selectors draw and adapt the same there), and
+    every other column is the same."""
+    both = selector_frame(tmp_path, "layers")
+    whole = selector_frame(tmp_path, "whole", sparsifier_per_layer=False)
+    columns = [c for c in both.columns if any(c.startswith(f"{s.replace('-', '_')}_")
+                                              for s in SELECTORS)]
+    assert len(columns) == 4 * len(SELECTORS)
+    on_schedule = both["step"] % 2 == 0
+    assert both.loc[on_schedule, columns].notna().all().all()
+    assert both.loc[~on_schedule, columns].isna().all().all()
+    is_global = whole["layer"] == GLOBAL
+    pd.testing.assert_frame_equal(whole.loc[is_global], both.loc[is_global])
+    assert whole.loc[~is_global, columns].isna().all().all()
+    pd.testing.assert_frame_equal(whole.drop(columns=columns), both.drop(columns=columns))
+    manifest = json.loads((tmp_path / "whole" / "manifest.json").read_text())
+    assert manifest["recorder"]["sparsifier_per_layer"] is False
+    with pytest.raises(ValueError, match="sparsifier_per_layer = 'no' must be true or false"):
+        Recorder(tmp_path / "bad", sparsifier_per_layer="no")
+
+
 def test_recorder_sparsifiers_leave_every_global_random_state_alone():
     import random
 

@@ -193,6 +193,23 @@ def test_selected_over_k_one_series_per_selector(run):
     np.testing.assert_allclose(rand.get_ydata(), 1.0)  # Rand-k is exact in count
 
 
+def test_selected_over_k_joins_the_steps_the_selectors_ran(run):
+    """With a sparser sparsifier_schedule the S_* columns of the other stats steps are null:
+    the lines join the evaluated steps (a NaN between two points would break the line into
+    dots that draw nothing)."""
+    stats = run.stats.copy()
+    steps = sorted(stats["step"].unique())
+    skipped = stats["step"].isin(steps[1::2])
+    selector = [c for c in stats.columns if c.endswith(("_count", "_recall", "_ratio"))
+                and not c.startswith("topk")]
+    stats.loc[skipped, selector] = np.nan
+    fig = plots.selected_over_k(stats, manifest=run.manifest)
+    for ax in fig.axes[:2]:  # count and recall of the first density
+        (gk,) = [line for line in ax.lines if line.get_label() == "Gaussian-k"]
+        np.testing.assert_array_equal(gk.get_xdata(), steps[::2])
+        assert np.isfinite(gk.get_ydata()).all()
+
+
 def test_selection_time_from_the_benchmark_table(small):
     bench = pd.read_csv(small.root / "bench" / "selection.csv")
     fig = plots.selection_time(bench, density=0.001, context={"device": "cpu"})

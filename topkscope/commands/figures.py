@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="quick", choices=("quick", "standard", "full"),
                    help="quick: the distribution study and FNN-3 convergence, 20 minutes on a "
                         "2-core CPU; standard: the convergence models quick cannot afford "
-                        "(LSTM-PTB, GPT-PTB), 90 minutes on 2 cores; full: the paper's settings "
+                        "(LSTM-PTB, GPT-PTB), 120 minutes on 2 cores; full: the paper's settings "
                         "(default quick)")
     p.add_argument("--results", type=Path, metavar="DIR",
                    help="results root (runs, bench/, figures/, claims.csv); default: results "

@@ -97,6 +97,10 @@ class Recorder:
     written by the ranks in snapshot_ranks (None: every rank; [0]: one worker's u, a quarter
     of the disk of four when the ranks' u of one step would be judged as one block anyway).
     sparsifier_schedule: when to run the approximate sparsifiers on u (default: schedule).
+    sparsifier_per_layer: run them on every layer's row too (default), or only on the
+    whole-model row (False: the layers' selector columns stay null; the claims and the figures
+    read the whole-model row alone, and a model of many layers pays most for the per-layer
+    selections).
     Schedules take any form `parse_schedule` accepts (int n = every n steps, list = at
     those steps, {"every": n}, {"steps": [...]}, "log:5", a callable, None = never).
     densities: the rho values in (0, 1] at which k = max(1, round(rho * n)) is evaluated.
@@ -130,6 +134,7 @@ class Recorder:
         flush_every: int = 50,
         *,
         sparsifier_schedule: Any = None,
+        sparsifier_per_layer: bool = True,
         kinds: Sequence[str] = KINDS,
         topk_kinds: Sequence[str] = ("u",),
         per_layer: bool = True,
@@ -145,14 +150,15 @@ class Recorder:
     ) -> None:
         checked = check_settings(dict(
             schedule=schedule, hist_schedule=hist_schedule, snapshot_schedule=snapshot_schedule,
-            sparsifier_schedule=sparsifier_schedule, densities=densities, sparsifiers=sparsifiers,
-            flush_every=flush_every, kinds=kinds, topk_kinds=topk_kinds, per_layer=per_layer,
+            sparsifier_schedule=sparsifier_schedule, sparsifier_per_layer=sparsifier_per_layer,
+            densities=densities, sparsifiers=sparsifiers, flush_every=flush_every, kinds=kinds, topk_kinds=topk_kinds, per_layer=per_layer,
             hist_bins=hist_bins, hist_range=hist_range, snapshot_kinds=snapshot_kinds,
             snapshot_ranks=snapshot_ranks, min_free_bytes=min_free_bytes, seed=seed))
         self.schedule: Schedule = checked["schedule"]
         self.hist_schedule: Schedule = checked["hist_schedule"]
         self.snapshot_schedule: Schedule = checked["snapshot_schedule"]
         self.sparsifier_schedule: Schedule = checked["sparsifier_schedule"] or self.schedule
+        self.sparsifier_per_layer: bool = checked["sparsifier_per_layer"]
         self.densities = checked["densities"]
         names = checked["sparsifiers"]
         self.rank = validate.integer("rank", rank, 0)
@@ -225,6 +231,7 @@ class Recorder:
             "hist_schedule": repr(self.hist_schedule),
             "snapshot_schedule": repr(self.snapshot_schedule),
             "sparsifier_schedule": repr(self.sparsifier_schedule),
+            "sparsifier_per_layer": self.sparsifier_per_layer,
             "densities": list(self.densities),
             "sparsifiers": list(self._sources),
             "kinds": list(self.kinds),
@@ -465,7 +472,8 @@ class Recorder:
         sparsifiers = {name: self._row_states(name, src, rank) if src.stateful
                        else src.at(step, rank) for name, src in self._sources.items()}
         cols = selection_rows(vec["u"], plan, mom.sumsq[kinds.index("u")], kth[iu],
-                              tops.count_above(kth)[iu], sparsifiers, ratio[kinds.index("u")])
+                              tops.count_above(kth)[iu], sparsifiers, ratio[kinds.index("u")],
+                              per_layer=self.sparsifier_per_layer)
         return ratio, cols
 
     def _row_states(self, name: str, source: SparsifierSource, rank: int) -> RowStates:

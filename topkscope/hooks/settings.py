@@ -82,6 +82,7 @@ _SETTING_CHECKS = {
     "hist_schedule": _schedule,
     "snapshot_schedule": _schedule,
     "sparsifier_schedule": lambda name, value: None if value is None else parse_schedule(value),
+    "sparsifier_per_layer": validate.boolean,
     "densities": _densities,
     "sparsifiers": _sparsifier_names,
     "flush_every": _at_least(1),

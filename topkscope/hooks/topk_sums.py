@@ -331,6 +331,7 @@ def selection_rows(
     n_above: torch.Tensor,
     sparsifiers: Mapping[str, Sparsifier | RowStates],
     topk_ratio: np.ndarray | torch.Tensor | None = None,
+    per_layer: bool = True,
 ) -> dict[str, np.ndarray]:
     """Columns {S_<suffix>} (topkscope.columns.SELECTOR_COLUMNS) of shape (R, D) for u (d,).
 
@@ -338,7 +339,9 @@ def selection_rows(
     magnitudes and counts strictly above them; topk_ratio (R, D) u's exact Top-k contraction
     (S_ratio_vs_topk is NaN without it). A `RowStates` value gives each (row, density) its own
     instance (keyed by layer name, numel and density). A sparsifier that refuses a row
-    (ValueError, e.g. an all-zero row) leaves NaN there.
+    (ValueError, e.g. an all-zero row) leaves NaN there. per_layer=False evaluates row 0 (the
+    whole model) alone and leaves the layers' rows NaN; row 0's values are the same either way
+    (it is evaluated first, and each (row, density) of a stateful selector has its own state).
     """
     rows, dens = plan.k.shape
     out = {name: np.full((rows, dens), np.nan) for name in selector_columns(
@@ -346,7 +349,7 @@ def selection_rows(
     total = sumsq.tolist()
     kth_l, above_l = kth.tolist(), n_above.tolist()
     with torch.no_grad(), isolated_rng(u.device):
-        for r in range(rows):
+        for r in range(rows if per_layer else 1):
             a, n = int(plan.starts[r]), int(plan.numel[r])
             x = u[a : a + n]
             for j in range(dens):

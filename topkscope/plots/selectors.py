@@ -60,8 +60,8 @@ def selected_over_k(
             ax = axes[0][col]
             ax.axhspan(*BAND, color="#bbbbbb", alpha=0.3, lw=0, label="band [2k/3, 4k/3]")
             ax.axhline(1.0, color="k", lw=0.8, ls="--", label="exactly k")
-            for s in selectors:
-                ratio = (part[f"{s}_count"] / part["k"]).groupby(part["step"]).median()
+            for s in selectors:  # null where the selectors did not run (sparsifier_schedule)
+                ratio = (part[f"{s}_count"] / part["k"]).groupby(part["step"]).median().dropna()
                 ax.plot(ratio.index, ratio.values, color=colors[s], ls=styles[s], lw=1.4,
                         label=sparsifier_name(s))
             ax.set_yscale("log")
@@ -71,7 +71,7 @@ def selected_over_k(
             if with_recall:
                 rax = axes[1][col]
                 for s in with_recall:
-                    rec = part.groupby("step")[f"{s}_recall"].median()
+                    rec = part.groupby("step")[f"{s}_recall"].median().dropna()
                     rax.plot(rec.index, rec.values, color=colors[s], ls=styles[s], lw=1.4,
                              label=sparsifier_name(s))
                 rax.set_ylim(-0.02, 1.02)

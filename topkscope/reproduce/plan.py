@@ -10,8 +10,8 @@ runs in:
     quick     2-core CPU, at most 20 minutes: four distribution runs (FNN-3, VGG-16, LSTM,
               the GPT with AdamW), the selection-speed benchmark, the FNN-3 convergence
               (5 seeds)
-    standard  2-core CPU, at most 90 minutes: the convergence models quick cannot afford, the
-              LSTM and the GPT on PTB (3 seeds each), and the ResNet-20 and VGG-16
+    standard  2-core CPU, at most 120 minutes: the convergence models quick cannot afford,
+              the LSTM (4 seeds) and the GPT (3 seeds) on PTB, and the ResNet-20 and VGG-16
               distribution studies on 3 seeds (quick's settings; its claims are a file of
               their own, claims-standard.csv under results/reference/ once committed)
     full      the paper's settings (GPUs): everything, 8 seeds per convergence design
@@ -29,11 +29,34 @@ adaptive stage count), randk, tail-k (the earlier variants dgc-sampled and sidco
 sensitivity; LSTM-PTB: gaussiank-2019 and dgc under both conditions and tail-k under the paper
 warm-up alone, no sensitivity; GPT-PTB (AdamW): gaussiank-2019 under both, tail-k under the
 paper warm-up alone, no sensitivity (tail-k under both conditions on the LSTM and the GPT
-would take standard to (27 x 271 + 21 x 175 + 696) / 2 + 90 s ~ 99 min of the 90). The robust `gaussiank` is not run: it selects the exact
+would add (4 x 274.4 + 3 x 177.1) / 2 s ~ 13.6 min to standard's 110, past its 120). The robust
+`gaussiank` is not run: it selects the exact
 top-k set by construction, and a test shows that it trains identically to topk. Pairing is per
 (seed, condition, density): every method's seed s is compared with topk's seed s. The config's
 recorder runs only in the topk runs (RECORDED_METHODS: the claims read u there); every other
 run gets `--set recorder=null` (the recorder observes u, it never changes training).
+
+Seeds: five in quick, eight in full; in standard four on the LSTM and three on the GPT. The
+LSTM's fourth seed: over three seeds each of its method-against-Top-k perplexity intervals
+contained the margin (claims-standard.csv: DGC [-10.4, +9.1]% without warm-up and
+[-16.2, +4.24]% with it, tail-k [-17.5, +7.61]%, Gaussian-k (2019) [-27.8, +52]%: the seeds
+spread); with the same spread a fourth seed narrows an interval by 1.56 (t 4.30 / sqrt(3)
+against 3.18 / sqrt(4)), enough for DGC with the warm-up, tail-k needs about five, Gaussian-k
+about fifteen; a fifth LSTM seed would take standard past 120 minutes. The GPT gets none: of
+its accuracy and traffic rows only Gaussian-k (2019)'s traffic with the warm-up is undecided,
+with seeds on both sides of 4/3 (seeds-disagree), and the traffic rule asks every seed to lie
+on one side, so a seed above stays above whatever seeds are added (FNN-3's at rho = 0.005
+likewise).
+
+The recorder of the CPU profiles (docs/figures.md, "What the recorder records"): a share of a
+distribution claim holds or fails only on 30 distinct (run, step) blocks (ZERO_EVENT_BLOCKS),
+and a step trained during a density warm-up is a condition of its own, so every condition of
+quick and standard gets them for the statistics and each approximate selector, and in
+standard for the snapshots of u (quick's single VGG-16, LSTM and GPT runs keep a few snapshot
+steps: those models' snapshot claims are judged in standard). The statistics (moments, exact
+Top-k delta, the bounds) are recorded densely and the approximate selectors on the
+whole-model row (sparsifier_per_layer: false, the row the claims and the figures read),
+where a run is long on a sparser sparsifier_schedule. tests/test_plan.py counts the blocks.
 
 Run length: under the paper warm-up (1/64 in epoch 0, 0.004 in epoch 1, then rho) at least two
 thirds of a convergence run's steps run at the target rho, in every profile: quick FNN-3 runs 7
@@ -55,35 +78,58 @@ seconds of `python benchmarks/selection.py` as the quick profile runs it, alone)
 2-core machine shared with other jobs (load average 6-12, which if anything inflates CPU time):
 
     fnn3-mnist 11, vgg16-cifar10 56, lstm-ptb 87, resnet20-cifar10 176, gpt-ptb 72
-        (distributions; gpt-ptb: 58.4 user + 14.0 sys)
+        (distributions; gpt-ptb: 58.4 user + 14.0 sys), then the recorders of the issue
+        "evidence that decides": fnn3-mnist +2.4 (statistics every 10 steps, the selectors every 20 instead of
+        both every 200: 11.33 against 8.94 s, whole quick runs back to back, load ~8),
+        vgg16-cifar10 +25.2 (statistics and selectors every step instead of every 10: 81.89
+        against 56.66 s likewise), gpt-ptb -2.5 (the selectors on the whole-model row: 68.1
+        against 70.6 s user, likewise; sys time varied by 11 s under the load), lstm-ptb +3.0
+        and resnet20-cifar10 -18.3 (calls per run x the CPU time of a call, from
+        benchmarks/recorder_calls.py: LSTM 32 calls a worker of 190.6 ms instead of 16 of
+        288.5; ResNet-20 160 statistics-only calls of 9.4 ms and 40 with the selectors of
+        29.7 instead of 40 of 182.0, 4 workers): 13.4, 81.2, 90.0, 158, 69.5
     convergence-fnn3-mnist 12.10 per run x 105 runs: the mean of seed 0's 21 variants, 11.44
         (7.9 dense .. 15.4 topk at rho = 0.01; tail-k 9.7 warmup=paper, 10.1 warmup=none;
         load average 1-2.5), plus the 16 raw snapshots of u each of the 20 Top-k runs then
         wrote (13.8 against 12.8 s for topk warmup=paper, measured back to back: 1.0 s), plus
         their stats every 8 steps instead of 20 and rank 0's u at 20 steps instead of every
         rank's at 4 (16.94 against 14.57 s for topk warmup=paper, back to back, load ~3: 2.4 s
-        a Top-k run, 0.46 s on the mean)
+        a Top-k run, 0.46 s on the mean), minus the selectors' layer rows
+        (sparsifier_per_layer: false; benchmarks/recorder_calls.py: 44 calls a worker of
+        9.8 ms instead of 16.8, 4 workers: -1.23 s a Top-k run, -0.23 on the mean): 11.87
     selection-speed ~45 s wall (31 s CPU; 41 s in the last quick profile on idle cores)
     finish, quick: 213 s wall in the last quick profile on idle cores (57 convergence runs:
         analyze 7, draw 59, claims 18, tables 0.2, 14 notebooks 129); their CPU does not grow
         with the runs (`/usr/bin/time topkscope figures --no-run --only
         convergence-fnn3-mnist`: 36.5 s over 57 runs, 36.6 s over 95); the GPT distribution
         run adds at most its own finish (`... --no-run --only gpt-ptb`: 47.6 s CPU, with the
-        fixed costs: analyze 5.6 s, 6 figures, 3 notebooks): 270 s allowed
+        fixed costs: analyze 5.6 s, 6 figures, 3 notebooks), VGG-16's statistics at every step
+        and its 24 snapshots of rank 0 (instead of 6 of every rank) 8.0 s (`... --only
+        vgg16-cifar10`: 62.9 against 54.9 s CPU, back to back): 270 s allowed
     convergence-lstm-ptb 271 per run: dense 234, topk 292 (289 + 15 recorded steps of ~0.2 s),
         gaussiank-2019 298, dgc 242 (measured with the paper warm-up, whose first two epochs
         select more than the runs without it), weighted by the design's 3 + 6 + 6 + 6 runs;
         counted for its 3 tail-k runs too (tail-k on the LSTM and the GPT not measured yet:
-        an O(d) selector, it should cost no more than topk's selection)
+        an O(d) selector, it should cost no more than topk's selection); then a Top-k run's
+        recorder every 8 steps instead of 43 (76 calls a worker of 113.3 ms instead of 14 of
+        156.8, benchmarks/recorder_calls.py) and 30 snapshots of 18.6 MB (~0.02 s CPU each):
+        +13.4 s a Top-k run, 2 of the 8 runs a seed: 274.4
     convergence-gpt-ptb 175 per run: topk with the paper warm-up (116.4 user + 58.7 sys,
         14 recorded steps; the costliest variant: its first two epochs select more),
-        counted for each of the design's 3 + 6 + 6 + 3 (tail-k) runs (dense: 152.6)
-    finish, standard: 23.6 s CPU (`topkscope figures --profile standard --no-run`): 90 s
-        allowed
+        counted for each of the design's 3 + 6 + 6 + 3 (tail-k) runs (dense: 152.6); then its
+        recorder every 11 steps instead of 59 (76 calls a worker of 20.7 ms instead of 14 of
+        42.0) and 33 snapshots of 3 MB: +2.1 s, counted for every run: 177.1
+    finish, standard: 23.6 s CPU (`topkscope figures --profile standard --no-run`), then the
+        snapshots the claims analyse (at most 30 per condition, analysis.units; CPU seconds
+        per snapshot from units.snapshot_analyses on these models' snapshots: gpt-mini 0.34,
+        lstm-ptb-small 0.53, resnet20 0.33): the LSTM's and the GPT's ~150 each (four
+        conditions and their pool) 80 + 51 s, ResNet-20's 100 instead of 33 and VGG-16's
+        figures as in quick 22 + 8 s: 185 s; 270 s allowed
 
-expected_seconds("quick") ~ 17.7 min (45 + (226 + 105 x 12.10) / 2 + 270 s; 226 = the
-distribution runs without ResNet-20's 176);
-expected_seconds("standard") ~ 87.8 min ((24 x 271 + 18 x 175 + 3 x 176 + 3 x 56) / 2 + 90 s).
+expected_seconds("quick") ~ 17.75 min (45 + (254.1 + 105 x 11.87) / 2 + 270 s; 254.1 = the
+distribution runs without ResNet-20's); 17.7 min with the recorders before;
+expected_seconds("standard") ~ 110.2 min ((32 x 274.4 + 18 x 177.1 + 3 x 158 + 3 x 81.2) / 2
++ 270 s); before, with three LSTM seeds and a 90-minute budget, 87.8 min.
 
 Distribution claims on 3 seeds (issue: one run per model flips verdicts on a rerun): in quick
 they would cost ResNet-20 2 x 176 and VGG-16 2 x 56 CPU seconds more, 232 s of wall time, and
@@ -110,7 +156,7 @@ from pathlib import Path
 
 PROFILES = ("quick", "standard", "full")
 CPU_PROFILES = ("quick", "standard")   # sized for a 2-core CPU: one thread per run, two at a time
-BUDGET_SECONDS = {"quick": 20 * 60, "standard": 90 * 60}   # the whole profile, 2 cores
+BUDGET_SECONDS = {"quick": 20 * 60, "standard": 120 * 60}   # the whole profile, 2 cores
 QUICK_BUDGET_SECONDS = BUDGET_SECONDS["quick"]
 QUICK_PARALLEL = 2               # training runs at a time in the CPU profiles
 
@@ -241,7 +287,7 @@ FNN3_DESIGN = ConvergenceDesign(seeds=(("quick", 5), ("full", 8)),
 RESNET20_DESIGN = ConvergenceDesign(seeds=(("quick", 3), ("full", 8)))
 LSTM_METHODS = ("gaussiank-2019", "dgc")
 # tail-k on the language models: under the paper warm-up alone (the budget, see the docstring)
-LSTM_DESIGN = ConvergenceDesign(seeds=(("standard", 3), ("full", 8)), methods=LSTM_METHODS,
+LSTM_DESIGN = ConvergenceDesign(seeds=(("standard", 4), ("full", 8)), methods=LSTM_METHODS,
                                 first_condition_only=("tail-k",))
 GPT_METHODS = ("gaussiank-2019",)
 GPT_DESIGN = ConvergenceDesign(seeds=(("standard", 3), ("full", 8)), methods=GPT_METHODS,
@@ -269,12 +315,12 @@ JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
 # CPU seconds per run (user + sys, one thread) in the CPU profiles; the selection benchmark
 # alone (see the module docstring for how each was measured)
 RUN_SECONDS = {
-    "fnn3-mnist": 11, "vgg16-cifar10": 56, "lstm-ptb": 87, "resnet20-cifar10": 176,
-    "convergence-fnn3-mnist": 12.10, "convergence-lstm-ptb": 271, "selection-speed": 45,
-    "gpt-ptb": 72, "convergence-gpt-ptb": 175,
+    "fnn3-mnist": 13.4, "vgg16-cifar10": 81.2, "lstm-ptb": 90.0, "resnet20-cifar10": 158,
+    "convergence-fnn3-mnist": 11.87, "convergence-lstm-ptb": 274.4, "selection-speed": 45,
+    "gpt-ptb": 69.5, "convergence-gpt-ptb": 177.1,
 }
 # after the runs: analyze + draw + claims + tables + executing the notebooks (wall seconds)
-FINISH_SECONDS = {"quick": 270, "standard": 90}
+FINISH_SECONDS = {"quick": 270, "standard": 270}
 
 
 def expected_seconds(profile: str = "quick", plan: Sequence[TrainingJob | BenchmarkJob] | None = None,
