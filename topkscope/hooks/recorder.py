@@ -198,17 +198,28 @@ class Recorder:
         self._warn_if_never(self.total_steps)
 
     def _warn_if_never(self, total_steps: int | None) -> None:
+        """Warn (when the run's length is known) about a recorder that would record nothing,
+        and about steps a schedule lists that the run never reaches."""
         if total_steps is None:
             return
-        schedules = [self.schedule, self.hist_schedule, self.snapshot_schedule]
+        named = {"schedule": self.schedule, "hist_schedule": self.hist_schedule,
+                 "snapshot_schedule": self.snapshot_schedule}
         if self._sources:
-            schedules.append(self.sparsifier_schedule)
-        answers = [s.fires_within(total_steps) for s in schedules]
+            named["sparsifier_schedule"] = self.sparsifier_schedule
+        answers = [s.fires_within(total_steps) for s in named.values()]
         if not any(answers) and None not in answers:
             warnings.warn(f"recorder of {str(self.out_dir)!r}: no schedule fires at any step in "
                           f"[0, total_steps = {total_steps}) (schedule {self.schedule!r}, hist "
                           f"{self.hist_schedule!r}, snapshots {self.snapshot_schedule!r}); it "
                           f"will record nothing", stacklevel=3)
+            return
+        for name, schedule in named.items():
+            late = schedule.listed_from(total_steps)
+            if late:
+                warnings.warn(f"recorder of {str(self.out_dir)!r}: {name} lists step(s) "
+                              f"{late} at or past the end of the run (total_steps = "
+                              f"{total_steps}: the last step is {total_steps - 1}); they will "
+                              f"not be recorded", stacklevel=3)
 
     # ------------------------------------------------------------------ configuration
     def describe(self) -> dict[str, Any]:
