@@ -63,13 +63,28 @@ from topkscope.hooks.power_sums import (
 )
 from topkscope.hooks.rows import RowPlan, plan_rows, segments_of
 from topkscope.hooks.schedules import Schedule
-from topkscope.hooks.settings import SETTINGS, check_settings
+from topkscope.hooks.settings import SETTINGS, check_settings, recordable
 from topkscope.hooks.topk_sums import RowStates, RowTops, selection_rows, topk_ratio_rows
 from topkscope.manifest import Manifest
-from topkscope.schema import KINDS, column_prefix, hist_schema, sparsifier_columns, stats_schema
+from topkscope.schema import (
+    KINDS,
+    column_prefix,
+    hist_schema,
+    run_identity,
+    sparsifier_columns,
+    stats_schema,
+)
 from topkscope.sparsify.source import SparsifierSource
 
 __all__ = ["SETTINGS", "Recorder", "check_settings"]
+
+
+def _manifest_on_disk(out_dir: Path) -> dict | None:
+    """The manifest another process wrote into out_dir (rank 0's), if it is there yet."""
+    try:
+        return Manifest.load(out_dir)
+    except ValueError:
+        return None
 
 _BLOCK_BYTES = 1 << 29  # device float64 work space above which kinds go one at a time
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -174,9 +189,14 @@ class Recorder:
         self._owns_manifest = manifest is None and self.rank == 0
         replaced = prepare_folder(self.out_dir, self.rank, mode, manifest is not None)
         prefixes = [column_prefix(n) for n in names]
-        self._stats = PartWriter(self.out_dir / "stats", self.rank, stats_schema(prefixes))
         self._sel_columns = list(sparsifier_columns(prefixes))
-        self._hist = PartWriter(self.out_dir / "hist", self.rank, hist_schema())
+        every = [column_prefix(n) for n in dict.fromkeys([*recordable(), *names])]
+        identity = run_identity(self.out_dir, manifest.data if manifest is not None
+                                else _manifest_on_disk(self.out_dir))
+        self._stats = PartWriter(self.out_dir / "stats", self.rank, stats_schema(every),
+                                 identity, absent=[c for c in sparsifier_columns(every)
+                                                   if c not in self._sel_columns])
+        self._hist = PartWriter(self.out_dir / "hist", self.rank, hist_schema(), identity)
         self._snapshots = self.out_dir / "snapshots"
         self._snapshots.mkdir(exist_ok=True)
 
