@@ -101,10 +101,11 @@ def column_prefix(name: str) -> str:
 # bytes over all workers: bytes_sent = what the all-gather puts on the wire (each worker's
 # 8-byte count, then its pairs padded to the largest count: comm.sparse.sparse_payload_bytes),
 # payload_bytes = the selected (value, index) pairs alone (no count, no padding; null in runs
-# written before it was recorded); dense: P d value bytes in both; contraction = ||u - C(u)||^2 / ||u||^2 of the step's selection (0 for
-# dense; the mean over the P workers in `topkscope run`, the rank's own in a DDP-hook run;
-# absent from runs written before it was recorded). epoch is nullable (Int64): a DDP-hook run knows no epochs unless the
-# script notes them.
+# written before it was recorded); dense: P d value bytes in both; contraction =
+# ||u - C(u)||^2 / ||u||^2 of the step's selection (0 for dense; the mean over the P workers in
+# `topkscope run`, the rank's own in a DDP-hook run; absent from runs written before it was
+# recorded). epoch is nullable (Int64): a DDP-hook run knows no epochs unless the script notes
+# them.
 TRAIN_COLUMNS = {
     "step": "int64", "epoch": "Int64", "loss": "float64", "lr": "float64", "metric": "float64",
     "metric_name": "object", "density": "float64", "k": "int64", "selected": "float64",
