@@ -51,7 +51,7 @@ def make_run(root: Path, run_id: str, method: str, seed: int, selectors: list[st
                 rec.record(step, rank, u=torch.randn(300, generator=gen), layout=LAYOUT)
     train = Table(run_dir / "train.parquet", TRAIN_COLUMNS, run_identity(run_dir, manifest.data))
     for step in range(12):
-        train.append({c: (step if c in ("step", "epoch", "k", "selected_min", "selected_max")
+        train.append({c: (step if TRAIN_COLUMNS[c] in ("int64", "Int64")
                           else "accuracy" if c == "metric_name" else 0.5) for c in TRAIN_COLUMNS})
     train.flush()
     manifest.complete(steps_done=12)
