@@ -108,10 +108,13 @@ def have_pdflatex() -> bool:
 
 
 def compile_tables(paths: list[Path], work: Path) -> str:
-    """pdflatex on an article that inputs every table; returns the log. Asserts it compiled
-    without errors, missing glyphs, or a line wider than the text."""
+    """pdflatex on a minimal article that inputs every table (each on pages of its own);
+    returns the log. Asserts it compiled without errors, missing glyphs, a line wider than
+    the text, a float taller than the page (its rows would be lost), a page overfull
+    vertically, or a reference to a table the article does not hold ("Table ??")."""
     work.mkdir(parents=True, exist_ok=True)
-    body = "\n".join(rf"\input{{{Path(p).resolve().with_suffix('').as_posix()}}}" for p in paths)
+    body = "\n\\clearpage\n".join(rf"\input{{{Path(p).resolve().with_suffix('').as_posix()}}}"
+                                  for p in paths)
     (work / "doc.tex").write_text(
         "\\documentclass{article}\n"
         f"\\usepackage{{{','.join(PACKAGES)}}}\n"
@@ -121,6 +124,20 @@ def compile_tables(paths: list[Path], work: Path) -> str:
     log = (work / "doc.log").read_text(errors="replace")
     assert done.returncode == 0, log[-3000:]
     assert "Missing character" not in log, [ln for ln in log.splitlines() if "Missing" in ln]
-    overfull = [ln for ln in log.splitlines() if ln.startswith("Overfull \\hbox")]
+    overfull = [ln for ln in log.splitlines() if ln.startswith("Overfull \\hbox")
+                or ln.startswith("Overfull \\vbox")]
     assert not overfull, overfull[:5]
+    assert "Float too large" not in log, [ln for ln in log.splitlines() if "Float too" in ln]
+    unresolved = [ln for ln in log.splitlines()
+                  if "Reference `" in ln or "undefined references" in ln]
+    assert not unresolved, unresolved[:5]
     return log
+
+
+def pages(log: str) -> int:
+    """The pages of a document, from its pdflatex log."""
+    import re
+
+    found = re.search(r"Output written on \S+ \((\d+) pages?", log)
+    assert found, log[-500:]
+    return int(found.group(1))

@@ -83,9 +83,13 @@ def test_written_tables_equal_direct_calls(run_dir: Path, capsys) -> None:
                  "--max-n", str(MAX_N), "--seed", str(SEED))
     assert rc == 0
     out = tables(run_dir)
-    assert list(out["normality"].columns) == NORMALITY_COLUMNS
-    assert list(out["fits"].columns) == FITS_COLUMNS
-    assert list(out["contraction"].columns) == CONTRACTION_COLUMNS
+    identity = ["experiment", "run_id"]  # every table names its run first
+    assert list(out["normality"].columns) == [*identity, *NORMALITY_COLUMNS]
+    assert list(out["fits"].columns) == [*identity, *FITS_COLUMNS]
+    assert list(out["contraction"].columns) == [*identity, *CONTRACTION_COLUMNS]
+    for table in out.values():
+        assert set(table["run_id"]) == {run_dir.name}
+        assert set(table["experiment"]) == {run_dir.parent.name}
     assert sorted(zip(out["normality"]["step"], out["normality"]["rank"])) == [
         (100, 0), (100, 1), (200, 0)]
     for step, rank, make in ((100, 0, lambda: gaussian(1)), (100, 1, lambda: laplace(2)),

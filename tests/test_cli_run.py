@@ -60,11 +60,18 @@ def test_sim_run_writes_a_complete_result_folder(tmp_path, capsys):
                                      "weight_decay": 1e-4, "no_decay_1d": False, "lr": 0.05,
                                      "lr_schedule": "milestones"}
     train = pd.read_parquet(run_dir / "train.parquet")
-    assert list(train.columns) == list(TRAIN_COLUMNS)
+    identity = ["experiment", "run_id"]  # every row names its run
+    assert list(train.columns) == [*identity, *TRAIN_COLUMNS]
+    assert set(train["experiment"]) == {"tiny"} and set(train["run_id"]) == {"r1"}
     assert train["step"].tolist() == list(range(12))
     assert (train["bytes_sent"] > 0).all() and (train["metric_name"] == "accuracy").all()
+    # Top-k: every worker sends k pairs, so the wire adds only the 8-byte counts
+    assert (train["bytes_sent"] == train["payload_bytes"] + 8 * 2).all()
     evals = pd.read_parquet(run_dir / "eval.parquet")
-    assert list(evals.columns) == list(EVAL_COLUMNS)
+    assert list(evals.columns) == [*identity, *EVAL_COLUMNS]
+    row = pd.read_parquet(run_dir / "run.parquet").iloc[0]
+    assert (row["experiment"], row["run_id"], row["status"], row["sparsifier"]) == \
+        ("tiny", "r1", "complete", "topk")
     assert evals["step"].tolist() == [9, 11]  # every epoch (10 steps) and at the end
     assert [p.name for p in (run_dir / "checkpoints").iterdir()] != []
 

@@ -34,10 +34,10 @@ def docs_meaning_rows() -> list[str]:
     text = (REPO / "docs" / "results.md").read_text()
     section = text[text.index("## stats/"):]
     section = section[: section.index("\n## ", 1)]
-    return [line for line in section.splitlines() if line.startswith("| `")][7:]  # after k
+    return [line for line in section.splitlines() if line.startswith("| `")][8:]  # after k
 
 
-KEY_DTYPES = {"step": "int64", "rank": "int64", "layer": "str", "kind": "str",
+KEY_DTYPES = {"experiment": "str", "run_id": "str", "step": "int64", "rank": "int64", "layer": "str", "kind": "str",
               "density": "float64"}
 
 

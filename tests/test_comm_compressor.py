@@ -11,6 +11,7 @@ from topkscope.comm.sparse import (
     dense_payload_bytes,
     index_dtype,
     scatter_sum,
+    selected_payload_bytes,
     sparse_payload_bytes,
 )
 from topkscope.sparsify import get_sparsifier
@@ -135,6 +136,26 @@ def test_payload_bytes():
     assert sparse_payload_bytes([3, 7], 4, 4) == 2 * (8 + 7 * 8)
     assert sparse_payload_bytes([0, 0], 4, 4) == 16
     assert dense_payload_bytes(4, 1000, 4) == 16000
+    assert selected_payload_bytes([3, 7], 4, 4) == 10 * 8  # the pairs alone
+
+
+def test_wire_bytes_are_the_selected_pairs_plus_counts_plus_padding_to_the_largest_count():
+    """An approximate selector's workers send different counts: every worker's share on the
+    wire is the largest count's, so bytes_sent exceeds payload_bytes by 8 B per worker and
+    the padded pairs, counted one by one here."""
+    torch.manual_seed(3)
+    lay, P = layout(), 3
+    comps = [WorkerCompressor(get_sparsifier("gaussiank-2019"), lay) for _ in range(P)]
+    grads = [torch.distributions.StudentT(1.5 + p).sample((lay.d,)) for p in range(P)]
+    result = exchange(SimulatedTransport(P), comps, grads, 0.05)
+    assert len(set(result.counts)) > 1  # the workers' counts differ
+    pair = 4 + 4  # float32 value, int32 index
+    assert result.payload_bytes == sum(result.counts) * pair
+    padding = sum(max(result.counts) - c for c in result.counts) * pair
+    assert result.bytes_sent == result.payload_bytes + 8 * P + padding
+    dense = exchange(SimulatedTransport(2), [WorkerCompressor(get_sparsifier("dense"), lay)
+                                             for _ in range(2)], grads[:2], 0.05)
+    assert dense.payload_bytes == dense.bytes_sent == 2 * lay.d * 4
 
 
 @pytest.mark.parametrize("selection", ["global", "layerwise"])

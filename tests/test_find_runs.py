@@ -51,6 +51,21 @@ def test_condition_is_matched_on_the_manifest(tree):
         "warmup=none; k_rule=floor; empty_fallback=topk"
 
 
+def test_display_names_and_a_bare_warm_up_select_the_same_runs(tree):
+    _run(tree, "fnn3b", "g", status="complete", model="fnn3", sparsifier="gaussiank-2019",
+         density_schedule="paper")
+    assert [r.path.name for r in find_runs(tree, model="FNN-3")] == ["g"]
+    assert [r.path.name for r in find_runs(tree, sparsifier="Top-k")] == \
+        [r.path.name for r in find_runs(tree, sparsifier="topk")] == ["20261201-120000-topk"]
+    assert [r.path.name for r in find_runs(tree, sparsifier="gaussian-k (2019)")] == ["g"]
+    assert [r.path.name for r in find_runs(tree, sparsifier=("DGC", "Gaussian-k (2019)"))] \
+        == ["quick-dgc-s1-abc", "g"]
+    assert [r.path.name for r in find_runs(tree, condition="paper")] == \
+        [r.path.name for r in find_runs(tree, condition="warmup=paper")] == \
+        ["quick-dgc-s1-abc", "g"]
+    assert find_runs(tree, sparsifier="Gaussian-k") == []  # another method than Gaussian-k 2019
+
+
 def test_roots_may_be_runs_experiments_or_missing(tree):
     one = tree / "fnn3-mnist" / "odd-name"
     assert [r.path for r in find_runs(one, status=None)] == [one]

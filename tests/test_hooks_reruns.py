@@ -161,6 +161,31 @@ def test_a_schedule_that_fires_gives_no_warning(tmp_path):
     assert sorted(load(tmp_path).stats.step.unique()) == [50]
 
 
+def test_listed_steps_past_the_end_of_the_run_are_named_in_a_warning(tmp_path):
+    with pytest.warns(UserWarning, match=r"snapshot_schedule lists step\(s\) \[60, 90\] at or "
+                      r"past the end of the run \(total_steps = 60: the last step is 59\)"):
+        rec = Recorder(tmp_path, schedule=10, snapshot_schedule=[10, 60, 90], densities=[0.1],
+                       total_steps=60)
+    rec.record(10, 0, u=torch.randn(50), layout=LAYOUT)
+    rec.close()
+    with warnings.catch_warnings():  # every listed step inside the run: no warning
+        warnings.simplefilter("error")
+        with Recorder(tmp_path / "b", snapshot_schedule={"steps": [10, 59]}, densities=[0.1],
+                      total_steps=60) as rec:
+            rec.record(10, 0, u=torch.randn(50), layout=LAYOUT)
+
+
+def test_listed_from_gives_the_listed_steps_the_schedule_fires_at():
+    cases = [({"steps": [3, 90]}, [3, 90]), ({"steps": [3, 90], "stop": 50}, [3]),
+             ("every:5 | at:2,77", [2, 77]), ({"all": [{"steps": [4, 8, 70]}, {"every": 4}]},
+                                              [4, 8]), ({"every": 7}, []), (None, [])]
+    for spec, listed in cases:
+        s = parse_schedule(spec)
+        assert all(s(t) for t in listed)
+        for n in (1, 4, 60, 91):
+            assert s.listed_from(n) == [t for t in listed if t >= n], (spec, n)
+
+
 @pytest.mark.parametrize("spec, message", [
     ({"every": 10, "start": 100, "stop": 50}, "stop = 50 is not after start = 100"),
     ({"every": 10, "start": 7, "stop": 7}, "stop = 7 is not after start = 7"),

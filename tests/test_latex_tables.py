@@ -1,6 +1,7 @@
-"""Every .tex table we write: well formed everywhere (columns, cells, math, no raw < > |),
-and compiled by pdflatex with booktabs and the packages of texlive-latex-base/-recommended
-where pdflatex is installed (skipped otherwise)."""
+"""Every .tex table we write: well formed everywhere (columns, cells, math, no raw < > |), and
+compiled by pdflatex in a minimal article with the documented packages where pdflatex is
+installed (skipped otherwise): no line wider than the text, no float taller than the page (its
+rows would be lost), no page overfull, no reference to a table the article lacks."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tests._latex import (
     column_count,
     compile_tables,
     have_pdflatex,
+    pages,
 )
 from tests.test_claims_evidence import five_seeds, recorded_run
 from tests.test_paper_tables import fake_run
@@ -28,18 +30,23 @@ from topkscope.perf import report
 from topkscope.publish import paper_tables as pt
 
 REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO / "results" / "reference"
+VIEWS = ["claims-convergence", "claims-distribution", "claims-predictions"]
 
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory) -> list[Path]:
-    """write_all on every input it takes: a recorded run, convergence runs, claims with every
-    section (distribution per condition, failed seeds, predictions), a battery, a bench."""
+    """write_all on every input it takes: a recorded run with snapshots, convergence runs,
+    claims with every section (distribution per condition, failed seeds, predictions), a
+    benchmark table."""
     out = tmp_path_factory.mktemp("tables")
-    with Recorder(out / "run", densities=[0.01, 0.1], sparsifiers=["gaussiank"]) as rec:
+    with Recorder(out / "run", densities=[0.01, 0.1], sparsifiers=["compared"],
+                  snapshot_schedule=[1, 3]) as rec:
         for step in range(4):
             rec.record(step, 0, u=torch.randn(2000), layout=[("w", 0, 2000)])
     run = load(out / "run")
-    run.manifest.update(model="fnn3", density=0.01)
+    run.manifest.update(model="fnn3", density=0.01, sparsifier="topk",
+                        density_schedule=[0.015625, 0.004], deviations=["empty_fallback=topk"])
     table = claims.build([recorded_run(lambda r: r.standard_normal(4000), density=0.001,
                                        schedule="paper", snapshot_steps=(4,)),
                           *five_seeds([0.951, 0.959, 0.956, 0.0, 0.0], {3: 0.62, 4: None})])
@@ -49,48 +56,89 @@ def written(tmp_path_factory) -> list[Path]:
         compute_s=0.01)
     table = pd.concat([table, speedup.claims_rows(scaling, errors={"no-overlap": 0.05,
                                                                   "wfbp": 0.3})])
-    battery = pd.DataFrame({"model": ["m"] * 2, "step": [1, 2], "statistic": ["ks_D"] * 2,
-                            "value": [0.1, 0.3]})
-    bench = pd.DataFrame({"method": ["topk"], "d": [100], "density": [0.01],
-                          "distribution": ["normal"], "median_ms": [2.0],
-                          "ratio_to_topk": [1.0], "device": ["cpu"]})
+    bench = pd.read_csv(REFERENCE / "bench-cpu" / "selection.csv")
     convergence = [fake_run("conv", "topk", s, m) for s, m in enumerate([0.90, 0.92, 0.94])]
-    files = pt.write_all(out / "tables", "quick", [run], convergence, table, battery, bench)
+    files = pt.write_all(out / "tables", "quick", [run], convergence, table, bench)
     return sorted((p for p in files if p.suffix == ".tex"), key=lambda p: p.stem)
 
 
 def test_every_table_is_written_and_well_formed(written):
-    assert [p.stem for p in written] == ["claims", "claims-evidence", "claims-rules",
-                                         "contraction", "convergence", "normality",
-                                         "selectors", "speed"]
+    assert [p.stem for p in written] == ["claims", "claims-convergence", "claims-distribution",
+                                         "claims-evidence", "claims-predictions",
+                                         "claims-rules", "contraction", "convergence",
+                                         "normality", "selectors", "speed"]
     columns = {p.stem: check_structure(p, MAX_CLAIMS_COLUMNS if p.stem == "claims" else None)
                for p in written}
     assert columns["claims"] == len(pt.CLAIMS_HEADER) == 8
     text = next(p for p in written if p.stem == "claims").read_text()
     assert r"$\delta \le (1-k/d)^2$" in text and "||" not in text and "<=" not in text
     assert "2 failed" in text and "$-$" in text  # failed seeds; signs as math
+    for path in written:  # each file stands alone: no reference to another table
+        body = path.read_text()
+        assert r"\ref{" not in body, path.stem
+        assert r"\resizebox" not in body, path.stem  # nothing shrunk
 
 
-def test_the_claims_of_the_committed_reference_are_well_formed(tmp_path):
-    table = pd.read_csv(REPO / "results" / "reference" / "claims-quick.csv")
-    files = pt.write_claims_tables(table, tmp_path, pt.caption("Claims", "reference", "quick"))
-    for tex in [p for p in files if p.suffix == ".tex"]:
-        check_structure(tex, MAX_CLAIMS_COLUMNS)
+def test_the_claims_of_the_committed_references_are_well_formed(tmp_path):
+    for profile in ("quick", "standard"):
+        table = pd.read_csv(REFERENCE / f"claims-{profile}.csv")
+        files = pt.write_all(tmp_path / profile, profile, claims=table)
+        for tex in [p for p in files if p.suffix == ".tex"]:
+            check_structure(tex, MAX_CLAIMS_COLUMNS if tex.stem == "claims" else None)
+
+
+def many_models(n: int, condition: str = "warmup=custom[0.015625,0.004]; k_rule=ceil; "
+                                         "empty_fallback=topk") -> pd.DataFrame:
+    """A normality table of n (model, method) rows: as long as the issue's 80-row dump."""
+    rng = np.random.default_rng(1)
+    return pd.DataFrame({
+        "model": [f"model-{i // 4}" for i in range(n)],
+        "sparsifier": ["topk", "gaussiank-2019", "dgc", "redsync"] * (n // 4),
+        "condition": [condition] * n,
+        "snapshots": rng.integers(1, 40, n), "skew": rng.normal(size=n),
+        "excess_kurtosis": rng.gamma(2, 5, n), "ks_D": rng.uniform(0, 0.2, n),
+        "qq_r": rng.uniform(0.9, 1, n), "gennorm_beta": rng.uniform(0.3, 2, n),
+        "best_family": ["gennorm"] * n, "best_family_share": rng.uniform(0, 1, n)})
+
+
+def test_a_table_longer_than_a_page_breaks_across_pages_and_a_short_one_floats():
+    long = pt.normality_latex(many_models(80), "n")
+    short = pt.normality_latex(many_models(8, "warmup=none"), "n")
+    assert r"\begin{longtable}" in long and r"\endhead" in long and r"\begin{table}" not in long
+    assert r"\begin{table}[tbp]" in short and "longtable}" not in short.split("\n", 1)[1]
 
 
 @pytest.mark.skipif(not have_pdflatex(), reason="pdflatex is not installed")
-def test_every_table_compiles_and_fits_the_text_width(written, tmp_path):
-    """Ours, and the committed reference claims twice over (three-digit row numbers)."""
-    reference = pd.read_csv(REPO / "results" / "reference" / "claims-quick.csv")
-    files = pt.write_claims_tables(pd.concat([reference, reference]), tmp_path / "reference",
-                                   pt.caption("Claims", "reference", "quick"))
-    assert len(reference) * 2 >= 100
-    compile_tables([*written, *(p for p in files if p.suffix == ".tex")], tmp_path / "doc")
+def test_every_table_compiles_on_its_pages(written, tmp_path):
+    """Ours, the long ones (80 models; the committed reference claims of both profiles twice
+    over: three-digit row numbers), each table on pages of its own."""
+    long = tmp_path / "long"
+    pt.write_table(many_models(80), long, "normality", pt.normality_latex(many_models(80), "n"))
+    extra = [long / "normality.tex"]
+    for profile in ("quick", "standard"):
+        table = pd.read_csv(REFERENCE / f"claims-{profile}.csv")
+        files = pt.write_all(tmp_path / profile, profile, claims=pd.concat([table, table]))
+        extra += [p for p in files if p.suffix == ".tex"]
+    log = compile_tables([*written, *extra], tmp_path / "doc")
+    assert pages(log) >= len(written) + len(extra)
+
+
+@pytest.mark.skipif(not have_pdflatex(), reason="pdflatex is not installed")
+def test_the_paper_views_of_the_reference_claims_fit_a_few_pages(tmp_path):
+    """The compact views stay compact: the distribution and convergence claims of the quick
+    profile on one page each, the predictions on a few."""
+    table = pd.read_csv(REFERENCE / "claims-quick.csv")
+    files = {p.stem: p for p in pt.write_all(tmp_path, "quick", claims=table)
+             if p.suffix == ".tex"}
+    budget = {"claims-distribution": 1, "claims-convergence": 1, "claims-predictions": 5}
+    for name, most in budget.items():
+        assert pages(compile_tables([files[name]], tmp_path / name)) <= most, name
 
 
 @pytest.mark.skipif(not have_pdflatex(), reason="pdflatex is not installed")
 def test_the_checks_catch_what_pdflatex_would_print_wrongly(tmp_path):
-    """The structure check refuses a raw <=, and pdflatex reports a table that is too wide."""
+    """The structure check refuses a raw <=; pdflatex reports a table too wide, a float taller
+    than its page, and a reference to a table the article does not hold."""
     raw = tmp_path / "raw.tex"
     raw.write_text("\\begin{tabular}{ll}\n\\toprule\na & delta <= b \\\\\n\\bottomrule\n"
                    "\\end{tabular}\n")
@@ -102,6 +150,16 @@ def test_the_checks_catch_what_pdflatex_would_print_wrongly(tmp_path):
                     "\\bottomrule\n\\end{tabular}\n")
     with pytest.raises(AssertionError, match="Overfull"):
         compile_tables([wide], tmp_path / "doc")
+    tall = tmp_path / "tall.tex"
+    tall.write_text("\\begin{table}\\centering\\begin{tabular}{l}\\toprule\n"
+                    + "".join(f"row {i} \\\\\n" for i in range(90))
+                    + "\\bottomrule\\end{tabular}\\end{table}\n")
+    with pytest.raises(AssertionError, match="Float too large"):
+        compile_tables([tall], tmp_path / "tall")
+    dangling = tmp_path / "dangling.tex"
+    dangling.write_text("See Table~\\ref{tab:elsewhere}.\n")
+    with pytest.raises(AssertionError, match="Reference"):
+        compile_tables([dangling], tmp_path / "dangling")
 
 
 def test_column_count_reads_every_kind_of_spec():
@@ -109,3 +167,38 @@ def test_column_count_reads_every_kind_of_spec():
     assert column_count(r"r>{\raggedright\arraybackslash\hsize=0.5\hsize}Xl") == 3
     assert column_count(r"@{}>{\raggedright}p{\dimexpr 0.1\linewidth-2\tabcolsep}p{3cm}@{}") == 2
     assert np.isfinite(column_count("c"))
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory, data_root):
+    from tests._figures_results import shared_small_results
+
+    return shared_small_results(tmp_path_factory, data_root)
+
+
+def test_the_tables_command_writes_every_table_of_any_runs(small, tmp_path, capsys):
+    """`topkscope tables` on a results root that `topkscope figures` wrote (its claims.csv)
+    and on an experiment folder (claims tabulated now): every table compiles on its pages."""
+    from topkscope.cli import main
+
+    assert main(["tables", str(small.root), "--tables", str(tmp_path / "all"),
+                 "--no-progress"]) == 0
+    written = sorted((tmp_path / "all").glob("*.tex"))
+    assert {p.stem for p in written} >= {"claims", "claims-distribution", "contraction",
+                                         "convergence", "normality", "selectors", "speed"}
+    assert "tables: " in capsys.readouterr().out
+    claims_csv = pd.read_csv(tmp_path / "all" / "claims.csv")
+    assert len(claims_csv) == len(pd.read_csv(small.root / "claims.csv"))  # the profile's own
+    assert main(["tables", str(small.root / "tiny-seeds"), "--tables", str(tmp_path / "seeds"),
+                 "--no-progress"]) == 0
+    seeds = sorted((tmp_path / "seeds").glob("*.tex"))
+    assert {p.stem for p in seeds} >= {"claims", "claims-convergence", "convergence"}
+    convergence = pd.read_csv(tmp_path / "seeds" / "convergence.csv")
+    assert (convergence["wire_bytes"] >= convergence["payload_bytes"]).all()
+    for path in [*written, *seeds]:
+        check_structure(path, MAX_CLAIMS_COLUMNS if path.stem == "claims" else None)
+    if have_pdflatex():
+        compile_tables([*written, *seeds], tmp_path / "doc")
+    # bad input: one line, exit 2, nothing written
+    assert main(["tables", str(tmp_path / "nowhere"), "--tables", str(tmp_path / "bad")]) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "bad").exists()

@@ -220,7 +220,7 @@ def test_a_hook_run_plots_loss_and_moments_from_its_tables(name, plotting_cell, 
     text = "".join(o.get("text", "") for o in plotted)
     assert "skipped" not in text, text
     if name == "convergence":
-        assert f"{hook_run} has no evaluation rows (eval.parquet): training loss only" in text
+        assert "my-exp/run1 has no evaluation rows (eval.parquet): training loss only" in text
     else:  # the snapshot cells before it were the ones skipped
         skipped = "".join(o.get("text", "") for o in cell_outputs(book, "have_snapshots = "))
         assert "skipped: " in skipped and "no snapshots of u" in skipped
@@ -258,3 +258,71 @@ def test_default_paths_come_from_the_environment_or_the_repository(tmp_path, mon
         notebooks.pick_run()
     with pytest.raises(ValueError, match="run_dir = 'nowhere' .* is not a result folder"):
         notebooks.pick_run("nowhere")
+
+
+def recorded_run(root: Path, experiment: str, run_id: str, start: str, *, hist=None,
+                 snapshots=None, sparsifiers=()) -> Path:
+    """A complete recorded run (a Recorder's own folder) started at `start`."""
+    import json
+
+    run_dir = root / experiment / run_id
+    with Recorder(run_dir, densities=[0.01], hist_schedule=hist, snapshot_schedule=snapshots,
+                  sparsifiers=list(sparsifiers)) as rec:
+        for step in range(3):
+            rec.record(step, 0, u=torch.randn(400), layout=[("w", 0, 300), ("b", 300, 100)])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest.update(start_time=start, experiment=experiment)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    return run_dir
+
+
+def test_with_no_run_dir_a_notebook_takes_the_newest_run_holding_what_it_draws(tmp_path, capsys):
+    """As on the quick profile: the distribution run (histograms, snapshots, selectors) is
+    older than the convergence runs, which record statistics alone."""
+    root = tmp_path / "results"
+    full = recorded_run(root, "fnn3-mnist", "quick-topk", "2026-01-01T00:00:00+00:00", hist=1,
+                        snapshots=[1, 2], sparsifiers=["gaussiank"])
+    recorded_run(root, "convergence-fnn3-mnist", "quick-topk-s1", "2026-01-02T00:00:00+00:00")
+    newest = recorded_run(root, "convergence-fnn3-mnist", "quick-topk-s2",
+                          "2026-01-03T00:00:00+00:00")
+    needs = {"distributions": ("stats", "hist", "snapshots"),
+             "contraction": ("stats", "snapshots", "layers"), "selectors": ("selectors",)}
+    for name, wanted in needs.items():
+        assert notebooks.pick_run(results=root, needs=wanted) == full, name
+        text = capsys.readouterr().out
+        assert "took fnn3-mnist/quick-topk, the newest that holds " + ", ".join(wanted) in text
+        holds = "stats" if "stats" in wanted else "none"
+        assert f"convergence-fnn3-mnist/quick-topk-s2: holds {holds}" in text
+        assert str(root) not in text
+    assert notebooks.pick_run(results=root, needs=("stats",)) == newest
+    shutil.rmtree(full)  # no run holds histograms: the newest, and it says what is skipped
+    assert notebooks.pick_run(results=root, needs=("stats", "hist")) == newest
+    assert "(none holds hist: those cells are skipped)" in capsys.readouterr().out
+
+
+def test_executed_copies_name_their_runs_relative_to_the_results_root_and_survive_a_move(
+        small, tmp_path):
+    """The figures driver's executed notebooks hold no machine's folder, and a copy of the
+    results root elsewhere reruns them as they are."""
+    import papermill
+
+    from topkscope.reproduce import notebook_runs
+
+    root = tmp_path / "results"
+    shutil.copytree(small.root / "tiny-fnn3", root / "tiny-fnn3")
+    run_dir = next(p for p in (root / "tiny-fnn3").iterdir() if (p / "manifest.json").exists())
+    jobs = notebook_runs.notebook_jobs({"tiny-fnn3": run_dir}, [], {}, root)
+    job = next(j for j in jobs if j.notebook == "contraction")
+    assert job.parameters == {"run_dir": f"tiny-fnn3/{run_dir.name}"}
+    book, _ = notebook_runs.execute(job, root / "notebooks", cwd=root)
+    text = book.read_text()
+    assert str(tmp_path) not in text and str(REPO) not in text
+    assert f"tiny-fnn3/{run_dir.name}" in text
+    moved = tmp_path / "moved"
+    shutil.move(root, moved)
+    again = tmp_path / "again.ipynb"
+    papermill.execute_notebook(str(moved / "notebooks" / book.name), str(again),
+                               kernel_name="python3", progress_bar=False, cwd=str(moved))
+    assert not [o for o in outputs_of(again) if o.output_type == "error"]
+    assert len([o for o in outputs_of(again) if "image/png" in o.get("data", {})]) == \
+        FIGURES["contraction"]

@@ -1,4 +1,5 @@
-"""Tables for papers: each .tex holds the same numbers as its CSV; the builders' values."""
+"""Tables for papers: the builders' values against direct computations, and the .tex a reader
+sees: readable headers with units, a fixed number of decimals per column, the CSV's numbers."""
 
 import math
 import re
@@ -15,68 +16,48 @@ from topkscope.analysis.runs import load
 from topkscope.hooks import Recorder
 from topkscope.publish import paper_tables as pt
 
-_UNESCAPE = {v: k for k, v in pt._LATEX_SPECIAL.items()}
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO / "results" / "reference"
 
 
-def read_tex(path: Path) -> tuple[str, list[str], list[list[str]]]:
-    """(caption, header, rows) of a booktabs table, cells unescaped; no LaTeX compiler."""
-    text = path.read_text()
-    assert text.count(r"\toprule") == text.count(r"\midrule") == text.count(r"\bottomrule") == 1
-    cap = re.search(r"\\caption\{(.*)\}\n", text).group(1)
-    body = text.split(r"\toprule")[1].split(r"\bottomrule")[0]
-    head, rows = body.split(r"\midrule")
-
-    def cells(line: str) -> list[str]:
+def body_rows(tex: str) -> list[list[str]]:
+    """The data rows of a table written by to_latex: cells split at '&' (the group rows that
+    span the table, the head, the '(continued)' line left out)."""
+    text = tex.split(r"\midrule", 1)[1]
+    if r"\endfoot" in text:  # a longtable: the rows follow its foot
+        text = text.split(r"\endfoot", 1)[1]
+    text = text.split(r"\bottomrule")[0] if r"\endfoot" not in tex else \
+        text.split(r"\end{longtable}")[0]
+    rows = []
+    for line in text.splitlines():
         line = line.strip()
-        assert line.endswith(r"\\"), line
-        parts = re.split(r"(?<!\\) & ", line[:-2].strip())
-        out = []
-        for p in parts:
-            for esc, ch in _UNESCAPE.items():
-                p = p.replace(esc, ch)
-            out.append(p)
-        return out
-
-    return cap, cells(head), [cells(r) for r in rows.strip().splitlines()]
+        if not line.endswith(r"\\") or line.startswith(r"\multicolumn"):
+            continue
+        rows.append([c.strip() for c in re.split(r"(?<!\\)&", line[:-2])])
+    return rows
 
 
-def assert_tex_matches_csv(csv: Path, tex: Path) -> None:
-    frame = pd.read_csv(csv, keep_default_na=False, na_values=[""])
-    _, header, rows = read_tex(tex)
-    assert header == list(frame.columns)
-    assert len(rows) == len(frame)
-    for row, (_, expected) in zip(rows, frame.iterrows()):
-        for cell, value in zip(row, expected):
-            if isinstance(value, str):
-                assert cell == value
-            elif pd.isna(value):
-                assert cell == "--"
-            elif float(value).is_integer() and "." not in cell and "e" not in cell:
-                assert int(cell) == int(value)
-            else:  # SIGNIFICANT significant digits: relative error at most 5e-4
-                assert float(cell) == pytest.approx(float(value), rel=5e-4, abs=1e-300)
+def head(tex: str) -> list[str]:
+    line = tex.split(r"\toprule", 1)[1].strip().splitlines()[0]
+    return [c.strip() for c in re.split(r"(?<!\\)&", line.rstrip("\\ "))]
 
 
-def test_a_table_round_trips_numbers_text_and_gaps(tmp_path):
-    frame = pd.DataFrame({
-        "model": ["resnet_20 & co", "fnn3", "50% {x}"],
-        "density": [0.001, 0.01, 0.1],
-        "records": [12, 7, 3],
-        "ratio": [0.987654321, float("nan"), 1.23456789e-7],
-        "big": [123456.789, 2.0, -0.5],
-    })
-    text = pt.caption("delta_emp of u", "FNN-3 on MNIST, 2 workers", "quick")
-    csv, tex = pt.write_table(frame, tmp_path, "demo", text)
-    assert_tex_matches_csv(csv, tex)
-    cap, header, rows = read_tex(tex)
-    assert cap == r"delta\_emp of u (FNN-3 on MNIST, 2 workers; profile quick)."
-    assert rows[1][3] == "--" and rows[0][0] == "resnet_20 & co"
-    assert r"\begin{tabular}{lrrrr}" in tex.read_text() and r"\label{tab:demo}" in tex.read_text()
+def assert_fixed_decimals(rows: list[list[str]], column: int, decimals: int) -> None:
+    for row in rows:
+        cell = row[column].strip("$")
+        if cell != "--":
+            assert re.fullmatch(rf"-?\d+\.\d{{{decimals}}}", cell), (column, cell)
 
 
-def test_bad_table_names_are_refused(tmp_path):
+def test_cells_and_names():
+    assert pt.fixed(3)(0.98765) == "0.988" and pt.fixed(1, 100)(0.5) == "50.0"
+    assert pt.fixed(2)(-1.234) == "$-1.23$" and pt.fixed(2)(float("nan")) == "--"
+    assert pt.whole(1234567) == r"1\,234\,567"
+    assert pt.breakable("warmup=custom[0.1]") == r"warmup=\allowbreak{}custom[\allowbreak{}0.1]"
+    assert pt.caption(r"$\delta$ of u", "fnn3_x", "quick") == \
+        r"$\delta$ of u (fnn3\_x; profile quick)."
     with pytest.raises(ValueError, match="table name 'a/b'"):
-        pt.write_table(pd.DataFrame({"x": [1]}), tmp_path, "a/b", "c")
+        pt.write_table(pd.DataFrame({"x": [1]}), Path("."), "a/b", "")
 
 
 def test_contraction_table_equals_the_exact_ratio_of_known_vectors(tmp_path):
@@ -86,7 +67,7 @@ def test_contraction_table_equals_the_exact_ratio_of_known_vectors(tmp_path):
         for step, u in enumerate(vectors):
             rec.record(step, 0, u=u, layout=layout)
     run = load(tmp_path / "run")
-    run.manifest["model"] = "toy"
+    run.manifest["model"] = "fnn3"
     table = pt.contraction_table([run])
     assert list(table["density"]) == [0.05, 0.2] and list(table["records"]) == [3, 3]
     for rho, row in table.set_index("density").iterrows():
@@ -105,44 +86,98 @@ def test_contraction_table_equals_the_exact_ratio_of_known_vectors(tmp_path):
         assert row["share_at_most_paper"] == pytest.approx(np.mean(np.array(exact)
                                                                    <= (1 - k / d) ** 2))
         assert row["condition"] == "warmup=none"  # a recorder run without a manifest density
-    csv, tex = pt.write_table(table, tmp_path, "contraction", pt.caption("m", "toy", "quick"))
-    assert_tex_matches_csv(csv, tex)
+    tex = pt.contraction_latex(table, pt.caption("m", "toy", "quick"))
+    rows = body_rows(tex)
+    # the model and condition once, as a group row
+    assert len(rows) == 2 and r"\emph{FNN-3; warmup=\allowbreak{}none}" in tex
+    assert head(tex)[:3] == [r"$\rho$", "Rows", r"$\delta$"]
+    for column in (2, 3, 4, 5):  # δ and the references: four decimals, as the CSV rounds
+        assert_fixed_decimals(rows, column, 4)
+    assert [float(r[2]) for r in rows] == [round(v, 4) for v in table["delta_emp"]]
+    assert [r[6] for r in rows] == [f"{100 * v:.0f}" for v in table["share_at_most_paper"]]
+    csv, written = pt.write_table(table, tmp_path, "contraction", tex)
+    pd.testing.assert_frame_equal(pd.read_csv(csv), table, check_dtype=False)
+    assert written.read_text() == tex
 
 
-def fake_run(experiment, sparsifier, seed, metric):
+def fake_run(experiment, sparsifier, seed, metric, *, workers=2, selected=10, wire=100,
+             payload=80):
     ev = pd.DataFrame({"step": [10, 20], "epoch": [0, 1], "split": ["test", "test"],
                        "loss": [1.0, 0.5], "metric": [metric - 0.1, metric],
                        "metric_name": ["accuracy", "accuracy"]})
-    train = pd.DataFrame({"step": [1, 2], "loss": [2.0, 1.5]})
+    train = pd.DataFrame({"step": [1, 2], "loss": [2.0, 1.5], "selected": [selected] * 2,
+                          "bytes_sent": [wire] * 2, "payload_bytes": [payload] * 2})
     return SimpleNamespace(manifest={"experiment": experiment, "sparsifier": sparsifier,
-                                     "seed": seed}, eval=ev, train=train, path=Path("x"))
+                                     "seed": seed, "model": "fnn3", "dataset": "mnist",
+                                     "density": 0.01, "world_size": workers},
+                           eval=ev, train=train, path=Path("x"))
 
 
-def test_convergence_table_mean_and_student_t_interval_over_seeds(tmp_path):
-    runs = [fake_run("conv", "topk", s, m) for s, m in enumerate([0.90, 0.92, 0.94])]
-    runs.append(fake_run("conv", "dense", 0, 0.95))
-    table = pt.convergence_table(runs).set_index("sparsifier")
-    topk = table.loc["topk"]
+def test_convergence_table_mean_interval_and_traffic_over_seeds():
+    runs = [fake_run("conv", "topk", s, m, wire=100 + s) for s, m in enumerate([0.90, 0.92,
+                                                                                  0.94])]
+    runs.append(fake_run("conv", "dense", 0, 0.95, selected=1000, wire=8000, payload=8000))
+    table = pt.convergence_table(runs)
+    assert list(table["sparsifier"]) == ["dense", "topk"]  # Dense first
+    topk = table.set_index("sparsifier").loc["topk"]
     half = 4.302652729911275 * 0.02 / math.sqrt(3)  # t_{0.975, 2} * s / sqrt(n)
     assert topk["n_seeds"] == 3 and topk["mean"] == pytest.approx(0.92)
     assert (topk["ci_low"], topk["ci_high"]) == pytest.approx((0.92 - half, 0.92 + half))
-    assert table.loc["dense", "n_seeds"] == 1 and math.isnan(table.loc["dense", "ci_low"])
-    csv, tex = pt.write_table(table.reset_index(), tmp_path, "convergence",
-                              pt.caption("final accuracy", "conv", "quick"))
-    assert_tex_matches_csv(csv, tex)
+    # two steps, two workers, 10 elements each; wire 100, 101, 102 bytes per step
+    assert topk["elements"] == 40 and topk["wire_bytes"] == pytest.approx(2 * 101)
+    assert topk["payload_bytes"] == 160
+    dense = table.set_index("sparsifier").loc["dense"]
+    assert dense["n_seeds"] == 1 and math.isnan(dense["ci_low"]) and math.isnan(dense["density"])
+    tex = pt.convergence_latex(table, "c")
+    rows = body_rows(tex)
+    assert rows[0][0] == "Dense" and rows[0][2] == "--"  # no density for Dense
+    assert rows[1][4] == f"92.00 [{100 * (0.92 - half):.2f}, {100 * (0.92 + half):.2f}]"
+    assert rows[0][4] == "95.00"  # one seed: no interval
+    assert "final accuracy, \\%" in tex and "Wire (MB)" in head(tex)[7]
 
 
-def test_normality_selectors_and_speed_tables(tmp_path):
-    battery = pd.DataFrame({"model": ["m"] * 4, "step": [1, 2, 1, 2],
-                            "statistic": ["ks_D", "ks_D", "qq_r", "qq_r"],
-                            "value": [0.1, 0.3, 0.99, 0.97]})
-    norm = pt.normality_table(battery).set_index("statistic")
-    assert norm.loc["ks_D", "median"] == pytest.approx(0.2) and norm.loc["qq_r", "min"] == 0.97
-    bench = pd.DataFrame({"method": ["topk", "gaussiank", "gaussiank"], "d": [100, 100, 100],
-                          "density": [0.01] * 3, "distribution": ["normal", "normal", "laplace"],
-                          "median_ms": [2.0, 1.0, 1.5], "ratio_to_topk": [1.0, 0.5, 0.75]})
+def laplace_run(tmp_path: Path, name: str, draw) -> object:
+    with Recorder(tmp_path / name, densities=[0.01], snapshot_schedule=[0, 1, 2]) as rec:
+        for step in range(3):
+            rec.record(step, 0, u=torch.from_numpy(draw(step)), layout=[("w", 0, 4000)])
+    run = load(tmp_path / name)
+    run.manifest.update(model=name, sparsifier="topk")
+    return run
+
+
+def test_normality_table_gives_the_moments_effect_sizes_and_fitted_family(tmp_path):
+    rng = np.random.default_rng(0)
+    normal = laplace_run(tmp_path, "normal", lambda s: rng.standard_normal(4000))
+    laplace = laplace_run(tmp_path, "laplace", lambda s: rng.laplace(size=4000))
+    table = pt.normality_table([normal, laplace]).set_index("model")
+    assert list(table["snapshots"]) == [3, 3]
+    assert table.loc["laplace", "best_family"] == "laplace" and \
+        table.loc["laplace", "gennorm_beta"] == pytest.approx(1.0, abs=0.2)
+    assert table.loc["normal", "gennorm_beta"] == pytest.approx(2.0, abs=0.35)
+    assert table.loc["laplace", "excess_kurtosis"] == pytest.approx(3.0, abs=0.8)
+    u = normal.snapshot(1, 0).astype(np.float64)
+    assert table.loc["normal", "ks_D"] < table.loc["laplace", "ks_D"]
+    skews = [stats.skew(normal.snapshot(s, 0).astype(np.float64)) for s in range(3)]
+    assert table.loc["normal", "skew"] == pytest.approx(np.median(skews), rel=1e-4, abs=1e-6)
+    assert u.size == 4000
+    tex = pt.normality_latex(table.reset_index(), "n")
+    assert head(tex)[:5] == ["Method", "Condition", "Snap.", "Skew", r"Ex.\ kurt."]
+    assert r"\emph{laplace}" in tex  # the model once, as a group row
+    assert "anderson" not in tex and "n\\_sub" not in tex  # no raw identifiers
+    assert "Laplace (" in tex
+
+
+def test_selectors_and_speed_tables(tmp_path):
+    bench = pd.read_csv(REFERENCE / "bench-cpu" / "selection.csv")
     speed = pt.speed_table(bench)
-    assert list(speed["method"]) == ["gaussiank", "topk"]
+    normal = bench[bench["distribution"] == "normal"]
+    assert len(speed) == len(normal) and set(speed["method"]) == set(normal["method"])
+    tex = pt.speed_latex(speed, "s")
+    rows = body_rows(tex)
+    assert len(rows) == 2 * normal["method"].nunique()  # one row per method and density
+    one = normal[(normal["method"] == "gaussiank") & (normal["density"] == 0.001)
+                 & (normal["d"] == 1_000_000)].iloc[0]
+    assert f"{one['median_ms']:.2f} ({one['ratio_to_topk']:.2f})" in tex
     with Recorder(tmp_path / "run", densities=[0.1], sparsifiers=["gaussiank"]) as rec:
         for step in range(4):
             rec.record(step, 0, u=torch.randn(500), layout=[("w", 0, 500)])
@@ -151,7 +186,55 @@ def test_normality_selectors_and_speed_tables(tmp_path):
     assert list(sel["selector"]) == ["gaussiank"] and sel["records"].iloc[0] == 4
     u = run.stats[(run.stats.layer == "__global__") & (run.stats.kind == "u")]
     assert sel["median_recall"].iloc[0] == pytest.approx(u["gaussiank_recall"].median())
-    for name, frame in [("normality", norm.reset_index()), ("speed", speed), ("selectors", sel)]:
-        csv, tex = pt.write_table(frame, tmp_path, name, pt.caption(name, "toy", None))
-        assert_tex_matches_csv(csv, tex)
-        assert "profile unknown" in read_tex(tex)[0]
+    rows = body_rows(pt.selectors_latex(sel, "x"))
+    assert rows[0][1] == "Gaussian-k" and rows[0][5] == f"{u['gaussiank_recall'].median():.3f}"
+
+
+@pytest.fixture(scope="module")
+def reference() -> pd.DataFrame:
+    return pd.read_csv(REFERENCE / "claims-quick.csv")
+
+
+def test_the_distribution_view_shows_each_claims_share_and_verdict(reference):
+    view = pt.claims_distribution_table(reference)
+    row = view[(view["model"] == "fnn3") & (view["condition"] == "warmup=none; rho=0.001")]
+    source = reference[(reference["model"] == "fnn3") & (reference["section"] == "distribution")
+                       & (reference["condition"] == "warmup=none; rho=0.001")].set_index(
+        "claim")
+    for claim in pt.DISTRIBUTION_VIEW:
+        assert row[f"{claim}_fraction"].iloc[0] == source.loc[claim, "fraction"]
+        assert row[f"{claim}_verdict"].iloc[0] == source.loc[claim, "verdict"]
+    tex = pt.claims_distribution_latex(view, "d")
+    frac = source.loc["gaussian_like", "fraction"]
+    assert f"{100 * frac:.0f} {pt.VERDICT_SHORT[source.loc['gaussian_like', 'verdict']]}" in tex
+
+
+def test_the_convergence_view_pairs_each_accuracy_row_with_its_traffic_verdict(reference):
+    view = pt.claims_convergence_table(reference)
+    conv = reference[reference["section"] == "convergence"]
+    assert len(view) == conv["claim"].str.endswith("_accuracy").sum()
+    row = view[(view["sparsifier"] == "gaussiank-2019")
+               & (view["condition"] == "warmup=paper; rho=0.001")].iloc[0]
+    acc = conv[(conv["claim"] == "gaussiank_accuracy") & (conv["sparsifier"] == "gaussiank-2019")
+               & (conv["condition"] == "warmup=paper; rho=0.001")].iloc[0]
+    traffic = conv[(conv["claim"] == "gaussiank_traffic")
+                   & (conv["sparsifier"] == "gaussiank-2019")
+                   & (conv["condition"] == "warmup=paper; rho=0.001")].iloc[0]
+    assert (row["diff_mean"], row["ci_low"], row["traffic_target"]) == \
+        (acc["diff_mean"], acc["ci_low"], acc["traffic_target"])
+    assert (row["accuracy_verdict"], row["traffic_verdict"]) == (acc["verdict"],
+                                                                traffic["verdict"])
+    tex = pt.claims_convergence_latex(view, "c")
+    cells = f"{acc['diff_mean']:.2f} [{acc['ci_low']:.2f}, {acc['ci_high']:.2f}]"
+    assert cells in tex and "points of accuracy" in tex
+
+
+def test_the_predictions_view_has_one_row_per_setting_and_a_column_per_baseline(reference):
+    view = pt.claims_predictions_table(reference)
+    speedups = reference[reference["claim"].str.contains("speedup_p16")]
+    assert len(view) * 3 == len(speedups)
+    row = speedups.iloc[0]
+    hit = view[(view["model"] == row["model"]) & (view["sparsifier"] == row["sparsifier"])
+               & (view["network"] == row["network"])].iloc[0]
+    assert hit["Dense_breakeven_ms"] == row["breakeven_ms"]
+    assert hit["Dense_verdict"] == row["verdict"]

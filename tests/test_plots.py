@@ -267,6 +267,37 @@ def test_titles_declare_substitution_and_model_arguments():
     assert "SGD" not in describe_run({"model": "fnn3", "optimizer": {"name": "sgd"}})
 
 
+def test_contraction_is_a_line_over_every_training_step_with_the_recorder_as_points(run):
+    """tiny-fnn3 trains exact Top-k at ρ = 0.01 and records ρ = 0.001 and 0.01: the 0.01 panel
+    draws train.parquet's δ at each of the 40 steps, equal to the recorder's δ at its steps;
+    the 0.001 panel keeps the recorder's line and says training ran at another density."""
+    from topkscope.plots.contraction import EVERY_STEP_LABEL
+
+    assert run.manifest["sparsifier"] == "topk" and run.manifest["density"] == 0.01
+    fig = plots.contraction_over_iterations(run.stats, manifest=run.manifest, train=run.train)
+    low, high = panels(fig)
+    assert "recorder only (training: ρ = 0.01)" in low.get_title()
+    assert EVERY_STEP_LABEL not in [ln.get_label() for ln in low.lines]
+    assert high.get_title().endswith("as trained")
+    lines = {ln.get_label(): ln for ln in high.lines}
+    every = lines[EVERY_STEP_LABEL]
+    assert list(every.get_xdata()) == run.train["step"].tolist() == list(range(40))
+    np.testing.assert_array_equal(every.get_ydata(), run.train["contraction"])
+    u = global_u(run.stats)
+    recorded = u[u["density"] == 0.01].groupby("step")["topk_ratio"].median()
+    points = lines["measured δ at the recorded steps (recorder, median)"]
+    np.testing.assert_array_equal(points.get_xdata(), recorded.index)
+    on_line = run.train.set_index("step").loc[recorded.index, "contraction"]
+    np.testing.assert_allclose(on_line.to_numpy(), recorded.to_numpy(), rtol=1e-12)
+    # the references span the whole line, at the exact bound
+    paper = next(ln for label, ln in lines.items() if label.startswith("(1 − k/d)²"))
+    assert list(paper.get_xdata()) == [0, 39]
+    # another method's selection is not Top-k's δ: no every-step line
+    other = plots.contraction_over_iterations(
+        run.stats, manifest={**run.manifest, "sparsifier": "gaussiank"}, train=run.train)
+    assert EVERY_STEP_LABEL not in [ln.get_label() for ax in other.axes for ln in ax.lines]
+
+
 def test_save_figure_writes_png_and_pdf(run, tmp_path):
     fig = plots.contraction_over_iterations(run.stats, manifest=run.manifest)
     paths = plots.save_figure(fig, tmp_path, "c")

@@ -27,6 +27,8 @@ def documented() -> dict[str, dict[str, str]]:
 def matches(dtype, documented_dtype: str) -> bool:
     if documented_dtype == "str":
         return pd.api.types.is_string_dtype(dtype)
+    if documented_dtype == "list":  # lists of values (or null) are object columns
+        return str(dtype) == "object"
     return str(dtype) == documented_dtype
 
 
@@ -51,15 +53,21 @@ def small(tmp_path_factory, data_root):
 
 def test_every_table_of_a_run_and_its_analysis_has_the_documented_dtypes(small, tmp_path):
     schema = documented()
-    assert set(schema) == {"train", "eval", "stats", "hist", "normality", "fits", "contraction"}
+    assert set(schema) == {"train", "eval", "stats", "hist", "normality", "fits", "contraction",
+                           "run"}
     run = next(p for p in (small.root / "tiny-fnn3").iterdir() if (p / "manifest.json").exists())
     assert cli(["analyze", str(run), "--results", str(tmp_path), "--densities", "0.01",
                 "--no-progress"]) == 0
     analysis = tmp_path / run.parent.name / run.name
-    paths = {"train": run / "train.parquet", "eval": run / "eval.parquet",
+    paths = {"run": run / "run.parquet", "train": run / "train.parquet",
+             "eval": run / "eval.parquet",
              "stats": run / "stats", "hist": run / "hist",
              **{n: analysis / f"{n}.parquet" for n in ("normality", "fits", "contraction")}}
     for table, path in paths.items():
         frame = pd.read_parquet(path)
         assert len(frame), table
         check(frame, schema[table], table)
+        if table != "run":  # every row names its run, as run.parquet does
+            assert list(frame.columns[:2]) == ["experiment", "run_id"], table
+            assert set(frame["run_id"]) == {run.name}, table
+            assert set(frame["experiment"]) == {run.parent.name}, table

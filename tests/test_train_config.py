@@ -125,6 +125,25 @@ def test_assignments_read_values_as_yaml():
         parse_assignment("lr")
 
 
+def test_a_dotted_set_key_changes_one_nested_key_and_keeps_its_siblings():
+    raw = {**MINIMAL, "recorder": {"schedule": {"every": 200, "start": 5}, "densities": [0.01]},
+           "profiles": {"quick": {"recorder": {"densities": [0.1]}}}}
+    cfg = resolve(raw, overrides=dict([parse_assignment("recorder.schedule.every=10")]))
+    assert cfg.recorder == {"schedule": {"every": 10, "start": 5}, "densities": [0.1]}
+    # a number where a mapping is needed becomes one; plain and dotted keys combine
+    raw["recorder"]["hist_schedule"] = 50
+    cfg = resolve(raw, overrides={"lr": 0.5, "recorder.hist_schedule.every": 7,
+                                  "model_args.hidden": 3})
+    assert cfg.recorder["hist_schedule"] == {"every": 7} and cfg.lr == 0.5
+    assert cfg.model_args == {"hidden": 3}
+    with pytest.raises(ValueError, match="unknown key 'shedule' in recorder"):
+        resolve(raw, overrides={"recorder.shedule.every": 10})
+    with pytest.raises(ValueError, match="unknown config key 'lrr'"):
+        resolve(raw, overrides={"lrr.x": 1})
+    with pytest.raises(ValueError, match="'recorder..every' has an empty part"):
+        resolve(raw, overrides={"recorder..every": 1})
+
+
 def test_replace_revalidates():
     cfg = validate(MINIMAL)
     assert cfg.replace(workers=4).workers == 4

@@ -69,6 +69,7 @@ def test_rows_report_density_schedule_counts_and_bytes():
     assert [r["selected"] for r in rows] == [round(0.1 * d)] * 4 + [round(0.01 * d)] * 4
     assert [r["epoch"] for r in rows] == [0] * 4 + [1] * 4
     assert rows[0]["bytes_sent"] == 2 * (8 + round(0.1 * d) * 8)
+    assert rows[0]["payload_bytes"] == 2 * round(0.1 * d) * 8  # Top-k: equal counts, no padding
     for r in rows:
         assert r["metric_name"] == "accuracy" and 0 <= r["metric"] <= 1
         assert math.isfinite(r["loss"]) and r["time_compute"] > 0

@@ -40,6 +40,7 @@ COMMANDS = {
     "gallery": "topkscope.commands.gallery",
     "import": "topkscope.commands.import",
     "report": "topkscope.commands.report",
+    "tables": "topkscope.commands.tables",
 }
 
 
@@ -73,12 +74,19 @@ def _report(paths, out, **options):
     return write_report(paths, out, **options)
 
 
+def _tables(runs, paths, out, **options):
+    from topkscope.publish.paper_tables import write_for_paths
+
+    return write_for_paths(runs, paths, out, **options)
+
+
 # subcommand -> extra keyword arguments of its main(args, ...)
 WIRED = {
     "figures": {"driver": _figures_driver},
     "claims": {"tabulate": _claims_table, "summarize": _claims_summary},
     "gallery": {"publish": _gallery},
     "report": {"write": _report},
+    "tables": {"write": _tables},
 }
 
 

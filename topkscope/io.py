@@ -115,14 +115,18 @@ def os_free_bytes(folder: str | os.PathLike) -> int | None:
 class Table:
     """An append-only table with a fixed schema, flushed to one parquet file.
 
-    columns maps each column to its pandas dtype. A reader always sees a complete file (the
-    previous flush or this one). On resume the rows at or after the checkpoint's step are
-    dropped (`reload_before`): they are recomputed.
+    columns maps each column to its pandas dtype. identity: text columns with one value for
+    every row (the run's experiment and run_id: topkscope.schema.run_identity), written first
+    and never given to append(). A reader always sees a complete file (the previous flush or
+    this one). On resume the rows at or after the checkpoint's step are dropped
+    (`reload_before`): they are recomputed.
     """
 
-    def __init__(self, path: Path, columns: dict[str, str]) -> None:
+    def __init__(self, path: Path, columns: dict[str, str],
+                 identity: dict[str, str] | None = None) -> None:
         self.path = Path(path)
         self.columns = columns
+        self.identity = dict(identity or {})
         self.rows: list[dict[str, Any]] = []
         self._dirty = False  # rows added or changed since the last flush
 
@@ -145,8 +149,10 @@ class Table:
         """The rows as a pandas DataFrame with the table's dtypes."""
         import pandas as pd
 
-        df = pd.DataFrame(self.rows, columns=list(self.columns))
-        return df.astype(self.columns)
+        df = pd.DataFrame(self.rows, columns=list(self.columns)).astype(self.columns)
+        for i, (name, value) in enumerate(self.identity.items()):
+            df.insert(i, name, pd.Series([value] * len(df), dtype="object"))
+        return df
 
     def flush(self) -> None:
         if self._dirty or not self.path.exists():
@@ -159,5 +165,6 @@ class Table:
 
         if self.path.exists():
             df = pd.read_parquet(self.path)
-            self.rows = df[df["step"] < step].to_dict("records")
+            kept = df[df["step"] < step].drop(columns=list(self.identity), errors="ignore")
+            self.rows = kept.to_dict("records")
         self._dirty = True  # rewrite on the next flush

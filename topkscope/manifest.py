@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from topkscope.interrupts import WorkerFailed, interruption_signal
-from topkscope.io import write_json_atomic
+from topkscope.io import atomic_write, write_json_atomic
+from topkscope.names import spelling
+from topkscope.schema import RUN_COLUMNS, RUN_TABLE, run_identity, run_schema
 
 STATUSES = ("running", "complete", "failed", "interrupted")
 MANIFEST = "manifest.json"
@@ -168,7 +170,12 @@ class Manifest:
         return m
 
     def write(self) -> None:
+        """manifest.json, and run.parquet when the fields it holds changed (run_row)."""
         write_json_atomic(self.path, self.data)
+        row = run_row(self.path.parent, self.data)
+        if row != getattr(self, "_row_written", None):
+            write_run_table(self.path.parent, row)
+            self._row_written = row
 
     def update(self, **fields: Any) -> None:
         self.data.update(fields)
@@ -252,6 +259,51 @@ def condition_of(manifest: dict) -> str:
     return "; ".join(parts)
 
 
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _number(value: Any, kind: type) -> int | float | None:
+    """value as int or float, None when it is not a finite number of that kind (a seed
+    "not published", a density computed by a function)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if kind is int:
+        return int(value) if float(value).is_integer() else None
+    return float(value) if value == value and abs(value) != float("inf") else None
+
+
+def run_row(run_dir: str | Path, manifest: dict) -> dict[str, Any]:
+    """The row of run.parquet (schema.RUN_COLUMNS) for a run folder and its manifest: its
+    identity (schema.run_identity), the fields runs are selected by, its condition
+    (condition_of), the recorder's densities and selectors (null without a recorder)."""
+    recorder = manifest.get("recorder") if isinstance(manifest.get("recorder"), dict) else {}
+    optimizer = manifest.get("optimizer")
+    row = {**run_identity(run_dir, manifest),
+           **{k: _text(manifest.get(k)) for k in (
+               "status", "launcher", "profile", "model", "dataset", "dataset_substitute",
+               "sparsifier", "selection", "start_time", "end_time", "git_commit")},
+           "train_density": _number(manifest.get("density"), float),
+           "condition": condition_of(manifest),
+           **{k: _number(manifest.get(k), int) for k in (
+               "seed", "world_size", "num_parameters", "total_steps", "steps_done")},
+           "optimizer": _text(optimizer.get("name") if isinstance(optimizer, dict) else optimizer),
+           "recorder_densities": [float(d) for d in recorder["densities"]]
+           if recorder.get("densities") else None,
+           "recorder_sparsifiers": [str(n) for n in recorder.get("sparsifiers") or []]
+           if recorder else None}
+    return {k: row[k] for k in RUN_COLUMNS}
+
+
+def write_run_table(run_dir: str | Path, row: dict[str, Any]) -> Path:
+    """run_dir/run.parquet: the one row `row` with schema.RUN_COLUMNS, written atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pylist([row], schema=run_schema())
+    return atomic_write(Path(run_dir) / RUN_TABLE, lambda tmp: pq.write_table(table, tmp))
+
+
 @dataclass(frozen=True)
 class FoundRun:
     """A run folder and its manifest as read when it was found."""
@@ -289,16 +341,28 @@ def _matches(value: Any, wanted: Any) -> bool:
 MATCHED_FIELDS = ("experiment", "profile", "model", "sparsifier", "seed", "density", "status")
 
 
+def _spelled(field: str, wanted: Any) -> Any:
+    """wanted in the manifests' spelling: display names of models and sparsifiers ("FNN-3",
+    "Top-k", any case) read as theirs (topkscope.names.spelling), a condition without '='
+    ("paper") as the warm-up it names ("warmup=paper"); tuples element by element."""
+    if isinstance(wanted, (tuple, list, set, frozenset)):
+        return type(wanted)(_spelled(field, w) for w in wanted)
+    if field == "condition":
+        return f"warmup={wanted}" if isinstance(wanted, str) and "=" not in wanted else wanted
+    return spelling(field, wanted)
+
+
 def matches(manifest: dict, *, condition: Any = None, **wanted: Any) -> bool:
     """Whether a manifest has every wanted field (MATCHED_FIELDS; each None: any, a value, or
-    a tuple of allowed values) and its condition_of is `condition`. find_runs selects with
-    it; a caller holding manifests already (the figures driver) narrows them with it."""
+    a tuple of allowed values) and its condition_of is `condition`. Display names are read as
+    the manifests' spellings (`_spelled`). find_runs selects with it; a caller holding
+    manifests already (the figures driver) narrows them with it."""
     unknown = sorted(set(wanted) - set(MATCHED_FIELDS))
     if unknown:
         raise ValueError(f"cannot match runs on {unknown}; allowed: {', '.join(MATCHED_FIELDS)}, "
                          "condition")
-    return all(_matches(manifest.get(k), v) for k, v in wanted.items()) and \
-        _matches(condition_of(manifest), condition)
+    return all(_matches(manifest.get(k), _spelled(k, v)) for k, v in wanted.items()) and \
+        _matches(condition_of(manifest), _spelled("condition", condition))
 
 
 def find_runs(roots: str | Path | Iterable[str | Path], *, experiment: Any = None,
@@ -312,8 +376,11 @@ def find_runs(roots: str | Path | Iterable[str | Path], *, experiment: Any = Non
         roots: run folders, experiment folders or results roots (``<experiment>/<run_id>/``),
             one or several; a root that does not exist holds no runs.
         experiment, profile, model, sparsifier, seed, density: manifest fields to match; each
-            None (any), a value, or a tuple of allowed values.
-        condition: matched against ``condition_of(manifest)`` (e.g. "warmup=paper").
+            None (any), a value, or a tuple of allowed values. model and sparsifier take the
+            manifests' spellings ("fnn3", "topk") or the display names figures and tables
+            print ("FNN-3", "Top-k", "Gaussian-k (2019)"), in any case.
+        condition: matched against ``condition_of(manifest)`` (e.g. "warmup=paper"); a value
+            without '=' names the warm-up alone ("paper" is "warmup=paper").
         status: "complete" (default), a tuple such as ("interrupted", "failed"), or None (any).
 
     Returns:

@@ -8,8 +8,12 @@ notebooks/, papermill and nbconvert wherever they are called from):
                         package was imported from), else ./results
     resolve(path)       an absolute path as it is; a relative one against the working
                         directory if it exists there, else against the repository
-    pick_run(run_dir, experiment)   run_dir if given, else the newest complete run (of
-                        `experiment`, when given) under results_root() that has a recorder
+    pick_run(run_dir, experiment, needs=...)   run_dir if given, else the newest complete
+                        recorded run (of `experiment`, when given) under results_root() that
+                        holds what the notebook draws (`needs`: HINTS keys), printing the
+                        candidates and which it took
+    shown(path)         a path as a notebook prints it: relative to the results root when
+                        inside it, so executed copies do not hold the machine's folders
 
 A cell that needs data a run may lack is guarded by `need(run, what)`: False, with a one-line
 hint naming the recorder option (or command) that would produce it, when it is missing.
@@ -21,6 +25,7 @@ import os
 from pathlib import Path
 
 from topkscope.manifest import Manifest, find_runs
+from topkscope.schema import PART_GLOB, SNAPSHOT_RE
 
 RESULTS_ENV = "TOPKSCOPE_RESULTS"
 
@@ -74,26 +79,77 @@ def resolve(path: str | os.PathLike) -> Path:
     return (repo / p).resolve() if repo is not None else p.resolve()
 
 
+def shown(path: str | os.PathLike, results: str | os.PathLike | None = None) -> str:
+    """path relative to results_root(results), else to the working directory, when it lies
+    inside it (what a notebook prints, so an executed copy holds no machine's folders: the
+    figures driver runs them in the results root), else as given."""
+    path = Path(path).resolve()
+    for base in (results_root(results), Path.cwd()):
+        try:
+            return str(path.relative_to(base.resolve())) or "."
+        except ValueError:
+            continue
+    return str(path)
+
+
+def holds(run_dir: Path, manifest: dict, what: str) -> bool:
+    """Whether a run folder holds `what` (a HINTS key), told from its files and manifest
+    without loading its tables (pick_run looks at every run)."""
+    recorder = manifest.get("recorder") or {}
+    if what in ("stats", "hist"):
+        return any((run_dir / what).glob(PART_GLOB))
+    if what == "snapshots":
+        folder = run_dir / "snapshots"
+        return folder.is_dir() and any((m := SNAPSHOT_RE.match(p.name)) and m.group(3) is None
+                                       for p in folder.iterdir())
+    if what == "selectors":
+        return bool(recorder.get("sparsifiers")) and any((run_dir / "stats").glob(PART_GLOB))
+    if what == "layers":
+        return bool(recorder.get("per_layer", True)) and any((run_dir / "stats").glob(PART_GLOB))
+    if what in ("train", "loss"):
+        return (run_dir / "train.parquet").is_file()
+    if what == "eval":
+        return (run_dir / "eval.parquet").is_file()
+    raise ValueError(f"what = {what!r}; allowed: {', '.join(HINTS)}")
+
+
 def pick_run(run_dir: str | os.PathLike | None = None, experiment: str | None = None,
-             results: str | os.PathLike | None = None) -> Path:
-    """The run folder to show: run_dir if given, else the newest complete run with a recorder
-    (of `experiment`, if given) under results_root(results). ValueError naming the
+             results: str | os.PathLike | None = None, needs: tuple[str, ...] = ()) -> Path:
+    """The run folder to show: run_dir if given, else, of the complete runs with a recorder
+    (of `experiment`, if given) under results_root(results), the newest that holds every
+    one of `needs` (HINTS keys: what the notebook draws), else the one that holds the most of
+    them, newest first. Prints the candidates and which it took. ValueError naming the
     parameters when there is none."""
     if run_dir is not None:
         found = resolve(run_dir)
         try:
             Manifest.load(found)
         except ValueError as exc:
-            raise ValueError(f"run_dir = {str(run_dir)!r} ({found}): {exc}") from None
+            raise ValueError(f"run_dir = {str(run_dir)!r} ({shown(found, results)}): {exc}"
+                             ) from None
         return found
     root = results_root(results)
-    runs = [(str(r.manifest.get("start_time") or ""), r.path)
-            for r in find_runs(root, experiment=experiment) if r.manifest.get("recorder")]
+    runs = [r for r in find_runs(root, experiment=experiment) if r.manifest.get("recorder")]
     if not runs:
         where = f"experiment {experiment!r} under " if experiment else ""
         raise ValueError(f"no complete recorded run of {where}{str(root)!r}; set the run_dir "
                          f"parameter, or {RESULTS_ENV} to a results folder")
-    return max(runs)[1]
+    has = {r.path: [w for w in needs if holds(r.path, r.manifest, w)] for r in runs}
+    ranked = sorted(runs, key=lambda r: (len(has[r.path]), str(r.manifest.get("start_time")
+                                                               or "")), reverse=True)
+    chosen = ranked[0]
+    lacking = [w for w in needs if w not in has[chosen.path]]
+    wanted = f" that holds {', '.join(needs)}" if needs else ""
+    print(f"run_dir = None: {len(runs)} complete recorded run(s) under the results root; "
+          f"took {shown(chosen.path, results)}, the newest{wanted}"
+          + (f" (none holds {', '.join(lacking)}: those cells are skipped)" if lacking else "")
+          + "; set run_dir to show another:")
+    for r in ranked[:8]:
+        print(f"  {shown(r.path, results)}: holds {', '.join(has[r.path]) or 'none'}"
+              f" of {', '.join(needs) or '-'}")
+    if len(ranked) > 8:
+        print(f"  ... and {len(ranked) - 8} more")
+    return chosen.path
 
 
 def pick_runs(experiment: str | None = None, results: str | os.PathLike | None = None,
@@ -105,12 +161,34 @@ def pick_runs(experiment: str | None = None, results: str | os.PathLike | None =
     for run in find_runs(root, profile=profile):
         by_experiment.setdefault(str(run.manifest.get("experiment")), []).append(run.path)
     if experiment is None and by_experiment:
-        experiment = max(by_experiment, key=lambda e: (len(by_experiment[e]), e))
+        ranked = sorted(by_experiment, key=lambda e: (len(by_experiment[e]), e), reverse=True)
+        experiment = ranked[0]
+        others = ", ".join(f"{e} ({len(by_experiment[e])})" for e in ranked[1:8])
+        print(f"experiment = None: took {experiment}, the experiment with the most complete "
+              f"runs ({len(by_experiment[experiment])})"
+              + (f"; others: {others}" if others else "") + "; set experiment to show another")
     runs = by_experiment.get(experiment or "", [])
     if not runs:
         raise ValueError(f"no complete run of experiment {experiment!r} under {str(root)!r}; "
                          f"set the experiment and results_root parameters, or {RESULTS_ENV}")
     return runs
+
+
+def densities_line(run) -> str:
+    """'training ρ = 0.01 (warmup=none) | recorder ρ = 0.001, 0.01': the density training
+    selected at (its target, with the warm-up that led to it) apart from the densities the
+    recorder evaluated u at (the stats rows' `density`, each figure panel's)."""
+    from topkscope.manifest import condition_of
+    from topkscope.plots.titles import format_density
+
+    m = run.manifest
+    recorded = (m.get("recorder") or {}).get("densities")
+    if not recorded and "density" in run.stats:
+        recorded = sorted(run.stats["density"].unique())
+    out = f"training {format_density(m.get('density'))} ({condition_of(m)})"
+    if recorded:
+        out += " | recorder ρ = " + ", ".join(f"{float(r):g}" for r in recorded)
+    return out
 
 
 def missing(run, what: str, rank: int | None = None) -> str | None:
@@ -136,7 +214,7 @@ def missing(run, what: str, rank: int | None = None) -> str | None:
         return None
     lacks, how = HINTS[what]
     of_rank = f" of rank {rank}" if rank is not None and what in ("hist", "snapshots") else ""
-    return f"skipped: {run.path} has {lacks}{of_rank}; {how}"
+    return f"skipped: {shown(run.path)} has {lacks}{of_rank}; {how}"
 
 
 def need(run, what: str, rank: int | None = None) -> bool:

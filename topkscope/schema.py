@@ -8,7 +8,11 @@ recorder in topkscope.hooks) and the code that reads it (topkscope.analysis.runs
     hist/part-r{rank:05d}-{seq:06d}.parquet    one row per (step, rank, layer, kind, bin)
     snapshots/step{t}-rank{r}.npy  (u; other kinds step{t}-rank{r}-{kind}.npy), float32
 
-Layer "__global__" (GLOBAL) is the whole model. A sparsifier S recorded by the recorder adds
+    run.parquet                    one row: the run's manifest as a table (RUN_COLUMNS)
+
+Every row of every table carries the run's identity, RUN_KEYS = (experiment, run_id)
+(`run_identity`), so the tables of many runs read as one (a glob) and join run.parquet on
+them. Layer "__global__" (GLOBAL) is the whole model. A sparsifier S recorded by the recorder adds
 the stats columns S_count, S_ratio, ..., with S's registry name '-' turned into '_'. The stats
 value columns are declared in topkscope.columns, which also generates their rows of
 docs/results.md and docs/results-schema.md (a test checks the docs hold them).
@@ -17,7 +21,9 @@ docs/results.md and docs/results-schema.md (a test checks the docs hold them).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -29,6 +35,46 @@ KINDS = ("g", "u", "e")
 PART_GLOB = "part-*.parquet"
 PART_RE = re.compile(r"^part-r(\d+)-(\d+)\.parquet$")
 SNAPSHOT_RE = re.compile(r"^step(\d+)-rank(\d+)(?:-([gue]))?\.npy$")
+
+
+# the run's identity, the first columns of every table a run folder holds
+RUN_KEYS = ("experiment", "run_id")
+RUN_TABLE = "run.parquet"
+# run.parquet: the manifest's fields that select runs, one row per run (manifest.run_row);
+# `train_density` is training's target density (the manifest's `density`), apart from the
+# recorder's `recorder_densities` and from the stats rows' `density`
+RUN_COLUMNS: dict[str, pa.DataType] = {
+    "experiment": pa.string(), "run_id": pa.string(), "status": pa.string(),
+    "launcher": pa.string(), "profile": pa.string(), "model": pa.string(),
+    "dataset": pa.string(), "dataset_substitute": pa.string(), "sparsifier": pa.string(),
+    "train_density": pa.float64(), "condition": pa.string(), "seed": pa.int64(),
+    "world_size": pa.int64(), "selection": pa.string(), "optimizer": pa.string(),
+    "num_parameters": pa.int64(), "total_steps": pa.int64(), "steps_done": pa.int64(),
+    "recorder_densities": pa.list_(pa.float64()), "recorder_sparsifiers": pa.list_(pa.string()),
+    "start_time": pa.string(), "end_time": pa.string(), "git_commit": pa.string(),
+}  # fmt: skip
+
+
+def run_schema() -> pa.Schema:
+    """run.parquet's arrow schema (RUN_COLUMNS), with the pandas metadata under which plain
+    pd.read_parquet gives its integer columns as pandas' nullable Int64 (a seed may be null)."""
+
+    fields = pa.schema(list(RUN_COLUMNS.items()))
+    empty = fields.empty_table().to_pandas()
+    for f in fields:
+        if pa.types.is_integer(f.type):
+            empty[f.name] = empty[f.name].astype("Int64")
+    return fields.with_metadata(pa.Schema.from_pandas(empty, preserve_index=False).metadata)
+
+
+def run_identity(run_dir: str | Path, manifest: Mapping[str, Any] | None = None
+                 ) -> dict[str, str]:
+    """{experiment, run_id} of a run folder: the manifest's, else the names of the folder
+    holding the run and of the run folder (a Recorder's own manifest names neither)."""
+    folder = Path(run_dir).resolve()
+    m = manifest or {}
+    return {"experiment": str(m.get("experiment") or folder.parent.name),
+            "run_id": str(m.get("run_id") or folder.name)}
 
 
 def part_name(rank: int, seq: int) -> str:
@@ -51,17 +97,21 @@ def column_prefix(name: str) -> str:
 # mean elements sent per worker, and `selected_min` / `selected_median` / `selected_max` the
 # same count over the P workers (0 when a worker sent nothing); times in seconds per worker
 # (mean over the simulated workers; rank 0's own under torchrun), where time_communicate
-# includes waiting for the slowest worker; bytes_sent = payload put on the wire by all workers
-# together (comm.sparse); contraction = ||u - C(u)||^2 / ||u||^2 of the step's selection (0 for
-# dense; the mean over the P workers in `topkscope run`, the rank's own in a DDP-hook run;
-# absent from runs written before it was recorded). epoch is nullable (Int64): a DDP-hook run knows no epochs unless the
-# script notes them.
+# includes waiting for the slowest worker; traffic in elements is `selected` (per worker), in
+# bytes over all workers: bytes_sent = what the all-gather puts on the wire (each worker's
+# 8-byte count, then its pairs padded to the largest count: comm.sparse.sparse_payload_bytes),
+# payload_bytes = the selected (value, index) pairs alone (no count, no padding; null in runs
+# written before it was recorded); dense: P d value bytes in both; contraction =
+# ||u - C(u)||^2 / ||u||^2 of the step's selection (0 for dense; the mean over the P workers in
+# `topkscope run`, the rank's own in a DDP-hook run; absent from runs written before it was
+# recorded). epoch is nullable (Int64): a DDP-hook run knows no epochs unless the script notes
+# them.
 TRAIN_COLUMNS = {
     "step": "int64", "epoch": "Int64", "loss": "float64", "lr": "float64", "metric": "float64",
     "metric_name": "object", "density": "float64", "k": "int64", "selected": "float64",
     "selected_min": "int64", "selected_median": "float64", "selected_max": "int64",
     "time_compute": "float64", "time_select": "float64", "time_communicate": "float64",
-    "bytes_sent": "int64", "contraction": "float64",
+    "bytes_sent": "int64", "payload_bytes": "Int64", "contraction": "float64",
 }  # fmt: skip
 EVAL_COLUMNS = {
     "step": "int64", "epoch": "int64", "split": "object", "loss": "float64", "metric": "float64",

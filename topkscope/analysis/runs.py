@@ -8,6 +8,13 @@
 Both open runs the project's one way: the manifest with topkscope.manifest.Manifest.load,
 run folders selected by manifest content with topkscope.manifest.find_runs.
 
+Every table on disk starts with the run's identity columns (schema.RUN_KEYS: experiment,
+run_id), so that the tables of many runs read as one; a loaded run is one run, and `load`
+leaves them out (they are in `run.manifest`). The stats parts hold a column group for every
+selector a recorder may evaluate (null where it did not): `load` keeps the groups of the
+selectors the manifest says were recorded (`recorder.sparsifiers`) and any other that holds a
+value.
+
 stats and hist concatenate every part of every rank. A part is complete by construction
 (written under a temporary name, then renamed), so a run killed mid-way loads up to its
 last flush. If a step was recorded twice (a resumed run redoing steps after its
@@ -29,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from topkscope import schema
-from topkscope.manifest import Manifest, find_runs
+from topkscope.manifest import Manifest, find_runs, run_row
 from topkscope.schema import EVAL_COLUMNS, PART_GLOB, TRAIN_COLUMNS, column_prefix
 from topkscope.schema import PART_RE as _PART_RE
 from topkscope.schema import SNAPSHOT_RE as _SNAPSHOT_RE
@@ -89,10 +96,28 @@ def _damaged_part(path: Path) -> str:
             "or run the experiment again")
 
 
+def _without_identity(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.drop(columns=[k for k in schema.RUN_KEYS if k in frame.columns])
+
+
 def _read_single(path: Path, columns: dict[str, str]) -> pd.DataFrame:
     if not path.is_file():
         return _typed_empty(columns)
-    return read_table(path, _damaged_part(path)).to_pandas()
+    return _without_identity(read_table(path, _damaged_part(path)).to_pandas())
+
+
+def _recorded_selectors(stats: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
+    """stats without the column groups of selectors the run did not evaluate: not in the
+    manifest's recorder.sparsifiers, and null in every row."""
+    names = (manifest.get("recorder") or {}).get("sparsifiers") or []
+    recorded = {column_prefix(n) for n in names}
+    drop = []
+    for prefix in {c[: -len("_count")] for c in stats.columns if c.endswith("_count")}:
+        group = [c for c in schema.sparsifier_columns([prefix]) if c in stats.columns]
+        if prefix not in recorded and len(group) == len(schema.SPARSIFIER_SUFFIXES) \
+                and not stats[group].notna().to_numpy().any():
+            drop += group
+    return stats.drop(columns=drop)
 
 
 def _stats_empty(manifest: dict[str, Any]) -> pd.DataFrame:
@@ -130,8 +155,10 @@ def read_parts(folder: Path, keys: list[str], filters: list | None = None,
         return None
     tables = [read_table(p, _damaged_part(p), filters) for p in parts]
     table = pa.concat_tables(tables, promote_options="default")
-    frame = table.to_pandas()
+    frame = _without_identity(table.to_pandas())
     for field in table.schema:  # nullable counts stay integers (pandas' Int64)
+        if field.name in schema.RUN_KEYS:
+            continue
         if pa.types.is_integer(field.type) and (
             frame[field.name].dtype.kind == "f" or field.name.endswith("_count")
         ):
@@ -184,10 +211,18 @@ def load(run_dir: str | Path, *, layers=None, kinds=None, ranks=None) -> Run:
         manifest=manifest,
         train=_read_single(path / "train.parquet", TRAIN_COLUMNS),
         eval=_read_single(path / "eval.parquet", EVAL_COLUMNS),
-        stats=_stats_empty(manifest) if stats is None else stats,
+        stats=_stats_empty(manifest) if stats is None else _recorded_selectors(stats, manifest),
         hist=_hist_empty() if hist is None else hist,
         snapshots=list_snapshots(path / "snapshots"),
     )
+
+
+def runs_table(roots, status: Any = None) -> pd.DataFrame:
+    """The run.parquet row of every run folder under roots (run, experiment or results
+    folders; `status` as find_runs, default any), built from the manifests, so runs written
+    before run.parquet existed have one too: schema.RUN_COLUMNS, sorted by path."""
+    rows = [run_row(r.path, r.manifest) for r in find_runs(roots, status=status)]
+    return pa.Table.from_pylist(rows, schema=schema.run_schema()).to_pandas()
 
 
 def find(results_root: str | Path, experiment: str | None = None) -> list[Path]:

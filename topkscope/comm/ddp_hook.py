@@ -416,13 +416,13 @@ def topk_hook(state: TopKHookState, bucket: dist.GradBucket
                 state._used = [False] * len(state._params)
             if state.log is not None:
                 d, P = state.layout.d, state.transport.world_size
+                dense = dense_payload_bytes(P, d, bucket.buffer().element_size())
                 state.log.add({"step": state.step, "density": 1.0, "k": d,
                                "time_compute": compute,
                                **ExchangeResult.count_columns([d] * P),
                                "time_select": math.nan, "time_communicate": math.nan,
                                "contraction": 0.0,
-                               "bytes_sent": dense_payload_bytes(P, d, bucket.buffer()
-                                                                 .element_size())})
+                               "bytes_sent": dense, "payload_bytes": dense})
             state.step += 1
         return fut
     pending = torch.futures.Future()
@@ -469,6 +469,7 @@ def _exchange_pending(state: TopKHookState) -> None:
                        "time_select": result.time_select,
                        "time_communicate": result.time_communicate,
                        "bytes_sent": result.bytes_sent,
+                       "payload_bytes": result.payload_bytes,
                        "contraction": result.contraction})
     views = layout.views(result.mean)
     for bucket, fut in state._pending:

@@ -23,6 +23,7 @@ from topkscope.comm.sparse import (
     SparseUpdate,
     dense_payload_bytes,
     scatter_sum,
+    selected_payload_bytes,
     sparse_payload_bytes,
 )
 from topkscope.comm.transport import Transport
@@ -42,10 +43,12 @@ class Contribution:
 class ExchangeResult:
     mean: torch.Tensor                               # (1/P) sum of every worker's sent vector
     counts: list[int] = field(default_factory=list)  # elements sent per worker, all workers
-    bytes_sent: int = 0                              # payload over all workers
+    bytes_sent: int = 0                              # on the wire, all workers: counts,
+    #                                                  pairs padded to the largest count
     time_select: float = 0.0                         # mean over local workers, seconds
     time_communicate: float = 0.0                    # gather + aggregate, seconds
     contraction: float = 0.0                         # mean over local workers (dense: 0)
+    payload_bytes: int = 0                           # the selected pairs alone, all workers
 
     @staticmethod
     def count_columns(counts: list[int]) -> dict[str, float | int]:
@@ -95,15 +98,17 @@ def combine(transport: Transport, local: list[Contribution], d: int,
         dense = [c.dense for c in local]
         mean = transport.sum_dense(dense).div_(P)
         nbytes = dense_payload_bytes(P, d, dense[0].element_size())
-        return ExchangeResult(mean, [d] * P, nbytes, t_select, time.perf_counter() - t0, 0.0)
+        return ExchangeResult(mean, [d] * P, nbytes, t_select, time.perf_counter() - t0, 0.0,
+                              payload_bytes=nbytes)
     updates = [c.sparse for c in local]
     everyone = transport.gather_sparse(updates)
     ref = updates[0].values
     mean = scatter_sum(everyone, d, ref.dtype, ref.device, out, scale=1.0 / P)
     counts = [u.count for u in everyone]
-    nbytes = sparse_payload_bytes(counts, ref.element_size(), updates[0].indices.element_size())
-    return ExchangeResult(mean, counts, nbytes, t_select, time.perf_counter() - t0,
-                          contraction)
+    sizes = (ref.element_size(), updates[0].indices.element_size())
+    return ExchangeResult(mean, counts, sparse_payload_bytes(counts, *sizes), t_select,
+                          time.perf_counter() - t0, contraction,
+                          payload_bytes=selected_payload_bytes(counts, *sizes))
 
 
 def exchange(transport: Transport, compressors: list[WorkerCompressor],

@@ -41,7 +41,7 @@ import torch
 from topkscope.hooks.lifecycle import failed_set_up, prepare_folder
 from topkscope.io import Table
 from topkscope.manifest import Manifest
-from topkscope.schema import TRAIN_COLUMNS
+from topkscope.schema import TRAIN_COLUMNS, run_identity
 
 NOTABLE = ("loss", "lr", "metric", "metric_name", "epoch", "time_compute")
 
@@ -78,11 +78,12 @@ class HookRunLog:
         self.run_dir = run_dir
         self.manifest = manifest
         self.owns_manifest = owns_manifest
-        self.table = Table(run_dir / "train.parquet", TRAIN_COLUMNS)
         self.flush_every = flush_every
         self._aside: Path | None = None  # superseded/<name>/ of this segment, once made
         if manifest is not None:
             manifest.update(**fields)
+        self.table = Table(run_dir / "train.parquet", TRAIN_COLUMNS, run_identity(
+            run_dir, manifest.data if manifest is not None else None))
 
     @classmethod
     def start(cls, run_dir: str | Path | None, recorder, fields: dict[str, Any]

@@ -57,12 +57,20 @@ def scatter_sum(updates: list[SparseUpdate], d: int, dtype: torch.dtype,
 
 
 def sparse_payload_bytes(counts: list[int], value_bytes: int, index_bytes: int) -> int:
-    """Bytes the variable-count all-gather puts on the wire, summed over workers.
+    """Bytes the variable-count all-gather puts on the wire, summed over workers (train
+    table's `bytes_sent`).
 
-    Each worker sends its count, then max(counts) (value, index) pairs (padding included).
+    Each worker sends its count (COUNT_BYTES), then max(counts) (value, index) pairs: a worker
+    that selected fewer is padded to the largest count, as a fixed-size all-gather needs.
     """
     padded = max(counts) if counts else 0
     return len(counts) * (COUNT_BYTES + padded * (value_bytes + index_bytes))
+
+
+def selected_payload_bytes(counts: list[int], value_bytes: int, index_bytes: int) -> int:
+    """Bytes of the (value, index) pairs the workers selected, summed over workers, without
+    the counts or the padding of sparse_payload_bytes (train table's `payload_bytes`)."""
+    return sum(counts) * (value_bytes + index_bytes)
 
 
 def dense_payload_bytes(world_size: int, d: int, value_bytes: int) -> int:

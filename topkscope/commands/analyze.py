@@ -202,8 +202,21 @@ def analyze_plan(plan: RunPlan, max_n: int | None, seed: int, bar) -> None:
             updates = [("fits", result.fits, key), *updates, ("normality", result.normality, key)]
         for name, rows, replace in updates:
             plan.tables[name] = merge(plan.tables[name], rows, replace)
-            write_parquet_atomic(folder / f"{name}.parquet", plan.tables[name])
+            write_parquet_atomic(folder / f"{name}.parquet",
+                                 with_identity(plan.tables[name], plan.run))
         bar.update(1)
+
+
+def with_identity(table, run):
+    """table with the run's identity columns first (schema.RUN_KEYS), as in every table of
+    a run folder."""
+    from topkscope.schema import RUN_KEYS, run_identity
+
+    identity = run_identity(run.path, run.manifest)
+    out = table.drop(columns=[k for k in RUN_KEYS if k in table.columns])
+    for i, key in enumerate(RUN_KEYS):
+        out.insert(i, key, [identity[key]] * len(out))
+    return out
 
 
 def summary(plan: RunPlan, densities: list[float]) -> str:

@@ -47,15 +47,15 @@ import pyarrow.parquet as pq
 from topkscope.hooks.parts import PartWriter, rank_files
 from topkscope.io import atomic_write, check_writable, is_unfinished_write
 from topkscope.manifest import Manifest, now_iso
-from topkscope.schema import PART_GLOB, PART_RE, SNAPSHOT_RE
+from topkscope.schema import PART_GLOB, PART_RE, RUN_TABLE, SNAPSHOT_RE
 
 MODES = (None, "append", "overwrite")
 CLOSED_AT_EXIT = "exit without close()"  # manifest `closed_by` of a recorder closed for the program
 REPLACED = "replaced"  # overwrite mode moves old results to <run>/replaced/<time>/
 SUPERSEDED = "superseded"  # a resume moves what it redoes to <run>/superseded/<time>/
 # what counts as results in a run folder (the training loop's, the recorder's and analyze's)
-RESULT_ENTRIES = ("manifest.json", "train.parquet", "eval.parquet", "stats", "hist",
-                  "snapshots", "analysis")
+RESULT_ENTRIES = ("manifest.json", RUN_TABLE, "train.parquet", "eval.parquet", "stats",
+                  "hist", "snapshots", "analysis")
 STEP_TABLES = ("train.parquet", "eval.parquet")  # the training loop's tables, one row per step
 
 
@@ -95,7 +95,7 @@ def _existing_results(out: Path, rank: int, whole_folder: bool, manifest_given: 
         return sorted(rank_files(out, rank))
     found = [f for f in _run_files(out) if not f.name.startswith(".")]
     if manifest_given:
-        found = [f for f in found if f != out / "manifest.json"]
+        found = [f for f in found if f not in (out / "manifest.json", out / RUN_TABLE)]
     return sorted(found)
 
 
@@ -191,6 +191,7 @@ def discard_folder(out: Path, with_manifest: bool) -> None:
     the same at once: a folder already gone or not yet empty is left to them."""
     if with_manifest:
         (out / "manifest.json").unlink(missing_ok=True)
+        (out / RUN_TABLE).unlink(missing_ok=True)
     for sub in ("stats", "hist", "snapshots", ""):
         try:
             (out / sub).rmdir()

@@ -17,7 +17,7 @@ Raw whole-model vectors at scheduled steps (`write_snapshot`): float32 .npy; u i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -78,29 +78,39 @@ def pandas_metadata(schema: pa.Schema) -> dict:
 
 
 class PartWriter:
-    """Collects rows of one table for one process; `flush()` writes them as a new part."""
+    """Collects rows of one table for one process; `flush()` writes them as a new part.
 
-    def __init__(self, folder: str | Path, rank: int, schema: pa.Schema) -> None:
+    identity: the run's RUN_KEYS columns (schema.run_identity), written first in every row.
+    absent: columns of `schema` that add() is never given, written null (the columns of the
+    selectors a recorder does not evaluate: every part of a table has one schema)."""
+
+    def __init__(self, folder: str | Path, rank: int, schema: pa.Schema,
+                 identity: Mapping[str, str] | None = None, absent: Sequence[str] = ()) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.rank = int(rank)
         self.schema = schema
+        self.identity = dict(identity or {})
+        self.file_schema = pa.schema([pa.field(k, pa.string()) for k in self.identity]
+                                     + list(schema))
+        self.absent = frozenset(absent)
+        self._given = [n for n in schema.names if n not in self.absent]
         self._seq = next_sequence(self.folder, self.rank)
-        self._chunks: dict[str, list[np.ndarray]] = {name: [] for name in schema.names}
+        self._chunks: dict[str, list[np.ndarray]] = {name: [] for name in self._given}
         self.rows = 0
         self.parts_written = 0
         self.last_part: Path | None = None
-        self._pandas_metadata = pandas_metadata(schema)
+        self._pandas_metadata = pandas_metadata(self.file_schema)
 
     def add(self, columns: dict[str, np.ndarray]) -> None:
-        """Append rows given as equal-length 1-D arrays, one per schema column."""
-        missing = [n for n in self.schema.names if n not in columns]
+        """Append rows given as equal-length 1-D arrays, one per schema column not absent."""
+        missing = [n for n in self._given if n not in columns]
         if missing:
             raise ValueError(f"rows lack column(s) {missing}")
-        lengths = {len(columns[n]) for n in self.schema.names}
+        lengths = {len(columns[n]) for n in self._given}
         if len(lengths) != 1:
             raise ValueError(f"columns have different lengths {sorted(lengths)}")
-        for name in self.schema.names:
+        for name in self._given:
             self._chunks[name].append(np.asarray(columns[name]))
         self.rows += lengths.pop()
 
@@ -108,13 +118,15 @@ class PartWriter:
         """Write the buffered rows as one part (atomically); None when there were none."""
         if self.rows == 0:
             return None
-        arrays = [_column(self._chunks[f.name], f.type) for f in self.schema]
-        table = pa.Table.from_arrays(arrays, schema=self.schema) \
+        arrays = [pa.array([value] * self.rows, pa.string()) for value in self.identity.values()]
+        arrays += [pa.nulls(self.rows, f.type) if f.name in self.absent
+                   else _column(self._chunks[f.name], f.type) for f in self.schema]
+        table = pa.Table.from_arrays(arrays, schema=self.file_schema) \
             .replace_schema_metadata(self._pandas_metadata)
         path = self.folder / part_name(self.rank, self._seq)
         atomic_write(path, lambda tmp: pq.write_table(table, tmp))
         self._seq += 1
-        self._chunks = {name: [] for name in self.schema.names}
+        self._chunks = {name: [] for name in self._given}
         self.rows = 0
         self.parts_written += 1
         self.last_part = path

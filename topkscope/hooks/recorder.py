@@ -63,13 +63,28 @@ from topkscope.hooks.power_sums import (
 )
 from topkscope.hooks.rows import RowPlan, plan_rows, segments_of
 from topkscope.hooks.schedules import Schedule
-from topkscope.hooks.settings import SETTINGS, check_settings
+from topkscope.hooks.settings import SETTINGS, check_settings, recordable
 from topkscope.hooks.topk_sums import RowStates, RowTops, selection_rows, topk_ratio_rows
 from topkscope.manifest import Manifest
-from topkscope.schema import KINDS, column_prefix, hist_schema, sparsifier_columns, stats_schema
+from topkscope.schema import (
+    KINDS,
+    column_prefix,
+    hist_schema,
+    run_identity,
+    sparsifier_columns,
+    stats_schema,
+)
 from topkscope.sparsify.source import SparsifierSource
 
 __all__ = ["SETTINGS", "Recorder", "check_settings"]
+
+
+def _manifest_on_disk(out_dir: Path) -> dict | None:
+    """The manifest another process wrote into out_dir (rank 0's), if it is there yet."""
+    try:
+        return Manifest.load(out_dir)
+    except ValueError:
+        return None
 
 _BLOCK_BYTES = 1 << 29  # device float64 work space above which kinds go one at a time
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -184,9 +199,14 @@ class Recorder:
         self._owns_manifest = manifest is None and self.rank == 0
         replaced = prepare_folder(self.out_dir, self.rank, mode, manifest is not None)
         prefixes = [column_prefix(n) for n in names]
-        self._stats = PartWriter(self.out_dir / "stats", self.rank, stats_schema(prefixes))
         self._sel_columns = list(sparsifier_columns(prefixes))
-        self._hist = PartWriter(self.out_dir / "hist", self.rank, hist_schema())
+        every = [column_prefix(n) for n in dict.fromkeys([*recordable(), *names])]
+        identity = run_identity(self.out_dir, manifest.data if manifest is not None
+                                else _manifest_on_disk(self.out_dir))
+        self._stats = PartWriter(self.out_dir / "stats", self.rank, stats_schema(every),
+                                 identity, absent=[c for c in sparsifier_columns(every)
+                                                   if c not in self._sel_columns])
+        self._hist = PartWriter(self.out_dir / "hist", self.rank, hist_schema(), identity)
         self._snapshots = self.out_dir / "snapshots"
         self._snapshots.mkdir(exist_ok=True)
 
@@ -208,17 +228,28 @@ class Recorder:
         self._warn_if_never(self.total_steps)
 
     def _warn_if_never(self, total_steps: int | None) -> None:
+        """Warn (when the run's length is known) about a recorder that would record nothing,
+        and about steps a schedule lists that the run never reaches."""
         if total_steps is None:
             return
-        schedules = [self.schedule, self.hist_schedule, self.snapshot_schedule]
+        named = {"schedule": self.schedule, "hist_schedule": self.hist_schedule,
+                 "snapshot_schedule": self.snapshot_schedule}
         if self._sources:
-            schedules.append(self.sparsifier_schedule)
-        answers = [s.fires_within(total_steps) for s in schedules]
+            named["sparsifier_schedule"] = self.sparsifier_schedule
+        answers = [s.fires_within(total_steps) for s in named.values()]
         if not any(answers) and None not in answers:
             warnings.warn(f"recorder of {str(self.out_dir)!r}: no schedule fires at any step in "
                           f"[0, total_steps = {total_steps}) (schedule {self.schedule!r}, hist "
                           f"{self.hist_schedule!r}, snapshots {self.snapshot_schedule!r}); it "
                           f"will record nothing", stacklevel=3)
+            return
+        for name, schedule in named.items():
+            late = schedule.listed_from(total_steps)
+            if late:
+                warnings.warn(f"recorder of {str(self.out_dir)!r}: {name} lists step(s) "
+                              f"{late} at or past the end of the run (total_steps = "
+                              f"{total_steps}: the last step is {total_steps - 1}); they will "
+                              f"not be recorded", stacklevel=3)
 
     # ------------------------------------------------------------------ configuration
     def describe(self) -> dict[str, Any]:

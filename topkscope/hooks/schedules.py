@@ -12,7 +12,9 @@ config forms (int, list, dict, string) into a schedule.
 
 A schedule that can never fire (`{every: 10, start: 100, stop: 50}`, `{steps: [5], start: 10}`)
 is refused when built; `fires_within(n)` tells whether one fires at any step in [0, n), so a
-recorder told its run length can warn about a schedule that would record nothing.
+recorder told its run length can warn about a schedule that would record nothing, and
+`listed_from(n)` gives the listed steps (`steps: [...]`) at or after n, which a run of n steps
+never reaches (the recorder warns about them too).
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ class Schedule(ABC):
         if n > _SCAN_LIMIT:
             return None
         return any(self(s) for s in range(n))
+
+    def listed_from(self, n: int) -> list[int]:
+        """The steps this schedule lists by number (At, alone or combined) that it would fire
+        at and that are >= n: what a run of n steps never records. Periodic schedules list
+        none."""
+        return []
 
     def __or__(self, other: Schedule) -> Schedule:
         return AnyOf(self, parse_schedule(other))
@@ -117,6 +125,9 @@ class At(Schedule):
     def fires_within(self, n: int) -> bool:
         return any(s < n for s in self.steps)
 
+    def listed_from(self, n: int) -> list[int]:
+        return sorted(s for s in self.steps if s >= n)
+
     def __repr__(self) -> str:
         return f"At({sorted(self.steps)})"
 
@@ -164,6 +175,9 @@ class AnyOf(Schedule):
         answers = [m.fires_within(n) for m in self.members]
         return True if any(answers) else (None if None in answers else False)
 
+    def listed_from(self, n: int) -> list[int]:
+        return sorted({s for m in self.members for s in m.listed_from(n)})
+
     def __repr__(self) -> str:
         return " | ".join(map(repr, self.members)) or "Never()"
 
@@ -184,6 +198,9 @@ class AllOf(Schedule):
             return True
         finite = [m for m in self.members if isinstance(m, At)]
         return bool(finite) and not any(self(s) for s in finite[0].steps)
+
+    def listed_from(self, n: int) -> list[int]:
+        return sorted({s for m in self.members for s in m.listed_from(n) if self(s)})
 
     def __repr__(self) -> str:
         return "(" + " & ".join(map(repr, self.members)) + ")"

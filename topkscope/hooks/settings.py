@@ -50,6 +50,13 @@ def _sparsifier_names(name: str, value: Any) -> tuple[str, ...]:
     return tuple(names)
 
 
+def recordable() -> tuple[str, ...]:
+    """Every selector a recorder may evaluate on u (the registry but exact Top-k), the
+    compared ones (RECORDED_SELECTORS) first: the stats table has columns for each of them,
+    null where a run did not evaluate it, so the parts of many runs share one schema."""
+    return tuple(dict.fromkeys([*RECORDED_SELECTORS, *(n for n in available() if n != "topk")]))
+
+
 def _schedule(name: str, value: Any) -> Schedule:
     return parse_schedule(value)
 

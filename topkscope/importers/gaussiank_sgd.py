@@ -504,8 +504,8 @@ def parse_job(job: Job, source: str = SOURCE) -> ParsedRun:
     train = {c: [] for c in ("step", "epoch", "rank", "loss", "lr", "metric", "metric_name",
                              "density", "k", "selected", "selected_min", "selected_median",
                              "selected_max", "time_compute", "time_select",
-                             "time_communicate", "bytes_sent", "contraction", "time_forward",
-                             "time_backward", "time_io", "time_iteration",
+                             "time_communicate", "bytes_sent", "payload_bytes", "contraction",
+                             "time_forward", "time_backward", "time_io", "time_iteration",
                              "time_iteration_net")}
     previous: dict[int, int] = {}
     for epoch, it, rank, loss, fwd, bwd, _trainer_time, io in elog.intervals:
@@ -531,7 +531,7 @@ def parse_job(job: Job, source: str = SOURCE) -> ParsedRun:
         train["k"].append(k)
         train["selected"].append(sent)
         for c in ("selected_min", "selected_median", "selected_max", "bytes_sent",
-                  "contraction"):
+                  "payload_bytes", "contraction"):
             train[c].append(None)
         train["time_compute"].append(fwd + bwd)
         train["time_select"].append(_window_mean(select, lo, it, keep))
@@ -678,16 +678,23 @@ def _alignment_note(olog: _OLog, workers: int, select, communicate) -> str:
 def _tables(parsed: ParsedRun):
     import pyarrow as pa
 
-    from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
+    from topkscope.schema import EVAL_COLUMNS, RUN_KEYS, TRAIN_COLUMNS, run_identity
 
     types = {"int64": pa.int64(), "Int64": pa.int64(), "float64": pa.float64(),
              "object": pa.string()}
+    identity = run_identity(EXPERIMENT, parsed.manifest)  # the manifest names both
+    keys = [(k, pa.string()) for k in RUN_KEYS]
     train_fields = [(c, types[t]) for c, t in TRAIN_COLUMNS.items()]
     train_fields.insert(2, ("rank", pa.int64()))
     train_fields += [(c, pa.float64()) for c in TRAIN_EXTRA if c != "rank"]
     eval_fields = [(c, types[t]) for c, t in EVAL_COLUMNS.items()] + [("lr", pa.float64())]
-    train = pa.table(parsed.train, schema=pa.schema(train_fields))
-    evals = pa.table(parsed.eval, schema=pa.schema(eval_fields))
+
+    def with_identity(columns: dict[str, list]) -> dict[str, list]:
+        n = len(next(iter(columns.values()), []))
+        return {**{k: [identity[k]] * n for k in RUN_KEYS}, **columns}
+
+    train = pa.table(with_identity(parsed.train), schema=pa.schema(keys + train_fields))
+    evals = pa.table(with_identity(parsed.eval), schema=pa.schema(keys + eval_fields))
     iterations = None
     if parsed.iterations is not None:
         iterations = pa.table(parsed.iterations, schema=pa.schema(

@@ -26,7 +26,7 @@ from topkscope.plots.frames import (
     select_tensor,
 )
 from topkscope.plots.style import figure_style, fit_texts, linestyles, new_figure, palette
-from topkscope.plots.titles import figure_title, format_density, sparsifier_name
+from topkscope.plots.titles import figure_title, recorder_panel_title, sparsifier_name
 from topkscope.schema import GLOBAL
 
 BAND = (2.0 / 3.0, 4.0 / 3.0)
@@ -65,7 +65,7 @@ def selected_over_k(
                 ax.plot(ratio.index, ratio.values, color=colors[s], ls=styles[s], lw=1.4,
                         label=sparsifier_name(s))
             ax.set_yscale("log")
-            ax.set_title(f"{format_density(rho)} (k = {int(part['k'].median()):,})")
+            ax.set_title(recorder_panel_title(rho, int(part["k"].median()), manifest))
             ax.set_ylabel("selected / k (ratio, log)")
             ax.set_xlabel("iteration (step)")
             if with_recall:

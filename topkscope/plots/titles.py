@@ -11,22 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+# the display names live in topkscope.names (find_runs reads them back to manifest spellings)
+from topkscope.names import DATASET_NAMES, MODEL_NAMES
+
 # where a line may break, best first; ';' and ',' stay at the end of the line they close
 BREAKS = (" · ", " | ", "; ", ", ", " ")
-
-MODEL_NAMES = {
-    "fnn3": "FNN-3",
-    "resnet20": "ResNet-20",
-    "resnet56": "ResNet-56",
-    "vgg16": "VGG-16-BN",
-    "lstm-ptb": "LSTM-PTB (2x1500)",
-    "lstm-ptb-small": "LSTM-PTB (small)",
-    "resnet50": "ResNet-50",
-    "alexnet": "AlexNet",
-    "gpt-ptb": "GPT (6x384)",
-    "gpt-mini": "GPT (mini, 2x64)",
-}
-DATASET_NAMES = {"mnist": "MNIST", "cifar10": "CIFAR-10", "ptb": "PTB", "imagenet": "ImageNet"}
 
 
 def model_name(name: str | None, model_args: Mapping[str, Any] | None = None) -> str:
@@ -67,6 +56,25 @@ def format_density(rho: float | None) -> str:
     if rho is None:
         return "ρ = ?"
     return f"ρ = {float(rho):.6g}"
+
+
+def recorder_panel_title(rho: float, k: int, manifest: Mapping[str, Any] | None,
+                         trained: Any = None) -> str:
+    """The title of a panel of the recorder's density rho, told apart from training's:
+    'ρ = 0.01 (k = 1,992), as trained' when training used rho (`trained`: the densities of
+    train.parquet; default the manifest's density), else 'ρ = 0.001 (k = 199), recorder only
+    (training: ρ = 0.01)'. Without a manifest (or a density in it): 'ρ = 0.001 (k = 199)'."""
+    head = f"{format_density(rho)} (k = {int(k):,})"
+    target = (manifest or {}).get("density")
+    densities = {float(target)} if isinstance(target, (int, float)) else set()
+    if trained is not None:
+        densities |= {float(v) for v in trained if v == v}
+    if not densities:
+        return head
+    if any(abs(float(rho) - v) <= 1e-12 * max(1.0, v) for v in densities):
+        return f"{head}, as trained"
+    shown = format_density(target if isinstance(target, (int, float)) else min(densities))
+    return f"{head}, recorder only (training: {shown})"
 
 
 def _model_args(manifest: Mapping[str, Any]) -> Mapping[str, Any] | None:

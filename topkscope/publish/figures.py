@@ -22,6 +22,7 @@ import pandas as pd
 from topkscope import plots
 from topkscope.analysis.snapshots import SnapshotAnalysis
 from topkscope.io import write_bytes_atomic
+from topkscope.plots.contraction import every_step
 from topkscope.plots.frames import approximate_selectors
 from topkscope.plots.titles import describe_run, sparsifier_name
 from topkscope.schema import GLOBAL
@@ -87,7 +88,9 @@ def contraction_figure(run, analysis: SnapshotAnalysis | None, out_dir: Path,
 
     fitted = (analysis_units(analysis.ratios, analysis.fits) if analysis is not None
               else pd.DataFrame())
-    fig = plots.contraction_over_iterations(run.stats, manifest=run.manifest, fitted=fitted)
+    fig = plots.contraction_over_iterations(run.stats, manifest=run.manifest, fitted=fitted,
+                                            train=run.train)
+    every = every_step(run.train, run.manifest, GLOBAL, "u")
     u = _global_u(run.stats).dropna(subset=["topk_ratio"])
     shares = contraction_shares(u, "density").set_index("density")
     parts = []
@@ -109,7 +112,12 @@ def contraction_figure(run, analysis: SnapshotAnalysis | None, out_dir: Path,
     caption = ("Measured Top-k contraction δ_emp = ‖u − TopK(u)‖²/‖u‖² per iteration (median over "
                "workers, band min–max) against 1−k/d, (1−k/d)², the Gaussian value and, at the "
                "snapshot steps, the value of the fitted generalised normal with the measured "
-               "share of exact zeros. " + "; ".join(parts) + f". {describe_run(run.manifest)}.")
+               "share of exact zeros. " + "; ".join(parts) + "." + (
+                   "" if every is None else
+                   f" At the density training used, the line is δ at each of the {len(every)} "
+                   "training steps (the training loop's own Top-k selection, mean over "
+                   "workers) and the recorder's steps are points on it.")
+               + f" {describe_run(run.manifest)}.")
     return _save(fig, out_dir, experiment, "contraction", caption)
 
 

@@ -199,10 +199,9 @@ def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock,
 
 
 def draw_training(job: plan.TrainingJob, run_dirs: list, opts: Options,
-                  clock: Clock, batteries: list | None = None) -> tuple[list[FigureEntry], list]:
-    """Draw the job's figures from its run folders (or runs already loaded); the normality
-    battery of its snapshot analysis is appended to `batteries` (with the model), for the
-    tables."""
+                  clock: Clock) -> tuple[list[FigureEntry], list]:
+    """Draw the job's figures from its run folders (or runs already loaded); the snapshot
+    analysis stays on the run (the claims and the tables reuse it)."""
     from topkscope.analysis.snapshots import analyze_run, snapshot_densities
     from topkscope.publish.figures import CONVERGENCE_DRAWERS, DISTRIBUTION_DRAWERS
 
@@ -214,9 +213,6 @@ def draw_training(job: plan.TrainingJob, run_dirs: list, opts: Options,
         run = runs[0]
         analysis = analyze_run(run)  # kept on the run: the claims reuse it
         densities = sorted(set(analysis.ratios["density"])) or snapshot_densities(run)
-        if batteries is not None:
-            batteries.append(analysis.battery.assign(
-                model=str(run.manifest.get("model") or job.experiment)))
         clock.record(job.experiment, "analyze", time.perf_counter() - t)
         t = time.perf_counter()
         for name in wanted:
@@ -292,7 +288,7 @@ def _distribution_runs(made: dict) -> dict[str, list]:
             if any(f in plan.DISTRIBUTION_FIGURES for f in job.figures) and runs}
 
 
-def write_tables(made: dict, csvs: dict, claims, batteries: list, opts: Options,
+def write_tables(made: dict, csvs: dict, claims, opts: Options,
                  clock: Clock) -> list[str]:
     """<results>/tables/: the claims and the key numbers as CSV + LaTeX; returns failures."""
     from topkscope.publish import paper_tables
@@ -305,7 +301,6 @@ def write_tables(made: dict, csvs: dict, claims, batteries: list, opts: Options,
     try:
         files = paper_tables.write_all(
             Path(opts.results_root) / "tables", opts.profile, dist, conv, claims,
-            pd.concat(batteries, ignore_index=True) if batteries else None,
             pd.concat(bench, ignore_index=True) if bench else None)
     except (ValueError, OSError, KeyError) as exc:
         clock.log(f"  FAILED tables: {exc}")
@@ -324,7 +319,7 @@ def run_notebooks(made: dict, csvs: dict, opts: Options, clock: Clock) -> list[s
     conv = [exp for exp, (job, _) in made.items() if "convergence" in job.figures]
     bench = {exp: Path(c).resolve() for exp, c in csvs.items() if isinstance(c, Path)}
     jobs = notebook_runs.notebook_jobs(dist, conv, bench, root)
-    files, failures = notebook_runs.execute_all(jobs, root / "notebooks", log=clock.log)
+    files, failures = notebook_runs.execute_all(jobs, root / "notebooks", log=clock.log, cwd=root)
     clock.record("all", "notebooks", time.perf_counter() - t, f"{len(files)} files")
     return failures
 
@@ -471,7 +466,6 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
     failures: list[str] = []
     entries: list[FigureEntry] = []
     all_runs: list = []
-    batteries: list = []
     made: dict[str, tuple[plan.TrainingJob, list]] = {}
     differing: dict[str, str] = {}  # run folder -> what differs from the plan (--no-run)
     opts.figures_dir.mkdir(parents=True, exist_ok=True)
@@ -497,8 +491,7 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
                     raise got.errors[0] if got.errors else RuntimeError("no runs")
                 differing.update({str(Path(c.path).resolve()): c.describe()
                                   for c in got.runs if c.differences})
-                new, runs = draw_training(job, [c.path for c in got.runs], opts, clock,
-                                          batteries)
+                new, runs = draw_training(job, [c.path for c in got.runs], opts, clock)
                 all_runs += runs
                 made[job.experiment] = (job, runs)
             else:
@@ -551,7 +544,7 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
             failures.append(f"claims: {exc}")
             log(f"  FAILED claims: {exc}")
     if opts.tables:
-        failures += write_tables(made, csvs, claims, batteries, opts, clock)
+        failures += write_tables(made, csvs, claims, opts, clock)
     if opts.notebooks:
         failures += run_notebooks(made, csvs, opts, clock)
     timings = clock.frame()

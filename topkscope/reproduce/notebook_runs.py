@@ -6,9 +6,11 @@ copies (figures inline) under <results>/notebooks/ with a static HTML export of 
     selection_speed                         once per selection benchmark table
 
 Outputs are named <notebook>-<experiment>.ipynb / .html. Each notebook runs under papermill in a
-fresh kernel with the results folder as its working directory and its parameters naming the run
-(so nothing depends on where the command was started); the .ipynb is written under a temporary
-name and renamed, as is the HTML. A notebook that fails is reported and the others still run.
+fresh kernel with the results root as its working directory and its parameters naming the run
+relative to it (so nothing depends on where the command was started, and the executed copies
+hold no machine's folders: they still open their runs when the results root moves); the .ipynb
+is written under a temporary name and renamed, as is the HTML. A notebook that fails is
+reported and the others still run.
 """
 
 from __future__ import annotations
@@ -30,13 +32,22 @@ class NotebookJob:
     parameters: dict
 
 
+def relative(path: Path, results_root: Path) -> str:
+    """path relative to the results root when inside it (as a notebook run there reads it)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path(results_root).resolve()))
+    except ValueError:
+        return str(path)
+
+
 def notebook_jobs(distribution_runs: dict[str, Path], convergence: Sequence[str],
                   bench_csvs: dict[str, Path], results_root: Path) -> list[NotebookJob]:
-    jobs = [NotebookJob(nb, exp, {"run_dir": str(run_dir)})
+    """The jobs, their paths relative to results_root (execute them there: `cwd`)."""
+    jobs = [NotebookJob(nb, exp, {"run_dir": relative(run_dir, results_root)})
             for exp, run_dir in distribution_runs.items() for nb in PER_RUN]
-    jobs += [NotebookJob("convergence", exp, {"results_root": str(results_root),
-                                              "experiment": exp}) for exp in convergence]
-    jobs += [NotebookJob("selection_speed", exp, {"bench_csv": str(csv)})
+    jobs += [NotebookJob("convergence", exp, {"results_root": ".", "experiment": exp})
+             for exp in convergence]
+    jobs += [NotebookJob("selection_speed", exp, {"bench_csv": relative(csv, results_root)})
              for exp, csv in bench_csvs.items()]
     return jobs
 
@@ -56,6 +67,9 @@ def execute(job: NotebookJob, out_dir: Path, notebooks_dir: Path = NOTEBOOKS_DIR
     book = papermill.execute_notebook(str(source), None, parameters=job.parameters,
                                       kernel_name="python3", progress_bar=False,
                                       cwd=str(cwd or out_dir))
+    # papermill records where the notebook was read: the repository's name for it, not
+    # this machine's folder
+    book.metadata.get("papermill", {})["input_path"] = f"notebooks/{job.notebook}.ipynb"
     ipynb = atomic_write(out_dir / f"{stem}.ipynb", lambda tmp: nbformat.write(book, tmp))
     html, _ = HTMLExporter().from_notebook_node(book)
     page = write_bytes_atomic(out_dir / f"{stem}.html", html.encode())
@@ -63,13 +77,15 @@ def execute(job: NotebookJob, out_dir: Path, notebooks_dir: Path = NOTEBOOKS_DIR
 
 
 def execute_all(jobs: Sequence[NotebookJob], out_dir: Path, log: Callable[[str], None] = print,
-                notebooks_dir: Path = NOTEBOOKS_DIR) -> tuple[list[Path], list[str]]:
-    """execute() each job; returns (files written, one line per failed notebook)."""
+                notebooks_dir: Path = NOTEBOOKS_DIR, cwd: Path | None = None
+                ) -> tuple[list[Path], list[str]]:
+    """execute() each job (in cwd: the results root its paths are relative to); returns
+    (files written, one line per failed notebook)."""
     written, failures = [], []
     for job in jobs:
         log(f"  notebook {job.notebook} on {job.label}")
         try:
-            written += execute(job, out_dir, notebooks_dir)
+            written += execute(job, out_dir, notebooks_dir, cwd)
         except Exception as exc:  # noqa: BLE001 - report it, run the others
             line = " ".join(str(exc).split())[:300]
             failures.append(f"notebook {job.notebook}-{job.label}: {line}")

@@ -72,9 +72,6 @@ _FACTORIES: dict[str, Callable[..., Sparsifier]] = {
 
 
 _BUILT_IN = frozenset(_FACTORIES)
-# methods of the scaling model and benchmarks that are no registered sparsifier: their labels
-_OTHER_LABELS = {"dense-wfbp": "Dense + WFBP", "dense-fp16": "Dense fp16", "gtopk": "gTop-k",
-                 "torch.topk": "torch.topk (baseline)"}
 
 
 def register_sparsifier(name: str, cls: type[Sparsifier], *, replace: bool = False) -> None:
@@ -109,12 +106,14 @@ def _attribute(name: str, attribute: str):
 
 
 def label_of(name: str | None) -> str:
-    """A method's display name: its class's `label` ("Gaussian-k (2019)"); the scaling
-    model's other methods (Dense + WFBP, gTop-k); else the name as given. A column prefix
-    ("gaussiank_2019") is accepted too."""
+    """A method's display name: its class's `label` ("Gaussian-k (2019)", a user's own); the
+    scaling model's other methods from topkscope.names (Dense + WFBP, gTop-k); else the name
+    as given. A column prefix ("gaussiank_2019") is accepted too."""
+    from topkscope.names import SPARSIFIER_NAMES
+
     key = str(name)
     for candidate in (key, key.replace("_", "-")):
-        found = _attribute(candidate, "label") or _OTHER_LABELS.get(candidate)
+        found = _attribute(candidate, "label") or SPARSIFIER_NAMES.get(candidate)
         if found:
             return found
     return key

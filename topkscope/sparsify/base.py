@@ -113,7 +113,8 @@ class Sparsifier(ABC):
     """Base class: `select(u, k)` validates and delegates to `_select` (see the module doc)."""
 
     name: str = "?"
-    label: str = ""       # the display name in titles, tables and the report ("Gaussian-k (2019)")
+    label: str = ""       # the display name in titles, tables and the report ("Gaussian-k (2019)");
+                          # a built-in sparsifier's is topkscope.names.SPARSIFIER_NAMES's
     family: str = ""      # the claim family its claims are named after (gaussiank_accuracy); a
                           # published and a reference version of one rule share it
     plot_order: int = 1000  # where figures and tables list it (dense 0, topk 10, ...)
@@ -124,6 +125,13 @@ class Sparsifier(ABC):
     sends_everything: bool = False  # selects all d elements (`dense`): workers exchange g itself
     checks_finite: bool = False  # True when _select itself raises on NaN/Inf (saves a pass)
     empty_fallback: str = "none"  # "topk": the named deviation (module doc); set by the registry
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("label"):  # the one table of display names, else the name
+            from topkscope.names import SPARSIFIER_NAMES
+
+            cls.label = SPARSIFIER_NAMES.get(cls.name, "") if cls.name != "?" else ""
 
     def select(self, u: torch.Tensor, k: int) -> torch.Tensor:
         """Indices (1-D int64, unique, order unspecified) of the elements of u to send.

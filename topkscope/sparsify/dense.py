@@ -9,7 +9,6 @@ class Dense(Sparsifier):
     """All indices 0..d-1, whatever k is. With error feedback the residual stays zero."""
 
     name = "dense"
-    label = "Dense"
     family = "dense"
     plot_order = 0
     sends_everything = True

@@ -85,7 +85,6 @@ class DGC(Sparsifier):
     """DGC as its authors published it: strided-sample threshold, re-selection, at most k."""
 
     name = "dgc"
-    label = "DGC"
     family = "dgc"
     plot_order = 30
     randomised = True
@@ -137,7 +136,6 @@ class DGCSampled(Sparsifier):
     """The sampled threshold alone: the k_s-th largest of a uniform sample, optional trim."""
 
     name = "dgc-sampled"
-    label = "DGC (sampled threshold only)"
     family = "dgc_sampled"
     plot_order = 31
     randomised = True

@@ -42,7 +42,6 @@ class GaussianK(Sparsifier):
     """Robust Gaussian-k: exactly k indices, the exact Top-k set, at O(d) cost."""
 
     name = "gaussiank"
-    label = "Gaussian-k"
     family = "gaussiank"
     plot_order = 20
     exact = True

@@ -37,7 +37,6 @@ class GaussianK2019(Sparsifier):
     """The published Gaussian-k rule, warts and all: the reference for reproducing the paper."""
 
     name = "gaussiank-2019"
-    label = "Gaussian-k (2019)"
     family = "gaussiank"
     plot_order = 21
     checks_finite = True

@@ -22,7 +22,6 @@ class RandK(Sparsifier):
     """Uniform random k-subset; `seed` makes the sequence of subsets reproducible."""
 
     name = "randk"
-    label = "Rand-k"
     family = "randk"
     plot_order = 70
     randomised = True

@@ -51,7 +51,6 @@ class RedSync(Sparsifier):
     """Bisection on r in thr = mean|u| + r (max|u| - mean|u|) until k <= count <= band k."""
 
     name = "redsync"
-    label = "RedSync"
     family = "redsync"
     plot_order = 40
     checks_finite = True
@@ -86,7 +85,6 @@ class RedSync2019(Sparsifier):
     """RedSync as in the Gaussian-k authors' code: eps = 0.2 (three evaluations), band (k, 2k)."""
 
     name = "redsync-2019"
-    label = "RedSync (2019)"
     family = "redsync"
     plot_order = 41
     checks_finite = True

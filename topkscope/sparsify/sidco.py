@@ -111,7 +111,6 @@ class SIDCo(Sparsifier):
     """SIDCo as its authors published it: multi-stage tail fits, the stage count adapted."""
 
     name = "sidco"
-    label = "SIDCo"
     family = "sidco"
     plot_order = 50
     checks_finite = True
@@ -185,7 +184,6 @@ class SIDCoFixed(Sparsifier):
     """Stateless multi-stage threshold with a fixed stage count, fitted on a strided sample."""
 
     name = "sidco-fixed"
-    label = "SIDCo (fixed stages)"
     family = "sidco_fixed"
     plot_order = 51
     checks_finite = True

@@ -119,7 +119,6 @@ class TailK(Sparsifier):
     by exact counts inside a bracket that always shrinks (Illinois in log t)."""
 
     name = "tail-k"
-    label = "tail-k"
     family = "tail"
     plot_order = 60
     checks_finite = True

@@ -19,7 +19,6 @@ class Threshold(Sparsifier):
     """{i : |u_i| > threshold} for a fixed threshold >= 0 (default 1e-3: set it for your scale)."""
 
     name = "threshold"
-    label = "Threshold"
     family = "threshold"
     plot_order = 80
     may_return_empty = True

@@ -24,7 +24,6 @@ class TopK(Sparsifier):
     """Exact Top-k by torch.topk on |u|: the reference every approximation is measured against."""
 
     name = "topk"
-    label = "Top-k"
     family = "topk"
     plot_order = 10
     exact = True

@@ -421,8 +421,28 @@ def resolve(raw: Mapping[str, Any], profile: str | None = None,
         body = merge(body, block)
     if name is not None:
         body.setdefault("experiment", name)
-    body = merge(body, renamed(overrides or {}))
+    overrides = dict(overrides or {})
+    dotted = {k: overrides.pop(k) for k in list(overrides) if "." in k}
+    body = merge(body, renamed(overrides))
+    for key, value in dotted.items():
+        body = assign(body, key, value)
     return validate(body)
+
+
+def assign(body: Mapping[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    """body with `value` set at a dotted key (`recorder.schedule.every`), its siblings kept;
+    the mappings on the way are copied, and a step into a value that is not a mapping (a
+    schedule given as a number) replaces it with a new mapping."""
+    head, _, rest = dotted.partition(".")
+    if not head or (rest and not all(rest.split("."))):
+        raise ValueError(f"--set key {dotted!r} has an empty part; write KEY or KEY.SUBKEY...")
+    out = dict(body)
+    if not rest:
+        out[head] = value
+        return out
+    inner = out.get(head)
+    out[head] = assign(inner if isinstance(inner, Mapping) else {}, rest, value)
+    return out
 
 
 def load_config(path: str | Path, profile: str | None = None,
@@ -442,7 +462,9 @@ def load_config(path: str | Path, profile: str | None = None,
 
 
 def parse_assignment(text_: str) -> tuple[str, Any]:
-    """'key=value' from the command line; the value is read as YAML (numbers, lists, ...)."""
+    """'key=value' from the command line; the value is read as YAML (numbers, lists, ...).
+    A dotted key (`recorder.schedule.every=10`) sets one key of a nested mapping and keeps
+    the others (`assign`)."""
     key, sep, value = text_.partition("=")
     if not sep or not key:
         raise ValueError(f"--set {text_!r} must look like KEY=VALUE")

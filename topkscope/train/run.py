@@ -48,7 +48,7 @@ from topkscope.hooks.lifecycle import supersede_from
 from topkscope.interrupts import RunInterrupted, StopRequests, handling, interruption_signal
 from topkscope.io import Table
 from topkscope.manifest import DIVERGED_AT, Manifest, describe_optimizer, find_runs, now_iso
-from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS
+from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS, run_identity
 from topkscope.train import checkpoint
 from topkscope.train.config import (
     ExperimentConfig,
@@ -427,8 +427,9 @@ def _loop(cfg: ExperimentConfig, trainer: Trainer, run_dir: Path, manifest: Mani
     from topkscope import progress as bars
 
     main = trainer.transport.is_main
-    train_log = Table(run_dir / "train.parquet", TRAIN_COLUMNS)
-    eval_log = Table(run_dir / "eval.parquet", EVAL_COLUMNS)
+    identity = run_identity(run_dir, manifest.data if manifest is not None else None)
+    train_log = Table(run_dir / "train.parquet", TRAIN_COLUMNS, identity)
+    eval_log = Table(run_dir / "eval.parquet", EVAL_COLUMNS, identity)
     if not fresh and main:
         train_log.reload_before(trainer.step)
         eval_log.reload_before(trainer.step)

@@ -160,6 +160,7 @@ class Trainer:
             "time_select": result.time_select,
             "time_communicate": result.time_communicate,
             "bytes_sent": result.bytes_sent,
+            "payload_bytes": result.payload_bytes,
             "contraction": contraction_sum / self.transport.world_size,
         }
 

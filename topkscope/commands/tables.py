@@ -1,0 +1,62 @@
+"""`topkscope tables RUN_OR_RESULTS... [--tables DIR]`: the tables for a paper, for any runs.
+
+Each path is a run folder, an experiment folder or a results root; its runs are read as
+`topkscope claims` reads them (topkscope.commands.claims.readable_runs). Into DIR (default
+./tables) go, each as CSV (every value) and as a LaTeX table that compiles on its page with
+booktabs, graphicx, tabularx and longtable: the contraction, normality and selectors tables of
+the runs with snapshots of u (one per experiment), the convergence table of the runs with
+evaluations, the selection speed of a results root's bench/selection.csv, and the claims with
+their paper views (topkscope.publish.paper_tables, handed in by topkscope.cli). A results
+root that `topkscope figures` wrote gives its own claims.csv; other paths are tabulated now.
+`--margin` and `--perplexity-margin` are the claims' (as `topkscope claims`).
+
+Bad input (a path that holds no complete or failed run, a folder the claims cannot read,
+--tables a file): one line naming it, exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from topkscope.commands import CommandError
+from topkscope.commands.claims import add_margin_arguments, readable_runs
+
+HELP = "the tables for a paper (CSV + LaTeX) of any runs: contraction, normality, claims, ..."
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", type=Path, metavar="RUN_OR_RESULTS",
+                   help="run folder, experiment folder or results root (its complete and "
+                        "failed runs are used; a failed run is a failed seed)")
+    p.add_argument("--tables", type=Path, default=Path("tables"), metavar="DIR",
+                   help="the folder the tables go to (default: ./tables)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar while the runs are read")
+    add_margin_arguments(p)
+
+
+def main(args: argparse.Namespace, write: Callable) -> int:
+    """write(runs, paths, out_dir, margin=, perplexity_margin=) is
+    topkscope.publish.paper_tables.write_for_paths (cli.py)."""
+    from topkscope.analysis.runs import load
+    from topkscope.manifest import runs_at
+
+    out = Path(args.tables)
+    start = time.perf_counter()
+    try:
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"--tables {str(out)!r} is a file; give a folder")
+        runs = readable_runs(args.paths, load, runs_at, progress_shown=not args.no_progress)
+        files = write(runs, args.paths, out, margin=args.margin,
+                      perplexity_margin=args.perplexity_margin)
+    except ValueError as exc:  # nothing has been written yet
+        raise CommandError(str(exc)) from None
+    except OSError as exc:
+        raise CommandError(f"cannot write into {str(out)!r}: {exc}", code=1) from None
+    tex = sorted(p.stem for p in files if p.suffix == ".tex")
+    print(f"tables: {len(tex)} LaTeX tables with their CSV from {len(runs)} run(s) -> {out} "
+          f"({', '.join(tex)}; {time.perf_counter() - start:.1f} s)")
+    return 0
