@@ -63,6 +63,25 @@ TRAIN_COLUMNS = {
     "time_compute": "float64", "time_select": "float64", "time_communicate": "float64",
     "bytes_sent": "int64", "contraction": "float64",
 }  # fmt: skip
+# outer.parquet (outer-loop runs only, train/outer.py), one row per exchange: `outer_step`
+# 0, 1, ...; `step` = the inner step whose end triggered it (its train.parquet row carries the
+# same bytes_sent, and the recorder's rows of this exchange carry this step); `inner_steps` =
+# the round's length H (shorter for a last partial round); bytes_* = the encoded message by
+# part over all workers (comm.sparse.Payload; bytes_sent their sum); contraction =
+# ||u - C(u)||^2 / ||u||^2 of what was sent (quantization included), contraction_selection
+# the same for the selection alone, both means over the P workers; pseudo_gradient_norm =
+# the mean over workers of ||theta_global - theta_local|| (u's norms: the recorder's rows),
+# update_norm = ||mean of what was sent||; outer_lr the outer step's learning rate.
+OUTER_COLUMNS = {
+    "outer_step": "int64", "step": "int64", "inner_steps": "int64", "density": "float64",
+    "k": "int64", "selected": "float64", "selected_min": "int64", "selected_median": "float64",
+    "selected_max": "int64", "bytes_sent": "int64", "bytes_values": "int64",
+    "bytes_indices": "int64", "bytes_quantization": "int64", "bytes_counts": "int64",
+    "contraction": "float64", "contraction_selection": "float64",
+    "pseudo_gradient_norm": "float64", "update_norm": "float64",
+    "outer_lr": "float64", "time_select": "float64", "time_communicate": "float64",
+}  # fmt: skip
+OUTER_FILE = "outer.parquet"
 EVAL_COLUMNS = {
     "step": "int64", "epoch": "int64", "split": "object", "loss": "float64", "metric": "float64",
     "metric_name": "object",

@@ -160,7 +160,8 @@ def variant_fields(spec: RunSpec) -> dict:
 
     cfg = spec.resolved()
     condition = condition_of({"density_schedule": cfg.density_schedule, "k_rule": cfg.k_rule,
-                              "deviations": deviations(cfg)})
+                              "deviations": deviations(cfg), "outer": cfg.outer,
+                              "quantize": cfg.quantize})
     return dict(experiment=cfg.experiment, profile=spec.profile, sparsifier=cfg.sparsifier,
                 seed=cfg.seed, density=cfg.density, condition=condition)
 
