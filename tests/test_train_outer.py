@@ -4,13 +4,18 @@ copies, its config checks, its rows and tables, and a resume from a checkpoint t
 from __future__ import annotations
 
 import copy
+import json
 import math
 
+import pandas as pd
 import pytest
 import torch
 
+from tests.test_results_schema import check, documented
+from topkscope.cli import main
 from topkscope.comm import SimulatedTransport
 from topkscope.manifest import condition_of
+from topkscope.schema import OUTER_COLUMNS, OUTER_FILE
 from topkscope.sparsify.source import step_seed
 from topkscope.train import build_trainer, checkpoint, validate
 from topkscope.train.outer import OuterTrainer, settings_against_papers
@@ -203,3 +208,25 @@ def test_a_checkpoint_taken_mid_round_resumes_to_the_uninterrupted_result(tmp_pa
         assert torch.equal(a, b)
     assert torch.equal(resumed.compressors[1].state_dict()["__global__"],
                        whole.compressors[1].state_dict()["__global__"])
+
+
+@pytest.mark.train
+def test_topkscope_run_writes_the_outer_table_and_the_block_into_the_manifest(tmp_path):
+    cfg = tmp_path / "outer.yaml"
+    cfg.write_text(json.dumps({**BASE, "sparsifier": "chunk-topk", "quantize": {"bits": 2},
+                               "outer": {"inner_steps": 3, "step": "average",
+                                         "error_decay": 0.95}, "threads": 1}))
+    assert main(["run", str(cfg), "--results", str(tmp_path), "--run-id", "r",
+                 "--no-progress"]) == 0
+    run = tmp_path / "outer" / "r"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["quantize"] == {"bits": 2, "range": 6.0}
+    outer = manifest["outer"]
+    assert {k: outer[k] for k in ("inner_steps", "step", "lr", "momentum", "error_decay")} == \
+        {"inner_steps": 3, "step": "average", "lr": 1.0, "momentum": 0.0, "error_decay": 0.95}
+    assert outer["inner_optimizer"]["name"] == "adamw" and outer["outer_optimizer"]["lr"] == 1.0
+    assert outer["deviations"] == ["inner_steps", "density", "chunks"]
+    table = pd.read_parquet(run / OUTER_FILE)
+    assert list(table.columns) == list(OUTER_COLUMNS) == list(documented()["outer"])
+    check(table, documented()["outer"], "outer")
+    assert table["step"].tolist() == [2, 5, 6]

@@ -204,6 +204,7 @@ def draw_training(job: plan.TrainingJob, run_dirs: list, opts: Options,
     tables."""
     from topkscope.analysis.snapshots import analyze_run, snapshot_densities
     from topkscope.reproduce.draw import CONVERGENCE_DRAWERS, DISTRIBUTION_DRAWERS
+    from topkscope.reproduce.draw_outer import OUTER_DRAWERS
 
     runs = [d if hasattr(d, "manifest") else load(d) for d in run_dirs]
     entries: list[FigureEntry] = []
@@ -221,8 +222,9 @@ def draw_training(job: plan.TrainingJob, run_dirs: list, opts: Options,
         for name in wanted:
             entries.append(DISTRIBUTION_DRAWERS[name](run, analysis, densities,
                                                       opts.figures_dir, job.experiment))
-    for name in [f for f in job.figures if f in CONVERGENCE_DRAWERS]:
-        entry = CONVERGENCE_DRAWERS[name](runs, opts.figures_dir, job.experiment)
+    by_runs = {**CONVERGENCE_DRAWERS, **OUTER_DRAWERS}
+    for name in [f for f in job.figures if f in by_runs]:
+        entry = by_runs[name](runs, opts.figures_dir, job.experiment)
         if entry is not None:  # e.g. no density sensitivity runs in this plan
             entries.append(entry)
     clock.record(job.experiment, "draw", time.perf_counter() - t, f"{len(entries)} figures")

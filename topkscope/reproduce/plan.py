@@ -126,24 +126,32 @@ RECORDED_METHODS = ("topk",)     # the claims read u (the recorder) of Top-k's r
 @dataclasses.dataclass(frozen=True)
 class Variant:
     """One run of a training job: overrides of the experiment config (None: as configured;
-    recorded=False switches the config's recorder off)."""
+    recorded=False switches the config's recorder off). A named training of an outer-loop
+    design (TrainingsDesign) adds `settings`: more overrides, (key, YAML text) pairs given to
+    `topkscope run` as --set key=text (mappings such as `outer` merge key by key)."""
 
     sparsifier: str | None = None
     seed: int | None = None
     density_schedule: str | None = None   # the condition (a named density warm-up)
     density: float | None = None
     recorded: bool | None = None
+    name: str | None = None               # the training's name (TrainingsDesign)
+    settings: tuple[tuple[str, str], ...] = ()
 
     def overrides(self) -> dict:
+        from topkscope.train.config import read_yaml
+
         names = ("sparsifier", "seed", "density_schedule", "density")
         out = {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+        out.update((key, read_yaml(text)) for key, text in self.settings)
         if self.recorded is False:
             out["recorder"] = None
         return out
 
     def label(self) -> str:
-        """e.g. 'gaussiank-2019 seed 1 warmup=paper rho=0.005' ('' for the config as it is)."""
-        parts = [self.sparsifier or ""]
+        """e.g. 'gaussiank-2019 seed 1 warmup=paper rho=0.005' ('' for the config as it is);
+        a named training: 'sparseloco seed 1'."""
+        parts = [self.name or self.sparsifier or ""]
         if self.seed is not None:
             parts.append(f"seed {self.seed}")
         if self.density_schedule is not None:
@@ -151,6 +159,15 @@ class Variant:
         if self.density is not None:
             parts.append(f"rho={self.density:g}")
         return " ".join(p for p in parts if p)
+
+
+def seed_count(seeds: tuple[tuple[str, int], ...], profile: str) -> int:
+    """The number of seeds a design runs under `profile` (ValueError naming the profiles it
+    has)."""
+    found = dict(seeds)
+    if profile not in found:
+        raise ValueError(f"profile {profile!r} has no seed count; it has {', '.join(found)}")
+    return found[profile]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,10 +185,7 @@ class ConvergenceDesign:
     first_condition_only: tuple[str, ...] = ()  # methods run under conditions[0] alone
 
     def n_seeds(self, profile: str) -> int:
-        found = dict(self.seeds)
-        if profile not in found:
-            raise ValueError(f"profile {profile!r} has no seed count; it has {', '.join(found)}")
-        return found[profile]
+        return seed_count(self.seeds, profile)
 
     def variants(self, profile: str) -> tuple[Variant, ...]:
         def one(method: str, seed: int, cond: str, rho: float | None = None) -> Variant:
@@ -191,6 +205,36 @@ class ConvergenceDesign:
 
 
 @dataclasses.dataclass(frozen=True)
+class Training:
+    """One named way to train in a TrainingsDesign: the overrides of the experiment config
+    (sparsifier, density, and --set settings as (key, YAML text)), and whether the config's
+    recorder runs in it."""
+
+    name: str
+    sparsifier: str | None = None
+    density: float | None = None
+    settings: tuple[tuple[str, str], ...] = ()
+    recorded: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingsDesign:
+    """Named trainings x seeds (the outer-loop experiments of issue 37): every training once
+    per seed 0..n-1, paired by seed."""
+
+    seeds: tuple[tuple[str, int], ...]
+    trainings: tuple[Training, ...]
+
+    def n_seeds(self, profile: str) -> int:
+        return seed_count(self.seeds, profile)
+
+    def variants(self, profile: str) -> tuple[Variant, ...]:
+        return tuple(Variant(t.sparsifier, seed, None, t.density, recorded=t.recorded,
+                             name=t.name, settings=t.settings)
+                     for seed in range(self.n_seeds(profile)) for t in self.trainings)
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainingJob:
     """Run experiments/<experiment>.yaml under a profile, once per variant: one per sparsifier
     (None: as configured), or the design's variants when a design is given. Runs only in the
@@ -199,7 +243,7 @@ class TrainingJob:
     experiment: str
     sparsifiers: tuple[str | None, ...] = (None,)
     figures: tuple[str, ...] = ()
-    design: ConvergenceDesign | None = None
+    design: ConvergenceDesign | TrainingsDesign | None = None
     profiles: tuple[str, ...] = PROFILES
     seeds: tuple[tuple[str, int], ...] = ()  # without a design: (profile, seeds 0..n-1)
 
@@ -233,6 +277,34 @@ DISTRIBUTION_FIGURES = (
 CONVERGENCE_FIGURES = ("convergence", "traffic", "density_sensitivity", "selected_per_step",
                        "contraction_gap")
 
+OUTER_FIGURES = ("pseudo_gradient", "outer_contraction", "metric_vs_bytes")
+
+
+def outer_trainings(per_step_density: float) -> tuple[Training, ...]:
+    """The trainings of an outer-loop experiment whose config is the SparseLoCo-style training
+    with H = 15 (experiments/outer-*.yaml): SparseLoCo-style, the same plus DiLoCo's outer
+    Nesterov momentum, dense DiLoCo with and without outer momentum, and TopK-SGD per step at
+    `per_step_density` (the SparseLoCo-style run's bytes per step: tests/test_plan.py). The
+    per-step run records u at the steps the outer run exchanges (14, 29, ...), so both meet at
+    the config's histogram and snapshot steps."""
+    return (
+        Training("sparseloco", recorded=True),
+        Training("sparseloco-nesterov", settings=(("outer", "{step: nesterov}"),)),
+        Training("diloco", "dense", settings=(("quantize", "null"),
+                                              ("outer", "{step: nesterov, error_decay: 1}"))),
+        Training("diloco-average", "dense", settings=(("quantize", "null"),
+                                                      ("outer", "{error_decay: 1}"))),
+        Training("topk-per-step", "topk", per_step_density, recorded=True,
+                 settings=(("outer", "null"), ("quantize", "null"),
+                           ("recorder", "{schedule: {every: 15, start: 14}}"))),
+    )
+
+
+OUTER_FNN3_DESIGN = TrainingsDesign(seeds=(("quick", 1), ("full", 3)),
+                                    trainings=outer_trainings(0.000226))
+OUTER_GPT_DESIGN = TrainingsDesign(seeds=(("standard", 3), ("full", 3)),
+                                   trainings=outer_trainings(0.0002325))
+
 QUICK_AND_FULL = ("quick", "full")
 THREE_SEEDS_IN_STANDARD = (("standard", 3),)   # distribution claims on 3 seeds (docstring)
 FNN3_DESIGN = ConvergenceDesign(seeds=(("quick", 5), ("full", 8)),
@@ -262,6 +334,10 @@ JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
     TrainingJob("convergence-lstm-ptb", figures=CONVERGENCE_FIGURES, design=LSTM_DESIGN,
                 profiles=("standard", "full")),
     TrainingJob("convergence-gpt-ptb", figures=CONVERGENCE_FIGURES, design=GPT_DESIGN,
+                profiles=("standard", "full")),
+    TrainingJob("outer-fnn3-mnist", figures=OUTER_FIGURES, design=OUTER_FNN3_DESIGN,
+                profiles=QUICK_AND_FULL),
+    TrainingJob("outer-gpt-ptb", figures=OUTER_FIGURES, design=OUTER_GPT_DESIGN,
                 profiles=("standard", "full")),
     BenchmarkJob("selection-speed", figures=("selection_speed",), profiles=QUICK_AND_FULL),
 )

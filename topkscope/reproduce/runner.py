@@ -80,6 +80,7 @@ class RunSpec:
     density_schedule: str | None = None
     density: float | None = None
     recorded: bool | None = None  # False: the config's recorder switched off
+    settings: tuple[tuple[str, str], ...] = ()  # more --set overrides (plan.Variant.settings)
 
     @classmethod
     def of(cls, experiment: str, config_path: Path, profile: str, variant, results_root: Path,
@@ -87,14 +88,14 @@ class RunSpec:
         """The spec of one plan.Variant of an experiment."""
         return cls(experiment, config_path, profile, variant.sparsifier, results_root, data_root,
                    launcher, variant.seed, variant.density_schedule, variant.density,
-                   variant.recorded)
+                   variant.recorded, variant.settings)
 
     def overrides(self) -> dict:
         """The config overrides of the variant this spec runs (plan.Variant.overrides)."""
         from topkscope.reproduce.plan import Variant
 
         return Variant(self.sparsifier, self.seed, self.density_schedule, self.density,
-                       self.recorded).overrides()
+                       self.recorded, settings=self.settings).overrides()
 
     def resolved(self):
         from topkscope.train.config import load_config
@@ -242,6 +243,8 @@ def command(spec: RunSpec, resume: bool, progress: bool = True) -> list[str]:
         argv += ["--density", repr(float(spec.density))]
     if spec.density_schedule is not None:
         argv += ["--set", f"density_schedule={spec.density_schedule}"]
+    for key, text in spec.settings:
+        argv += ["--set", f"{key}={text}"]
     if spec.recorded is False:
         argv += ["--set", "recorder=null"]
     if spec.data_root is not None:

@@ -21,8 +21,9 @@ SparseLoCo's own chunks are 2-D tiles of each weight matrix (64 x 64 for C = 409
 flat vector and may straddle tensor boundaries (with `selection: layerwise` they run within
 each tensor). A run names this in its manifest (train.outer.settings_against_papers).
 
-Cost: one stable sort of every chunk, O(d log C); the exact set, so exact = False only in the
-sense that the set differs from global Top-k's (it is the exact per-chunk Top-k).
+Cost: one torch.topk of the k_max + 1 largest per chunk; a stable sort only of the chunks where
+a tie straddles the cut. `exact` is False: the set is each chunk's exact Top-k, not global
+Top-k's (they coincide only when C >= d).
 """
 
 from __future__ import annotations
@@ -85,13 +86,22 @@ class ChunkTopK(Sparsifier):
 
 
 def _top_of_rows(rows: torch.Tensor, counts: torch.Tensor, start: int) -> torch.Tensor:
-    """Flat indices of the counts[r] largest entries of each row r (lowest index first among
-    ties: a stable descending sort keeps equal magnitudes in index order)."""
+    """Flat indices of the counts[r] largest entries of each row r, lowest index first among
+    ties at the cut. One torch.topk of the k_max + 1 largest per row decides the rows whose
+    cut is strict (the count-th largest above the next): their set is unique. Rows where a
+    tie straddles the cut are sorted in full, stably (equal magnitudes keep index order)."""
     kmax = int(counts.max())
     if kmax == 0:
         return torch.empty(0, dtype=torch.int64, device=rows.device)
     n, size = rows.shape
-    order = torch.sort(rows, dim=1, descending=True, stable=True).indices[:, :kmax]
-    keep = torch.arange(kmax, device=rows.device)[None, :] < counts[:, None]
+    take = min(kmax + 1, size)
+    values, order = torch.topk(rows, take, dim=1, sorted=True)
+    kth = values.gather(1, (counts - 1).clamp(min=0)[:, None])[:, 0]
+    after = values.gather(1, counts.clamp(max=take - 1)[:, None])[:, 0]
+    tied = (counts > 0) & (counts < size) & (kth == after)
+    if bool(tied.any()):
+        stable = torch.sort(rows[tied], dim=1, descending=True, stable=True).indices[:, :take]
+        order[tied] = stable
+    keep = torch.arange(take, device=rows.device)[None, :] < counts[:, None]
     offsets = start + torch.arange(n, device=rows.device, dtype=torch.int64)[:, None] * size
     return (order + offsets)[keep]
