@@ -10,7 +10,9 @@ questions read (issue 37), one row per run or per evaluation, computed from resu
     run_summary(runs)       one row per run: how it trained (outer rule, H, beta, bits, chunk,
                             density), its traffic (total bytes, bytes per inner step), its last
                             and best held-out metric, and the medians over its recorded steps
-                            of the whole model's u (worker median first): excess kurtosis,
+                            of the whole model's u (worker median first) at `u_density` (the
+                            run's own density, or the one given, e.g. 1/64 to hold a per-step
+                            run's u against the outer run's at one rho): excess kurtosis,
                             skew, delta of global and chunk-wise Top-k with and without
                             quantization, the three reference curves, and the approximate
                             selectors' count / k and recall (`<S>_count_over_k`, `<S>_recall`)
@@ -59,26 +61,29 @@ def metric_by_bytes(runs: Sequence, label: Callable[[dict], str] = training_key
     return pd.concat(frames, ignore_index=True)
 
 
+MOMENTS = ("excess_kurtosis", "skew")  # one value per (step, rank, layer, kind): any density
+
+
 def _u_medians(stats: pd.DataFrame, density: float | None) -> dict[str, float]:
     u = stats[(stats["layer"] == GLOBAL) & (stats["kind"] == "u")]
-    if density is not None and len(u):
-        u = u[np.isclose(u["density"], density)]
     out = {f"u_{c}": np.nan for c in U_COLUMNS}
+    out["u_recorded_steps"] = int(u["step"].nunique()) if len(u) else 0
     if not len(u):
         return out
-    cols = [c for c in u.columns if c in U_COLUMNS or c.endswith(("_count", "_recall"))
-            and c != "numel"]
-    numeric = u[["step", "k", *cols]].astype("float64")
-    per_step = numeric.groupby("step").median()
-    for c in U_COLUMNS:
-        if c in per_step:
-            out[f"u_{c}"] = float(per_step[c].median())
-    for c in per_step.columns:
+    moments = u[u["density"] == u["density"].min()].groupby("step")[list(MOMENTS)].median()
+    for c in MOMENTS:
+        out[f"u_{c}"] = float(moments[c].median())
+    at = u[np.isclose(u["density"], density)] if density is not None else u.iloc[:0]
+    if not len(at):
+        return out
+    cols = [c for c in at.columns if c in U_COLUMNS and c not in MOMENTS
+            or c.endswith(("_count", "_recall"))]
+    per_step = at[["step", "k", *cols]].astype("float64").groupby("step").median()
+    for c in cols:
         if c.endswith("_count"):
             out[f"u_{c}_over_k"] = float((per_step[c] / per_step["k"]).median())
-        elif c.endswith("_recall"):
+        else:
             out[f"u_{c}"] = float(per_step[c].median())
-    out["u_recorded_steps"] = int(len(per_step))
     return out
 
 
@@ -89,8 +94,9 @@ def _chunk_size(sparsifier: str | None, args: dict | None) -> int | None:
     return getattr(get_sparsifier(sparsifier, **(args or {})), "chunk_size", None)
 
 
-def run_summary(runs: Sequence) -> pd.DataFrame:
-    """One row per run (see the module docstring)."""
+def run_summary(runs: Sequence, density: float | None = None) -> pd.DataFrame:
+    """One row per run (see the module docstring); the u medians at `density` (None: each
+    run's own; NaN where the recorder did not evaluate it)."""
     rows = []
     for run in runs:
         m = run.manifest
@@ -103,11 +109,11 @@ def run_summary(runs: Sequence) -> pd.DataFrame:
         metric_name = str(ev["metric_name"].iloc[0]) if len(ev) else None
         best = (ev["metric"].min() if metric_name == "perplexity" else ev["metric"].max()) \
             if len(ev) else np.nan
-        density = m.get("density")
+        at = m.get("density") if density is None else density
         rows.append({
             "path": str(run.path), "experiment": m.get("experiment"), "model": m.get("model"),
             "seed": m.get("seed"), "training": training_key(m), "condition": condition_of(m),
-            "sparsifier": m.get("sparsifier"), "density": density,
+            "sparsifier": m.get("sparsifier"), "density": m.get("density"),
             "chunk_size": _chunk_size(m.get("sparsifier"), config.get("sparsifier_args")),
             "quantize_bits": quantize.get("bits"), "outer_step": outer.get("step"),
             "inner_steps": outer.get("inner_steps", 1), "outer_lr": outer.get("lr"),
@@ -118,6 +124,6 @@ def run_summary(runs: Sequence) -> pd.DataFrame:
             "metric_name": metric_name,
             "final_metric": float(ev.sort_values("step")["metric"].iloc[-1]) if len(ev)
             else np.nan, "best_metric": float(best),
-            **_u_medians(run.stats, density),
+            "u_density": at, **_u_medians(run.stats, at),
         })
     return pd.DataFrame(rows)

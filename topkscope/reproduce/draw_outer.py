@@ -46,7 +46,7 @@ def pseudo_gradient_figure(runs: Sequence, out_dir: Path, experiment: str) -> Fi
     a, b = outer[0], step[0]
     fig = pseudo_gradient_distribution(a.hist, a.stats, b.hist, b.stats,
                                        outer_manifest=a.manifest, step_manifest=b.manifest)
-    s = run_summary([a, b])
+    s = run_summary([a, b], density=a.manifest["density"])
     caption = (f"Standardised histograms (log density) of the compressed vector, whole model, "
                f"worker 0: left the pseudo-gradient u = βe + Δ of {training_label(a.manifest)}, "
                f"right the per-step u = e + g of {training_label(b.manifest)}, with the standard "
@@ -87,9 +87,11 @@ def metric_vs_bytes_figure(runs: Sequence, out_dir: Path, experiment: str
                                           bytes=("bytes_total", "mean"),
                                           seeds=("seed", "nunique"))
     parts = [f"{name}: {row['final']:.4g} after {row['bytes'] / 1e6:.3g} MB "
-             f"({row['seeds']} seed{'s' * (row['seeds'] != 1)})" for name, row in per.iterrows()]
+             f"({int(row['seeds'])} seed{'' if int(row['seeds']) == 1 else 's'})"
+             for name, row in per.iterrows()]
     order = list(per.sort_values("bytes").index)
-    fig = metric_vs_bytes(frame, manifest=runs[0].manifest, order=order)
+    # the runs differ in sparsifier and density: the title names what they share
+    fig = metric_vs_bytes(frame, manifest={**runs[0].manifest, "density": None}, order=order)
     metric = str(frame["metric_name"].iloc[0])
     caption = (f"Held-out {metric} against the bytes all workers sent so far (encoded: b-bit "
                f"values, chunk-local indices and quantization tables where the method uses "

@@ -286,7 +286,7 @@ def outer_trainings(per_step_density: float) -> tuple[Training, ...]:
     Nesterov momentum, dense DiLoCo with and without outer momentum, and TopK-SGD per step at
     `per_step_density` (the SparseLoCo-style run's bytes per step: tests/test_plan.py). The
     per-step run records u at the steps the outer run exchanges (14, 29, ...), so both meet at
-    the config's histogram and snapshot steps."""
+    the config's histogram and snapshot steps, at its own density and at the outer run's."""
     return (
         Training("sparseloco", recorded=True),
         Training("sparseloco-nesterov", settings=(("outer", "{step: nesterov}"),)),
@@ -296,7 +296,8 @@ def outer_trainings(per_step_density: float) -> tuple[Training, ...]:
                                                       ("outer", "{error_decay: 1}"))),
         Training("topk-per-step", "topk", per_step_density, recorded=True,
                  settings=(("outer", "null"), ("quantize", "null"),
-                           ("recorder", "{schedule: {every: 15, start: 14}}"))),
+                           ("recorder", "{schedule: {every: 15, start: 14}, densities: "
+                                        f"[{per_step_density}, 0.015625]}}"))),
     )
 
 
@@ -347,7 +348,7 @@ JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
 RUN_SECONDS = {
     "fnn3-mnist": 11, "vgg16-cifar10": 56, "lstm-ptb": 87, "resnet20-cifar10": 176,
     "convergence-fnn3-mnist": 12.10, "convergence-lstm-ptb": 271, "selection-speed": 45,
-    "gpt-ptb": 72, "convergence-gpt-ptb": 175,
+    "gpt-ptb": 72, "convergence-gpt-ptb": 175, "outer-fnn3-mnist": 6.15, "outer-gpt-ptb": 86,
 }
 # after the runs: analyze + draw + claims + tables + executing the notebooks (wall seconds)
 FINISH_SECONDS = {"quick": 270, "standard": 90}

@@ -1,0 +1,116 @@
+"""The outer-loop experiments' figures and tables, drawn from short runs of
+experiments/outer-fnn3-mnist.yaml's trainings: what each figure plots is what the runs
+recorded, the per-run table's columns are the runs' own numbers, and every text fits."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests._figure_text import assert_text_fits
+from topkscope import plots
+from topkscope.analysis.outer import metric_by_bytes, run_summary
+from topkscope.analysis.runs import load
+from topkscope.cli import main
+from topkscope.plots.pseudo_gradient import outer_contraction
+from topkscope.reproduce import plan
+from topkscope.reproduce.draw_outer import OUTER_DRAWERS
+from topkscope.schema import GLOBAL
+from topkscope.train.config import read_yaml
+
+pytestmark = pytest.mark.train
+
+SHORT = ["--steps", "30", "--set", "train_subset=3840", "--set", "eval_every_steps=15",
+         "--no-progress"]
+HIST = {"hist_schedule": {"steps": [14, 29]}, "snapshot_schedule": None}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    from pathlib import Path
+
+    config = Path(__file__).resolve().parents[1] / "experiments" / "outer-fnn3-mnist.yaml"
+    out = tmp_path_factory.mktemp("outer-figures")
+    trainings = {t.name: t for t in plan.outer_trainings(0.000226)}
+    made = []
+    for name in ("sparseloco", "diloco", "topk-per-step"):
+        t = trainings[name]
+        argv = ["run", str(config), "--results", str(out), "--run-id", name, *SHORT]
+        argv += ["--sparsifier", t.sparsifier] if t.sparsifier else []
+        argv += ["--density", str(t.density)] if t.density else []
+        settings = {key: read_yaml(text) for key, text in t.settings}
+        settings["recorder"] = {**(settings.get("recorder") or {}), **HIST} if t.recorded \
+            else None     # one --set per key: a second one would replace the first
+        for key, value in settings.items():
+            argv += ["--set", f"{key}={json.dumps(value)}"]
+        assert main(argv) == 0
+        made.append(load(out / "outer-fnn3-mnist" / name))
+    return made
+
+
+def test_the_summary_holds_each_runs_traffic_metric_and_u_medians(runs):
+    table = run_summary(runs).set_index("path")
+    for run in runs:
+        row = table.loc[str(run.path)]
+        assert row["bytes_total"] == run.train["bytes_sent"].sum()
+        assert row["final_metric"] == run.eval.sort_values("step")["metric"].iloc[-1]
+        u = run.stats[(run.stats["layer"] == GLOBAL) & (run.stats["kind"] == "u")]
+        if not len(u):
+            assert np.isnan(row["u_topk_ratio"])
+            continue
+        per_step = u[np.isclose(u["density"], run.manifest["density"])].groupby("step")
+        assert row["u_topk_ratio"] == pytest.approx(per_step["topk_ratio"].median().median())
+        assert row["u_recorded_steps"] == per_step.ngroups
+    sparse = table[table["sparsifier"] == "chunk-topk"].iloc[0]
+    assert (sparse["inner_steps"], sparse["error_decay"], sparse["quantize_bits"],
+            sparse["chunk_size"]) == (15, 0.95, 2, 4096)
+    assert sparse["u_chunk_topk_count_over_k"] == 1.0     # fixed count: k in all
+    per_step = table[table["sparsifier"] == "topk"].iloc[0]
+    assert per_step["inner_steps"] == 1 and pd.isna(per_step["outer_step"])
+
+
+def test_bytes_are_the_cumulative_traffic_through_each_evaluation(runs):
+    frame = metric_by_bytes(runs)
+    for run in runs:
+        mine = frame[frame["training"].str.startswith(run.manifest["sparsifier"] + ";")]
+        sent = run.train.set_index("step")["bytes_sent"].cumsum()
+        assert mine["bytes"].tolist() == sent.loc[mine["step"]].tolist()
+    assert frame["training"].nunique() == 3
+
+
+def test_the_contraction_figure_draws_the_recorded_medians(runs):
+    run = runs[0]
+    fig = outer_contraction(run.stats, manifest=run.manifest, density=run.manifest["density"])
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    u = run.stats[(run.stats["layer"] == GLOBAL) & (run.stats["kind"] == "u")]
+    medians = u.groupby("step")["chunk_topk_quantized_ratio"].median()
+    np.testing.assert_allclose(lines["chunk-wise Top-k, quantized"].get_ydata(), medians)
+    np.testing.assert_allclose(lines["1 − k/d"].get_ydata(), 1 - round(
+        run.manifest["density"] * run.manifest["num_parameters"]) / run.manifest[
+        "num_parameters"])
+    assert_text_fits(fig)
+
+
+@pytest.mark.parametrize("name", sorted(OUTER_DRAWERS))
+def test_every_outer_figure_is_drawn_with_its_text_readable(runs, name, tmp_path, monkeypatch):
+    drawn = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, *a, **k: drawn.append(fig) or [])
+    import topkscope.reproduce.draw as draw
+
+    monkeypatch.setattr(draw, "plots", plots)
+    entry = OUTER_DRAWERS[name](runs, tmp_path, "outer-fnn3-mnist")
+    assert entry is not None and entry.name == f"outer-fnn3-mnist-{name}"
+    assert len(drawn) == 1
+    assert_text_fits(drawn[0])
+    assert "n/a" not in entry.caption
+
+
+def test_no_figure_without_its_runs(runs, tmp_path):
+    dense_only = [r for r in runs if r.manifest["sparsifier"] == "dense"]
+    assert OUTER_DRAWERS["pseudo_gradient"](dense_only, tmp_path, "e") is None
+    assert OUTER_DRAWERS["outer_contraction"](dense_only, tmp_path, "e") is None
+    assert isinstance(metric_by_bytes([]), pd.DataFrame)
