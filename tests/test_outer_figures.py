@@ -4,51 +4,25 @@ recorded, the per-run table's columns are the runs' own numbers, and every text 
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from tests._figure_text import assert_text_fits
+from tests._outer_runs import EXPERIMENT, TRAININGS
 from topkscope import plots
 from topkscope.analysis.outer import metric_by_bytes, run_summary
 from topkscope.analysis.runs import load
-from topkscope.cli import main
 from topkscope.plots.pseudo_gradient import outer_contraction
-from topkscope.reproduce import plan
 from topkscope.reproduce.draw_outer import OUTER_DRAWERS
 from topkscope.schema import GLOBAL
-from topkscope.train.config import read_yaml
 
 pytestmark = pytest.mark.train
 
-SHORT = ["--steps", "30", "--set", "train_subset=3840", "--set", "eval_every_steps=15",
-         "--no-progress"]
-HIST = {"hist_schedule": {"steps": [14, 29]}, "snapshot_schedule": None}
-
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    from pathlib import Path
-
-    config = Path(__file__).resolve().parents[1] / "experiments" / "outer-fnn3-mnist.yaml"
-    out = tmp_path_factory.mktemp("outer-figures")
-    trainings = {t.name: t for t in plan.outer_trainings(0.000226)}
-    made = []
-    for name in ("sparseloco", "diloco", "topk-per-step"):
-        t = trainings[name]
-        argv = ["run", str(config), "--results", str(out), "--run-id", name, *SHORT]
-        argv += ["--sparsifier", t.sparsifier] if t.sparsifier else []
-        argv += ["--density", str(t.density)] if t.density else []
-        settings = {key: read_yaml(text) for key, text in t.settings}
-        settings["recorder"] = {**(settings.get("recorder") or {}), **HIST} if t.recorded \
-            else None     # one --set per key: a second one would replace the first
-        for key, value in settings.items():
-            argv += ["--set", f"{key}={json.dumps(value)}"]
-        assert main(argv) == 0
-        made.append(load(out / "outer-fnn3-mnist" / name))
-    return made
+def runs(outer_runs):
+    return [load(outer_runs / EXPERIMENT / name) for name in TRAININGS]
 
 
 def test_the_summary_holds_each_runs_traffic_metric_and_u_medians(runs):
