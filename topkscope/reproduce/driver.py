@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -171,7 +172,7 @@ def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> Non
                 same = [c for c in covering_runs(spec) if not c.differences]
                 state += f"; covered by {same[0].path}" if same else ""
             log(f"{run_dir} [{state}]")
-            log("  topkscope " + " ".join(command(spec, resume=False)[3:]))
+            log("  topkscope " + shlex.join(command(spec, resume=False)[3:]))
 
 
 def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock,

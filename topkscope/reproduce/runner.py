@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import shlex
 import signal
 import sys
 import threading
@@ -305,7 +306,7 @@ def ensure_run(spec: RunSpec, log=print, in_process: InProcess | None = None,
         old = set_aside(run_dir)
         log(f"  earlier attempt without a checkpoint moved to {old}")
     argv = command(spec, resume, progress)
-    log("  $ topkscope " + " ".join(argv[3:]))
+    log("  $ topkscope " + shlex.join(argv[3:]))
     if in_process is not None:
         code = in_process(argv[3:])
     else:
