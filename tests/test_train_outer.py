@@ -230,3 +230,21 @@ def test_topkscope_run_writes_the_outer_table_and_the_block_into_the_manifest(tm
     assert list(table.columns) == list(OUTER_COLUMNS) == list(documented()["outer"])
     check(table, documented()["outer"], "outer")
     assert table["step"].tolist() == [2, 5, 6]
+
+
+@pytest.mark.train
+def test_a_complete_run_extended_counts_the_rounds_after_its_short_last_one(tmp_path):
+    cfg = config(sparsifier="topk", outer={"inner_steps": 3, "step": "average"})
+    first = build_trainer(cfg, SimulatedTransport(2))[0]
+    for _ in range(7):               # exchanges after steps 2, 5 and 6 (the last: a round of 1)
+        first.train_step()
+    folder = checkpoint.save(tmp_path, first, keep=1)
+    longer = build_trainer(cfg.replace(steps=10), SimulatedTransport(2))[0]
+    checkpoint.load(folder, longer)
+    rows = []
+    for _ in range(3):
+        longer.train_step()
+        if longer.outer_row is not None:
+            rows.append(longer.outer_row)
+    assert [(r["outer_step"], r["step"], r["inner_steps"]) for r in rows] == [(3, 8, 2),
+                                                                              (4, 9, 1)]

@@ -16,6 +16,10 @@ runs in:
               their own, claims-standard.csv under results/reference/ once committed)
     full      the paper's settings (GPUs): everything, 8 seeds per convergence design
 
+The outer-loop experiments (issue 37: Top-k on DiLoCo-style pseudo-gradients) run a
+TrainingsDesign of five named trainings per seed (outer_trainings): FNN-3 in
+quick (one seed, 240 inner steps), the GPT in standard (three seeds, 420 inner steps).
+
 Convergence design (ConvergenceDesign), per seed:
 
     dense                                 once (nothing to warm up)
@@ -81,9 +85,15 @@ seconds of `python benchmarks/selection.py` as the quick profile runs it, alone)
     finish, standard: 23.6 s CPU (`topkscope figures --profile standard --no-run`): 90 s
         allowed
 
-expected_seconds("quick") ~ 17.7 min (45 + (226 + 105 x 12.10) / 2 + 270 s; 226 = the
-distribution runs without ResNet-20's 176);
-expected_seconds("standard") ~ 87.8 min ((24 x 271 + 18 x 175 + 3 x 176 + 3 x 56) / 2 + 90 s).
+    outer-fnn3-mnist 6.15 per run: the mean of its 5 trainings (sparseloco 7.2 and
+        topk-per-step 8.0 with their recorders, the three others 5.1-5.2; load average ~4)
+    outer-gpt-ptb 86 per run: sparseloco 94.2 (recorded), topk-per-step 94.1 (recorded),
+        diloco 80.6, counted for all 15 runs (load average 6-8)
+
+expected_seconds("quick") ~ 18.0 min (45 + (226 + 105 x 12.10 + 5 x 6.15) / 2 + 270 s; 226 = the
+distribution runs without ResNet-20's 176; outer-fnn3-mnist adds 0.26 min to 17.7);
+expected_seconds("standard") ~ 98.5 min ((24 x 271 + 18 x 175 + 15 x 86 + 3 x 176 + 3 x 56) / 2
++ 90 s): over its 90-minute budget since outer-gpt-ptb (10.75 min) joined it (87.8 before).
 
 Distribution claims on 3 seeds (issue: one run per model flips verdicts on a rerun): in quick
 they would cost ResNet-20 2 x 176 and VGG-16 2 x 56 CPU seconds more, 232 s of wall time, and

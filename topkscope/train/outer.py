@@ -116,6 +116,7 @@ class OuterTrainer(Trainer):
         self.optimizer = MomentumSGD(self.params, momentum=cfg.outer["momentum"],
                                      nesterov=cfg.outer["step"] == "nesterov")
         self.outer_step = 0
+        self.round_start = 0   # the first inner step of the current round
         self.outer_row: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ parameters
@@ -178,18 +179,15 @@ class OuterTrainer(Trainer):
         sent = {**result.count_columns(result.counts), "time_select": result.time_select,
                 "time_communicate": result.time_communicate, "bytes_sent": result.bytes_sent}
         self.outer_row = {"outer_step": self.outer_step, "step": step,
-                          "inner_steps": step + 1 - self.outer_step_start(), "density": rho,
+                          "inner_steps": step + 1 - self.round_start, "density": rho,
                           "k": k, **sent, **result.payload.columns(),
                           "contraction": contraction, "contraction_selection": selection,
                           "pseudo_gradient_norm": delta_norm,
                           "update_norm": float(torch.linalg.vector_norm(
                               result.mean, dtype=torch.float64)), "outer_lr": self.outer_lr}
         self.outer_step += 1
+        self.round_start = step + 1
         return {**row, **sent, "contraction": contraction}
-
-    def outer_step_start(self) -> int:
-        """The first inner step of the current round."""
-        return self.outer_step * self.inner_steps
 
     def _exchange(self, step: int, rho: float, loss: float):
         """Compress every local worker's pseudo-gradient, combine, take the outer step, reset
@@ -225,13 +223,15 @@ class OuterTrainer(Trainer):
                 "inner_optimizer": self.inner[i].state_dict()}
 
     def shared_state(self) -> dict[str, Any]:
-        return {**super().shared_state(), "outer_step": self.outer_step}
+        return {**super().shared_state(), "outer_step": self.outer_step,
+                "round_start": self.round_start}
 
     def load_shared_state(self, state: dict[str, Any]) -> None:
         super().load_shared_state(state)
         with torch.no_grad():
             self.theta.copy_(self.layout.flatten([p.detach() for p in self.params]))
         self.outer_step = int(state["outer_step"])
+        self.round_start = int(state["round_start"])
 
     def load_worker_state(self, i: int, state: dict[str, Any]) -> None:
         super().load_worker_state(i, state)
