@@ -73,8 +73,10 @@ def test_settings_against_the_papers_name_every_difference():
     cfg = config(sparsifier="chunk-topk", density=1 / 64, quantize={"bits": 2},
                  outer={"inner_steps": 15, "step": "average", "error_decay": 0.95})
     rows = {r["setting"]: r for r in settings_against_papers(cfg)}
-    assert not any(r["differs"] for name, r in rows.items() if name != "chunks")
+    assert not any(r["differs"] for name, r in rows.items()
+                   if name not in ("chunks", "aggregation"))
     assert rows["chunks"]["differs"] and "2508.15706" in rows["chunks"]["source"]
+    assert rows["aggregation"]["differs"]
     dense = {r["setting"]: r for r in settings_against_papers(config(sparsifier="dense"))}
     assert dense["inner_steps"]["differs"] and dense["inner_steps"]["published"] == 500
     assert not dense["lr"]["differs"] and not dense["momentum"]["differs"]
@@ -225,7 +227,7 @@ def test_topkscope_run_writes_the_outer_table_and_the_block_into_the_manifest(tm
     assert {k: outer[k] for k in ("inner_steps", "step", "lr", "momentum", "error_decay")} == \
         {"inner_steps": 3, "step": "average", "lr": 1.0, "momentum": 0.0, "error_decay": 0.95}
     assert outer["inner_optimizer"]["name"] == "adamw" and outer["outer_optimizer"]["lr"] == 1.0
-    assert outer["deviations"] == ["inner_steps", "density", "chunks"]
+    assert outer["deviations"] == ["inner_steps", "density", "chunks", "aggregation"]
     table = pd.read_parquet(run / OUTER_FILE)
     assert list(table.columns) == list(OUTER_COLUMNS) == list(documented()["outer"])
     check(table, documented()["outer"], "outer")

@@ -51,14 +51,20 @@ from topkscope.train.schedules import density_at, lr_at
 from topkscope.train.trainer import DivergedError, Trainer, clip_norm_
 
 # The published settings the outer block and the compressor are held against
-# (settings_against_papers). "source" names where each number was read.
+# (settings_against_papers). "source" names where each number was read: the papers' text
+# where it gives them; SparseLoCo's H, outer lr and beta from public copies of its code (the
+# paper's full text could not be read here), which disagree in places: the exogym port and the
+# MLX ports use H = 15 or 30, outer lr 1, beta 0.95 (exogym's default beta: 0.999), the
+# authors' Templar production config (one-covenant/templar hparams.json, as quoted in a public
+# note) H = 30, outer lr 0.7, beta 0.95, 64 of each 64 x 64 chunk, 4 bins.
 DILOCO = "DiLoCo (Douillard et al., arXiv 2311.08105)"
 SPARSELOCO = "SparseLoCo (Sarfi et al., arXiv 2508.15706)"
+SPARSELOCO_CODE = SPARSELOCO + ", as public copies of its code set it (see topkscope/train/outer.py)"
 PUBLISHED = {
     "nesterov": {"inner_steps": (500, DILOCO), "lr": (0.7, DILOCO), "momentum": (0.9, DILOCO),
                  "inner_optimizer": ("adamw", DILOCO)},
-    "average": {"inner_steps": (15, SPARSELOCO), "lr": (1.0, SPARSELOCO),
-                "error_decay": (0.95, SPARSELOCO), "inner_optimizer": ("adamw", SPARSELOCO),
+    "average": {"inner_steps": (15, SPARSELOCO_CODE), "lr": (1.0, SPARSELOCO_CODE),
+                "error_decay": (0.95, SPARSELOCO_CODE), "inner_optimizer": ("adamw", SPARSELOCO),
                 "density": (64 / 4096, SPARSELOCO + ": 64 of every 4096-element chunk"),
                 "chunk_size": (4096, SPARSELOCO + ": 64 x 64 tiles of each weight matrix"),
                 "quantize_bits": (2, SPARSELOCO + ": 2-bit values, range 6 standard "
@@ -84,6 +90,12 @@ def settings_against_papers(cfg: ExperimentConfig) -> list[dict[str, Any]]:
     if cfg.sparsifier == "chunk-topk":
         rows.append({"setting": "chunks", "here": "consecutive runs of the flat vector",
                      "published": "2-D tiles of each weight matrix", "source": SPARSELOCO,
+                     "differs": True})
+    if cfg.sparsifier != "dense":
+        rows.append({"setting": "aggregation", "here": "(1/P) sum over all P workers",
+                     "published": "(1/R) sum over the R replicas in the paper's algorithm; "
+                                  "public copies of the authors' code average each position "
+                                  "over the replicas that sent it", "source": SPARSELOCO,
                      "differs": True})
     return rows
 
