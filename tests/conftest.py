@@ -20,6 +20,14 @@ def data_root() -> Path:
     return Path(os.environ.get("TOPKSCOPE_DATA", REPO / "data"))
 
 
+@pytest.fixture(scope="session")
+def outer_runs(tmp_path_factory, data_root) -> Path:
+    """The results root of tests/_outer_runs.py (short runs of the outer-loop trainings)."""
+    from tests._outer_runs import shared_outer_runs
+
+    return shared_outer_runs(tmp_path_factory, data_root)
+
+
 @pytest.fixture(autouse=True)
 def _seeded_global_rng():
     """Every test starts from the same global random state, whatever ran before it in this
@@ -59,7 +67,7 @@ def spy(monkeypatch):
 # the fast tier cannot grow slow unnoticed. Other sessions are not watched.
 
 # the small results tree of tests/_figures_results.py, built by training
-TRAINING_FIXTURES = ("small",)
+TRAINING_FIXTURES = ("small", "outer_runs")
 
 _training_allowed = True
 

@@ -81,7 +81,7 @@ def test_sim_run_writes_a_complete_result_folder(tmp_path, capsys):
     (["--density", "1.5"], ["density = 1.5", "(0, 1]"]),
     (["--density", "0"], ["density = 0.0", "(0, 1]"]),
     (["--set", "lerning_rate=0.1"], ["unknown config key 'lerning_rate'", "allowed: "]),
-    (["--sparsifier", "top-k"], ["sparsifier = 'top-k' is not allowed", "choose one of: dense"]),
+    (["--sparsifier", "top-k"], ["sparsifier = 'top-k' is not allowed", "choose one of: chunk-topk, dense"]),
     (["--profile", "huge"], ["profile 'huge' is not defined"]),
     (["--set", "recorder={schedul: 3}"], ["unknown key 'schedul' in recorder"]),
     (["--set", "density=2e0"], ["density = 2 is outside the allowed range (0, 1]"]),

@@ -52,7 +52,7 @@ def test_schema_constants_are_derived_from_the_registry():
     assert set(MOMENT_COLUMNS) <= {*Moments.__dataclass_fields__, "norm"}
     assert list(schema.stats_schema(["x"]).names) == [*schema.STATS_KEYS, *schema.STATS_VALUES,
                                                        "x_count", "x_ratio", "x_recall",
-                                                       "x_ratio_vs_topk"]
+                                                       "x_quantized_ratio", "x_ratio_vs_topk"]
 
 
 def test_a_bad_declaration_is_refused_with_the_allowed_values():

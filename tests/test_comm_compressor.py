@@ -8,10 +8,12 @@ import torch
 from tests._topk_reference import exact_topk
 from topkscope.comm import Layout, SimulatedTransport, SparseUpdate, WorkerCompressor, exchange
 from topkscope.comm.sparse import (
+    WireFormat,
     dense_payload_bytes,
     index_dtype,
     scatter_sum,
     selected_payload_bytes,
+    sparse_payload,
     sparse_payload_bytes,
 )
 from topkscope.sparsify import get_sparsifier
@@ -137,6 +139,12 @@ def test_payload_bytes():
     assert sparse_payload_bytes([0, 0], 4, 4) == 16
     assert dense_payload_bytes(4, 1000, 4) == 16000
     assert selected_payload_bytes([3, 7], 4, 4) == 10 * 8  # the pairs alone
+    # packed fields: 3-bit values and 5-bit indices, each worker's rounded up to whole bytes;
+    # the wire pads both workers to 7 and adds the counts and 12 bytes of tables each
+    encoded = sparse_payload([3, 7], WireFormat(3, 5, 12))
+    assert encoded.selected == (2 + 2) + (3 + 5)
+    assert (encoded.values, encoded.indices, encoded.side, encoded.counts) == (6, 10, 24, 16)
+    assert encoded.total == 6 + 10 + 24 + 16
 
 
 def test_wire_bytes_are_the_selected_pairs_plus_counts_plus_padding_to_the_largest_count():

@@ -198,7 +198,11 @@ def test_the_cases_cover_every_plot_function():
     functions = set(plots.__all__) - helpers
     assert functions == {case.split()[0] for case in PLOT_CASES}
     planned = {figure for job in plan.JOBS for figure in job.figures}
-    assert planned <= {builder.partition(":")[2] or builder for builder in BUILDERS}
+    # the outer-loop experiments' figures: tests/test_outer_figures.py draws and checks them
+    from topkscope.publish.outer_figures import OUTER_DRAWERS
+
+    assert planned <= {builder.partition(":")[2] or builder for builder in BUILDERS} | set(
+        OUTER_DRAWERS)
 
 
 @pytest.mark.parametrize("case", PLOT_CASES)

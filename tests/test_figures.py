@@ -288,6 +288,13 @@ def test_plan_configs_resolve_in_every_profile_they_run_in(job):
     resolved = {p: load_config(path, p)[0] for p in job.profiles}
     full = resolved["full"]
     assert {c.experiment for c in resolved.values()} == {job.experiment}
+    if isinstance(job.design, plan.TrainingsDesign):
+        # the outer-loop experiments: SparseLoCo's settings (the papers' beside each run's in
+        # its manifest), on 16 workers in full
+        assert full.workers == 16 and full.density == 1 / 64 and full.optimizer == "adamw"
+        assert full.outer["inner_steps"] == 15 and full.sparsifier == "chunk-topk"
+        assert full.quantize["bits"] == 2 and full.outer["error_decay"] == 0.95
+        return
     # full = the paper's settings; real CIFAR-10 only
     assert full.workers == 16 and full.density == 0.001 and full.selection == "global"
     assert (full.lr, full.batch_size) == PAPER[full.model]

@@ -101,9 +101,46 @@ def test_a_hook_that_never_ran_fails_its_run(tmp_path):
     assert manifest["steps_done"] == 0
 
 
+@pytest.mark.train
+def test_the_hook_sends_chunk_wise_quantized_values_and_keeps_the_error(tmp_path):
+    """chunk-topk with 2-bit values through DDP (world size 1): the gradient the optimizer
+    gets is Q(u) on each chunk's top entries, and residual + gradient = u to rounding."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from topkscope.comm import TopKHookState, topk_hook
+    from topkscope.hooks import Recorder
+
+    run = tmp_path / "exp" / "q"
+    with one_process_group():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(40, 30), nn.ReLU(), nn.Linear(30, 5))
+        twin = nn.Sequential(nn.Linear(40, 30), nn.ReLU(), nn.Linear(30, 5))
+        twin.load_state_dict(model.state_dict())
+        ddp = DDP(model)
+        with Recorder(run, schedule=1, densities=[0.1]) as rec, \
+                TopKHookState(model, sparsifier="chunk-topk", sparsifier_args={"chunk_size": 64},
+                              density=0.1, dense_steps=0, recorder=rec,
+                              quantize={"bits": 2}) as state:
+            ddp.register_comm_hook(state, topk_hook)
+            x, y = torch.randn(8, 40), torch.randint(0, 5, (8,))
+            nn.functional.cross_entropy(ddp(x), y).backward()
+            nn.functional.cross_entropy(twin(x), y).backward()
+            sent = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+            u = torch.cat([p.grad.reshape(-1) for p in twin.parameters()])
+            e = state.compressor.state_dict()["__global__"]
+            d = u.numel()
+            assert int((sent != 0).sum()) == round(0.1 * d)
+            assert torch.allclose(sent + e, u, rtol=0, atol=1e-6)
+            for (_, off, n) in state.layout.entries():   # at most 4 levels per tensor
+                assert torch.unique(sent[off : off + n][sent[off : off + n] != 0]).numel() <= 4
+            assert state.last.payload.values == math.ceil(round(0.1 * d) * 2 / 8)
+    assert manifest_of(run)["quantize"] == {"bits": 2, "range": 6.0}
+
+
 @pytest.mark.parametrize("bad, match", [({"sparsifier": "topkk"}, "topkk"),
                                         ({"density": 2.0}, "density"),
-                                        ({"selection": "everything"}, "selection")])
+                                        ({"selection": "everything"}, "selection"),
+                                        ({"quantize": {"bits": 0}}, "quantize.bits")])
 def test_a_hook_given_bad_arguments_leaves_no_folder_and_the_corrected_rerun_starts(
         tmp_path, bad, match):
     from topkscope.comm import TopKHookState

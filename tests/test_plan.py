@@ -30,8 +30,8 @@ def job(name: str) -> plan.TrainingJob:
 
 def convergence_jobs() -> list[tuple[str, plan.TrainingJob]]:
     """(profile, job) for every convergence design in every profile it runs in."""
-    return [(p, j) for j in plan.JOBS if isinstance(j, plan.TrainingJob) and j.design
-            for p in j.profiles]
+    return [(p, j) for j in plan.JOBS if isinstance(j, plan.TrainingJob)
+            and isinstance(j.design, plan.ConvergenceDesign) for p in j.profiles]
 
 
 def as_tuples(variants) -> list[tuple]:
@@ -105,7 +105,8 @@ def test_seeds_per_profile():
 
 def test_every_approximate_run_has_its_topk_partner():
     for profile, j in itertools.product(plan.PROFILES, plan.jobs()):
-        if not isinstance(j, plan.TrainingJob) or j.design is None or profile not in j.profiles:
+        if not isinstance(j, plan.TrainingJob) or profile not in j.profiles or \
+                not isinstance(j.design, plan.ConvergenceDesign):
             continue
         variants = as_tuples(j.variants(profile))
         for sparsifier, seed, cond, rho in variants:
@@ -118,11 +119,12 @@ def test_each_profile_runs_its_own_experiments():
     names = {p: [j.experiment for j in plan.jobs(profile=p)] for p in plan.PROFILES}
     assert "convergence-resnet20-cifar10" not in names["quick"] + names["standard"]
     assert "convergence-fnn3-mnist" in names["quick"] and "selection-speed" in names["quick"]
-    assert "gpt-ptb" in names["quick"]
+    assert "gpt-ptb" in names["quick"] and "outer-fnn3-mnist" in names["quick"]
     # standard adds the convergence models quick cannot afford, and the ResNet-20 and VGG-16
-    # distribution studies (quick's settings) on 3 seeds; ResNet-20's runs in standard alone
+    # distribution studies (quick's settings) on 3 seeds; ResNet-20's runs in standard alone;
+    # the GPT's outer-loop experiment
     assert names["standard"] == ["resnet20-cifar10", "vgg16-cifar10", "convergence-lstm-ptb",
-                                 "convergence-gpt-ptb"]
+                                 "convergence-gpt-ptb", "outer-gpt-ptb"]
     for name in ("resnet20-cifar10", "vgg16-cifar10"):
         assert job(name).variants("standard") == tuple(plan.Variant(None, s) for s in range(3))
     assert "resnet20-cifar10" not in names["quick"]
@@ -375,3 +377,81 @@ def test_switching_the_recorder_off_changes_no_number_of_training(tmp_path, data
         pd.testing.assert_frame_equal(  # the numbers; not the times or the run's name
             on.drop(columns=[c for c in on if c.startswith("time_") or c == "run_id"]),
             off.drop(columns=[c for c in off if c.startswith("time_") or c == "run_id"]))
+
+
+# ---------------------------------------------------------------- the outer-loop experiments
+OUTER = {"outer-fnn3-mnist": (("quick", 1), ("full", 3)),
+         "outer-gpt-ptb": (("standard", 3), ("full", 3))}
+TRAININGS = ["sparseloco", "sparseloco-nesterov", "diloco", "diloco-average", "topk-per-step"]
+
+
+@pytest.mark.parametrize("experiment", sorted(OUTER))
+def test_outer_experiments_run_every_training_on_every_seed(experiment, tmp_path):
+    j = job(experiment)
+    assert j.figures == plan.OUTER_FIGURES
+    path = j.config_path(REPO / "experiments")
+    for profile, n_seeds in OUTER[experiment]:
+        variants = j.variants(profile)
+        assert [(v.name, v.seed) for v in variants] == [
+            (t, s) for s in range(n_seeds) for t in TRAININGS]
+        ids, conditions = set(), set()
+        for v in variants:
+            spec = RunSpec.of(experiment, path, profile, v, tmp_path)
+            cfg = spec.resolved()
+            ids.add(spec.run_id())
+            from topkscope.reproduce.runner import variant_fields
+
+            fields = variant_fields(spec)
+            conditions.add((fields["sparsifier"], fields["condition"], fields["seed"]))
+            argv = command(spec, resume=False)
+            for key, text in v.settings:
+                assert argv[argv.index(f"{key}={text}") - 1] == "--set"
+            outer = cfg.outer
+            if v.name == "topk-per-step":
+                assert outer is None and cfg.quantize is None and cfg.sparsifier == "topk"
+                assert cfg.recorder["schedule"] == {"every": 15, "start": 14}
+                assert cfg.recorder["densities"] == [cfg.density, 1 / 64]
+                continue
+            assert outer["inner_steps"] == 15
+            assert (cfg.recorder is not None) == (v.name == "sparseloco")
+            if v.name.startswith("sparseloco"):
+                assert (cfg.sparsifier, cfg.density, cfg.quantize["bits"]) == (
+                    "chunk-topk", 1 / 64, 2)
+                assert outer["error_decay"] == 0.95
+            else:
+                assert cfg.sparsifier == "dense" and cfg.quantize is None
+                assert outer["error_decay"] == 1.0
+            step = "nesterov" if v.name in ("sparseloco-nesterov", "diloco") else "average"
+            assert (outer["step"], outer["lr"], outer["momentum"]) == (
+                (step, 0.7, 0.9) if step == "nesterov" else (step, 1.0, 0.0))
+        assert len(ids) == len(variants)
+        assert len(conditions) == len(variants)   # no two trainings share a condition
+
+
+@pytest.mark.parametrize("experiment", sorted(OUTER))
+def test_the_per_step_run_sends_the_bytes_of_the_sparseloco_run(experiment, tmp_path):
+    """8 + 8 k bytes a step (float32 values, int32 indices) against the SparseLoCo-style run's
+    encoded message (2-bit values, 12-bit chunk-local indices, a table per tensor, the count)
+    every H steps, from the model's own d and tensors: within 2%."""
+    from topkscope import models
+    from topkscope.perf.outer import OuterMethod
+    from topkscope.sparsify import get_sparsifier, k_from_density
+    from topkscope.sparsify.quantize import Quantizer
+
+    j = job(experiment)
+    profile = OUTER[experiment][0][0]
+    path = j.config_path(REPO / "experiments")
+    by_name = {v.name: RunSpec.of(experiment, path, profile, v, tmp_path).resolved()
+               for v in j.variants(profile) if v.seed == 0}
+    outer, step = by_name["sparseloco"], by_name["topk-per-step"]
+    args = {"vocab_size": 10_000} if outer.dataset == "ptb" else {}
+    model = models.create(outer.model, **{**outer.model_args, **args})
+    tensors = [p for p in model.parameters() if p.requires_grad]
+    d = sum(p.numel() for p in tensors)
+    k = k_from_density(outer.density, d)
+    message = OuterMethod("sparseloco", 15, False, k, outer.quantize["bits"],
+                          get_sparsifier("chunk-topk").local_index_bits(d),
+                          Quantizer(outer.quantize["bits"]).table_bytes(len(tensors)))
+    per_step_outer = message.message_bytes() / outer.outer["inner_steps"]
+    per_step = 8 + 8 * k_from_density(step.density, d)
+    assert abs(per_step / per_step_outer - 1) < 0.02, (per_step, per_step_outer)

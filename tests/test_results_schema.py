@@ -54,7 +54,7 @@ def small(tmp_path_factory, data_root):
 def test_every_table_of_a_run_and_its_analysis_has_the_documented_dtypes(small, tmp_path):
     schema = documented()
     assert set(schema) == {"train", "eval", "stats", "hist", "normality", "fits", "contraction",
-                           "run"}
+                           "run", "outer"}  # outer: tests/test_train_outer.py
     run = next(p for p in (small.root / "tiny-fnn3").iterdir() if (p / "manifest.json").exists())
     assert cli(["analyze", str(run), "--results", str(tmp_path), "--densities", "0.01",
                 "--no-progress"]) == 0

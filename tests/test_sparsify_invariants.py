@@ -23,7 +23,7 @@ EDGES = edge_vectors()
 
 def test_registry_has_every_method():
     assert NAMES == sorted(
-        ["dense", "dgc", "dgc-sampled", "gaussiank", "gaussiank-2019", "randk", "redsync",
+        ["chunk-topk", "dense", "dgc", "dgc-sampled", "gaussiank", "gaussiank-2019", "randk", "redsync",
          "redsync-2019", "sidco", "sidco-fixed", "tail-k", "threshold", "topk"]
     )
 
@@ -123,7 +123,7 @@ def test_large_finite_values_are_not_mistaken_for_nonfinite(name):
 
 
 def test_unknown_name_lists_the_available_ones():
-    with pytest.raises(ValueError, match="unknown sparsifier 'top-k'; available: dense, dgc"):
+    with pytest.raises(ValueError, match="unknown sparsifier 'top-k'; available: chunk-topk, dense, dgc"):
         get_sparsifier("top-k")
     with pytest.raises(ValueError, match="unknown sparsifier"):
         get_sparsifier(None)

@@ -96,6 +96,11 @@ _BUILT_IN = (
     Statistic("topk_ratio", "float64",
               "delta = norm(x - TopK(x))^2 / norm(x)^2, exact, float64 (NaN when x = 0, or for "
               "kinds not in `topk_kinds`; by default only `u` is ranked)", "fraction", "topk"),
+    Statistic("topk_quantized_ratio", "float64",
+              "delta of Top-k with its values quantized: norm(x - Q(x_T))^2 / norm(x)^2, T the "
+              "exact top-k set, Q the recorder's `quantize` (b-bit, per parameter tensor: "
+              "sparsify.quantize); NaN without `quantize` and for kinds not ranked",
+              "fraction", "topk"),
     Statistic("classic_bound", "float64", "1 - k/n (= E over Rand-k)", "fraction", "layout"),
     Statistic("paper_bound", "float64", "(1 - k/n)^2, the paper's bound", "fraction", "layout"),
     Statistic("gaussian_ratio", "float64",
@@ -113,6 +118,9 @@ SELECTOR_COLUMNS = (
     SelectorColumn("recall", "float64",
                    "share of the exact top-k set that S selects, abs(I ∩ TopK) / k; ties at "
                    "the k-th magnitude count as hits up to the places left"),
+    SelectorColumn("quantized_ratio", "float64",
+                   "norm(x - Q(x_I))^2 / norm(x)^2: S's contraction with its values quantized by "
+                   "the recorder's `quantize` (NaN without it)"),
     SelectorColumn("ratio_vs_topk", "float64",
                    "S_ratio / topk_ratio of the same row: S's contraction relative to Top-k's "
                    "(1 = as tight as Top-k; NaN where topk_ratio is 0 or NaN)", "—"),

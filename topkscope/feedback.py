@@ -2,6 +2,8 @@
 
     u_t = e_{t-1} + g_t          compensate(name, g)
     e_t = u_t - C(u_t)           update(name, u, idx): u with u[idx] set to 0
+                                 update(name, u, idx, sent=q): u with u[idx] = u[idx] - q, for
+                                 a compressor that sends q in place of u[idx] (quantization)
 
 One instance per worker; nothing lives at class level (the 2019 reference code kept
 residuals on class attributes, which leaked state between workers and runs).
@@ -31,11 +33,14 @@ class ErrorFeedback:
         return g + e
 
     def update(
-        self, name: str, u: torch.Tensor, idx: torch.Tensor, inplace: bool = False
+        self, name: str, u: torch.Tensor, idx: torch.Tensor, inplace: bool = False,
+        sent: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Keep e = u with u[idx] = 0 and return it. inplace=True reuses u's storage.
 
-        idx: 1-D integer indices into u (the selection that was sent).
+        idx: 1-D integer indices into u (the selection that was sent). sent: the values sent
+        at idx when they are not u[idx] (quantized): e[idx] = u[idx] - sent, so sent + e
+        equals u up to the rounding of that one subtraction.
         """
         if idx.dim() != 1 or idx.is_floating_point() or idx.dtype == torch.bool:
             raise ValueError(
@@ -49,8 +54,14 @@ class ErrorFeedback:
                 f"idx holds values in [{int(idx.min())}, {int(idx.max())}] but must lie in "
                 f"[0, {u.numel() - 1}] for u of {u.numel()} elements"
             )
+        if sent is not None and sent.shape != idx.shape:
+            raise ValueError(f"sent has shape {tuple(sent.shape)}; it must hold one value per "
+                             f"index ({idx.numel()})")
         e = u if inplace else u.clone()
-        e[idx] = 0
+        if sent is None:
+            e[idx] = 0
+        else:
+            e[idx] = e[idx] - sent.to(e.dtype)
         self._residuals[name] = e
         return e
 

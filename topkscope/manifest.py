@@ -240,9 +240,18 @@ def is_published(manifest: dict) -> bool:
     return manifest.get("launcher") == PUBLISHED
 
 
+def outer_label(outer: dict) -> str:
+    """A short name of an outer-loop block, e.g. 'nesterov(H=15, lr=0.7, mu=0.9, beta=1)'."""
+    mu = f", mu={outer['momentum']:g}" if outer["step"] == "nesterov" else ""
+    return (f"{outer['step']}(H={outer['inner_steps']}, lr={outer['lr']:g}{mu}, "
+            f"beta={outer['error_decay']:g})")
+
+
 def condition_of(manifest: dict) -> str:
-    """The training condition of a run: its density warm-up plus a non-default k rule and any
-    named deviation, e.g. "warmup=paper" or "warmup=none; empty_fallback=topk"."""
+    """The training condition of a run: its density warm-up plus a non-default k rule, the
+    outer loop and the quantization of an outer-loop or quantizing run, and any named
+    deviation, e.g. "warmup=paper", "warmup=none; empty_fallback=topk" or
+    "warmup=none; outer=average(H=15, lr=1, beta=0.95); quantize=2bit"."""
     sched = manifest.get("density_schedule")
     if sched is None:
         sched = (manifest.get("config") or {}).get("density_schedule")
@@ -255,6 +264,13 @@ def condition_of(manifest: dict) -> str:
     parts = [f"warmup={name}"]
     if manifest.get("k_rule", "round") != "round":
         parts.append(f"k_rule={manifest['k_rule']}")
+    config = manifest.get("config") or {}
+    outer = manifest.get("outer") or config.get("outer")
+    if outer:
+        parts.append(f"outer={outer_label(outer)}")
+    quantize = manifest.get("quantize") or config.get("quantize")
+    if quantize:
+        parts.append(f"quantize={quantize['bits']}bit")
     parts += list(manifest.get("deviations") or [])
     return "; ".join(parts)
 

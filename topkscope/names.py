@@ -31,6 +31,7 @@ SPARSIFIER_NAMES = {
     "dense-fp16": "Dense fp16",
     "gtopk": "gTop-k",
     "topk": "Top-k",
+    "chunk-topk": "Chunk-wise Top-k",
     "randk": "Rand-k",
     "gaussiank": "Gaussian-k",
     "gaussiank-2019": "Gaussian-k (2019)",

@@ -153,12 +153,17 @@ def pick_run(run_dir: str | os.PathLike | None = None, experiment: str | None = 
 
 
 def pick_runs(experiment: str | None = None, results: str | os.PathLike | None = None,
-              profile: str | None = None) -> list[Path]:
+              profile: str | None = None, outer: bool = False) -> list[Path]:
     """Every complete run of `experiment` (default: the experiment under the results root
-    with the most complete runs) whose profile is `profile` (None: any)."""
+    with the most complete runs; with outer=True, among the experiments with an outer-loop
+    run) whose profile is `profile` (None: any)."""
     root = results_root(results)
     by_experiment: dict[str, list[Path]] = {}
-    for run in find_runs(root, profile=profile):
+    found = find_runs(root, profile=profile)
+    if outer:
+        with_outer = {r.manifest.get("experiment") for r in found if r.manifest.get("outer")}
+        found = [r for r in found if r.manifest.get("experiment") in with_outer]
+    for run in found:
         by_experiment.setdefault(str(run.manifest.get("experiment")), []).append(run.path)
     if experiment is None and by_experiment:
         ranked = sorted(by_experiment, key=lambda e: (len(by_experiment[e]), e), reverse=True)

@@ -98,10 +98,11 @@ def column_prefix(name: str) -> str:
 # same count over the P workers (0 when a worker sent nothing); times in seconds per worker
 # (mean over the simulated workers; rank 0's own under torchrun), where time_communicate
 # includes waiting for the slowest worker; traffic in elements is `selected` (per worker), in
-# bytes over all workers: bytes_sent = what the all-gather puts on the wire (each worker's
-# 8-byte count, then its pairs padded to the largest count: comm.sparse.sparse_payload_bytes),
-# payload_bytes = the selected (value, index) pairs alone (no count, no padding; null in runs
-# written before it was recorded); dense: P d value bytes in both; contraction =
+# bytes over all workers, as encoded (comm.sparse.sparse_payload): bytes_sent = what the
+# all-gather puts on the wire (each worker's 8-byte count, then its pairs padded to the largest
+# count, then a quantizer's tables), payload_bytes = the selected (value, index) pairs alone (no
+# count, no padding, no tables; null in runs written before it was recorded); dense: P d value
+# bytes in both; contraction =
 # ||u - C(u)||^2 / ||u||^2 of the step's selection (0 for dense; the mean over the P workers in
 # `topkscope run`, the rank's own in a DDP-hook run; absent from runs written before it was
 # recorded). epoch is nullable (Int64): a DDP-hook run knows no epochs unless the script notes
@@ -113,6 +114,27 @@ TRAIN_COLUMNS = {
     "time_compute": "float64", "time_select": "float64", "time_communicate": "float64",
     "bytes_sent": "int64", "payload_bytes": "Int64", "contraction": "float64",
 }  # fmt: skip
+# outer.parquet (outer-loop runs only, train/outer.py), one row per exchange: `outer_step`
+# 0, 1, ...; `step` = the inner step whose end triggered it (its train.parquet row carries the
+# same bytes_sent, and the recorder's rows of this exchange carry this step); `inner_steps` =
+# the round's length H (shorter for a last partial round); bytes_sent and payload_bytes as in
+# train.parquet, bytes_values/_indices/_quantization/_counts = bytes_sent by part
+# (comm.sparse.Payload.columns); contraction =
+# ||u - C(u)||^2 / ||u||^2 of what was sent (quantization included), contraction_selection
+# the same for the selection alone, both means over the P workers; pseudo_gradient_norm =
+# the mean over workers of ||theta_global - theta_local|| (u's norms: the recorder's rows),
+# update_norm = ||mean of what was sent||; outer_lr the outer step's learning rate.
+OUTER_COLUMNS = {
+    "outer_step": "int64", "step": "int64", "inner_steps": "int64", "density": "float64",
+    "k": "int64", "selected": "float64", "selected_min": "int64", "selected_median": "float64",
+    "selected_max": "int64", "bytes_sent": "int64", "payload_bytes": "Int64",
+    "bytes_values": "int64",
+    "bytes_indices": "int64", "bytes_quantization": "int64", "bytes_counts": "int64",
+    "contraction": "float64", "contraction_selection": "float64",
+    "pseudo_gradient_norm": "float64", "update_norm": "float64",
+    "outer_lr": "float64", "time_select": "float64", "time_communicate": "float64",
+}  # fmt: skip
+OUTER_FILE = "outer.parquet"
 EVAL_COLUMNS = {
     "step": "int64", "epoch": "int64", "split": "object", "loss": "float64", "metric": "float64",
     "metric_name": "object",

@@ -69,9 +69,11 @@ from topkscope.comm.peers import Peers
 from topkscope.comm.run_log import HookRunLog, manifest_fields
 from topkscope.comm.sparse import dense_payload_bytes
 from topkscope.hooks.lifecycle import CLOSED_AT_EXIT, SUPERSEDED, aside_name, supersede_from
+from topkscope.hooks.settings import check_quantize
 from topkscope.interrupts import RunInterrupted, WorkerFailed, interruption_signal
 from topkscope.manifest import Manifest, describe_optimizer
 from topkscope.sparsify import check_density
+from topkscope.sparsify.quantize import quantizer_from
 from topkscope.sparsify.source import SparsifierSource
 
 # how long a rank whose own step failed looks for a peer that died first (comm.peers)
@@ -97,6 +99,8 @@ class TopKHookState:
     optimizer: the script's optimizer (e.g. torch.optim.AdamW); its name and hyper-parameters
     go into the manifest (`optimizer`; manifest.describe_optimizer). The hook does not use it:
     it hands DDP the mean of the sparsified u, which the optimizer then takes as the gradient.
+    quantize: {bits, range} (sparsify.quantize) sends b-bit values, the quantization error
+    kept in the residual, as `quantize:` does in `topkscope run`; None sends u's own values.
     """
 
     def __init__(self, model: nn.Module, sparsifier: str = "topk", density: float |
@@ -105,7 +109,7 @@ class TopKHookState:
                  process_group: dist.ProcessGroup | None = None,
                  sparsifier_args: dict | None = None, seed: int = 0,
                  k_rule: str = "round", run_dir=None, run_fields: dict | None = None,
-                 optimizer=None) -> None:
+                 optimizer=None, quantize: dict | None = None) -> None:
         try:  # bad arguments: the recorder's folder, unused, is removed (a rerun can start)
             validate.integer("dense_steps", dense_steps, 0)
             described = None if optimizer is None else describe_optimizer(optimizer)
@@ -120,8 +124,10 @@ class TopKHookState:
             self.transport = DistributedTransport(process_group)
             self.source = SparsifierSource(sparsifier, sparsifier_args, seed,
                                            self.transport.rank)
+            quantize = check_quantize("quantize", quantize)
             self.compressor = WorkerCompressor(self.source.at(0), self.layout, selection,
-                                               error_feedback, k_rule)
+                                               error_feedback, k_rule,
+                                               quantizer=quantizer_from(quantize))
         except Exception as exc:
             if recorder is not None:
                 recorder.discard_unused(exc)
@@ -152,7 +158,8 @@ class TopKHookState:
             if folder is not None:
                 fields = manifest_fields(self, model, Path(folder), sparsifier, sparsifier_args,
                                          density, selection, error_feedback, seed, k_rule,
-                                         run_fields, optimizer=described)
+                                         {"quantize": quantize, **(run_fields or {})},
+                                         optimizer=described)
                 self.log = HookRunLog.start(folder, recorder, fields)
         atexit.register(_release_at_exit, weakref.ref(self))
 

@@ -20,11 +20,12 @@ import torch
 
 from topkscope.comm.compressor import WorkerCompressor
 from topkscope.comm.sparse import (
+    Payload,
     SparseUpdate,
-    dense_payload_bytes,
+    WireFormat,
+    dense_payload,
     scatter_sum,
-    selected_payload_bytes,
-    sparse_payload_bytes,
+    sparse_payload,
 )
 from topkscope.comm.transport import Transport
 
@@ -37,6 +38,8 @@ class Contribution:
     dense: torch.Tensor | None
     time_select: float
     contraction: float = 0.0   # ||u - C(u)||^2 / ||u||^2 of this worker (dense: 0)
+    contraction_selection: float = 0.0  # the same for the selection before quantization
+    wire: WireFormat = field(default_factory=WireFormat)  # how the message is encoded
 
 
 @dataclass
@@ -48,7 +51,13 @@ class ExchangeResult:
     time_select: float = 0.0                         # mean over local workers, seconds
     time_communicate: float = 0.0                    # gather + aggregate, seconds
     contraction: float = 0.0                         # mean over local workers (dense: 0)
-    payload_bytes: int = 0                           # the selected pairs alone, all workers
+    payload: Payload = field(default_factory=Payload)  # bytes_sent by part (comm.sparse)
+    contraction_selection: float = 0.0               # mean over local workers, unquantized
+
+    @property
+    def payload_bytes(self) -> int:
+        """The selected (value, index) pairs alone, all workers: no counts, no padding."""
+        return self.payload.selected
 
     @staticmethod
     def count_columns(counts: list[int]) -> dict[str, float | int]:
@@ -77,7 +86,8 @@ def contribute(compressor: WorkerCompressor, g: torch.Tensor, density: float, *,
     if record:
         recorder.record(step, rank, u=out.u, e=out.e, g=g, layout=entries,
                         selected=out.update.indices.to(torch.int64))
-    return Contribution(out.update, None, elapsed, out.contraction)
+    return Contribution(out.update, None, elapsed, out.contraction, out.contraction_selection,
+                        compressor.wire_format(8 * g.element_size()))
 
 
 def combine(transport: Transport, local: list[Contribution], d: int,
@@ -93,22 +103,22 @@ def combine(transport: Transport, local: list[Contribution], d: int,
     P = transport.world_size
     t_select = sum(c.time_select for c in local) / len(local)
     contraction = sum(c.contraction for c in local) / len(local)
+    selection = sum(c.contraction_selection for c in local) / len(local)
     t0 = time.perf_counter()
     if local[0].sparse is None:
         dense = [c.dense for c in local]
         mean = transport.sum_dense(dense).div_(P)
-        nbytes = dense_payload_bytes(P, d, dense[0].element_size())
-        return ExchangeResult(mean, [d] * P, nbytes, t_select, time.perf_counter() - t0, 0.0,
-                              payload_bytes=nbytes)
+        payload = dense_payload(P, d, dense[0].element_size())
+        return ExchangeResult(mean, [d] * P, payload.total, t_select,
+                              time.perf_counter() - t0, 0.0, payload, 0.0)
     updates = [c.sparse for c in local]
     everyone = transport.gather_sparse(updates)
     ref = updates[0].values
     mean = scatter_sum(everyone, d, ref.dtype, ref.device, out, scale=1.0 / P)
     counts = [u.count for u in everyone]
-    sizes = (ref.element_size(), updates[0].indices.element_size())
-    return ExchangeResult(mean, counts, sparse_payload_bytes(counts, *sizes), t_select,
-                          time.perf_counter() - t0, contraction,
-                          payload_bytes=selected_payload_bytes(counts, *sizes))
+    payload = sparse_payload(counts, local[0].wire)
+    return ExchangeResult(mean, counts, payload.total, t_select, time.perf_counter() - t0,
+                          contraction, payload, selection)
 
 
 def exchange(transport: Transport, compressors: list[WorkerCompressor],

@@ -55,6 +55,11 @@ class Layout:
         """Per-parameter views into a flat d-vector, shaped like the parameters."""
         return [flat[o : o + n].view(s) for o, n, s in zip(self.offsets, self.numels, self.shapes)]
 
+    def tensor_of(self, idx: torch.Tensor) -> torch.Tensor:
+        """The parameter tensor (its position in the layout) that holds each flat index."""
+        starts = torch.tensor(self.offsets, dtype=torch.int64, device=idx.device)
+        return torch.bucketize(idx.to(torch.int64), starts, right=True) - 1
+
     def describe(self) -> list[list]:
         """Plain (name, shape) pairs, for checkpoints and error messages."""
         return [[n, list(s)] for n, s in zip(self.names, self.shapes)]

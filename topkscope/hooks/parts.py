@@ -177,9 +177,11 @@ def row_statistics(vectors: Sequence[torch.Tensor], plan: RowPlan) -> dict[str, 
 def stats_columns(step: int, rank: int, kinds: Sequence[str], plan: RowPlan, mom: Moments,
                   ratio: np.ndarray, sel: dict[str, np.ndarray] | None,
                   sel_names: Sequence[str],
-                  rows: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+                  rows: dict[str, np.ndarray] | None = None,
+                  quantized: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Columns of one record: mom (K, R) moments, ratio (K, R, D), sel {S_x: (R, D)} of u,
-    rows {name: (K, R)} of the "row" statistics (`row_statistics`)."""
+    rows {name: (K, R)} of the "row" statistics (`row_statistics`), quantized (K, R, D) the
+    topk_quantized_ratio (None: NaN)."""
     kinds = tuple(kinds)
     nk, (nr, nd) = len(kinds), plan.k.shape
     n = nk * nr * nd
@@ -187,6 +189,8 @@ def stats_columns(step: int, rank: int, kinds: Sequence[str], plan: RowPlan, mom
     cols["step"] = np.full(n, step, dtype=np.int64)
     cols["rank"] = np.full(n, rank, dtype=np.int64)
     cols["topk_ratio"] = np.asarray(ratio, dtype=np.float64).reshape(n)
+    cols["topk_quantized_ratio"] = np.full(n, np.nan) if quantized is None else \
+        np.asarray(quantized, dtype=np.float64).reshape(n)
     per_row = {name: getattr(mom, name).numpy() for name in MOMENT_COLUMNS}
     per_row.update(rows or {})
     for stat in columns.statistics():

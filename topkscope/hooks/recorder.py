@@ -64,7 +64,13 @@ from topkscope.hooks.power_sums import (
 from topkscope.hooks.rows import RowPlan, plan_rows, segments_of
 from topkscope.hooks.schedules import Schedule
 from topkscope.hooks.settings import SETTINGS, check_settings, recordable
-from topkscope.hooks.topk_sums import RowStates, RowTops, selection_rows, topk_ratio_rows
+from topkscope.hooks.topk_sums import (
+    RowStates,
+    RowTops,
+    quantized_topk_rows,
+    selection_rows,
+    topk_ratio_rows,
+)
 from topkscope.manifest import Manifest
 from topkscope.schema import (
     KINDS,
@@ -74,6 +80,7 @@ from topkscope.schema import (
     sparsifier_columns,
     stats_schema,
 )
+from topkscope.sparsify.quantize import quantizer_from
 from topkscope.sparsify.source import SparsifierSource
 
 __all__ = ["SETTINGS", "Recorder", "check_settings"]
@@ -162,13 +169,18 @@ class Recorder:
         mode: str | None = None,
         total_steps: int | None = None,
         run_fields: dict[str, Any] | None = None,
+        quantize: dict | None = None,
     ) -> None:
         checked = check_settings(dict(
             schedule=schedule, hist_schedule=hist_schedule, snapshot_schedule=snapshot_schedule,
             sparsifier_schedule=sparsifier_schedule, sparsifier_per_layer=sparsifier_per_layer,
-            densities=densities, sparsifiers=sparsifiers, flush_every=flush_every, kinds=kinds, topk_kinds=topk_kinds, per_layer=per_layer,
+            densities=densities, sparsifiers=sparsifiers, flush_every=flush_every, kinds=kinds,
+            topk_kinds=topk_kinds, per_layer=per_layer,
             hist_bins=hist_bins, hist_range=hist_range, snapshot_kinds=snapshot_kinds,
-            snapshot_ranks=snapshot_ranks, min_free_bytes=min_free_bytes, seed=seed))
+            snapshot_ranks=snapshot_ranks, min_free_bytes=min_free_bytes, seed=seed,
+            quantize=quantize))
+        self.quantize = checked["quantize"]
+        self._quantizer = quantizer_from(self.quantize)
         self.schedule: Schedule = checked["schedule"]
         self.hist_schedule: Schedule = checked["hist_schedule"]
         self.snapshot_schedule: Schedule = checked["snapshot_schedule"]
@@ -274,6 +286,7 @@ class Recorder:
             "snapshot_ranks": None if self.snapshot_ranks is None else list(self.snapshot_ranks),
             "flush_every": self.flush_every,
             "total_steps": self.total_steps,
+            "quantize": self.quantize,
         }
 
     # ------------------------------------------------------------------ hooks
@@ -449,9 +462,10 @@ class Recorder:
                           [vec[k] for k in kinds])
         if do_stats:
             ratio, sel_cols = self._contraction(vec, kinds, plan, mom, do_sel, step, rank)
+            quantized = self._quantized(vec, kinds, plan, mom)
             rows = row_statistics([vec[k] for k in kinds], plan)
             self._stats.add(stats_columns(step, rank, kinds, plan, mom, ratio, sel_cols,
-                                          self._sel_columns, rows))
+                                          self._sel_columns, rows, quantized))
         if do_hist:
             found = histogram_rows([vec[k] for k in kinds], mom, plan, self.hist_bins,
                                    self.hist_range)
@@ -504,8 +518,19 @@ class Recorder:
                        else src.at(step, rank) for name, src in self._sources.items()}
         cols = selection_rows(vec["u"], plan, mom.sumsq[kinds.index("u")], kth[iu],
                               tops.count_above(kth)[iu], sparsifiers, ratio[kinds.index("u")],
-                              per_layer=self.sparsifier_per_layer)
+                              per_layer=self.sparsifier_per_layer, quantizer=self._quantizer)
         return ratio, cols
+
+    def _quantized(self, vec: dict[str, torch.Tensor], kinds: list[str], plan: RowPlan,
+                   mom) -> np.ndarray | None:
+        """(K, R, D) topk_quantized_ratio for the ranked kinds (None without `quantize`)."""
+        if self._quantizer is None:
+            return None
+        out = np.full((len(kinds), plan.rows, len(plan.densities)), np.nan)
+        for i, kind in enumerate(kinds):
+            if kind in self.topk_kinds:
+                out[i] = quantized_topk_rows(vec[kind], plan, mom.sumsq[i], self._quantizer)
+        return out
 
     def _row_states(self, name: str, source: SparsifierSource, rank: int) -> RowStates:
         """A stateful selector's instances for worker rank: one state per (row, density),

@@ -78,6 +78,19 @@ def _ranks(name: str, value: Any) -> tuple[int, ...] | None:
     return ranks
 
 
+def check_quantize(name: str, value: Any) -> dict | None:
+    """A `quantize:` block (the recorder's, or an experiment config's for training): None, or
+    {bits, range} of sparsify.quantize, returned with both filled."""
+    if value is None:
+        return None
+    from topkscope.sparsify.quantize import quantizer_from
+
+    try:
+        return quantizer_from(validate.mapping(name, value)).describe()
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
 def _kinds(empty_ok: bool = False):
     return lambda name, value: validate.subset(name, value, KINDS, nonempty=not empty_ok)
 
@@ -102,6 +115,7 @@ _SETTING_CHECKS = {
     "snapshot_ranks": _ranks,
     "min_free_bytes": _at_least(0),
     "seed": _at_least(0),
+    "quantize": check_quantize,
 }
 SETTINGS = tuple(_SETTING_CHECKS)
 

@@ -36,6 +36,12 @@ How approximate sparsifiers would do on the recorded u, without touching trainin
     S_recall = |I intersect T_k| / k          T_k = the exact top-k set
     S_ratio_vs_topk = S_ratio / topk_ratio    (1: as tight as the exact Top-k)
 
+With a quantizer (the recorder's `quantize`), the sent values are Q(x_I) rather than x_I:
+
+    S_quantized_ratio    = ||x - Q(x_I)||^2 / ||x||^2 = (||x||^2 - ||x_I||^2 + ||x_I - Q(x_I)||^2)
+                           / ||x||^2, Q per parameter tensor (the row's segments)
+    topk_quantized_ratio = the same for the exact top-k set (`quantized_topk_rows`)
+
 S_ratio and S_recall are the kernel's (`delta_from_kept`, `recall_given_kth`: ties at the k-th
 magnitude counted as favourably as T_k allows), from the row's sum of squares and the k-th
 largest magnitudes found above.
@@ -46,6 +52,7 @@ Python's `random` are restored afterwards), so recording never changes what trai
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -59,7 +66,8 @@ from topkscope.hooks.power_sums import starts_of
 from topkscope.hooks.rows import RowPlan
 from topkscope.schema import column_prefix
 from topkscope.sparsify import Sparsifier
-from topkscope.sparsify.engine import gaussian_threshold, top_values
+from topkscope.sparsify.engine import gaussian_threshold, top_k_indices, top_values
+from topkscope.sparsify.quantize import Quantizer
 
 _F64 = torch.float64
 _ROW_LOOP_MIN_N = 1 << 12     # above this, rows are selected one at a time
@@ -323,6 +331,46 @@ class RowStates:
         return self._by_key[key]
 
 
+def quantized_ratio(x: torch.Tensor, idx: torch.Tensor, total: float, quantizer: Quantizer,
+                    segment_starts: torch.Tensor) -> float:
+    """||x - Q(x_I)||^2 / ||x||^2 (float64) for the indices idx of a row x whose parameter
+    tensors start at segment_starts (row-relative, ascending; the row's first at 0)."""
+    if total == 0 or not math.isfinite(total):
+        return math.nan
+    vals = x[idx]
+    groups = torch.bucketize(idx, segment_starts, right=True) - 1
+    sent = quantizer.quantize(vals, groups, segment_starts.numel()).values
+    v64 = vals.to(_F64)
+    lost = total - float(v64.square().sum()) + float((v64 - sent.to(_F64)).square().sum())
+    return max(0.0, lost) / total
+
+
+def row_segment_starts(plan: RowPlan, r: int, device: torch.device) -> torch.Tensor:
+    """The starts of the parameter tensors within row r, relative to the row (row 0: every
+    segment of the vector; a layer row: its own tensor alone)."""
+    if r > 0:
+        return torch.zeros(1, dtype=torch.int64, device=device)
+    return torch.tensor(plan.segments.starts, dtype=torch.int64, device=device)
+
+
+def quantized_topk_rows(x: torch.Tensor, plan: RowPlan, sumsq: torch.Tensor,
+                        quantizer: Quantizer) -> np.ndarray:
+    """(R, D) topk_quantized_ratio of a vector x (d,): the exact top-k set of every row and
+    density (sparsify.engine.top_k_indices), its values quantized per parameter tensor."""
+    rows, dens = plan.k.shape
+    out = np.full((rows, dens), np.nan)
+    total = kernel.to_numpy(sumsq).tolist()
+    for r in range(rows):
+        a, n = int(plan.starts[r]), int(plan.numel[r])
+        row = x[a : a + n]
+        starts = row_segment_starts(plan, r, x.device)
+        mag = row.abs()
+        for j in range(dens):
+            idx = top_k_indices(mag, int(plan.k[r, j]))
+            out[r, j] = quantized_ratio(row, idx, total[r], quantizer, starts)
+    return out
+
+
 def selection_rows(
     u: torch.Tensor,
     plan: RowPlan,
@@ -332,6 +380,7 @@ def selection_rows(
     sparsifiers: Mapping[str, Sparsifier | RowStates],
     topk_ratio: np.ndarray | torch.Tensor | None = None,
     per_layer: bool = True,
+    quantizer: Quantizer | None = None,
 ) -> dict[str, np.ndarray]:
     """Columns {S_<suffix>} (topkscope.columns.SELECTOR_COLUMNS) of shape (R, D) for u (d,).
 
@@ -342,6 +391,7 @@ def selection_rows(
     (ValueError, e.g. an all-zero row) leaves NaN there. per_layer=False evaluates row 0 (the
     whole model) alone and leaves the layers' rows NaN; row 0's values are the same either way
     (it is evaluated first, and each (row, density) of a stateful selector has its own state).
+    S_quantized_ratio is NaN without a quantizer.
     """
     rows, dens = plan.k.shape
     out = {name: np.full((rows, dens), np.nan) for name in selector_columns(
@@ -352,6 +402,7 @@ def selection_rows(
         for r in range(rows if per_layer else 1):
             a, n = int(plan.starts[r]), int(plan.numel[r])
             x = u[a : a + n]
+            starts = row_segment_starts(plan, r, u.device) if quantizer is not None else None
             for j in range(dens):
                 k = int(plan.k[r, j])
                 for name, given in sparsifiers.items():
@@ -368,6 +419,9 @@ def selection_rows(
                     out[f"{p}_ratio"][r, j] = kernel.delta_from_kept(kept, total[r])
                     out[f"{p}_recall"][r, j] = kernel.recall_given_kth(
                         vals.abs(), kth_l[r][j], above_l[r][j], k)
+                    if quantizer is not None and idx.numel():
+                        out[f"{p}_quantized_ratio"][r, j] = quantized_ratio(
+                            x, idx, total[r], quantizer, starts)
     if topk_ratio is not None:
         exact = kernel.to_numpy(topk_ratio).astype(np.float64)
         with np.errstate(all="ignore"):

@@ -51,6 +51,24 @@ def sparsifier_name(name: str | None) -> str:
     return label_of(name)
 
 
+def training_label(manifest: Mapping[str, Any]) -> str:
+    """How a run trained, for a legend: 'TopK-SGD per step (Top-k, ρ = 0.0002)', or an
+    outer-loop run's 'Chunk-wise Top-k, 2-bit, average(H=15, lr=1, beta=0.95)' (dense: 'Dense,
+    nesterov(...)', DiLoCo)."""
+    from topkscope.manifest import outer_label
+
+    config = manifest.get("config") or {}
+    outer = manifest.get("outer") or config.get("outer")
+    name = sparsifier_name(manifest.get("sparsifier") or config.get("sparsifier"))
+    density = manifest.get("density", config.get("density"))
+    if not outer:
+        return f"per step ({name}, {format_density(density)})"
+    quantize = manifest.get("quantize") or config.get("quantize")
+    bits = f", {quantize['bits']}-bit" if quantize else ""
+    feedback = "" if config.get("error_feedback", True) else ", no error feedback"
+    return f"{name}{bits}{feedback}, {outer_label(outer)}"
+
+
 def format_density(rho: float | None) -> str:
     """ρ = 0.001 (compact, no trailing zeros)."""
     if rho is None:

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -172,7 +173,7 @@ def print_plan(jobs: Sequence, opts: Options, log: Callable[[str], None]) -> Non
                 same = [c for c in covering_runs(spec) if not c.differences]
                 state += f"; covered by {same[0].path}" if same else ""
             log(f"{run_dir} [{state}]")
-            log("  topkscope " + " ".join(command(spec, resume=False)[3:]))
+            log("  topkscope " + shlex.join(command(spec, resume=False)[3:]))
 
 
 def ensure_benchmark(job: plan.BenchmarkJob, opts: Options, clock: Clock,
@@ -204,6 +205,7 @@ def draw_training(job: plan.TrainingJob, run_dirs: list, opts: Options,
     analysis stays on the run (the claims and the tables reuse it)."""
     from topkscope.analysis.snapshots import analyze_run, snapshot_densities
     from topkscope.publish.figures import CONVERGENCE_DRAWERS, DISTRIBUTION_DRAWERS
+    from topkscope.publish.outer_figures import OUTER_DRAWERS
 
     runs = [d if hasattr(d, "manifest") else load(d) for d in run_dirs]
     entries: list[FigureEntry] = []
@@ -218,8 +220,9 @@ def draw_training(job: plan.TrainingJob, run_dirs: list, opts: Options,
         for name in wanted:
             entries.append(DISTRIBUTION_DRAWERS[name](run, analysis, densities,
                                                       opts.figures_dir, job.experiment))
-    for name in [f for f in job.figures if f in CONVERGENCE_DRAWERS]:
-        entry = CONVERGENCE_DRAWERS[name](runs, opts.figures_dir, job.experiment)
+    by_runs = {**CONVERGENCE_DRAWERS, **OUTER_DRAWERS}
+    for name in [f for f in job.figures if f in by_runs]:
+        entry = by_runs[name](runs, opts.figures_dir, job.experiment)
         if entry is not None:  # e.g. no density sensitivity runs in this plan
             entries.append(entry)
     clock.record(job.experiment, "draw", time.perf_counter() - t, f"{len(entries)} figures")

@@ -16,6 +16,10 @@ runs in:
               their own, claims-standard.csv under results/reference/ once committed)
     full      the paper's settings (GPUs): everything, 8 seeds per convergence design
 
+The outer-loop experiments (issue 37: Top-k on DiLoCo-style pseudo-gradients) run a
+TrainingsDesign of five named trainings per seed (outer_trainings): FNN-3 in
+quick (one seed, 240 inner steps), the GPT in standard (three seeds, 420 inner steps).
+
 Convergence design (ConvergenceDesign), per seed:
 
     dense                                 once (nothing to warm up)
@@ -126,10 +130,16 @@ seconds of `python benchmarks/selection.py` as the quick profile runs it, alone)
         conditions and their pool) 80 + 51 s, ResNet-20's 100 instead of 33 and VGG-16's
         figures as in quick 22 + 8 s: 185 s; 270 s allowed
 
-expected_seconds("quick") ~ 17.75 min (45 + (254.1 + 105 x 11.87) / 2 + 270 s; 254.1 = the
-distribution runs without ResNet-20's); 17.7 min with the recorders before;
-expected_seconds("standard") ~ 110.2 min ((32 x 274.4 + 18 x 177.1 + 3 x 158 + 3 x 81.2) / 2
-+ 270 s); before, with three LSTM seeds and a 90-minute budget, 87.8 min.
+    outer-fnn3-mnist 6.15 per run: the mean of its 5 trainings (sparseloco 7.2 and
+        topk-per-step 8.0 with their recorders, the three others 5.1-5.2; load average ~4)
+    outer-gpt-ptb 86 per run: sparseloco 94.2 (recorded), topk-per-step 94.1 (recorded),
+        diloco 80.6, counted for all 15 runs (load average 6-8)
+
+expected_seconds("quick") ~ 18.01 min (45 + (254.1 + 105 x 11.87 + 5 x 6.15) / 2 + 270 s;
+254.1 = the distribution runs without ResNet-20's; outer-fnn3-mnist adds 0.26 min to 17.75);
+expected_seconds("standard") ~ 120.97 min ((32 x 274.4 + 18 x 177.1 + 15 x 86 + 3 x 158
++ 3 x 81.2) / 2 + 270 s; outer-gpt-ptb adds 10.75 min to 110.2): over both budgets; before,
+with three LSTM seeds and a 90-minute budget, 87.8 min.
 
 Distribution claims on 3 seeds (issue: one run per model flips verdicts on a rerun): in quick
 they would cost ResNet-20 2 x 176 and VGG-16 2 x 56 CPU seconds more, 232 s of wall time, and
@@ -172,24 +182,32 @@ RECORDED_METHODS = ("topk",)     # the claims read u (the recorder) of Top-k's r
 @dataclasses.dataclass(frozen=True)
 class Variant:
     """One run of a training job: overrides of the experiment config (None: as configured;
-    recorded=False switches the config's recorder off)."""
+    recorded=False switches the config's recorder off). A named training of an outer-loop
+    design (TrainingsDesign) adds `settings`: more overrides, (key, YAML text) pairs given to
+    `topkscope run` as --set key=text (mappings such as `outer` merge key by key)."""
 
     sparsifier: str | None = None
     seed: int | None = None
     density_schedule: str | None = None   # the condition (a named density warm-up)
     density: float | None = None
     recorded: bool | None = None
+    name: str | None = None               # the training's name (TrainingsDesign)
+    settings: tuple[tuple[str, str], ...] = ()
 
     def overrides(self) -> dict:
+        from topkscope.train.config import read_yaml
+
         names = ("sparsifier", "seed", "density_schedule", "density")
         out = {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+        out.update((key, read_yaml(text)) for key, text in self.settings)
         if self.recorded is False:
             out["recorder"] = None
         return out
 
     def label(self) -> str:
-        """e.g. 'gaussiank-2019 seed 1 warmup=paper rho=0.005' ('' for the config as it is)."""
-        parts = [self.sparsifier or ""]
+        """e.g. 'gaussiank-2019 seed 1 warmup=paper rho=0.005' ('' for the config as it is);
+        a named training: 'sparseloco seed 1'."""
+        parts = [self.name or self.sparsifier or ""]
         if self.seed is not None:
             parts.append(f"seed {self.seed}")
         if self.density_schedule is not None:
@@ -197,6 +215,15 @@ class Variant:
         if self.density is not None:
             parts.append(f"rho={self.density:g}")
         return " ".join(p for p in parts if p)
+
+
+def seed_count(seeds: tuple[tuple[str, int], ...], profile: str) -> int:
+    """The number of seeds a design runs under `profile` (ValueError naming the profiles it
+    has)."""
+    found = dict(seeds)
+    if profile not in found:
+        raise ValueError(f"profile {profile!r} has no seed count; it has {', '.join(found)}")
+    return found[profile]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,10 +241,7 @@ class ConvergenceDesign:
     first_condition_only: tuple[str, ...] = ()  # methods run under conditions[0] alone
 
     def n_seeds(self, profile: str) -> int:
-        found = dict(self.seeds)
-        if profile not in found:
-            raise ValueError(f"profile {profile!r} has no seed count; it has {', '.join(found)}")
-        return found[profile]
+        return seed_count(self.seeds, profile)
 
     def variants(self, profile: str) -> tuple[Variant, ...]:
         def one(method: str, seed: int, cond: str, rho: float | None = None) -> Variant:
@@ -237,6 +261,36 @@ class ConvergenceDesign:
 
 
 @dataclasses.dataclass(frozen=True)
+class Training:
+    """One named way to train in a TrainingsDesign: the overrides of the experiment config
+    (sparsifier, density, and --set settings as (key, YAML text)), whether the config's
+    recorder runs in it."""
+
+    name: str
+    sparsifier: str | None = None
+    density: float | None = None
+    settings: tuple[tuple[str, str], ...] = ()
+    recorded: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingsDesign:
+    """Named trainings x seeds (the outer-loop experiments of issue 37): every training once
+    per seed 0..n-1, paired by seed."""
+
+    seeds: tuple[tuple[str, int], ...]
+    trainings: tuple[Training, ...]
+
+    def n_seeds(self, profile: str) -> int:
+        return seed_count(self.seeds, profile)
+
+    def variants(self, profile: str) -> tuple[Variant, ...]:
+        return tuple(Variant(t.sparsifier, seed, None, t.density, recorded=t.recorded,
+                             name=t.name, settings=t.settings)
+                     for seed in range(self.n_seeds(profile)) for t in self.trainings)
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainingJob:
     """Run experiments/<experiment>.yaml under a profile, once per variant: one per sparsifier
     (None: as configured), or the design's variants when a design is given. Runs only in the
@@ -245,7 +299,7 @@ class TrainingJob:
     experiment: str
     sparsifiers: tuple[str | None, ...] = (None,)
     figures: tuple[str, ...] = ()
-    design: ConvergenceDesign | None = None
+    design: ConvergenceDesign | TrainingsDesign | None = None
     profiles: tuple[str, ...] = PROFILES
     seeds: tuple[tuple[str, int], ...] = ()  # without a design: (profile, seeds 0..n-1)
 
@@ -279,6 +333,35 @@ DISTRIBUTION_FIGURES = (
 CONVERGENCE_FIGURES = ("convergence", "traffic", "density_sensitivity", "selected_per_step",
                        "contraction_gap")
 
+OUTER_FIGURES = ("pseudo_gradient", "outer_contraction", "metric_vs_bytes")
+
+
+def outer_trainings(per_step_density: float) -> tuple[Training, ...]:
+    """The trainings of an outer-loop experiment whose config is the SparseLoCo-style training
+    with H = 15 (experiments/outer-*.yaml): SparseLoCo-style, the same plus DiLoCo's outer
+    Nesterov momentum, dense DiLoCo with and without outer momentum, and TopK-SGD per step at
+    `per_step_density` (the SparseLoCo-style run's bytes per step: tests/test_plan.py). The
+    per-step run records u at the steps the outer run exchanges (14, 29, ...), so both meet at
+    the config's histogram and snapshot steps, at its own density and at the outer run's."""
+    return (
+        Training("sparseloco", recorded=True),
+        Training("sparseloco-nesterov", settings=(("outer", "{step: nesterov}"),)),
+        Training("diloco", "dense", settings=(("quantize", "null"),
+                                              ("outer", "{step: nesterov, error_decay: 1}"))),
+        Training("diloco-average", "dense", settings=(("quantize", "null"),
+                                                      ("outer", "{error_decay: 1}"))),
+        Training("topk-per-step", "topk", per_step_density, recorded=True,
+                 settings=(("outer", "null"), ("quantize", "null"),
+                           ("recorder", "{schedule: {every: 15, start: 14}, densities: "
+                                        f"[{per_step_density}, 0.015625]}}"))),
+    )
+
+
+OUTER_FNN3_DESIGN = TrainingsDesign(seeds=(("quick", 1), ("full", 3)),
+                                    trainings=outer_trainings(0.000226))
+OUTER_GPT_DESIGN = TrainingsDesign(seeds=(("standard", 3), ("full", 3)),
+                                   trainings=outer_trainings(0.0002325))
+
 QUICK_AND_FULL = ("quick", "full")
 THREE_SEEDS_IN_STANDARD = (("standard", 3),)   # distribution claims on 3 seeds (docstring)
 FNN3_DESIGN = ConvergenceDesign(seeds=(("quick", 5), ("full", 8)),
@@ -309,6 +392,10 @@ JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
                 profiles=("standard", "full")),
     TrainingJob("convergence-gpt-ptb", figures=CONVERGENCE_FIGURES, design=GPT_DESIGN,
                 profiles=("standard", "full")),
+    TrainingJob("outer-fnn3-mnist", figures=OUTER_FIGURES, design=OUTER_FNN3_DESIGN,
+                profiles=QUICK_AND_FULL),
+    TrainingJob("outer-gpt-ptb", figures=OUTER_FIGURES, design=OUTER_GPT_DESIGN,
+                profiles=("standard", "full")),
     BenchmarkJob("selection-speed", figures=("selection_speed",), profiles=QUICK_AND_FULL),
 )
 
@@ -317,7 +404,7 @@ JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
 RUN_SECONDS = {
     "fnn3-mnist": 13.4, "vgg16-cifar10": 81.2, "lstm-ptb": 90.0, "resnet20-cifar10": 158,
     "convergence-fnn3-mnist": 11.87, "convergence-lstm-ptb": 274.4, "selection-speed": 45,
-    "gpt-ptb": 69.5, "convergence-gpt-ptb": 177.1,
+    "gpt-ptb": 69.5, "convergence-gpt-ptb": 177.1, "outer-fnn3-mnist": 6.15, "outer-gpt-ptb": 86,
 }
 # after the runs: analyze + draw + claims + tables + executing the notebooks (wall seconds)
 FINISH_SECONDS = {"quick": 270, "standard": 270}

@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import shlex
 import signal
 import sys
 import threading
@@ -80,6 +81,7 @@ class RunSpec:
     density_schedule: str | None = None
     density: float | None = None
     recorded: bool | None = None  # False: the config's recorder switched off
+    settings: tuple[tuple[str, str], ...] = ()  # more --set overrides (plan.Variant.settings)
 
     @classmethod
     def of(cls, experiment: str, config_path: Path, profile: str, variant, results_root: Path,
@@ -87,14 +89,14 @@ class RunSpec:
         """The spec of one plan.Variant of an experiment."""
         return cls(experiment, config_path, profile, variant.sparsifier, results_root, data_root,
                    launcher, variant.seed, variant.density_schedule, variant.density,
-                   variant.recorded)
+                   variant.recorded, variant.settings)
 
     def overrides(self) -> dict:
         """The config overrides of the variant this spec runs (plan.Variant.overrides)."""
         from topkscope.reproduce.plan import Variant
 
         return Variant(self.sparsifier, self.seed, self.density_schedule, self.density,
-                       self.recorded).overrides()
+                       self.recorded, settings=self.settings).overrides()
 
     def resolved(self):
         from topkscope.train.config import load_config
@@ -160,7 +162,8 @@ def variant_fields(spec: RunSpec) -> dict:
 
     cfg = spec.resolved()
     condition = condition_of({"density_schedule": cfg.density_schedule, "k_rule": cfg.k_rule,
-                              "deviations": deviations(cfg)})
+                              "deviations": deviations(cfg), "outer": cfg.outer,
+                              "quantize": cfg.quantize})
     return dict(experiment=cfg.experiment, profile=spec.profile, sparsifier=cfg.sparsifier,
                 seed=cfg.seed, density=cfg.density, condition=condition)
 
@@ -241,6 +244,8 @@ def command(spec: RunSpec, resume: bool, progress: bool = True) -> list[str]:
         argv += ["--density", repr(float(spec.density))]
     if spec.density_schedule is not None:
         argv += ["--set", f"density_schedule={spec.density_schedule}"]
+    for key, text in spec.settings:
+        argv += ["--set", f"{key}={text}"]
     if spec.recorded is False:
         argv += ["--set", "recorder=null"]
     if spec.data_root is not None:
@@ -301,7 +306,7 @@ def ensure_run(spec: RunSpec, log=print, in_process: InProcess | None = None,
         old = set_aside(run_dir)
         log(f"  earlier attempt without a checkpoint moved to {old}")
     argv = command(spec, resume, progress)
-    log("  $ topkscope " + " ".join(argv[3:]))
+    log("  $ topkscope " + shlex.join(argv[3:]))
     if in_process is not None:
         code = in_process(argv[3:])
     else:

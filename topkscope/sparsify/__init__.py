@@ -4,6 +4,7 @@
 |----------------|---------------------------------------------------|------------------------|
 | dense          | all indices                                       | d                      |
 | topk           | k largest |u| (torch.topk), lowest index on ties  | exactly k, exact set   |
+| chunk-topk     | the largest |u| of each chunk of chunk_size       | exactly k; fixed per chunk |
 | gaussiank      | Gaussian guess on block maxima, corrected, trimmed| exactly k, exact set   |
 | gaussiank-2019 | published: mean + z std, x0.5 / x1.5, 3 evaluations| none; may be 0         |
 | randk          | uniform k-subset, seedable                        | exactly k              |
@@ -41,6 +42,7 @@ from topkscope.sparsify.base import (
     check_vector,
     k_from_density,
 )
+from topkscope.sparsify.chunk_topk import ChunkTopK
 from topkscope.sparsify.dense import Dense
 from topkscope.sparsify.dgc import DGC, DGCSampled
 from topkscope.sparsify.engine import top_k_indices
@@ -57,6 +59,7 @@ from topkscope.sparsify.topk import TopK
 _FACTORIES: dict[str, Callable[..., Sparsifier]] = {
     "dense": Dense,
     "topk": TopK,
+    "chunk-topk": ChunkTopK,
     "gaussiank": GaussianK,
     "gaussiank-2019": GaussianK2019,
     "randk": RandK,
@@ -188,6 +191,7 @@ def deviations_of(name: str, params: dict | None = None) -> tuple[str, ...]:
 
 
 __all__ = [
+    "ChunkTopK",
     "DGC",
     "DGCSampled",
     "Dense",

@@ -22,6 +22,7 @@ from topkscope import validate as checks
 from topkscope.bounds import K_RULES
 from topkscope.hooks.recorder import SETTINGS as RECORDER_SETTINGS
 from topkscope.hooks.recorder import check_settings as check_recorder_settings
+from topkscope.hooks.settings import check_quantize
 from topkscope.sparsify import available
 from topkscope.validate import Check
 
@@ -38,7 +39,8 @@ RENAMED_KEYS = {"grad_clip_scope": ("clip_at", {"local": "worker", "aggregate": 
 OPTIMIZERS = ("sgd", "adamw")          # applied to the aggregated update (train/optimizer.py)
 LR_SCHEDULES = ("milestones", "cosine")  # after the linear warm-up (train/schedules.py)
 RECORDER_OWN_KEYS = ("attach",)  # recorder: keys the run itself handles (attach: rec.attach(model))
-MERGED_KEYS = ("model_args", "sparsifier_args", "recorder")  # profiles merge these key by key
+# profiles merge these key by key
+MERGED_KEYS = ("model_args", "sparsifier_args", "recorder", "outer", "quantize")
 LIST_KEYS = {"density": "density_schedule"}  # a single-number key -> its list-valued sibling
 # Named density warm-ups (one density per epoch, then `density`):
 #   paper: the Gaussian-k authors' code for every run of their paper (1/64, then 0.004)
@@ -129,6 +131,47 @@ def recorder_block(key: str, v: Any) -> dict | None:
     return block
 
 
+# The `outer:` block (outer-loop training, train/outer.py): H inner steps of the config's
+# optimizer on every worker, then one exchange of the pseudo-gradients and an outer step.
+# Outer step rules, each with its published defaults (lr, momentum) and their source:
+#   nesterov: DiLoCo's outer Nesterov momentum SGD (Douillard et al., arXiv 2311.08105:
+#             outer lr 0.7, momentum 0.9)
+#   average:  SparseLoCo's plain averaged step, theta <- theta - lr * mean of what was sent
+#             (Sarfi et al., arXiv 2508.15706: the error-feedback accumulator is the momentum)
+OUTER_STEPS = {"nesterov": {"lr": 0.7, "momentum": 0.9}, "average": {"lr": 1.0, "momentum": 0.0}}
+OUTER_KEYS = ("inner_steps", "step", "lr", "momentum", "error_decay")
+
+
+def outer_block(key: str, v: Any) -> dict | None:
+    """The `outer:` block with every key filled: inner_steps H (required), step (nesterov or
+    average; default nesterov), lr and momentum (the rule's published defaults), error_decay
+    (beta of the error-feedback accumulator e <- beta e + Delta; default 1, plain error
+    feedback)."""
+    if v is None:
+        return None
+    block = checks.mapping(key, v)
+    checks.known_keys("key", block, OUTER_KEYS, where=f" in {key}")
+    if block.get("inner_steps") is None:
+        raise ValueError(f"{key}.inner_steps is required: the number H of inner steps "
+                         f"between two exchanges, an integer >= 1")
+    step = checks.choice(f"{key}.step", block.get("step", "nesterov"), OUTER_STEPS)
+    defaults = OUTER_STEPS[step]
+    out = {"inner_steps": checks.integer(f"{key}.inner_steps", block["inner_steps"], 1),
+           "step": step,
+           "lr": checks.number(f"{key}.lr", block.get("lr", defaults["lr"]), 0, lo_open=True),
+           "momentum": checks.number(f"{key}.momentum", block.get("momentum",
+                                     defaults["momentum"]), 0, 1, hi_open=True),
+           "error_decay": checks.number(f"{key}.error_decay", block.get("error_decay", 1.0),
+                                        0, 1)}
+    if step == "average" and out["momentum"] != 0:
+        raise ValueError(f"{key}.momentum = {out['momentum']!r} does not apply to "
+                         f"{key}.step = 'average' (no outer momentum); use step: nesterov")
+    if step == "nesterov" and out["momentum"] == 0:
+        raise ValueError(f"{key}.momentum = 0 with {key}.step = 'nesterov'; allowed: "
+                         f"momentum in (0, 1), or step: average")
+    return out
+
+
 # ---------------------------------------------------------------- the schema
 @dataclasses.dataclass(frozen=True)
 class ExperimentConfig:
@@ -186,6 +229,8 @@ class ExperimentConfig:
     keep_checkpoints: int = 2
     flush_every_steps: int = 50
     recorder: dict | None = None
+    quantize: dict | None = None         # b-bit values sent: {bits, range} (sparsify.quantize)
+    outer: dict | None = None            # outer-loop training: see outer_block
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -246,6 +291,8 @@ SCHEMA: dict[str, Check] = {
     "keep_checkpoints": rule(checks.integer, 1),
     "flush_every_steps": rule(checks.integer, 1),
     "recorder": recorder_block,
+    "quantize": check_quantize,
+    "outer": outer_block,
 }
 REQUIRED = ("experiment", "model", "dataset", "batch_size", "lr", "density")
 TOP_ONLY = ("profiles",)
@@ -338,9 +385,21 @@ def check_options(cfg: ExperimentConfig) -> None:
     if cfg.optimizer == "adamw" and cfg.lr_in_residual:
         raise ValueError("lr_in_residual = true needs optimizer = 'sgd' (AdamW normalises the "
                          "update, so lr cannot move into u); set lr_in_residual: false")
+    if cfg.outer is not None:
+        check_outer(cfg)
     if cfg.lr_warmup_epochs and cfg.lr_warmup_steps:
         raise ValueError(f"lr_warmup_epochs = {cfg.lr_warmup_epochs} and lr_warmup_steps = "
                          f"{cfg.lr_warmup_steps} are both set; allowed: one of them")
+
+
+def check_outer(cfg: ExperimentConfig) -> None:
+    """What an outer-loop config may not combine (one-line errors naming the keys)."""
+    if cfg.lr_in_residual:
+        raise ValueError("lr_in_residual = true does not apply to outer-loop training (the "
+                         "inner optimizer takes each worker's own gradient); set it to false")
+    if cfg.outer["error_decay"] != 1.0 and not cfg.error_feedback:
+        raise ValueError(f"outer.error_decay = {cfg.outer['error_decay']!r} needs "
+                         f"error_feedback = true (it decays the error-feedback accumulator)")
 
 
 def density_schedule_values(cfg: ExperimentConfig) -> list[float]:
@@ -372,6 +431,10 @@ def run_tags(cfg: ExperimentConfig) -> list[str]:
         tags.append("ds-custom")
     if cfg.k_rule != "round":
         tags.append(f"k{cfg.k_rule}")
+    if cfg.outer is not None:
+        tags.append(f"outer{cfg.outer['inner_steps']}{cfg.outer['step']}")
+    if cfg.quantize is not None:
+        tags.append(f"q{cfg.quantize['bits']}bit")
     tags += [dev.replace("=", "-").replace("_", "") for dev in deviations(cfg)]
     return tags
 

@@ -48,7 +48,7 @@ from topkscope.hooks.lifecycle import supersede_from
 from topkscope.interrupts import RunInterrupted, StopRequests, handling, interruption_signal
 from topkscope.io import Table
 from topkscope.manifest import DIVERGED_AT, Manifest, describe_optimizer, find_runs, now_iso
-from topkscope.schema import EVAL_COLUMNS, TRAIN_COLUMNS, run_identity
+from topkscope.schema import EVAL_COLUMNS, OUTER_COLUMNS, OUTER_FILE, TRAIN_COLUMNS, run_identity
 from topkscope.train import checkpoint
 from topkscope.train.config import (
     ExperimentConfig,
@@ -166,6 +166,10 @@ def build_trainer(cfg: ExperimentConfig, transport: Transport, device: torch.dev
     train, ev, substitute = load_data(cfg, data_root)
     model = build_model(cfg, train).to(device)
     task = build_task(cfg, model, train, ev, transport.world_size, device)
+    if cfg.outer is not None:
+        from topkscope.train.outer import OuterTrainer
+
+        return OuterTrainer(cfg, model, task, transport, device), substitute
     return Trainer(cfg, model, task, transport, device), substitute
 
 
@@ -342,6 +346,7 @@ def _manifest(p: Prepared) -> Manifest:
         manifest.data.update(config=cfg.to_dict(), total_steps=trainer.total_steps)
         return manifest
     claim_run_folder(p.run_dir)
+    inner = trainer.inner[0] if cfg.outer is not None else trainer.optimizer
     return Manifest(p.run_dir, experiment=cfg.experiment, run_id=p.run_dir.name,
                     config=cfg.to_dict(), profile=p.opts.profile, seed=cfg.seed,
                     world_size=trainer.transport.world_size,
@@ -355,11 +360,21 @@ def _manifest(p: Prepared) -> Manifest:
                     deviations=deviations(cfg),
                     clip_at=cfg.clip_at if cfg.grad_clip is not None else None,
                     lr_in_residual=cfg.lr_in_residual, error=None,
-                    optimizer={**describe_optimizer(trainer.optimizer), "lr": cfg.lr,
+                    optimizer={**describe_optimizer(inner), "lr": cfg.lr,
                                "lr_schedule": cfg.lr_schedule},
+                    quantize=cfg.quantize, outer=_outer_fields(cfg, trainer),
                     num_parameters=trainer.layout.d, steps_per_epoch=trainer.steps_per_epoch,
                     total_steps=trainer.total_steps, device=str(trainer.device),
                     threads=torch.get_num_threads())
+
+
+def _outer_fields(cfg: ExperimentConfig, trainer: Trainer) -> dict | None:
+    """The manifest's `outer` field (train.outer.describe), None for per-step training."""
+    if cfg.outer is None:
+        return None
+    from topkscope.train.outer import describe
+
+    return describe(cfg, trainer)
 
 
 def execute(p: Prepared, stop: StopRequests | None = None) -> Path:
@@ -430,20 +445,23 @@ def _loop(cfg: ExperimentConfig, trainer: Trainer, run_dir: Path, manifest: Mani
     identity = run_identity(run_dir, manifest.data if manifest is not None else None)
     train_log = Table(run_dir / "train.parquet", TRAIN_COLUMNS, identity)
     eval_log = Table(run_dir / "eval.parquet", EVAL_COLUMNS, identity)
+    outer_log = Table(run_dir / OUTER_FILE, OUTER_COLUMNS, identity) \
+        if cfg.outer is not None else None
+    logs = [t for t in (train_log, eval_log, outer_log) if t is not None]
     if not fresh and main:
-        train_log.reload_before(trainer.step)
-        eval_log.reload_before(trainer.step)
+        for table in logs:
+            table.reload_before(trainer.step)
     bar = bars.bar(total=trainer.total_steps, initial=trainer.step, desc=cfg.experiment,
                    unit="step", enabled=main and progress)
     rec = trainer.recorder
 
     def flush() -> None:
         if main:
-            train_log.flush()
-            eval_log.flush()
+            for table in logs:
+                table.flush()
 
     try:
-        _steps(cfg, trainer, run_dir, train_log, eval_log, bar, flush, stop)
+        _steps(cfg, trainer, run_dir, train_log, eval_log, bar, flush, stop, outer_log)
     except BaseException:
         bar.close()
         if rec is not None:  # keep what was measured up to the failure, if that still works
@@ -463,7 +481,8 @@ def _loop(cfg: ExperimentConfig, trainer: Trainer, run_dir: Path, manifest: Mani
 
 
 def _steps(cfg: ExperimentConfig, trainer: Trainer, run_dir: Path, train_log: Table,
-           eval_log: Table, bar, flush, stop: StopRequests | None = None) -> None:
+           eval_log: Table, bar, flush, stop: StopRequests | None = None,
+           outer_log: Table | None = None) -> None:
     main, rec = trainer.transport.is_main, trainer.recorder
     last, spe = trainer.total_steps, trainer.steps_per_epoch
     agree = stop is not None and not stop.raise_now
@@ -474,6 +493,8 @@ def _steps(cfg: ExperimentConfig, trainer: Trainer, run_dir: Path, train_log: Ta
         done = trainer.step
         if main:
             train_log.append(row)
+            if outer_log is not None and trainer.outer_row is not None:
+                outer_log.append(trainer.outer_row)
             bar.update(1)
             if done % 10 == 0 or done == last:
                 bar.set_postfix(loss=f"{row['loss']:.4f}", lr=f"{row['lr']:.3g}")

@@ -38,10 +38,20 @@ from topkscope.comm.exchange import combine, contribute
 from topkscope.comm.layout import Layout
 from topkscope.comm.transport import Transport
 from topkscope.sparsify.base import NonFiniteError
+from topkscope.sparsify.quantize import quantizer_from
 from topkscope.sparsify.source import SparsifierSource, step_seed
 from topkscope.train.config import ExperimentConfig
 from topkscope.train.optimizer import make_optimizer
 from topkscope.train.schedules import density_at, lr_at, total_steps
+
+
+def make_compressor(cfg: ExperimentConfig, source: SparsifierSource,
+                    layout: Layout) -> WorkerCompressor:
+    """One worker's compressor: the config's sparsifier, selection, error feedback (decayed by
+    outer.error_decay in outer-loop training), k rule and quantization."""
+    decay = cfg.outer["error_decay"] if cfg.outer is not None else 1.0
+    return WorkerCompressor(source.at(0), layout, cfg.selection, cfg.error_feedback,
+                            cfg.k_rule, error_decay=decay, quantizer=quantizer_from(cfg.quantize))
 
 
 def clip_norm_(v: torch.Tensor, max_norm: float) -> float:
@@ -77,10 +87,7 @@ class Trainer:
         self.params = [p for _, p in named]
         self.sources = [SparsifierSource(cfg.sparsifier, cfg.sparsifier_args, cfg.seed, r)
                         for r in transport.local_ranks]
-        self.compressors = [
-            WorkerCompressor(src.at(0), self.layout, cfg.selection, cfg.error_feedback, cfg.k_rule)
-            for src in self.sources
-        ]
+        self.compressors = [make_compressor(cfg, src, self.layout) for src in self.sources]
         self.workers = [task.new_worker(r) for r in transport.local_ranks]
         self.optimizer = make_optimizer(cfg, self.params)
         self._mean = torch.empty(self.layout.d, device=self.device)  # reused by every step
