@@ -334,3 +334,23 @@ def test_executed_copies_name_their_runs_relative_to_the_results_root_and_surviv
     assert not [o for o in outputs_of(again) if o.output_type == "error"]
     assert len([o for o in outputs_of(again) if "image/png" in o.get("data", {})]) == \
         FIGURES["contraction"]
+
+
+def test_the_figures_driver_executes_the_pseudo_gradients_notebook_per_outer_experiment(
+        outer_runs, tmp_path):
+    """Once per outer-loop experiment, on the experiment's runs under the results root it
+    executes in: the per-run table and the three figures, no error."""
+    from topkscope.reproduce import notebook_runs
+
+    jobs = notebook_runs.notebook_jobs({}, [], {}, outer_runs, outer=["outer-fnn3-mnist"])
+    assert [(j.notebook, j.label, j.parameters) for j in jobs] == [
+        ("pseudo_gradients", "outer-fnn3-mnist",
+         {"results_root": ".", "experiment": "outer-fnn3-mnist"})]
+    book, page = notebook_runs.execute(jobs[0], tmp_path / "notebooks", cwd=outer_runs)
+    assert (book.name, page.name) == ("pseudo_gradients-outer-fnn3-mnist.ipynb",
+                                      "pseudo_gradients-outer-fnn3-mnist.html")
+    outputs = outputs_of(book)
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert len([o for o in outputs if "image/png" in o.get("data", {})]) == \
+        FIGURES["pseudo_gradients"]
+    assert str(outer_runs) not in book.read_text()

@@ -216,9 +216,13 @@ def recorded_blocks(profile: str, data_root: Path) -> dict[tuple, set]:
     configs: `what` is "stats" (the cheap statistics' schedule), "snapshots" (steps with a raw u
     of a rank the recorder keeps) or "selector S" (sparsifier_schedule, for each approximate
     sparsifier S the recorder runs). A condition is the claims' (analysis.units): the target
-    density and the warm-up's densities, and a step trained during the warm-up is a condition of
-    its own (its density); runs of two experiments of one model in one condition are pooled."""
+    density and the warm-up's densities (an outer-loop run's also its outer rule and
+    quantization: manifest.condition_of), and a step trained during the warm-up is a condition
+    of its own (its density); runs of two experiments of one model in one condition are pooled.
+    An outer-loop run's recorder is asked only at its exchanges (train.outer: the last inner
+    step of each round)."""
     from topkscope.hooks.schedules import parse_schedule
+    from topkscope.manifest import outer_label
 
     blocks: dict[tuple, set] = {}
     for j in plan.jobs(profile=profile):
@@ -236,9 +240,13 @@ def recorded_blocks(profile: str, data_root: Path) -> dict[tuple, set]:
             snapshots = parse_schedule(rec.get("snapshot_schedule")) if ranks else None
             warmup = density_schedule_values(cfg)
             spe = steps_per_epoch(cfg, data_root)
-            for t in range(total_steps(cfg, spe)):
+            last = total_steps(cfg, spe)
+            outer = None if cfg.outer is None else (outer_label(cfg.outer), str(cfg.quantize))
+            for t in range(last):
+                if outer and (t + 1) % cfg.outer["inner_steps"] and t + 1 != last:
+                    continue  # no exchange at t: nothing is recorded
                 during = density_at(cfg, t, spe) if t // spe < len(warmup) else None
-                where = (cfg.model, tuple(warmup), cfg.density, during)
+                where = (cfg.model, tuple(warmup), cfg.density, during, outer)
                 done = [("stats", stats(t)), ("snapshots", snapshots is not None and snapshots(t))]
                 done += [(f"selector {s}", selectors(t)) for s in rec.get("sparsifiers", ())]
                 for what, recorded in done:
@@ -250,6 +258,12 @@ def recorded_blocks(profile: str, data_root: Path) -> dict[tuple, set]:
 # models of quick whose snapshot claims are judged in standard, on more runs: quick's one
 # VGG-16 run has 10 and 14 snapshot steps per condition, its one LSTM and one GPT run 3
 SNAPSHOTS_IN_STANDARD = ("vgg16", "lstm-ptb-small", "gpt-mini")
+# quick's outer-loop experiment records for its figures (tests/test_outer_figures.py): one
+# FNN-3 seed exchanges 16 times in its 240 inner steps, so the conditions only it trains (its
+# outer rule and quantization; the per-step run's density at its traffic) get 16 blocks, and
+# their claims rows may stay inconclusive (too few blocks); a second seed would cost quick 15 s
+# it does not have. Standard's outer-loop experiment (three GPT seeds) gets them all.
+OUTER_IN_QUICK = "outer-fnn3-mnist"
 
 
 @pytest.mark.parametrize("profile", plan.CPU_PROFILES)
@@ -257,20 +271,24 @@ def test_every_condition_gets_the_blocks_a_share_needs(profile, data_root):
     """A share of the distribution claims can hold or fail only on ZERO_EVENT_BLOCKS (30)
     distinct (run, step) blocks (the rule of three bounds its interval): every condition of
     the CPU profiles gets them for the statistics and every approximate selector, and for the
-    snapshots except where the standard profile judges that model's snapshot claims."""
+    snapshots except where the standard profile judges that condition's snapshot claims
+    (and but for the conditions of quick's outer-loop experiment alone: OUTER_IN_QUICK)."""
     from topkscope.analysis.criteria import ZERO_EVENT_BLOCKS
 
     blocks = recorded_blocks(profile, data_root)
     short = {key: len(found) for key, found in blocks.items() if len(found) < ZERO_EVENT_BLOCKS}
+    if profile == "quick":
+        outer_only = {key for key in short
+                      if {run[0] for run, _ in blocks[key]} == {OUTER_IN_QUICK}}
+        assert outer_only and all(short[key] >= 3 for key in outer_only)
+        short = {key: n for key, n in short.items() if key not in outer_only}
     snapshot_short = {key for key in short if key[-1] == "snapshots"}
     assert set(short) == snapshot_short, short
     if profile == "quick":
         assert {key[0] for key in snapshot_short} <= set(SNAPSHOTS_IN_STANDARD), short
         standard = recorded_blocks("standard", data_root)
-        for model in SNAPSHOTS_IN_STANDARD:
-            judged = [len(b) for key, b in standard.items()
-                      if key[0] == model and key[-1] == "snapshots"]
-            assert judged and min(judged) >= ZERO_EVENT_BLOCKS, model
+        for key in snapshot_short:  # the same condition's snapshots, judged in standard
+            assert len(standard.get(key, ())) >= ZERO_EVENT_BLOCKS, key
     else:
         assert not short
     models = {key[0] for key in blocks}
@@ -383,6 +401,8 @@ def test_switching_the_recorder_off_changes_no_number_of_training(tmp_path, data
 OUTER = {"outer-fnn3-mnist": (("quick", 1), ("full", 3)),
          "outer-gpt-ptb": (("standard", 3), ("full", 3))}
 TRAININGS = ["sparseloco", "sparseloco-nesterov", "diloco", "diloco-average", "topk-per-step"]
+# standard's budget leaves dense DiLoCo without outer momentum to full (plan docstring)
+NOT_IN = {("outer-gpt-ptb", "standard"): {"diloco-average"}}
 
 
 @pytest.mark.parametrize("experiment", sorted(OUTER))
@@ -392,8 +412,9 @@ def test_outer_experiments_run_every_training_on_every_seed(experiment, tmp_path
     path = j.config_path(REPO / "experiments")
     for profile, n_seeds in OUTER[experiment]:
         variants = j.variants(profile)
+        trainings = [t for t in TRAININGS if t not in NOT_IN.get((experiment, profile), ())]
         assert [(v.name, v.seed) for v in variants] == [
-            (t, s) for s in range(n_seeds) for t in TRAININGS]
+            (t, s) for s in range(n_seeds) for t in trainings]
         ids, conditions = set(), set()
         for v in variants:
             spec = RunSpec.of(experiment, path, profile, v, tmp_path)

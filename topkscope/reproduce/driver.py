@@ -320,8 +320,9 @@ def run_notebooks(made: dict, csvs: dict, opts: Options, clock: Clock) -> list[s
     root = Path(opts.results_root).resolve()
     dist = {exp: runs[0].path.resolve() for exp, runs in _distribution_runs(made).items()}
     conv = [exp for exp, (job, _) in made.items() if "convergence" in job.figures]
+    outer = [exp for exp, (job, _) in made.items() if "pseudo_gradient" in job.figures]
     bench = {exp: Path(c).resolve() for exp, c in csvs.items() if isinstance(c, Path)}
-    jobs = notebook_runs.notebook_jobs(dist, conv, bench, root)
+    jobs = notebook_runs.notebook_jobs(dist, conv, bench, root, outer)
     files, failures = notebook_runs.execute_all(jobs, root / "notebooks", log=clock.log, cwd=root)
     clock.record("all", "notebooks", time.perf_counter() - t, f"{len(files)} files")
     return failures

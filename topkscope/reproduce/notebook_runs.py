@@ -3,6 +3,7 @@ copies (figures inline) under <results>/notebooks/ with a static HTML export of 
 
     distributions, contraction, selectors   once per distribution experiment (its first run)
     convergence                             once per convergence experiment
+    pseudo_gradients                        once per outer-loop experiment
     selection_speed                         once per selection benchmark table
 
 Outputs are named <notebook>-<experiment>.ipynb / .html. Each notebook runs under papermill in a
@@ -41,12 +42,16 @@ def relative(path: Path, results_root: Path) -> str:
 
 
 def notebook_jobs(distribution_runs: dict[str, Path], convergence: Sequence[str],
-                  bench_csvs: dict[str, Path], results_root: Path) -> list[NotebookJob]:
-    """The jobs, their paths relative to results_root (execute them there: `cwd`)."""
+                  bench_csvs: dict[str, Path], results_root: Path,
+                  outer: Sequence[str] = ()) -> list[NotebookJob]:
+    """The jobs, their paths relative to results_root (execute them there: `cwd`); outer:
+    the outer-loop experiments."""
     jobs = [NotebookJob(nb, exp, {"run_dir": relative(run_dir, results_root)})
             for exp, run_dir in distribution_runs.items() for nb in PER_RUN]
     jobs += [NotebookJob("convergence", exp, {"results_root": ".", "experiment": exp})
              for exp in convergence]
+    jobs += [NotebookJob("pseudo_gradients", exp, {"results_root": ".", "experiment": exp})
+             for exp in outer]
     jobs += [NotebookJob("selection_speed", exp, {"bench_csv": relative(csv, results_root)})
              for exp, csv in bench_csvs.items()]
     return jobs
