@@ -399,6 +399,7 @@ def _part(path: Path, steps: list[int]) -> None:
 def test_supersede_from_sets_aside_every_row_and_snapshot_at_or_past_the_step(tmp_path):
     run = tmp_path / "run"
     _part(run / "train.parquet", list(range(10)))
+    _part(run / "outer.parquet", [2, 5, 8])  # an outer-loop run's exchanges (rounds of 3)
     _part(run / "stats" / "part-r00000-000000.parquet", [0, 1, 2, 3, 4])
     _part(run / "stats" / "part-r00000-000001.parquet", [3, 4, 5, 6])  # both sides of 5
     _part(run / "stats" / "part-r00001-000000.parquet", [8, 9])
@@ -407,7 +408,7 @@ def test_supersede_from_sets_aside_every_row_and_snapshot_at_or_past_the_step(tm
     for name in ("step2-rank0.npy", "step6-rank0.npy", "step6-rank1-g.npy"):
         np.save(run / "snapshots" / name, np.zeros(3, dtype=np.float32))
     before = {name: pq.read_table(run / name)["step"].to_pylist()
-              for name in ("train.parquet", "stats/part-r00000-000001.parquet")}
+              for name in ("train.parquet", "outer.parquet", "stats/part-r00000-000001.parquet")}
 
     aside = supersede_from(run, 5)
     assert aside.parent == run / SUPERSEDED
@@ -420,6 +421,7 @@ def test_supersede_from_sets_aside_every_row_and_snapshot_at_or_past_the_step(tm
     # aside: exactly the rows past the step (of split files too), the files past it, the
     # snapshots; what stayed and what went aside add up to each original
     assert steps(aside / "train.parquet") == [5, 6, 7, 8, 9]
+    assert steps(run / "outer.parquet") == [2] and steps(aside / "outer.parquet") == [5, 8]
     assert steps(aside / "stats" / "part-r00000-000001.parquet") == [5, 6]
     for name, original in before.items():
         assert steps(run / name) + steps(aside / name) == original

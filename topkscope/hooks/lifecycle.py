@@ -47,16 +47,17 @@ import pyarrow.parquet as pq
 from topkscope.hooks.parts import PartWriter, rank_files
 from topkscope.io import atomic_write, check_writable, is_unfinished_write
 from topkscope.manifest import Manifest, now_iso
-from topkscope.schema import PART_GLOB, PART_RE, RUN_TABLE, SNAPSHOT_RE
+from topkscope.schema import OUTER_FILE, PART_GLOB, PART_RE, RUN_TABLE, SNAPSHOT_RE
 
 MODES = (None, "append", "overwrite")
 CLOSED_AT_EXIT = "exit without close()"  # manifest `closed_by` of a recorder closed for the program
 REPLACED = "replaced"  # overwrite mode moves old results to <run>/replaced/<time>/
 SUPERSEDED = "superseded"  # a resume moves what it redoes to <run>/superseded/<time>/
 # what counts as results in a run folder (the training loop's, the recorder's and analyze's)
-RESULT_ENTRIES = ("manifest.json", RUN_TABLE, "train.parquet", "eval.parquet", "stats",
-                  "hist", "snapshots", "analysis")
-STEP_TABLES = ("train.parquet", "eval.parquet")  # the training loop's tables, one row per step
+RESULT_ENTRIES = ("manifest.json", RUN_TABLE, "train.parquet", "eval.parquet", OUTER_FILE,
+                  "stats", "hist", "snapshots", "analysis")
+# the training loop's tables, one row per step (an outer-loop run's outer.parquet: per exchange)
+STEP_TABLES = ("train.parquet", "eval.parquet", OUTER_FILE)
 
 
 def check_output_dir(out_dir: str | Path, rank: int, need_bytes: int) -> Path:
@@ -230,7 +231,8 @@ def supersede_from(run_dir: str | Path, step: int, rank: int | None = None,
                    dest: str | Path | None = None) -> Path | None:
     """Set aside everything a run folder holds for steps >= step (what a run resumed from the
     checkpoint after `step` steps records again) into run_dir/superseded/<time>/, same
-    relative paths, never deleted: rows of train.parquet, eval.parquet and every stats/ and
+    relative paths, never deleted: rows of train.parquet, eval.parquet, outer.parquet (an
+    outer-loop run's exchanges, by the step that ended each round) and every stats/ and
     hist/ part, snapshots, and the temporary file of any write a killed process left half
     done (io.is_unfinished_write). A file with rows on both sides keeps its earlier rows in place
     (rewritten atomically) after its later rows were written aside under its name, so
