@@ -333,9 +333,13 @@ def test_selectors_run_on_their_schedule_and_on_the_whole_model_row_when_asked(t
     whole = selector_frame(tmp_path, "whole", sparsifier_per_layer=False)
     columns = [c for c in both.columns if any(c.startswith(f"{s.replace('-', '_')}_")
                                               for s in SELECTORS)]
-    assert len(columns) == 4 * len(SELECTORS)
+    from topkscope.columns import SELECTOR_COLUMNS
+
+    assert len(columns) == len(SELECTOR_COLUMNS) * len(SELECTORS)
+    quantized = [c for c in columns if c.endswith("_quantized_ratio")]  # NaN without quantize
+    assert len(quantized) == len(SELECTORS) and both[quantized].isna().all().all()
     on_schedule = both["step"] % 2 == 0
-    assert both.loc[on_schedule, columns].notna().all().all()
+    assert both.loc[on_schedule, [c for c in columns if c not in quantized]].notna().all().all()
     assert both.loc[~on_schedule, columns].isna().all().all()
     is_global = whole["layer"] == GLOBAL
     pd.testing.assert_frame_equal(whole.loc[is_global], both.loc[is_global])

@@ -7,9 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +14,7 @@ import pytest
 import torch
 import yaml
 
+from tests.test_run_lifecycle import cli, freeze_when, start
 from topkscope.cli import main
 from topkscope.schema import OUTER_FILE
 from topkscope.train import checkpoint
@@ -48,7 +46,7 @@ def final_model(run_dir: Path) -> dict[str, torch.Tensor]:
 def same_tables(a: Path, b: Path) -> None:
     for name in ("train.parquet", OUTER_FILE):
         x, y = (pd.read_parquet(d / name) for d in (a, b))
-        keep = [c for c in x.columns if c not in TIMES]
+        keep = [c for c in x.columns if c not in (*TIMES, "run_id")]  # not the run's name
         pd.testing.assert_frame_equal(x[keep], y[keep], obj=name)
     values = ["norm", "topk_ratio", "topk_quantized_ratio", "chunk_topk_ratio"]
     x, y = (pd.read_parquet(d / "stats").sort_values(["step", "rank", "layer", "kind"])
@@ -74,18 +72,14 @@ def test_sigterm_mid_round_resumes_to_the_uninterrupted_result(tmp_path):
     cfg = write(tmp_path, steps=100000, checkpoint_every_steps=7)
     out = tmp_path / "results"
     run_dir = out / "outer-tiny" / "s"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "topkscope.cli", "run", str(cfg), "--results",
-                             str(out), "--run-id", "s", "--no-progress"], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 180
-        while checkpoint.latest(run_dir) is None or \
-                checkpoint.marker_step(checkpoint.latest(run_dir)) < 14:
-            assert proc.poll() is None, proc.stderr.read()[-3000:]
-            assert time.monotonic() < deadline, "no checkpoint at step 14 within 180 s"
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGSTOP)  # stop it before the next checkpoint (step 21)
+    proc = start(cli("run", str(cfg), "--results", str(out), "--run-id", "s", "--no-progress"))
+
+    def past_step_14():
+        ckpt = checkpoint.latest(run_dir)
+        return ckpt if ckpt is not None and checkpoint.marker_step(ckpt) >= 14 else None
+
+    try:  # stopped before the next checkpoint (step 21), then told to stop
+        freeze_when(proc, past_step_14, "a checkpoint at step 14")
         proc.send_signal(signal.SIGTERM)
         os.kill(proc.pid, signal.SIGCONT)
         _, err = proc.communicate(timeout=120)
