@@ -31,11 +31,13 @@ def rows(model: ModelRuns) -> list[dict]:
     its own runs."""
     from topkscope.sparsify import family_of
 
+    from topkscope.claims.outer import is_outer
+
     units: dict[tuple, list[pd.DataFrame]] = {}
     for i, run in enumerate(model.runs):
         method = run.manifest.get("sparsifier")
-        if method is None or method in selection.NOT_SELECTORS:
-            continue
+        if method is None or method in selection.NOT_SELECTORS or is_outer(run.manifest):
+            continue  # an outer run sends at its exchanges only: its counts are outer.parquet's
         steps = selection.step_counts(run)
         if steps.empty:
             continue
