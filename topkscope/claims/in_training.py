@@ -29,9 +29,8 @@ RULE = ("unit = one step of the method's own training run; criterion "
 def rows(model: ModelRuns) -> list[dict]:
     """One row per (approximate method, condition) of the model's runs, each method judged on
     its own runs."""
-    from topkscope.sparsify import family_of
-
     from topkscope.claims.outer import is_outer
+    from topkscope.sparsify import family_of
 
     units: dict[tuple, list[pd.DataFrame]] = {}
     for i, run in enumerate(model.runs):
