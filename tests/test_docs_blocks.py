@@ -106,7 +106,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
      '# train_accelerate.py: the same CNN with Hugging Face Accelerate, TopK-SGD through the DDP hook.'):
         'a script for torchrun (two ranks); tests/test_recipes.py runs it under torchrun with two gloo processes',
     ('docs/training.md',
-     'from topkscope.comm import TopKHookState, topk_hook'):
+     'from topkscope import checkpoint'):
         'lines of a torchrun script; tests/test_hook_runs.py runs tests/fixtures/user_cnn_ddp.py, which holds every line of this block',
     ('docs/training.md',
      'torchrun --standalone --nproc-per-node 2 --max-restarts 3 -m topkscope.cli run experiments/fnn3-mnist.yaml --run-id r1'):

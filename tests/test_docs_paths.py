@@ -40,6 +40,7 @@ GENERATED = (
     "results/full",          # make reproduce-figures PROFILE=full: its whole results root
     "results/my-exp",        # the example run folder of the Recorder docs
     "results/demo",          # the example run of the report's screenshot (docs/figures.md)
+    "results/extending",     # the example runs of docs/development.md (extending topkscope)
     *(f"results/{p.stem}" for p in (REPO / "experiments").glob("*.yaml")),  # run folders
 )
 

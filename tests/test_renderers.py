@@ -1,6 +1,6 @@
 """The renderers decide nothing: no module of topkscope/publish/ (nor the figures driver)
 calls a verdict rule, sets a verdict, or reads a number back out of a row's evidence or cause
-text; the claims package is the only place where verdicts are decided (tests/test_architecture
+text; the claims package is the only place where verdicts are decided (tests/test_architecture.py
 checks the import order)."""
 
 from __future__ import annotations

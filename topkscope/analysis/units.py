@@ -159,8 +159,9 @@ def condition_units(runs: list, sparsifiers: Sequence[str], max_snapshots: int,
                     max_n: int | None) -> Iterator[ConditionUnits]:
     """Every (training sparsifier, condition) of `runs` (one model's) with units, in the
     claims table's order: per sparsifier of `sparsifiers`, its target-density conditions
-    sorted, ALL_CONDITIONS where there are several, then the warm-up conditions. Runs without
-    any unit give one ConditionUnits named NO_UNITS for all of `sparsifiers`."""
+    sorted, then the warm-up conditions, then ALL_CONDITIONS where there are several target
+    ones. Runs without any unit give one ConditionUnits named NO_UNITS for the first of
+    `sparsifiers`."""
     u = u_rows(runs)
     snaps = snapshot_analyses(runs, max_snapshots, max_n)
     found = set()
@@ -168,7 +169,7 @@ def condition_units(runs: list, sparsifiers: Sequence[str], max_snapshots: int,
         found |= set(zip(u["_sparsifier"], u["_condition"]))
     found |= {(s["sparsifier"], s["condition"]) for s in snaps}
     if not found:
-        yield ConditionUnits(",".join(sparsifiers), NO_UNITS)
+        yield ConditionUnits(sparsifiers[0], NO_UNITS)  # the first: the paper's TopK-SGD
         return
     for sparsifier in [s for s in sparsifiers if any(f[0] == s for f in found)]:
         conditions = sorted(c for s, c in found if s == sparsifier)

@@ -50,6 +50,7 @@ class Question:
     figure: str
     section: str
     numbers: Callable[[pd.DataFrame], str]
+    outer: bool = False   # a question on pseudo-gradients: the outer runs' rows, else the others
 
 
 @dataclass(frozen=True)
@@ -262,11 +263,60 @@ GPU_BANDS = Question(
 
 
 def rows_for(table: pd.DataFrame, question: Question) -> pd.DataFrame:
-    """The rows that answer `question`: its claims (and sparsifiers), pooled rows left out."""
+    """The rows that answer `question`: its claims (and sparsifiers), pooled rows left out;
+    the rows of outer-loop runs (their condition names `outer=`, or compares trainings of an
+    outer experiment) for a question on pseudo-gradients, the others for the paper's."""
     rows = table[table["claim"].isin(question.claims)]
     if question.sparsifiers is not None:
         rows = rows[rows["sparsifier"].isin(question.sparsifiers)]
-    return rows[rows["condition"].astype(str) != ALL_CONDITIONS]
+    condition = rows["condition"].astype(str)
+    outer = condition.str.contains("outer=") | rows["claim"].isin(OUTER_CLAIMS)
+    rows = rows[outer == question.outer]
+    return rows[condition[rows.index] != ALL_CONDITIONS]
+
+
+def _compared(rows: pd.DataFrame) -> str:
+    """The trainings compared, per outer experiment: the effect with its interval and seeds."""
+    parts = []
+    for _, r in rows.iterrows():
+        low = _num(r["ci_low"])
+        diff = (f"{signed(_num(r['diff_mean']))} [{signed(low)}, {signed(_num(r['ci_high']))}]"
+                if math.isfinite(low) else f"{signed(_num(r['diff_mean']))}, no interval")
+        seeds = int(_num(r["n_seeds"])) if math.isfinite(_num(r["n_seeds"])) else 0
+        wire = _num(r["bytes_ratio"])
+        parts.append(f"{r['condition']} {r['verdict']}, {r['metric'] or 'accuracy'} {diff} "
+                     f"{r['diff_unit'] or 'points'} ({seeds} seed{'s' if seeds != 1 else ''}"
+                     + (f"; {wire:.3g}× the bytes" if math.isfinite(wire) else "") + ")")
+    return "; ".join(parts)
+
+
+def _effect(rows: pd.DataFrame) -> str:
+    effect = _span(rows["diff_mean"], "{:.3g}")
+    unit = next((u for u in rows["diff_unit"] if isinstance(u, str) and u), "")
+    return f"in {_shares(rows)}" + (f"; median {effect} {unit}" if effect else "")
+
+
+OUTER_CLAIMS = ("sparseloco_accuracy", "sparseloco_accuracy_per_step", "outer_momentum_accuracy")
+OUTER_QUESTIONS = (
+    Question("outer_gaussian_like", "Is the accumulated pseudo-gradient bell-shaped?",
+             ("gaussian_like",), None, "pseudo-gradient-distribution", "distribution",
+             _gaussian_like, outer=True),
+    Question("outer_below_paper", "Does Top-k's δ on it stay below (1 − k/d)²?",
+             ("below_paper",), None, "pseudo-gradient-contraction", "distribution", _bound,
+             outer=True),
+    Question("outer_chunk", "Does chunk-wise Top-k contract it like global Top-k (keeping 90% "
+             "of global Top-k's energy)?", ("chunk_contraction",), None,
+             "pseudo-gradient-contraction", "distribution", _effect, outer=True),
+    Question("outer_quantization", "Does 2-bit quantization lose at most 10% of the energy "
+             "Top-k keeps?", ("quantization_error",), None, "pseudo-gradient-contraction",
+             "distribution", _effect, outer=True),
+    Question("outer_counts", "Does the published Gaussian-k select about k on it?",
+             ("gaussiank_count",), ("gaussiank-2019",), "pseudo-gradient-contraction",
+             "distribution", _count, outer=True),
+    Question("outer_accuracy", "Does SparseLoCo-style Top-k train as well as dense DiLoCo, as "
+             "per-step TopK-SGD at equal bytes, and without outer momentum?", OUTER_CLAIMS,
+             None, "pseudo-gradient-convergence", "convergence", _compared, outer=True),
+)
 
 
 def answer(table: pd.DataFrame, question: Question) -> Answer:

@@ -73,8 +73,12 @@ def build_rows(runs: Iterable, options: Options | None = None, *,
                 rows += [_row(claim, f, base, options) for f in claim.evaluate(model)]
     if roots and options.predictions:
         context = Context(runs, [Path(r) for r in roots], options)
+        datasets = {k[0]: k for k in groups}  # a prediction's model: the dataset it trained on
         for claim in registered("table"):
-            rows += list(claim.evaluate(context))
+            for row in claim.evaluate(context):
+                if row.dataset is None and row.model in datasets:
+                    row.dataset, row.dataset_substitute = datasets[row.model][1:]
+                rows.append(row)
         if notes is not None:
             notes += context.notes
     _add_run_columns(rows, runs, differing or {})

@@ -75,7 +75,10 @@ TRAFFIC_RULE = (
 def rows(model: ModelRuns) -> list[dict]:
     """The accuracy and traffic rows of one model's runs (both claims' rows: they share the
     paired seeds)."""
-    cells = seed_cells(model.runs)
+    from topkscope.claims.outer import outer_experiments
+
+    outer = outer_experiments(model.runs)  # their trainings are compared by claims.outer
+    cells = seed_cells([r for r in model.runs if r.manifest.get("experiment") not in outer])
     out = []
     for (experiment, density, condition, method), by_seed in sorted(
             cells.items(), key=lambda kv: tuple(str(v) for v in kv[0])):

@@ -29,13 +29,14 @@ RULE = ("unit = one step of the method's own training run; criterion "
 def rows(model: ModelRuns) -> list[dict]:
     """One row per (approximate method, condition) of the model's runs, each method judged on
     its own runs."""
+    from topkscope.claims.outer import is_outer
     from topkscope.sparsify import family_of
 
     units: dict[tuple, list[pd.DataFrame]] = {}
     for i, run in enumerate(model.runs):
         method = run.manifest.get("sparsifier")
-        if method is None or method in selection.NOT_SELECTORS:
-            continue
+        if method is None or method in selection.NOT_SELECTORS or is_outer(run.manifest):
+            continue  # an outer run sends at its exchanges only: its counts are outer.parquet's
         steps = selection.step_counts(run)
         if steps.empty:
             continue

@@ -18,7 +18,7 @@ class Options:
     """How the claims are built (one set for `claims`, `figures` and `report`).
 
     sparsifiers: training sparsifiers whose runs feed the distribution claims (default exact
-    Top-k, the paper's TopK-SGD). max_snapshots: at most this many snapshots per condition get
+    Top-k, the paper's TopK-SGD, and chunk-wise Top-k, SparseLoCo's on pseudo-gradients). max_snapshots: at most this many snapshots per condition get
     the full normality / fit / curve analysis; max_n: their subsample size (None: each
     statistic's own). margin: the accuracy claims' non-inferiority margin in points;
     perplexity_margin: the same in % of Top-k's perplexity. predictions: add the predicted
@@ -26,7 +26,7 @@ class Options:
     selection benchmark those predictions use (None: the results' own, else the committed
     CPU reference)."""
 
-    sparsifiers: tuple[str, ...] = ("topk",)
+    sparsifiers: tuple[str, ...] = ("topk", "chunk-topk")
     max_snapshots: int = 30
     max_n: int | None = None
     margin: float = ACCURACY_MARGIN_POINTS

@@ -129,7 +129,9 @@ def _texts(quick_csv: Path, standard_csv: Path | None,
     from topkscope.publish.headline import (
         COUNTS_START,
         HEADLINE_START,
+        OUTER_START,
         replace_headline,
+        replace_outer_answers,
         replace_verdict_counts,
     )
     from topkscope.publish.published_findings import START as PUBLISHED_START
@@ -150,6 +152,8 @@ def _texts(quick_csv: Path, standard_csv: Path | None,
         if HEADLINE_START in text:
             text, filled = replace_headline(text, profiles, published_gpu_bands()), True
             standard_used |= standard is not None
+        if OUTER_START in text:
+            text, filled = replace_outer_answers(text, profiles), True
         if COUNTS_START in text:
             text, filled = replace_verdict_counts(text, profiles, published_gpu_bands()), True
             standard_used |= standard is not None

@@ -403,6 +403,37 @@ def replace_headline(readme: str, profiles: dict[str, pd.DataFrame],
             + readme[j:])
 
 
+OUTER_START, OUTER_END = "<!-- pseudo-gradients:start -->", "<!-- pseudo-gradients:end -->"
+
+
+def outer_answers_markdown(profiles: dict[str, pd.DataFrame]) -> str:
+    """The README's answers on pseudo-gradients (topkscope.claims.answers.OUTER_QUESTIONS):
+    per question and profile with rows for it, the answer in one sentence."""
+    from topkscope.claims.answers import OUTER_QUESTIONS, answer
+    from topkscope.claims.migrate import current
+
+    tables = {name: current(t)[0] for name, t in profiles.items() if len(t)}
+    lines = []
+    for question in OUTER_QUESTIONS:
+        found = {name: answer(t, question) for name, t in tables.items()}
+        found = {name: a for name, a in found.items() if len(a.rows)}
+        if not found:
+            continue
+        lines += _wrapped(f"- **{question.text}**", "  ")
+        for name, told in found.items():
+            lines += _wrapped(f"  - {name.lower()}: {told.text}")
+    return "\n".join(lines) if lines else ("_no outer-loop runs in these claims: `make "
+                                            "reproduce-figures` runs outer-fnn3-mnist_")
+
+
+def replace_outer_answers(text: str, profiles: dict[str, pd.DataFrame]) -> str:
+    """text with the block between its pseudo-gradients markers replaced."""
+    i, j = text.find(OUTER_START), text.find(OUTER_END)
+    if i < 0 or j < i:
+        raise ValueError(f"no {OUTER_START} ... {OUTER_END} block")
+    return text[: i + len(OUTER_START)] + "\n" + outer_answers_markdown(profiles) + "\n" + text[j:]
+
+
 COUNTS_START, COUNTS_END = "<!-- verdict-counts:start -->", "<!-- verdict-counts:end -->"
 
 

@@ -105,7 +105,8 @@ def unregister_sparsifier(name: str) -> None:
 def _attribute(name: str, attribute: str):
     """A registered class's attribute; None for an unknown name or an unset (empty) value."""
     factory = _FACTORIES.get(str(name))
-    return (getattr(factory, attribute, None) or None) if factory is not None else None
+    value = getattr(factory, attribute, None) if factory is not None else None
+    return None if value in (None, "") else value
 
 
 def label_of(name: str | None) -> str:

@@ -1,0 +1,209 @@
+"""The claims on pseudo-gradients: Top-k where it is used today, in DiLoCo-style training (H
+inner steps per worker, then one exchange of the accumulated pseudo-gradient u = beta e + Delta;
+SparseLoCo, Sarfi et al., arXiv 2508.15706: chunk-wise Top-k, 2-bit values, the error-feedback
+accumulator as the only outer momentum).
+
+The distribution claims (u bell-shaped, delta below the bounds and the Gaussian value, the
+selectors' counts) apply to the outer u as to the per-step u — the outer runs' condition names
+their outer loop (`outer=average(H=15, ...)`), so they are never pooled with per-step runs; two
+claims of this module ask what only a pseudo-gradient exchange asks:
+
+chunk_contraction     unit: one recorded u (step, rank, density) with chunk-wise Top-k evaluated
+                      on it (`chunk_topk_ratio` beside `topk_ratio`); criterion: chunk-wise
+                      Top-k keeps at least 90% of the energy global Top-k keeps,
+                      1 - delta_chunk >= 0.9 (1 - delta). Fraction rule.
+quantization_error    unit: the same with the recorder's `quantize` setting
+                      (`topk_quantized_ratio`); criterion: quantizing the sent values loses at
+                      most 10% of the energy Top-k keeps, delta_q - delta <= 0.1 (1 - delta).
+                      Fraction rule.
+
+And three convergence claims, each a paired-seed comparison of two trainings of one outer
+experiment (the same seed, the same data), by the accuracy claims' rule (margin 1 point; 3% of
+perplexity), the effect the first training's final metric minus the second's:
+
+sparseloco_accuracy           SparseLoCo-style (chunk-wise Top-k, quantized, error feedback as
+                              momentum) trains as well as dense DiLoCo (outer Nesterov)
+sparseloco_accuracy_per_step  ... as well as per-step TopK-SGD sending the same bytes
+outer_momentum_accuracy       the error-feedback accumulator does outer momentum's work:
+                              SparseLoCo-style without outer momentum trains as well as with it
+
+`bytes_ratio` is the first training's wire bytes over the second's (train `bytes_sent`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from topkscope.analysis import criteria
+from topkscope.analysis.seeds import final_metric
+from topkscope.analysis.units import ConditionUnits, floats
+from topkscope.claims import verdicts
+from topkscope.claims.distribution import fraction_row
+from topkscope.claims.inputs import ModelRuns
+from topkscope.claims.registry import Claim, register_claim
+
+CHUNK_SHARE = 0.9     # chunk-wise Top-k keeps at least this share of global Top-k's energy
+QUANTIZED_LOSS = 0.1  # quantization loses at most this share of the energy Top-k keeps
+
+
+def is_outer(manifest: dict) -> bool:
+    """A run of DiLoCo-style training (its manifest's `outer` block)."""
+    return bool(manifest.get("outer") or (manifest.get("config") or {}).get("outer"))
+
+
+def training_of(manifest: dict) -> str:
+    """Which training of an outer experiment a run is (topkscope.reproduce.plan's
+    outer_trainings): sparseloco, sparseloco-nesterov, diloco, diloco-average, or
+    topk-per-step for a per-step run; else the sparsifier's name."""
+    outer = manifest.get("outer") or (manifest.get("config") or {}).get("outer") or {}
+    sparsifier = str(manifest.get("sparsifier"))
+    if not outer:
+        return f"{sparsifier}-per-step"
+    step = outer.get("step")
+    if sparsifier == "dense":
+        return "diloco" if step == "nesterov" else "diloco-average"
+    return "sparseloco" if step == "average" else "sparseloco-nesterov"
+
+
+def outer_experiments(runs: list) -> set:
+    """The experiments with an outer-loop run (their per-step runs belong to their design)."""
+    return {r.manifest.get("experiment") for r in runs if is_outer(r.manifest)}
+
+
+# ------------------------------------------------------------------ on the outer u
+def chunk_contraction(units: ConditionUnits) -> list[dict]:
+    u = units.u
+    if u.empty or "chunk_topk_ratio" not in u or not u["chunk_topk_ratio"].notna().any():
+        return []
+    chunk, exact = floats(u["chunk_topk_ratio"]), floats(u["topk_ratio"])
+    ok = np.isfinite(chunk) & np.isfinite(exact) & (exact < 1.0)
+    kept, kept_exact = 1.0 - chunk[ok], 1.0 - exact[ok]
+    passed = kept >= CHUNK_SHARE * kept_exact
+    share = kept / kept_exact
+    evidence = (f"median delta chunk-wise {np.median(chunk[ok]):.4g} vs global "
+                f"{np.median(exact[ok]):.4g}; chunk-wise keeps {np.median(share):.3g}x the "
+                f"energy global Top-k keeps (5th-95th percentile {np.percentile(share, 5):.3g}"
+                f"-{np.percentile(share, 95):.3g})" if ok.any() else "no finite ratios")
+    row = fraction_row(passed, evidence, u["_run"].to_numpy()[ok], u["step"].to_numpy()[ok])
+    if ok.any():
+        row.update(diff_mean=float(np.median(share)), diff_unit="of global Top-k's kept energy")
+    return [row]
+
+
+def quantization_error(units: ConditionUnits) -> list[dict]:
+    u = units.u
+    if u.empty or "topk_quantized_ratio" not in u or not u["topk_quantized_ratio"].notna().any():
+        return []
+    q, exact = floats(u["topk_quantized_ratio"]), floats(u["topk_ratio"])
+    ok = np.isfinite(q) & np.isfinite(exact) & (exact < 1.0)
+    added = q[ok] - exact[ok]
+    passed = added <= QUANTIZED_LOSS * (1.0 - exact[ok])
+    share = added / (1.0 - exact[ok])
+    evidence = (f"quantization adds {np.median(added):.3g} to delta (median; "
+                f"{np.median(share):.3g} of the energy Top-k keeps, 95th percentile "
+                f"{np.percentile(share, 95):.3g})" if ok.any() else "no finite ratios")
+    row = fraction_row(passed, evidence, u["_run"].to_numpy()[ok], u["step"].to_numpy()[ok])
+    if ok.any():
+        row.update(diff_mean=float(np.median(share)), diff_unit="of Top-k's kept energy")
+    return [row]
+
+
+# ------------------------------------------------------------------ trainings compared
+PAIRS = {  # claim -> (training, reference, statement)
+    "sparseloco_accuracy": ("sparseloco", "diloco",
+                            "SparseLoCo-style Top-k on pseudo-gradients trains as well as dense "
+                            "DiLoCo"),
+    "sparseloco_accuracy_per_step": ("sparseloco", "topk-per-step",
+                                     "SparseLoCo-style Top-k trains as well as per-step "
+                                     "TopK-SGD sending the same bytes"),
+    "outer_momentum_accuracy": ("sparseloco", "sparseloco-nesterov",
+                                "the error-feedback accumulator does the work of outer "
+                                "momentum (SparseLoCo-style trains as well without it)"),
+}
+DIFF_UNITS = {"accuracy": "points", "perplexity": "% of the reference's"}
+
+
+def _wire_bytes(run) -> float:
+    tr = getattr(run, "train", None)
+    if tr is None or tr.empty or "bytes_sent" not in tr:
+        return math.nan
+    return float(tr.drop_duplicates("step", keep="last")["bytes_sent"].astype(float).sum())
+
+
+def trainings_rows(model: ModelRuns) -> list[dict]:
+    """The paired comparisons of PAIRS for every outer experiment of the model."""
+    out = []
+    for experiment in sorted(outer_experiments(model.runs), key=str):
+        runs = [r for r in model.runs if r.manifest.get("experiment") == experiment
+                and r.manifest.get("status") in ("complete", "failed")]
+        by: dict[str, dict[int, object]] = {}
+        for run in runs:
+            by.setdefault(training_of(run.manifest), {})[run.manifest.get("seed", 0)] = run
+        for claim, (mine, ref, statement) in PAIRS.items():
+            if mine in by or ref in by:
+                out.append(_pair_row(claim, statement, experiment, by.get(mine, {}),
+                                     by.get(ref, {}), mine, ref, model.options))
+    return out
+
+
+def _pair_row(claim, statement, experiment, mine, ref, mine_name, ref_name, options) -> dict:
+    seeds = sorted(set(mine) & set(ref))
+    finals = {s: (final_metric(mine[s]), final_metric(ref[s])) for s in seeds}
+    seeds = [s for s in seeds if finals[s][0] and finals[s][1]]
+    name = finals[seeds[0]][1][1] if seeds else "accuracy"
+    margin = criteria.default_margin(name, options.margin, options.perplexity_margin)
+    failed = sum(mine[s].manifest.get("status") == "failed" for s in seeds)
+    diffs = [criteria.paired_difference(name, finals[s][1][0], finals[s][0][0]) for s in seeds]
+    mean, low, high = criteria.paired_interval(diffs) if diffs else (math.nan,) * 3
+    verdict, cause = verdicts.convergence_verdict(low, high, len(seeds), failed, name, margin)
+    wire = [_wire_bytes(mine[s]) / _wire_bytes(ref[s]) for s in seeds
+            if _wire_bytes(ref[s]) > 0]
+    condition = f"{experiment}: {mine_name} vs {ref_name}"
+    per_seed = ", ".join(f"seed {s} {criteria.signed(d)}" for s, d in zip(seeds, diffs))
+    evidence = (f"{condition}: final {name} {mine_name} "
+                f"{np.mean([finals[s][0][0] for s in seeds]):.4g} vs {ref_name} "
+                f"{np.mean([finals[s][1][0] for s in seeds]):.4g} over {len(seeds)} seed(s)"
+                f"; per seed ({mine_name} − {ref_name}) {per_seed}" if seeds
+                else f"{condition}: no seed has runs of both")
+    if wire and np.isfinite(wire).all():
+        evidence += f"; wire bytes {np.mean(wire):.3g}x the reference's"
+    return {"claim": claim, "sparsifier": mine_name, "statement": statement,
+            "condition": condition, "section": "convergence", "metric": name,
+            "margin": margin, "diff_unit": DIFF_UNITS.get(name, ""),
+            "n_runs": len(mine) + len(ref), "n_units": len(seeds), "n_seeds": len(seeds),
+            "n_failed_seeds": failed, "diff_mean": mean, "ci_low": low, "ci_high": high,
+            "bytes_ratio": float(np.mean(wire)) if wire else math.nan,
+            "evidence": evidence, "verdict": verdict, "cause": cause,
+            "reason": verdicts.convergence_reason(verdict, len(seeds), low, high, failed)}
+
+
+_RULE_PAIR = ("unit = one seed with a run of both trainings of the outer experiment; the "
+              "paired difference of the final held-out metric (accuracy in points, perplexity "
+              "in % of the reference's), its 95% t-interval against the non-inferiority margin "
+              "(1 point; 3%): holds above it, fails below, else inconclusive; fewer than "
+              f"{criteria.MIN_SEEDS} seeds: insufficient-data")
+for _claim in (
+    Claim("chunk_contraction", "Does chunk-wise Top-k contract the pseudo-gradient like global "
+          "Top-k?", "chunk-wise Top-k keeps at least 90% of the energy global Top-k keeps",
+          "unit = one recorded u (step, rank, density) with chunk-wise Top-k evaluated; "
+          "criterion 1 - delta_chunk >= 0.9 (1 - delta_topk); " + verdicts.FRACTION_RULE,
+          "distribution", "condition", chunk_contraction, "pseudo-gradient-contraction"),
+    Claim("quantization_error", "What does quantizing the sent values add to Top-k's error?",
+          "quantizing the sent values loses at most 10% of the energy Top-k keeps",
+          "unit = one recorded u (step, rank, density) with the recorder's quantize setting; "
+          "criterion delta_quantized - delta <= 0.1 (1 - delta); " + verdicts.FRACTION_RULE,
+          "distribution", "condition", quantization_error, "pseudo-gradient-contraction"),
+    Claim("sparseloco_accuracy", "Does SparseLoCo-style Top-k on pseudo-gradients train as well "
+          "as dense DiLoCo, and as per-step TopK-SGD at equal bytes?", PAIRS[
+              "sparseloco_accuracy"][2], _RULE_PAIR, "convergence", "model", trainings_rows,
+          "pseudo-gradient-convergence"),
+    Claim("sparseloco_accuracy_per_step", "Does it train as well as per-step TopK-SGD at equal "
+          "bytes?", PAIRS["sparseloco_accuracy_per_step"][2], _RULE_PAIR, "convergence",
+          "model", lambda model: [], "pseudo-gradient-convergence"),
+    Claim("outer_momentum_accuracy", "Does the error-feedback accumulator do the work of outer "
+          "momentum?", PAIRS["outer_momentum_accuracy"][2], _RULE_PAIR, "convergence",
+          "model", lambda model: [], "pseudo-gradient-convergence"),
+):
+    register_claim(_claim)
