@@ -88,20 +88,3 @@ def test_no_figure_without_its_runs(runs, tmp_path):
     assert OUTER_DRAWERS["pseudo_gradient"](dense_only, tmp_path, "e") is None
     assert OUTER_DRAWERS["outer_contraction"](dense_only, tmp_path, "e") is None
     assert isinstance(metric_by_bytes([]), pd.DataFrame)
-
-
-def test_an_outer_loop_runs_counts_are_those_of_its_exchanges(runs):
-    """The inner steps between exchanges send nothing: the count claims in training read the
-    steps that end a round (14 and 29 of the 30), where chunk-wise Top-k sends exactly k (a
-    check, not a finding); a per-step run keeps every step."""
-    from topkscope.analysis.selection import step_counts
-    from topkscope.claims.in_training import rows
-    from topkscope.claims.inputs import ModelRuns, Options
-
-    by_name = dict(zip(TRAININGS, runs))
-    counts = step_counts(by_name["sparseloco"])
-    assert counts["step"].tolist() == [14, 29] and (counts["count"] == counts["k"]).all()
-    assert len(step_counts(by_name["topk-per-step"])) == len(by_name["topk-per-step"].train)
-    (row,) = [r for r in rows(ModelRuns(("fnn3", "mnist", None), runs, [], Options())) if r["sparsifier"] == "chunk-topk"]
-    assert (row["n_units"], row["fraction"], row["section"]) == (2, 1.0, "check")
-    assert row["verdict"] != "fails"

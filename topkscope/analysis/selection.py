@@ -133,9 +133,7 @@ def by_construction(method: str) -> bool:
 
 def step_counts(run) -> pd.DataFrame:
     """step, count, k of one run's own training (train.parquet `selected_median`, else
-    `selected`; steps with k > 0 and a finite count, the last row of a repeated step). An
-    outer-loop run (manifest `outer`) sends only at the step that ends a round: its other
-    rows, which send nothing (bytes_sent 0), are not selections and are left out."""
+    `selected`; steps with k > 0 and a finite count, the last row of a repeated step)."""
     tr = getattr(run, "train", None)
     empty = pd.DataFrame({"step": pd.Series(dtype="int64"), "count": pd.Series(dtype="float64"),
                           "k": pd.Series(dtype="float64")})
@@ -146,8 +144,6 @@ def step_counts(run) -> pd.DataFrame:
     if column is None:
         return empty
     tr = tr.drop_duplicates("step", keep="last").sort_values("step")
-    if (getattr(run, "manifest", None) or {}).get("outer") and "bytes_sent" in tr.columns:
-        tr = tr[tr["bytes_sent"] > 0]  # an exchange sends at least the counts
     out = pd.DataFrame({"step": tr["step"].astype("int64").to_numpy(),
                         "count": tr[column].astype("float64").to_numpy(),
                         "k": tr["k"].astype("float64").to_numpy()})
