@@ -88,3 +88,35 @@ def test_no_figure_without_its_runs(runs, tmp_path):
     assert OUTER_DRAWERS["pseudo_gradient"](dense_only, tmp_path, "e") is None
     assert OUTER_DRAWERS["outer_contraction"](dense_only, tmp_path, "e") is None
     assert isinstance(metric_by_bytes([]), pd.DataFrame)
+
+
+def test_the_claims_read_real_outer_runs(runs):
+    """claims.outer on the recorder's and the trainings' own tables of short runs: the
+    SparseLoCo-style run's recorded u (every exchange, rank and density) is the unit of the
+    chunk-wise and quantized contraction claims, computed here by hand from its stats rows;
+    the outer runs leave the in-training count claims (they send at exchanges only), and
+    the trainings are compared by seed (one here: insufficient-data, said so)."""
+    from topkscope import claims
+    from topkscope.manifest import condition_of
+
+    by_name = dict(zip(TRAININGS, runs))
+    table = claims.build(runs)
+    outer = by_name["sparseloco"]
+    cond = f"{condition_of(outer.manifest)}; rho={outer.manifest['density']:g}"
+    mine = table[(table["condition"] == cond)].set_index("claim")
+    u = outer.stats[(outer.stats["layer"] == GLOBAL) & (outer.stats["kind"] == "u")]
+    exact, chunk = u["topk_ratio"].to_numpy(), u["chunk_topk_ratio"].to_numpy()
+    quantized = u["topk_quantized_ratio"].to_numpy()
+    assert len(u) == 2 * 4 and np.isfinite(chunk).all() and np.isfinite(quantized).all()
+    kept = 1 - exact
+    row = mine.loc["chunk_contraction"]
+    assert row["n_units"] == len(u)
+    assert row["fraction"] == pytest.approx(np.mean(1 - chunk >= 0.9 * kept))
+    row = mine.loc["quantization_error"]
+    assert row["fraction"] == pytest.approx(np.mean(quantized - exact <= 0.1 * kept))
+    assert row["diff_mean"] == pytest.approx(np.median((quantized - exact) / kept))
+    assert not table["claim"].str.endswith("_count_in_training").any()
+    pair = table.set_index("claim").loc["sparseloco_accuracy"]
+    assert (pair["n_seeds"], pair["verdict"]) == (1, "insufficient-data")
+    assert pair["bytes_ratio"] == pytest.approx(
+        outer.train["bytes_sent"].sum() / by_name["diloco"].train["bytes_sent"].sum())

@@ -67,6 +67,9 @@ def test_the_condition_names_the_outer_loop_and_the_quantization():
         "warmup=none; outer=average(H=15, lr=1, beta=0.95); quantize=2bit"
     assert condition_of({"config": config().to_dict()}) == \
         "warmup=none; outer=nesterov(H=3, lr=0.7, mu=0.9, beta=1)"
+    # a hand-written manifest's block may lack settings: they are left out of the name
+    assert condition_of({"outer": {"step": "nesterov", "inner_steps": 15}}) == \
+        "warmup=none; outer=nesterov(H=15)"
 
 
 def test_settings_against_the_papers_name_every_difference():

@@ -241,10 +241,15 @@ def is_published(manifest: dict) -> bool:
 
 
 def outer_label(outer: dict) -> str:
-    """A short name of an outer-loop block, e.g. 'nesterov(H=15, lr=0.7, mu=0.9, beta=1)'."""
-    mu = f", mu={outer['momentum']:g}" if outer["step"] == "nesterov" else ""
-    return (f"{outer['step']}(H={outer['inner_steps']}, lr={outer['lr']:g}{mu}, "
-            f"beta={outer['error_decay']:g})")
+    """A short name of an outer-loop block, e.g. 'nesterov(H=15, lr=0.7, mu=0.9, beta=1)'
+    (a run's manifest holds the block resolved; a setting a hand-written one lacks is left
+    out of the name)."""
+    shown = (("H", "inner_steps", "{}"), ("lr", "lr", "{:g}"), ("mu", "momentum", "{:g}"),
+             ("beta", "error_decay", "{:g}"))
+    parts = [f"{short}={form.format(outer[key])}" for short, key, form in shown
+             if outer.get(key) is not None
+             and (key != "momentum" or outer.get("step") == "nesterov")]
+    return f"{outer.get('step')}({', '.join(parts)})"
 
 
 def condition_of(manifest: dict) -> str:
