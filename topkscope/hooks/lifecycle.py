@@ -135,8 +135,9 @@ def _move_aside(out: Path, files: list[Path], under: str = REPLACED) -> Path:
 
 def failed_set_up(out: Path) -> bool:
     """Whether out holds only what a run that failed before its first step left: a manifest
-    that ended failed or interrupted, and no recorded row or snapshot (empty tables at most).
-    Such a folder holds nothing to lose: a rerun replaces it rather than refusing it."""
+    that ended failed or interrupted (and run.parquet, the manifest's row), and no recorded row
+    or snapshot (empty tables at most). Such a folder holds nothing to lose: a rerun replaces
+    it rather than refusing it."""
     try:
         status = Manifest.load(out).get("status")
     except (OSError, ValueError):
@@ -144,8 +145,8 @@ def failed_set_up(out: Path) -> bool:
     if status not in ("failed", "interrupted"):
         return False
     for f in _run_files(out):
-        if f.name == "manifest.json" and f.parent == out:
-            continue
+        if f.name in ("manifest.json", RUN_TABLE) and f.parent == out:
+            continue  # what the run is, not what it recorded
         if f.suffix != ".parquet":
             return False
         try:
