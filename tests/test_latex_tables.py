@@ -126,11 +126,12 @@ def test_every_table_compiles_on_its_pages(written, tmp_path):
 @pytest.mark.skipif(not have_pdflatex(), reason="pdflatex is not installed")
 def test_the_paper_views_of_the_reference_claims_fit_a_few_pages(tmp_path):
     """The compact views stay compact: the distribution and convergence claims of the quick
-    profile on one page each, the predictions on a few."""
+    profile on a page or two each, the predictions on a few."""
     table = pd.read_csv(REFERENCE / "claims-quick.csv")
     files = {p.stem: p for p in pt.write_all(tmp_path, "quick", claims=table)
              if p.suffix == ".tex"}
-    budget = {"claims-distribution": 1, "claims-convergence": 1, "claims-predictions": 5}
+    # the convergence view also compares the outer-loop trainings (three rows): two pages
+    budget = {"claims-distribution": 1, "claims-convergence": 2, "claims-predictions": 5}
     for name, most in budget.items():
         assert pages(compile_tables([files[name]], tmp_path / name)) <= most, name
 

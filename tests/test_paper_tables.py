@@ -225,7 +225,8 @@ def test_the_convergence_view_pairs_each_accuracy_row_with_its_traffic_verdict(r
     assert (row["accuracy_verdict"], row["traffic_verdict"]) == (acc["verdict"],
                                                                 traffic["verdict"])
     tex = pt.claims_convergence_latex(view, "c")
-    cells = f"{acc['diff_mean']:.2f} [{acc['ci_low']:.2f}, {acc['ci_high']:.2f}]"
+    show = pt.fixed(2)  # a negative bound is typeset as math
+    cells = f"{show(acc['diff_mean'])} [{show(acc['ci_low'])}, {show(acc['ci_high'])}]"
     assert cells in tex and "points of accuracy" in tex
 
 

@@ -170,10 +170,16 @@ def _condition(value) -> str:
     return text if text else "all runs pooled"
 
 
+_OUTER = re.compile(r"outer=(\w+)\(H=(\d+), lr=[^,)]*(?:, mu=[^,)]*)?, beta=([^)]*)\)")
+
+
 def _short(condition: str) -> str:
-    """A condition as a table cell shows it: rho as ρ, "during warm-up at" as "in warm-up at"
-    (the claims' own text is in claims.csv)."""
-    return condition.replace("; during warm-up at ", "; in warm-up at ").replace("rho=", "ρ=")
+    """A condition as a table cell shows it: rho as ρ, "during warm-up at" as "in warm-up at",
+    an outer loop as "<step> H=15 β=0.95", "quantize=2bit" as "2-bit" (the claims' own text
+    is in claims.csv)."""
+    text = _OUTER.sub(lambda m: f"{m[1]} H={m[2]} β={m[3]}", condition)
+    return (text.replace("; during warm-up at ", "; in warm-up at ").replace("rho=", "ρ=")
+            .replace("quantize=2bit", "2-bit"))
 
 
 def _row(cells: list[str]) -> str:
