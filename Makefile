@@ -52,7 +52,7 @@ test-docs: setup data ## every bash and Python block of README.md and docs/, run
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -n $(PYTEST_WORKERS) -q -m docs
 
 test-slow: setup data ## the slow tests only (multi-process, large vectors)
-	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -q -m slow
+	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -q -m slow --timeout 7200
 
 bench: setup data ## every benchmark -> results/bench/*.csv (QUICK=1 for the short versions)
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m topkscope.cli bench $(if $(QUICK),--quick,)

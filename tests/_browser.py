@@ -9,10 +9,12 @@ import base64
 import contextlib
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -33,13 +35,28 @@ class Rendered:
 
 
 def _devtools_port(proc: subprocess.Popen, deadline: float) -> int:
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline().decode(errors="replace")
+    """The port Chromium's stderr announces. A thread reads stderr to its end, so a browser
+    that stays silent cannot block past the deadline and one that logs much never fills the
+    pipe and stalls."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for raw in iter(proc.stderr.readline, b""):
+            lines.put(raw.decode(errors="replace"))
+        lines.put(None)  # stderr closed: the browser has ended
+
+    threading.Thread(target=read, daemon=True).start()
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:
+            raise RuntimeError(f"chromium ended (exit status {proc.wait(timeout=10)}) before "
+                               "it announced its DevTools endpoint")
         if "DevTools listening on ws://" in line:
             return int(line.split("ws://")[1].split("/")[0].rsplit(":", 1)[1])
-        if not line and proc.poll() is not None:
-            break
-    raise RuntimeError("chromium did not start its DevTools endpoint")
+    raise RuntimeError("chromium did not announce its DevTools endpoint in time")
 
 
 def _devtools_json(port: int, path: str):

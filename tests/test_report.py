@@ -182,3 +182,27 @@ def test_a_refused_devtools_connection_is_one_line():
     message = str(refused.value)
     assert "\n" not in message and message.startswith(f"{version} refused the DevTools")
     assert "403" in message, message
+
+
+@pytest.mark.parametrize("script, said", [
+    ("import time; time.sleep(60)", "did not announce its DevTools endpoint in time"),
+    ("import sys; sys.stderr.write('no endpoint here\\n'); sys.exit(3)", "exit status 3"),
+])
+def test_a_browser_that_never_announces_its_port_fails_at_the_deadline(script, said):
+    """A silent browser (the line read blocked forever before) or one that ends without an
+    endpoint is a one-line error at the deadline, not a stalled suite."""
+    import subprocess
+    import sys
+    import time
+
+    from tests._browser import _devtools_port
+
+    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE)
+    start = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError, match=said):
+            _devtools_port(proc, start + 2.0)
+        assert time.monotonic() - start < 20
+    finally:
+        proc.kill()
+        proc.wait()
