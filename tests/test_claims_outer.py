@@ -83,3 +83,16 @@ def test_chunk_wise_and_quantized_contraction_by_hand():
     quantized = table.loc["quantization_error"]
     assert quantized["fraction"] == 1.0 and quantized["diff_mean"] == pytest.approx(0.05)
     assert quantized["verdict"] == "holds"
+
+
+def test_an_answer_counts_one_seed_as_one_seed():
+    """The evidence behind an answer reads '1 seed' for one seed, 'N seeds' otherwise."""
+    from topkscope.claims.answers import _strength
+
+    def rows(seeds):
+        return pd.DataFrame({"model": ["fnn3"] * len(seeds), "n_runs": [2] * len(seeds),
+                             "n_seeds": seeds, "n_units": [64] * len(seeds),
+                             "section": ["convergence"] * len(seeds)})
+
+    assert _strength(rows([1])) == "FNN-3; 2 runs; 1 seed"
+    assert _strength(rows([1, 3])) == "FNN-3; 2 runs; 1–3 seeds"

@@ -130,7 +130,7 @@ def _strength(rows: pd.DataFrame) -> str:
     if runs:
         parts.append(f"{runs} run" + ("s" if runs != 1 else ""))
     if seeds and rows["section"].eq("convergence").any():
-        parts.append(f"{seeds} seeds")
+        parts.append(f"{seeds} seed" + ("" if seeds == "1" else "s"))
     elif units:
         parts.append(f"{units} units")
     return "; ".join(parts)
