@@ -58,7 +58,7 @@ bench: setup data ## every benchmark -> results/bench/*.csv (QUICK=1 for the sho
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m topkscope.cli bench $(if $(QUICK),--quick,)
 
 lint: setup ## ruff
-	$(PY) -m ruff check topkscope tests benchmarks
+	$(PY) -m ruff check topkscope tests benchmarks notebooks
 
 clean: ## remove caches and build outputs (keeps .venv, data/ and results/)
 	rm -rf .pytest_cache .ruff_cache build dist *.egg-info

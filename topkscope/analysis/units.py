@@ -24,12 +24,11 @@ import numpy as np
 import pandas as pd
 
 from topkscope.analysis import contraction, fits, fitted_value, phases, selection, snapshots
-from topkscope.manifest import condition_of
+from topkscope.manifest import DURING_WARMUP, condition_of  # noqa: F401  (this API)
 from topkscope.schema import GLOBAL
 
 ALL_CONDITIONS = "all conditions (target density)"
 NO_UNITS = "no units recorded"
-DURING_WARMUP = "during warm-up at rho="
 
 
 def model_key(manifest: dict) -> tuple:

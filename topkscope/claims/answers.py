@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from topkscope.analysis.criteria import count_band_text, signed
-from topkscope.analysis.units import ALL_CONDITIONS, DURING_WARMUP
+from topkscope.analysis.units import ALL_CONDITIONS
 from topkscope.claims.verdicts import DECIDED, REASONS
 
 WORDS = ("yes", "no", "yes where decided", "no where decided", "only in some conditions",
@@ -85,10 +85,11 @@ def _models(rows: pd.DataFrame) -> str:
 
 def _where(row) -> str:
     """'FNN-3, warmup=paper; ρ=0.001' — a condition as a sentence names it."""
+    from topkscope.manifest import condition_name
     from topkscope.plots.titles import model_name
 
-    cond = str(row["condition"] or "").replace("; " + DURING_WARMUP, "; in warm-up at ρ=")
-    return f"{model_name(row['model']).split(' (')[0]} {cond.replace('rho=', 'ρ=')}".strip()
+    cond = condition_name(str(row["condition"] or ""))
+    return f"{model_name(row['model']).split(' (')[0]} {cond}".strip()
 
 
 def word_of(verdicts) -> str:

@@ -31,6 +31,7 @@ from topkscope.analysis.units import ALL_CONDITIONS
 from topkscope.claims.migrate import current, with_current_networks  # noqa: F401  (this API)
 from topkscope.claims.time_to_accuracy import CLAIM_SUFFIX
 from topkscope.claims.verdicts import REASONS, VERDICTS
+from topkscope.manifest import condition_name
 from topkscope.plots.titles import dataset_name, model_name, sparsifier_name
 
 COUNT_ON_TOPK = "_count"                 # <family>_count: a selector on Top-k's u
@@ -170,18 +171,6 @@ def _condition(value) -> str:
     return text if text else "all runs pooled"
 
 
-_OUTER = re.compile(r"outer=(\w+)\(H=(\d+), lr=[^,)]*(?:, mu=[^,)]*)?, beta=([^)]*)\)")
-
-
-def _short(condition: str) -> str:
-    """A condition as a table cell shows it: rho as ρ, "during warm-up at" as "in warm-up at",
-    an outer loop as "<step> H=15 β=0.95", "quantize=2bit" as "2-bit" (the claims' own text
-    is in claims.csv)."""
-    text = _OUTER.sub(lambda m: f"{m[1]} H={m[2]} β={m[3]}", condition)
-    return (text.replace("; during warm-up at ", "; in warm-up at ").replace("rho=", "ρ=")
-            .replace("quantize=2bit", "2-bit"))
-
-
 def _row(cells: list[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
@@ -214,7 +203,7 @@ def distribution_markdown(table: pd.DataFrame) -> str:
     for (model, cond), by in cells.items():
         values = [by.get("runs", "—"), by.get(columns[0][0], "—"), by.get("beta", "—")]
         values += [by.get(key, "—") for key, _ in columns[1:]]
-        lines.append(_row([model_name(model), _short(cond), *values]))
+        lines.append(_row([model_name(model), condition_name(cond), *values]))
     return "\n".join(lines)
 
 
@@ -275,7 +264,7 @@ def counts_markdown(table: pd.DataFrame) -> str:
     lines = _header(["model", "condition", "method", "count on Top-k's u",
                      "count in its own training", "tail at the first threshold (Top-k's u)"])
     for (model, cond, method), by in cells.items():
-        lines.append(_row([model_name(model), _short(cond), sparsifier_name(method),
+        lines.append(_row([model_name(model), condition_name(cond), sparsifier_name(method),
                            by.get("topk", "—"), by.get("own", "—"),
                            tails.get((model, cond), "—")]))
     return "\n".join(lines)
@@ -305,7 +294,7 @@ def convergence_markdown(table: pd.DataFrame, derived: bool = False) -> str:
                 notes.append(f"{model_name(model)}, {sparsifier_name(method)}, {cond}: "
                              f"{_text(r.cause)}")
                 verdict[kind] += f" (note {len(notes)})"
-        lines.append(_row([model_name(model), sparsifier_name(method), _short(cond),
+        lines.append(_row([model_name(model), sparsifier_name(method), condition_name(cond),
                            _interval(acc), _seeds(acc), _sent(acc, derived),
                            _ratio_cell(acc, "traffic_vs_plain_topk"),
                            verdict.get("accuracy", "—"), verdict.get("traffic", "—")]))
@@ -329,7 +318,7 @@ def _variants(table: pd.DataFrame) -> dict[int, str]:
     [warmup=paper; rho=0.001]")."""
     conditions = table["training_condition"].map(_text)
     several = conditions.groupby(table["sparsifier"]).nunique() > 1
-    return {i: sparsifier_name(str(m)) + (f" [{_short(c)}]" if several[m] and c else "")
+    return {i: sparsifier_name(str(m)) + (f" [{condition_name(c)}]" if several[m] and c else "")
             for i, (m, c) in enumerate(zip(table["sparsifier"], conditions))}
 
 
@@ -458,7 +447,7 @@ def time_to_accuracy_markdown(table: pd.DataFrame) -> str:
     cells: dict[tuple, dict] = {}
     for row in table.itertuples(index=False):
         label = (model_name(row.model), sparsifier_name(str(row.sparsifier)),
-                 _short(_text(row.training_condition)), _target(row), _seeds(row))
+                 condition_name(_text(row.training_condition)), _target(row), _seeds(row))
         cells.setdefault(label, {})[str(row.network)] = _time_cell(row)
     lines = _header(["model", "method", "condition", "target", "seeds", *networks])
     for label, by in cells.items():
@@ -503,7 +492,7 @@ def other_markdown(table: pd.DataFrame) -> str:
                          f" [{criteria.signed(low)}, {criteria.signed(high)}]")
                       + (f" {unit}" if unit else ""))
             cell = f"{_verdict(str(row.verdict))} ({effect})"
-        lines.append(_row([str(row.claim), model_name(row.model), _short(_condition(
+        lines.append(_row([str(row.claim), model_name(row.model), condition_name(_condition(
             row.condition)), cell, REASONS.get(_text(row.reason), "—")]))
     return "\n".join(lines)
 
