@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from topkscope.condition import DURING_WARMUP, run_condition  # noqa: F401  (this API)
 from topkscope.interrupts import WorkerFailed, interruption_signal
 from topkscope.io import atomic_write, write_json_atomic
 from topkscope.names import spelling
@@ -244,44 +245,16 @@ def outer_label(outer: dict) -> str:
     """A short name of an outer-loop block, e.g. 'nesterov(H=15, lr=0.7, mu=0.9, beta=1)'
     (a run's manifest holds the block resolved; a setting a hand-written one lacks is left
     out of the name)."""
-    shown = (("H", "inner_steps", "{}"), ("lr", "lr", "{:g}"), ("mu", "momentum", "{:g}"),
-             ("beta", "error_decay", "{:g}"))
-    parts = [f"{short}={form.format(outer[key])}" for short, key, form in shown
-             if outer.get(key) is not None
-             and (key != "momentum" or outer.get("step") == "nesterov")]
-    return f"{outer.get('step')}({', '.join(parts)})"
+    return run_condition({"outer": outer}).outer_key()
 
 
 def condition_of(manifest: dict) -> str:
-    """The training condition of a run: its density warm-up plus a non-default k rule, the
-    outer loop and the quantization of an outer-loop or quantizing run, and any named
-    deviation, e.g. "warmup=paper", "warmup=none; empty_fallback=topk" or
+    """The training condition of a run as the claims table keys it (topkscope.condition's
+    Condition.training_key): its density warm-up plus a non-default k rule, the outer loop
+    and the quantization of an outer-loop or quantizing run, and any named deviation, e.g.
+    "warmup=paper", "warmup=none; empty_fallback=topk" or
     "warmup=none; outer=average(H=15, lr=1, beta=0.95); quantize=2bit"."""
-    sched = manifest.get("density_schedule")
-    if sched is None:
-        sched = (manifest.get("config") or {}).get("density_schedule")
-    if isinstance(sched, str):
-        name = sched
-    elif sched:
-        name = "custom[" + ",".join(f"{float(v):g}" for v in sched) + "]"
-    else:
-        name = "none"
-    parts = [f"warmup={name}"]
-    if manifest.get("k_rule", "round") != "round":
-        parts.append(f"k_rule={manifest['k_rule']}")
-    config = manifest.get("config") or {}
-    outer = manifest.get("outer") or config.get("outer")
-    if outer:
-        parts.append(f"outer={outer_label(outer)}")
-    quantize = manifest.get("quantize") or config.get("quantize")
-    if quantize:
-        parts.append(f"quantize={quantize['bits']}bit")
-    parts += list(manifest.get("deviations") or [])
-    return "; ".join(parts)
-
-
-# a unit trained during the density warm-up; analysis.units adds it to a run's condition
-DURING_WARMUP = "during warm-up at rho="
+    return run_condition(manifest).training_key()
 
 
 def condition_name(condition: str) -> str:

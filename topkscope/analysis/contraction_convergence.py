@@ -225,7 +225,9 @@ def points(runs: Sequence, margin: float = criteria.ACCURACY_MARGIN_POINTS,
             if d and (exp not in sizes or (recorded and not sizes[exp][1])):
                 sizes[exp] = (d, recorded)
     out, seeded = [], {}
-    for (exp, density, cond, method), seeds in sorted(cells.items(), key=lambda kv: str(kv[0])):
+    for (exp, density, cond, method), seeds in sorted(
+            cells.items(), key=lambda kv: str((kv[0][0], kv[0][1], kv[0][2].training_key(),
+                                               kv[0][3]))):
         if method == "dense" or density is None:
             continue
         topk = cells.get((exp, density, topk_condition(cond), "topk"), {})
@@ -252,7 +254,7 @@ def points(runs: Sequence, margin: float = criteria.ACCURACY_MARGIN_POINTS,
             per.steps[seed] = (math.inf if own is None else own / base - 1.0) if base else math.nan
         if not per.final:
             continue
-        row = {"experiment": exp, "density": float(density), "condition": cond,
+        row = {"experiment": exp, "density": float(density), "condition": cond.training_key(),
                "method": method, "source": "; ".join(sorted(sources)),
                "n_seeds": len(per.final), "k": k, "d": d, "metric": name,
                "delta_measured": _mean(per.delta.values()),

@@ -24,12 +24,13 @@ import numpy as np
 import pandas as pd
 
 from topkscope.analysis import criteria, phases
-from topkscope.manifest import condition_of, is_published
+from topkscope.condition import Condition, run_condition
+from topkscope.manifest import is_published
 
 USED_STATUSES = ("complete", "failed")
 UNFINISHED_STATUSES = ("interrupted", "running")  # counted, as unfinished seeds
 CLAIMED_STATUSES = (*USED_STATUSES, *UNFINISHED_STATUSES)
-PLAIN = "warmup=none"  # the condition of Top-k without a density warm-up
+PLAIN = Condition()  # the condition of Top-k without a density warm-up
 
 
 @dataclass
@@ -76,11 +77,17 @@ def final_metric(run) -> tuple[float, str] | None:
     return float(rows["metric"].iloc[-1]), name
 
 
-def topk_condition(condition: str) -> str:
+def training_condition(manifest: dict) -> Condition:
+    """The training condition a run's seed cell is keyed by: its warm-up, k rule, outer loop,
+    quantization and deviations (the experiment and density are the cell's other keys)."""
+    return run_condition(manifest, experiment="", world_size=None, training_density=None)
+
+
+def topk_condition(condition: Condition) -> Condition:
     """The condition of the Top-k runs a method's runs under `condition` are paired with: the
-    method's density warm-up, without its own deviations ("warmup=paper; empty_fallback=topk"
-    -> "warmup=paper")."""
-    return condition.split("; ")[0]
+    method's density warm-up alone, without its own k rule, outer loop or deviations
+    ("warmup=paper; empty_fallback=topk" -> "warmup=paper")."""
+    return Condition(warmup=condition.warmup, warmup_schedule=condition.warmup_schedule)
 
 
 def seed_run(run) -> SeedRun:
@@ -110,7 +117,8 @@ def seed_run(run) -> SeedRun:
 
 
 def seed_cells(runs: list, dense: bool = False) -> dict[tuple, dict[int, SeedRun]]:
-    """(experiment, density, condition, method) -> {seed: SeedRun}: the run standing for each
+    """(experiment, density, condition, method) -> {seed: SeedRun} (condition: a Condition,
+    training_condition): the run standing for each
     seed, complete, failed or unfinished (a complete run of a seed wins over a failed or
     unfinished one, a failed one over an unfinished one; a complete run without an evaluation
     stands for nothing). Top-k runs sit under method "topk" of their own
@@ -127,7 +135,8 @@ def seed_cells(runs: list, dense: bool = False) -> dict[tuple, dict[int, SeedRun
         standing = seed_run(run)
         if standing.name is None and not (standing.failed or standing.unfinished):
             continue  # a complete run without an evaluation: nothing to compare
-        key = (m.get("experiment"), m.get("density"), condition_of(m), m.get("sparsifier"))
+        key = (m.get("experiment"), m.get("density"), training_condition(m),
+               m.get("sparsifier"))
         seeds = cells.setdefault(key, {})
         seed = m.get("seed", 0)
         if seed not in seeds or _standing(standing) < _standing(seeds[seed]):

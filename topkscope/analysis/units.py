@@ -1,11 +1,12 @@
 """The units the distribution claims judge, per (model, training sparsifier, condition): the
 recorded whole-model u rows and the analysed snapshots of u, each labelled with its condition.
 
-A condition is the run's condition_of and its target density ("warmup=paper; rho=0.001"). A
-unit recorded while a density warm-up trained at another density is not pooled with them: it
-belongs to the condition "<condition>; during warm-up at rho=<the density trained>". When a
-model has several target-density conditions, ALL_CONDITIONS pools their units (never the
-warm-up ones) as a summary.
+A condition is a topkscope.condition.Condition: the run's training condition and its target
+density (key "warmup=paper; rho=0.001"). A unit recorded while a density warm-up trained at
+another density is not pooled with them: it belongs to the same condition in phase "warm-up"
+with the density trained then (key "...; during warm-up at rho=0.015625"). When a model has
+several target-density conditions, a pooled Condition (phase "pooled", key ALL_CONDITIONS)
+pools their units (never the warm-up ones) as a summary.
 
     for units in condition_units(runs, sparsifiers, max_snapshots, max_n):
         units.sparsifier, units.condition, units.u (stats rows), units.snaps, units.n_runs
@@ -18,17 +19,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from topkscope.analysis import contraction, fits, fitted_value, phases, selection, snapshots
-from topkscope.manifest import DURING_WARMUP, condition_of  # noqa: F401  (this API)
+from topkscope.condition import ALL_CONDITIONS, DURING_WARMUP, Condition, run_condition
+from topkscope.manifest import condition_of  # noqa: F401  (this API)
 from topkscope.schema import GLOBAL
 
-ALL_CONDITIONS = "all conditions (target density)"
 NO_UNITS = "no units recorded"
+POOLED = Condition(phase="pooled")
+__all__ = ["ALL_CONDITIONS", "DURING_WARMUP", "NO_UNITS", "POOLED", "ConditionUnits",
+           "condition_units", "floats", "model_key", "pick_snapshots", "snapshot_analyses",
+           "u_rows", "unit_conditions", "with_runs"]
 
 
 def model_key(manifest: dict) -> tuple:
@@ -41,13 +46,12 @@ def floats(column: pd.Series) -> np.ndarray:
     return column.astype("float64").to_numpy()
 
 
-def unit_conditions(run, steps: Sequence[int]) -> list[str]:
-    """The condition of each recorded step of a run: condition_of and the target density,
-    plus the density trained at when the step lies in the density warm-up
-    ("warmup=paper; rho=0.001; during warm-up at rho=0.015625")."""
-    m = run.manifest
-    density = m.get("density")
-    base = condition_of(m) + (f"; rho={float(density):g}" if density is not None else "")
+def unit_conditions(run, steps: Sequence[int]) -> list[Condition]:
+    """The condition of each recorded step of a run: its training condition and target
+    density, in phase "warm-up" with the density trained at when the step lies in the density
+    warm-up (key "warmup=paper; rho=0.001; during warm-up at rho=0.015625"), phase "unknown"
+    when the steps cannot be placed."""
+    base = grouping(run_condition(run.manifest))
     tr = getattr(run, "train", None)
     epochs = None
     if tr is not None and not tr.empty and {"step", "epoch"} <= set(tr.columns):
@@ -56,10 +60,17 @@ def unit_conditions(run, steps: Sequence[int]) -> list[str]:
         if all(int(s) in by_step for s in steps):
             epochs = [by_step[int(s)] for s in steps]
     try:
-        warm, trained = phases.step_phases(m, steps, epochs)
+        warm, trained = phases.step_phases(run.manifest, steps, epochs)
     except ValueError:
-        return [f"{base}; warm-up phase unknown"] * len(steps)
-    return [f"{base}; {DURING_WARMUP}{t:g}" if w else base for w, t in zip(warm, trained)]
+        return [replace(base, phase="unknown")] * len(steps)
+    return [replace(base, phase="warm-up", phase_density=float(t)) if w else base
+            for w, t in zip(warm, trained)]
+
+
+def grouping(cond: Condition) -> Condition:
+    """The part of a run's condition its units are grouped by: every field but the experiment
+    and the world size (the runs behind a row name those)."""
+    return replace(cond, experiment="", world_size=None)
 
 
 def u_rows(runs: list) -> pd.DataFrame:
@@ -142,25 +153,41 @@ def snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> list
     return out
 
 
+def with_runs(cond: Condition, runs: Sequence) -> Condition:
+    """cond with the experiment and world size of `runs` where they all share one (a row
+    names them; units are grouped without them)."""
+    experiments = {str(r.manifest.get("experiment") or "") for r in runs}
+    sizes = {r.manifest.get("world_size") for r in runs}
+    size = next(iter(sizes)) if len(sizes) == 1 else None
+    return replace(cond, experiment=next(iter(experiments)) if len(experiments) == 1 else "",
+                   world_size=int(size) if isinstance(size, (int, float)) else None)
+
+
 @dataclass
 class ConditionUnits:
     """The units of one (training sparsifier, condition) of one model: its recorded u rows
     (u_rows' columns) and snapshot analyses (snapshot_analyses'), and the runs behind them."""
 
     sparsifier: str
-    condition: str
+    condition: Condition | None  # None: no unit recorded (the row says NO_UNITS)
     u: pd.DataFrame = field(default_factory=pd.DataFrame)
     snaps: list = field(default_factory=list)
     n_runs: int = 0
+    runs: list = field(default_factory=list)
+
+    def row_condition(self) -> Condition:
+        """The condition a row of these units carries: the grouping condition with the
+        experiment and world size of its runs where they all share one."""
+        return with_runs(self.condition, self.runs)
 
 
 def condition_units(runs: list, sparsifiers: Sequence[str], max_snapshots: int,
                     max_n: int | None) -> Iterator[ConditionUnits]:
     """Every (training sparsifier, condition) of `runs` (one model's) with units, in the
     claims table's order: per sparsifier of `sparsifiers`, its target-density conditions
-    sorted, then the warm-up conditions, then ALL_CONDITIONS where there are several target
-    ones. Runs without any unit give one ConditionUnits named NO_UNITS for the first of
-    `sparsifiers`."""
+    sorted by key, then the warm-up conditions, then POOLED where there are several target
+    ones. Runs without any unit give one ConditionUnits of an empty condition for the first
+    of `sparsifiers` (NO_UNITS)."""
     u = u_rows(runs)
     snaps = snapshot_analyses(runs, max_snapshots, max_n)
     found = set()
@@ -168,19 +195,20 @@ def condition_units(runs: list, sparsifiers: Sequence[str], max_snapshots: int,
         found |= set(zip(u["_sparsifier"], u["_condition"]))
     found |= {(s["sparsifier"], s["condition"]) for s in snaps}
     if not found:
-        yield ConditionUnits(sparsifiers[0], NO_UNITS)  # the first: the paper's TopK-SGD
+        yield ConditionUnits(sparsifiers[0], None, runs=list(runs))
         return
     for sparsifier in [s for s in sparsifiers if any(f[0] == s for f in found)]:
-        conditions = sorted(c for s, c in found if s == sparsifier)
-        target = [c for c in conditions if DURING_WARMUP not in c]
+        conditions = sorted((c for s, c in found if s == sparsifier), key=Condition.key)
+        target = [c for c in conditions if c.phase == ""]
         ordered = target + [c for c in conditions if c not in target]
         if len(target) > 1:
-            ordered.append(ALL_CONDITIONS)
+            ordered.append(POOLED)
         for cond in ordered:
-            wanted = set(target) if cond == ALL_CONDITIONS else {cond}
+            wanted = set(target) if cond == POOLED else {cond}
             sub = (u[(u["_sparsifier"] == sparsifier) & u["_condition"].isin(wanted)]
                    if not u.empty else u)
             picked = [s for s in snaps if s["sparsifier"] == sparsifier
                       and s["condition"] in wanted]
             used = (set(sub["_run"]) if not sub.empty else set()) | {s["_run"] for s in picked}
-            yield ConditionUnits(sparsifier, cond, sub, picked, len(used))
+            yield ConditionUnits(sparsifier, cond, sub, picked, len(used),
+                                 [runs[i] for i in sorted(used)])

@@ -6,7 +6,8 @@ claims table (results/claims.csv, `topkscope claims`, the figures driver and the
     claims.register_claim(claims.Claim(...))             # a claim of one's own
 
 A row is a typed `ClaimRow` (row.py): the numbers as fields, the evidence and cause rendered
-from them. Each claim is one `Claim` in the registry (registry.py). The verdict rules are
+from them. Each claim is one `Claim` in the registry (registry.py): its questions, its family and how it
+is presented (table, column, answer phrases: phrases.py) live there too. The verdict rules are
 verdicts.py's; the criteria and intervals they judge by are topkscope.analysis.criteria's.
 Modules, one per claim family: distribution (u and Top-k's contraction, counts on Top-k's u),
 in_training (counts in each method's own training), convergence (accuracy, traffic),
@@ -27,35 +28,43 @@ from topkscope.claims import published  # noqa: F401
 from topkscope.claims import speedup  # noqa: F401
 from topkscope.claims import time_to_accuracy  # noqa: F401
 # isort: on
-from topkscope.analysis.units import ALL_CONDITIONS, DURING_WARMUP, NO_UNITS
+from topkscope.analysis.units import ALL_CONDITIONS, DURING_WARMUP, NO_UNITS, POOLED
 from topkscope.claims.build import UNNAMED, build, build_rows, what_is_missing, write
 from topkscope.claims.distribution import fraction_row
 from topkscope.claims.inputs import Context, ModelRuns, Options
 from topkscope.claims.migrate import section_of
 from topkscope.claims.registry import (
+    FAMILIES,
     Claim,
-    claim_of,
+    Presentation,
+    Question,
+    get_claim,
+    key_of,
     mark_built_in,
+    questions,
     register_claim,
     registered,
     unregister_claim,
 )
 from topkscope.claims.row import (
     COLUMNS,
+    GRADES,
     PREDICTION_COLUMNS,
     SCHEMA_VERSION,
     SECTIONS,
     ClaimRow,
     frame,
+    to_csv,
 )
 from topkscope.claims.verdicts import FRACTION_RULE, REASONS, VERDICTS
 
 mark_built_in()
 
 __all__ = [
-    "ALL_CONDITIONS", "COLUMNS", "Claim", "ClaimRow", "Context", "DURING_WARMUP",
-    "FRACTION_RULE", "ModelRuns", "fraction_row",
-    "NO_UNITS", "Options", "PREDICTION_COLUMNS", "REASONS", "SCHEMA_VERSION", "SECTIONS",
-    "UNNAMED", "VERDICTS", "build", "build_rows", "claim_of", "frame", "register_claim",
-    "registered", "section_of", "unregister_claim", "what_is_missing", "write",
+    "ALL_CONDITIONS", "COLUMNS", "Claim", "ClaimRow", "Context", "DURING_WARMUP", "FAMILIES",
+    "FRACTION_RULE", "GRADES", "ModelRuns", "fraction_row", "NO_UNITS", "Options", "POOLED",
+    "PREDICTION_COLUMNS", "Presentation", "Question", "REASONS", "SCHEMA_VERSION", "SECTIONS",
+    "UNNAMED", "VERDICTS", "build", "build_rows", "frame", "get_claim", "key_of", "questions",
+    "register_claim", "registered", "section_of", "to_csv", "unregister_claim",
+    "what_is_missing", "write",
 ]

@@ -25,10 +25,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from topkscope.analysis.units import condition_units, model_key
+from topkscope.analysis.units import NO_UNITS, condition_units, model_key
 from topkscope.claims.inputs import Context, ModelRuns, Options
-from topkscope.claims.registry import Claim, claim_of, registered
-from topkscope.claims.row import ClaimRow, frame
+from topkscope.claims.registry import Claim, get_claim, registered
+from topkscope.claims.row import ClaimRow, frame, to_csv
+from topkscope.condition import Condition
 from topkscope.io import atomic_write
 from topkscope.manifest import diverged_at, is_published, not_ours
 
@@ -64,8 +65,9 @@ def build_rows(runs: Iterable, options: Options | None = None, *,
                    and diverged_at(r.manifest) is None]
         for units in condition_units(trained, sparsifiers, options.max_snapshots,
                                      options.max_n):
-            at = {"condition": units.condition, "n_runs": units.n_runs,
-                  "sparsifier": units.sparsifier}
+            at = {"condition": (units.row_condition() if units.condition is not None
+                                else NO_UNITS), "n_runs": units.n_runs,
+                  "sparsifier": units.sparsifier, "run_ids": run_ids(units.runs)}
             for claim in registered("condition"):
                 rows += [_row(claim, {**at, **f}, base, options) for f in claim.evaluate(units)]
         for claim in registered("model"):
@@ -101,8 +103,14 @@ def build(runs: Iterable, options: Options | None = None, *,
 def write(runs: Iterable, path: str | Path, **options) -> pd.DataFrame:
     """build(runs, **options), written atomically as CSV to path; returns the table."""
     table = build(runs, **options)
-    atomic_write(path, lambda tmp: table.to_csv(tmp, index=False))
+    atomic_write(path, lambda tmp: to_csv(table, tmp))
     return table
+
+
+def run_ids(runs) -> str:
+    """'<experiment>/<run id>' of each run, sorted, comma-separated: the runs behind a row."""
+    return ",".join(sorted({f"{r.manifest.get('experiment') or ''}/"
+                            f"{r.manifest.get('run_id') or Path(r.path).name}" for r in runs}))
 
 
 UNNAMED = "unnamed"  # the model or sparsifier of a run whose manifest names none
@@ -128,19 +136,25 @@ def _named(run):
 
 
 def _row(claim: Claim, fields: dict, base: dict, options: Options) -> ClaimRow:
-    """A ClaimRow from a claim's measured fields: its name, statement, rule and section
-    filled in from the claim that names the row (a family's row: `claim_of`) where the fields
-    do not give their own."""
-    name = fields.get("claim", claim.name)
-    owner = (claim if name == claim.name else
-             claim_of(name, fields.get("section", claim.section)) or claim_of(name) or claim)
-    values = {**fields, "claim": name}
+    """A ClaimRow from a claim's measured fields: the registered claim that made it
+    (`claim_key` where the fields name another, e.g. the traffic rows the accuracy claim
+    makes), its row name, statement, rule, section and family filled in from that claim where
+    the fields do not give their own, and the condition's typed columns from a Condition."""
+    owner = get_claim(fields.get("claim_key", claim.name)) or claim
+    values = dict(fields)
+    cond = values.pop("condition", "")
+    typed = values.pop("fields", None)  # a Condition behind a condition given in words
     values.setdefault("sparsifier", "")
+    values.setdefault("claim", owner.row_name(values["sparsifier"]))
     values.setdefault("statement", owner.statement_for(values["sparsifier"],
                                                        values.get("metric", "")))
     values.setdefault("rule", owner.rule_text(options))
     values.setdefault("section", owner.section)
-    return ClaimRow(**base, **values)
+    values["claim_key"], values["claim_family"] = owner.name, owner.family
+    row = ClaimRow(**base, **values, condition=cond if isinstance(cond, str) else "")
+    if isinstance(cond, Condition) or typed is not None:
+        row.set_condition(cond if isinstance(cond, Condition) else typed)
+    return row
 
 
 def _add_run_columns(rows: list[ClaimRow], runs: list, differing: dict[str, str]) -> None:

@@ -22,6 +22,7 @@ accuracy; % of Top-k's perplexity), method minus Top-k.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -34,9 +35,11 @@ from topkscope.analysis.seeds import (
     seed_value,
     topk_condition,
 )
-from topkscope.claims import verdicts
+from topkscope.analysis.units import with_runs
+from topkscope.claims import phrases, verdicts
+from topkscope.claims.build import run_ids
 from topkscope.claims.inputs import ModelRuns
-from topkscope.claims.registry import Claim, register_claim
+from topkscope.claims.registry import Claim, Presentation, Question, register_claim
 
 DIFF_UNITS = {"accuracy": "points", "perplexity": "% of Top-k's"}
 
@@ -81,12 +84,15 @@ def rows(model: ModelRuns) -> list[dict]:
     cells = seed_cells([r for r in model.runs if r.manifest.get("experiment") not in outer])
     out = []
     for (experiment, density, condition, method), by_seed in sorted(
-            cells.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
+            cells.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]),
+                                           kv[0][2].training_key(), str(kv[0][3]))):
         if method == "topk":
             continue
         topk = cells.get((experiment, density, topk_condition(condition), "topk"), {})
-        named = f"{condition}; rho={float(density):g}"
         plain = cells.get((experiment, density, PLAIN, "topk"), {})
+        runs = [s.run for s in (*by_seed.values(), *topk.values())]
+        named = with_runs(replace(condition, training_density=float(density),
+                                  reference="topk"), runs)
         out += _method_rows(experiment, density, named, method, by_seed, topk, model.options,
                             plain)
     return out
@@ -99,35 +105,32 @@ def _mean(values: list[float]) -> float:
 
 def _method_rows(experiment, density, condition, method, mine, topk, options,
                  plain=None) -> list[dict]:
-    from topkscope.sparsify import family_of
-
-    family = family_of(method)
     seeds = sorted(set(mine) & set(topk))
     name = next((r.name for r in [*(topk[s] for s in seeds), *(mine[s] for s in seeds)]
                  if r.name), "accuracy")
     row_margin = criteria.default_margin(name, options.margin, options.perplexity_margin)
     bad = sum(mine[s].failed or topk[s].failed or mine[s].unfinished or topk[s].unfinished
               for s in seeds)
-    base = {"claim": f"{family}_accuracy", "sparsifier": method, "condition": condition,
+    base = {"sparsifier": method, "condition": condition,
+            "run_ids": run_ids([r.run for r in (*mine.values(), *topk.values())]),
             "section": "convergence", "metric": name, "margin": row_margin,
             "diff_unit": DIFF_UNITS.get(name, ""),
             "n_runs": len(mine) + len(topk), "n_units": len(seeds), "n_seeds": len(seeds),
             "n_failed_seeds": sum(mine[s].failed or topk[s].failed for s in seeds),
             "n_unfinished_seeds": sum(mine[s].unfinished or topk[s].unfinished for s in seeds)}
-    where = f"{experiment} density {density} ({condition})"
+    where = f"{experiment} density {density} ({condition.key()})"
     if not seeds:
         verdict, cause = verdicts.convergence_verdict(math.nan, math.nan, 0, 0, name, row_margin)
         acc = {**base, "evidence": f"{where}: no seed has runs of both topk and {method}",
                "verdict": verdict, "cause": cause, "reason": "not-measured"}
-        return [acc, {**acc, "claim": f"{family}_traffic"}]
+        return [acc, {**acc, "claim_key": "traffic"}]
     mine_vals = {s: seed_value(mine[s], name) for s in seeds}
     topk_vals = {s: seed_value(topk[s], name) for s in seeds}
     diffs = [criteria.paired_difference(name, topk_vals[s][0], mine_vals[s][0]) for s in seeds]
     mean, low, high = criteria.paired_interval(diffs)
     own_bad = sum(mine[s].failed for s in seeds)  # the method's failed seeds decide 'fails'
     verdict, cause = verdicts.convergence_verdict(low, high, len(seeds), own_bad, name,
-                                                  row_margin)
-    verdict, cause = _not_holding(verdict, cause, seeds, mine, topk)
+                                                  row_margin, _blocking(seeds, mine, topk))
     reason = verdicts.convergence_reason(verdict, len(seeds), low, high, bad)
     unit = criteria.diff_unit(name)
     ratios = {phase: [phase_ratio(mine[s], topk[s], phase) for s in seeds]
@@ -160,15 +163,11 @@ def _method_rows(experiment, density, condition, method, mine, topk, options,
            "traffic_vs_plain_topk": (_mean(list(vs_plain.values()))
                                      if len(vs_plain) == len(seeds) else math.nan),
            "evidence": evidence, "verdict": verdict, "cause": cause, "reason": reason}
-    tv, tcause = verdicts.traffic_verdict(verdict, cause, ratios[phases.TARGET])
     target = dict(zip(seeds, ratios[phases.TARGET]))
-    tcause = f"{tcause} (ratio used: traffic_target, against Top-k under the same warm-up)"
-    if disagree_in_kind(target.values()):
-        tcause += (f"; seeds disagree in kind, {_spread_text(target)}: the mean describes no "
-                   "seed")
-        tv = "inconclusive" if tv == "holds" else tv
+    spread = _spread_text(target) if disagree_in_kind(target.values()) else ""
+    tv, tcause = verdicts.traffic_verdict(verdict, cause, ratios[phases.TARGET], spread)
     treason = verdicts.traffic_reason(tv, reason, ratios[phases.TARGET])
-    return [acc, {**acc, "claim": f"{family}_traffic", "verdict": tv, "cause": tcause,
+    return [acc, {**acc, "claim_key": "traffic", "verdict": tv, "cause": tcause,
                   "reason": treason}]
 
 
@@ -179,16 +178,14 @@ def _spread_text(by_seed: dict) -> str:
     return f"{x.mean():.3g}× ({each})" if np.isfinite(x).all() else f"unknown ({each})"
 
 
-def _not_holding(verdict: str, cause: str, seeds, mine, topk) -> tuple[str, str]:
-    """A failed Top-k seed or an unfinished run (either method's) never lets a claim hold:
-    holds becomes inconclusive, and the cause names them."""
+def _blocking(seeds, mine, topk) -> list[str]:
+    """What keeps a comparison from holding besides the method's own failed seeds: a failed
+    Top-k seed, an unfinished run of either method (topkscope.claims.verdicts)."""
     named = [f"Top-k seed {s} failed" for s in seeds if topk[s].failed]
     named += [f"{who} seed {s} unfinished ({runs[s].run.manifest.get('status')})"
               for who, runs in (("method", mine), ("Top-k", topk)) for s in seeds
               if runs[s].unfinished]
-    if not named:
-        return verdict, cause
-    return ("inconclusive" if verdict == "holds" else verdict), f"{'; '.join(named)}; {cause}"
+    return named
 
 
 def _sent_text(ratios: dict, has_warmup: bool) -> str:
@@ -206,12 +203,22 @@ def _sent_text(ratios: dict, has_warmup: bool) -> str:
     return "elements sent: " + ", ".join(parts)
 
 
+GAUSSIAN_K = ("gaussiank", "gaussiank-2019")  # the paper's selector, robust and as published
+
 register_claim(Claim(
     "accuracy", "Does each approximate method train as well as exact Top-k?",
     "{method} trains as well as exact Top-k", accuracy_rule, "convergence", "model", rows,
-    "convergence"))
+    "convergence", per_method=True,
+    questions=(Question("gaussiank_accuracy", "Does Gaussian-k train as well as Top-k?",
+                        sparsifiers=GAUSSIAN_K, summary=4, order=50,
+                        short="Does Gaussian-k train as well as Top-k?"),
+               Question("other_accuracy", "Do the other approximate methods train as well as "
+                        "Top-k?", order=55)),
+    show=Presentation("convergence", "trains as well as Top-k", phrases.accuracy,
+                      phrases.accuracy_lead)))
 # the traffic rows come with the accuracy rows (rows() makes both from the same seeds)
 register_claim(Claim(
     "traffic", "Does it do so while sending at most 4/3 of Top-k's elements?",
     "{method} reaches Top-k's {metric} while sending at most 4/3 of Top-k's elements",
-    TRAFFIC_RULE, "convergence", "model", lambda model: [], "convergence"))
+    TRAFFIC_RULE, "convergence", "model", lambda model: [], "convergence", per_method=True,
+    show=Presentation("convergence", "traffic-matched")))

@@ -39,8 +39,8 @@ from topkscope import bounds
 from topkscope.analysis import contraction, criteria, fitted_value, selection
 from topkscope.analysis.criteria import COUNT_BAND, MAX_ABS_EXCESS_KURTOSIS, MAX_ABS_SKEW
 from topkscope.analysis.units import ConditionUnits, floats
-from topkscope.claims import verdicts
-from topkscope.claims.registry import Claim, register_claim
+from topkscope.claims import phrases, verdicts
+from topkscope.claims.registry import Claim, Presentation, Question, register_claim
 from topkscope.columns import RECORDED_SELECTORS
 from topkscope.schema import column_prefix
 
@@ -155,6 +155,7 @@ def _below(units: ConditionUnits, claim: str) -> list[dict]:
                      f"{np.median(gaussian[sel]):.4g}")
         per.append(text)
     row = fraction_row(passed, "; ".join(per), *blocks)
+    row["energy_gain"] = float(np.median((1.0 - ratio) / rho))
     if claim in MARGIN_CLAIMS:
         row.update(bound_margin=float(np.nanmedian(margin)) if np.isfinite(margin).any()
                    else math.nan, delta_uniform=float(np.median(uniform)),
@@ -271,16 +272,13 @@ def count_on_topk(units: ConditionUnits) -> list[dict]:
     """One `<family>_count` row per selector the recorder evaluated on these units (its
     `<S>_count` column holds a value): the share of units in the count band, the count/k
     percentiles, the median recall and delta relative to Top-k's in the evidence."""
-    from topkscope.sparsify import family_of
-
     rows = []
     for selector in compared_selectors():
         found = _count_of(units.u, selector)
         if found is not None:
             exact = selection.by_construction(selector)
-            rows.append({**found, "claim": f"{family_of(selector)}_count",
-                         "sparsifier": selector, "section": "check" if exact else
-                         "distribution"})
+            rows.append({**found, "sparsifier": selector,
+                         "section": "check" if exact else "distribution"})
     return rows
 
 
@@ -311,6 +309,7 @@ def _count_of(u: pd.DataFrame, selector: str) -> dict | None:
 
 _BAND = f"{COUNT_BAND[0]:.3f} <= count/k <= {COUNT_BAND[1]:.3f}"
 FRACTION = verdicts.FRACTION_RULE
+PUBLISHED_RULE = ("gaussiank-2019",)  # the questions on the published Gaussian-k's count
 
 for _claim in (
     Claim("gaussian_like", "Is u bell-shaped (Gaussian-like) during training?",
@@ -318,24 +317,38 @@ for _claim in (
           "window of a Gaussian)",
           f"unit = one recorded u (step, rank); criterion |skew| <= {MAX_ABS_SKEW} and |excess "
           f"kurtosis| <= {MAX_ABS_EXCESS_KURTOSIS}; {UNIT_RULE}; {FRACTION}",
-          "distribution", "condition", gaussian_like, "normality"),
+          "distribution", "condition", gaussian_like, "normality",
+          questions=(Question("gaussian_like", "Is u bell-shaped (Gaussian-like) during "
+                              "training?", summary=1, order=10, short="Is u bell-shaped?"),
+                     Question("outer_gaussian_like", "Is the accumulated pseudo-gradient "
+                              "bell-shaped?", on="outer", order=110)),
+          show=Presentation("distribution", "Gaussian-like", phrases.gaussian_like,
+                            phrases.gaussian_like_lead)),
     Claim("below_classic", "Is Top-k's contraction below the classic bound 1 - k/d?",
           "delta_emp = ||u - TopK(u)||^2/||u||^2 is below 1 - k/d",
           "unit = (step, rank, density); criterion delta_emp < 1 - k/d (a check: true for any "
           f"vector that is not flat); {UNIT_RULE}; {FRACTION}",
-          "check", "condition", lambda units: _below(units, "below_classic"), "contraction"),
+          "check", "condition", lambda units: _below(units, "below_classic"), "contraction",
+          show=Presentation("check")),
     Claim("below_paper", "Does Top-k's contraction stay below the paper's bound (1 - k/d)^2?",
           "delta_emp is below the paper's bound (1 - k/d)^2",
           f"unit = (step, rank, density); criterion delta_emp <= (1 - k/d)^2; {UNIT_RULE}; "
           f"{FRACTION}; {MARGIN_RULE}",
           "distribution", "condition", lambda units: _below(units, "below_paper"),
-          "contraction"),
+          "contraction",
+          questions=(Question("below_paper", "Does Top-k's contraction δ stay below the "
+                              "paper's bound (1 − k/d)²?", summary=2, order=20,
+                              short="Does δ stay below (1 − k/d)²?"),
+                     Question("outer_below_paper", "Does Top-k's δ on the pseudo-gradient "
+                              "stay below (1 − k/d)²?", on="outer", order=120)),
+          show=Presentation("distribution", "δ ≤ (1 − k/d)²", phrases.bound,
+                            phrases.bound_lead)),
     Claim("gaussian_value", "Is Top-k's contraction at most its value for a Gaussian u?",
           "delta_emp is at most the Gaussian value 1 - rho - 2 t phi(t)",
           "unit = (step, rank, density); criterion delta_emp <= 1 - rho - 2 t phi(t), t = "
           f"Phi^-1(1 - rho/2); {UNIT_RULE}; {FRACTION}; {MARGIN_RULE}",
           "distribution", "condition", lambda units: _below(units, "gaussian_value"),
-          "contraction"),
+          "contraction", show=Presentation("distribution", "δ ≤ Gaussian value")),
     Claim("convexity_condition", "Are u's sorted squared magnitudes convex, as the bound "
           "assumes?", "the sorted squared magnitudes of u are convex, decreasing to 0",
           "unit = (snapshot of u, density); criterion convexity_gap <= "
@@ -343,14 +356,16 @@ for _claim in (
           "i.e. the excess over (1 - k/d)^2 the gap allows, gap (1 - (1 - k/d)^2), is at most "
           f"{contraction.CONVEXITY_SHARE:.0%} of the gap between 1 - k/d and (1 - k/d)^2 (+ "
           f"sample noise); {UNIT_RULE}; {FRACTION}",
-          "distribution", "condition", convexity, "sorted_magnitudes"),
+          "distribution", "condition", convexity, "sorted_magnitudes",
+          show=Presentation("distribution", "convex sorted u²")),
     Claim("gaussian_tail", "Does the tail above Gaussian-k's first threshold hold about k "
           "elements?", "the count above Gaussian-k's first threshold mean + |Phi^-1(rho/2)| "
           "sigma is about k (the tail the published rule relies on)",
           f"unit = (snapshot of u, density); criterion {_BAND}, count = #{{|u_i| > mean + "
           "|Phi^-1(rho/2)| std}} (std unbiased: the published Gaussian-k's first threshold); "
           f"{UNIT_RULE}; {FRACTION}",
-          "distribution", "condition", gaussian_tail, "selectors"),
+          "distribution", "condition", gaussian_tail, "selectors",
+          show=Presentation("counts", "tail at the first threshold (Top-k's u)")),
     Claim("fitted_value", "Does the fitted distribution predict Top-k's contraction better "
           "than the Gaussian value?",
           "the Top-k contraction of the fitted generalised normal (with the measured zero "
@@ -361,10 +376,20 @@ for _claim in (
           f"bootstrap over steps ({fitted_value.N_BOOT} resamples, seed "
           f"{fitted_value.BOOT_SEED}): holds if the interval lies above 0, fails if below, "
           f"else inconclusive; insufficient-data with fewer than {criteria.MIN_UNITS} steps; "
-          f"{UNIT_RULE}", "distribution", "condition", fitted, "contraction"),
+          f"{UNIT_RULE}", "distribution", "condition", fitted, "contraction",
+          questions=(Question("fitted_value", "Does the fitted generalised normal predict δ "
+                              "better than the Gaussian value?", order=25),),
+          show=Presentation("other", "", phrases.effect)),
     Claim("count", "Does each approximate selector select about k on Top-k's u?",
           "{method} selects about k elements on Top-k's u",
           f"unit = (step, rank, density) of Top-k's u; criterion {_BAND}; {UNIT_RULE}; "
-          f"{FRACTION}", "distribution", "condition", count_on_topk, "selectors"),
+          f"{FRACTION}", "distribution", "condition", count_on_topk, "selectors",
+          per_method=True,
+          questions=(Question("gaussiank_count", "Does the published Gaussian-k select about "
+                              "k on Top-k's u?", sparsifiers=PUBLISHED_RULE, order=30),
+                     Question("outer_counts", "Does the published Gaussian-k select about k "
+                              "on the pseudo-gradient?", on="outer",
+                              sparsifiers=PUBLISHED_RULE, order=150)),
+          show=Presentation("counts", "count on Top-k's u", phrases.count)),
 ):
     register_claim(_claim)

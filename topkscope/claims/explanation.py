@@ -23,7 +23,7 @@ from topkscope.analysis.contraction_convergence import (
 )
 from topkscope.analysis.criteria import MIN_SEEDS
 from topkscope.claims.inputs import ModelRuns
-from topkscope.claims.registry import Claim, register_claim
+from topkscope.claims.registry import Claim, Presentation, Question, register_claim
 
 CLAIM = "contraction_explains_convergence"
 SECTION = "explanation"
@@ -93,4 +93,7 @@ def rows(model: ModelRuns, n_boot: int = N_BOOT) -> list[dict]:
 register_claim(Claim(
     CLAIM, "Does the error-feedback bound's compression term, with a contraction, order the "
     "methods' convergence gap to Dense?", STATEMENT, RULE, SECTION, "model", rows,
-    "contraction_gap"))
+    "contraction_gap",
+    questions=(Question("contraction_explains_convergence", "Does (1 − q)/q², q = 1 − δ, order "
+                        "the methods' gap to Dense?", order=58),),
+    show=Presentation("other")))

@@ -14,10 +14,11 @@ import numpy as np
 import pandas as pd
 
 from topkscope.analysis import criteria, selection
-from topkscope.analysis.units import unit_conditions
-from topkscope.claims import verdicts
+from topkscope.analysis.units import unit_conditions, with_runs
+from topkscope.claims import phrases, verdicts
+from topkscope.claims.build import run_ids
 from topkscope.claims.inputs import ModelRuns
-from topkscope.claims.registry import Claim, register_claim
+from topkscope.claims.registry import Claim, Presentation, Question, register_claim
 
 RULE = ("unit = one step of the method's own training run; criterion "
         f"{criteria.COUNT_BAND[0]:.3f} <= count/k <= {criteria.COUNT_BAND[1]:.3f}, count = train "
@@ -30,7 +31,6 @@ def rows(model: ModelRuns) -> list[dict]:
     """One row per (approximate method, condition) of the model's runs, each method judged on
     its own runs."""
     from topkscope.claims.outer import is_outer
-    from topkscope.sparsify import family_of
 
     units: dict[tuple, list[pd.DataFrame]] = {}
     for i, run in enumerate(model.runs):
@@ -45,10 +45,13 @@ def rows(model: ModelRuns) -> list[dict]:
         for cond, part in steps.groupby("_condition", sort=True):
             units.setdefault((method, cond), []).append(part)
     out = []
-    for (method, cond), parts in sorted(units.items()):
+    for (method, cond), parts in sorted(units.items(), key=lambda kv: (kv[0][0],
+                                                                      kv[0][1].key())):
         frame = pd.concat(parts, ignore_index=True)
-        out.append({"claim": f"{family_of(method)}_count_in_training", "sparsifier": method,
-                    "condition": cond, "n_runs": int(frame["_run"].nunique()),
+        runs = [model.runs[i] for i in sorted(frame["_run"].unique())]
+        out.append({"sparsifier": method, "condition": with_runs(cond, runs),
+                    "run_ids": run_ids(runs),
+                    "n_runs": int(frame["_run"].nunique()),
                     **_count_row(frame, selection.by_construction(method))})
     return out
 
@@ -63,11 +66,8 @@ def _count_row(frame: pd.DataFrame, exact: bool) -> dict:
     # one block per (run, step): a step's count is one number of one run
     low, high = criteria.share_interval(passed, frame["_run"], frame["step"]) if n else (
         math.nan, math.nan)
-    verdict = verdicts.fraction_verdict(inside, n, low, high)
-    cause = verdicts.fraction_cause(inside, n, low, high)
-    if verdict == "holds" and seeds_in < len(seeds):
-        verdict = "mixed"
-        cause += f"; but {len(seeds) - seeds_in} of {len(seeds)} seeds' median count/k is out"
+    verdict, cause = verdicts.count_in_training_verdict(inside, n, low, high, seeds_in,
+                                                        len(seeds))
     blocks = len(set(zip(frame["_run"], frame["step"])))
     per_seed = ", ".join(f"seed {s} {r:.3g}" for s, r in seeds.items())
     evidence = (f"{inside} of {n} steps in {criteria.count_band_text()}; {seeds_in} of "
@@ -87,4 +87,11 @@ def _count_row(frame: pd.DataFrame, exact: bool) -> dict:
 register_claim(Claim(
     "count_in_training", "Does each approximate selector send about k in its own training?",
     "{method} selects about k elements in its own training", RULE, "distribution", "model",
-    rows, "selected_per_step"))
+    rows, "selected_per_step", per_method=True,
+    questions=(Question("gaussiank_count_in_training", "Does the published Gaussian-k select "
+                        "about k in its own training?", sparsifiers=("gaussiank-2019",),
+                        summary=3, order=40, short="Does Gaussian-k send about k?"),
+               Question("other_count_in_training", "Do the other approximate selectors send "
+                        "about k in their own training?", order=45)),
+    show=Presentation("counts", "count in its own training", phrases.count,
+                      phrases.count_lead)))

@@ -33,16 +33,19 @@ outer_momentum_accuracy       the error-feedback accumulator does outer momentum
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from topkscope.analysis import criteria
 from topkscope.analysis.seeds import final_metric
-from topkscope.analysis.units import ConditionUnits, floats
-from topkscope.claims import verdicts
+from topkscope.analysis.units import ConditionUnits, floats, with_runs
+from topkscope.claims import phrases, verdicts
+from topkscope.claims.build import run_ids
 from topkscope.claims.distribution import fraction_row
 from topkscope.claims.inputs import ModelRuns
-from topkscope.claims.registry import Claim, register_claim
+from topkscope.claims.registry import Claim, Presentation, Question, register_claim
+from topkscope.condition import Condition, run_condition
 
 CHUNK_SHARE = 0.9     # chunk-wise Top-k keeps at least this share of global Top-k's energy
 QUANTIZED_LOSS = 0.1  # quantization loses at most this share of the energy Top-k keeps
@@ -161,6 +164,9 @@ def _pair_row(claim, statement, experiment, mine, ref, mine_name, ref_name, opti
     wire = [_wire_bytes(mine[s]) / _wire_bytes(ref[s]) for s in seeds
             if _wire_bytes(ref[s]) > 0]
     condition = f"{experiment}: {mine_name} vs {ref_name}"
+    runs = [*mine.values(), *ref.values()]
+    fields = with_runs(replace(run_condition(runs[0].manifest), reference=ref_name), runs) \
+        if runs else Condition(experiment=experiment, reference=ref_name)
     per_seed = ", ".join(f"seed {s} {criteria.signed(d)}" for s, d in zip(seeds, diffs))
     evidence = (f"{condition}: final {name} {mine_name} "
                 f"{np.mean([finals[s][0][0] for s in seeds]):.4g} vs {ref_name} "
@@ -169,8 +175,9 @@ def _pair_row(claim, statement, experiment, mine, ref, mine_name, ref_name, opti
                 else f"{condition}: no seed has runs of both")
     if wire and np.isfinite(wire).all():
         evidence += f"; wire bytes {np.mean(wire):.3g}x the reference's"
-    return {"claim": claim, "sparsifier": mine_name, "statement": statement,
-            "condition": condition, "section": "convergence", "metric": name,
+    return {"claim_key": claim, "sparsifier": mine_name, "statement": statement,
+            "condition": condition, "fields": fields, "run_ids": run_ids(runs),
+            "section": "convergence", "metric": name,
             "margin": margin, "diff_unit": DIFF_UNITS.get(name, ""),
             "n_runs": len(mine) + len(ref), "n_units": len(seeds), "n_seeds": len(seeds),
             "n_failed_seeds": failed, "diff_mean": mean, "ci_low": low, "ci_high": high,
@@ -184,26 +191,44 @@ _RULE_PAIR = ("unit = one seed with a run of both trainings of the outer experim
               "in % of the reference's), its 95% t-interval against the non-inferiority margin "
               "(1 point; 3%): holds above it, fails below, else inconclusive; fewer than "
               f"{criteria.MIN_SEEDS} seeds: insufficient-data")
+OUTER_QUESTION = Question(
+    "outer_accuracy", "Does SparseLoCo-style Top-k train as well as dense DiLoCo, as per-step "
+    "TopK-SGD at equal bytes, and without outer momentum?", on="outer",
+    also=("sparseloco_accuracy_per_step", "outer_momentum_accuracy"), summary=6, order=160,
+    short="Top-k on DiLoCo pseudo-gradients?")
 for _claim in (
     Claim("chunk_contraction", "Does chunk-wise Top-k contract the pseudo-gradient like global "
           "Top-k?", "chunk-wise Top-k keeps at least 90% of the energy global Top-k keeps",
           "unit = one recorded u (step, rank, density) with chunk-wise Top-k evaluated; "
           "criterion 1 - delta_chunk >= 0.9 (1 - delta_topk); " + verdicts.FRACTION_RULE,
-          "distribution", "condition", chunk_contraction, "pseudo-gradient-contraction"),
+          "distribution", "condition", chunk_contraction, "outer_contraction",
+          family="outer",
+          questions=(Question("outer_chunk", "Does chunk-wise Top-k contract the "
+                              "pseudo-gradient like global Top-k (keeping 90% of global "
+                              "Top-k's energy)?", on="outer", order=130),),
+          show=Presentation("outer", "chunk-wise keeps 90% of global", phrases.effect)),
     Claim("quantization_error", "What does quantizing the sent values add to Top-k's error?",
           "quantizing the sent values loses at most 10% of the energy Top-k keeps",
           "unit = one recorded u (step, rank, density) with the recorder's quantize setting; "
           "criterion delta_quantized - delta <= 0.1 (1 - delta); " + verdicts.FRACTION_RULE,
-          "distribution", "condition", quantization_error, "pseudo-gradient-contraction"),
+          "distribution", "condition", quantization_error, "outer_contraction",
+          family="outer",
+          questions=(Question("outer_quantization", "Does 2-bit quantization lose at most "
+                              "10% of the energy Top-k keeps?", on="outer", order=140),),
+          show=Presentation("outer", "quantization loses ≤ 10%", phrases.effect)),
     Claim("sparseloco_accuracy", "Does SparseLoCo-style Top-k on pseudo-gradients train as well "
           "as dense DiLoCo, and as per-step TopK-SGD at equal bytes?", PAIRS[
               "sparseloco_accuracy"][2], _RULE_PAIR, "convergence", "model", trainings_rows,
-          "pseudo-gradient-convergence"),
+          "metric_vs_bytes", family="outer", questions=(OUTER_QUESTION,),
+          show=Presentation("outer", "trains as well as the reference", phrases.compared,
+                            phrases.compared_lead)),
     Claim("sparseloco_accuracy_per_step", "Does it train as well as per-step TopK-SGD at equal "
           "bytes?", PAIRS["sparseloco_accuracy_per_step"][2], _RULE_PAIR, "convergence",
-          "model", lambda model: [], "pseudo-gradient-convergence"),
+          "model", lambda model: [], "metric_vs_bytes", family="outer",
+          show=Presentation("outer", "trains as well as the reference", phrases.compared)),
     Claim("outer_momentum_accuracy", "Does the error-feedback accumulator do the work of outer "
           "momentum?", PAIRS["outer_momentum_accuracy"][2], _RULE_PAIR, "convergence",
-          "model", lambda model: [], "pseudo-gradient-convergence"),
+          "model", lambda model: [], "metric_vs_bytes", family="outer",
+          show=Presentation("outer", "trains as well as the reference", phrases.compared)),
 ):
     register_claim(_claim)

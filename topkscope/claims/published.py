@@ -34,8 +34,10 @@ import pandas as pd
 
 from topkscope.analysis.criteria import ACCURACY_MARGIN_POINTS, MIN_SEEDS, signed
 from topkscope.claims import verdicts
+from topkscope.claims.build import run_ids
 from topkscope.claims.inputs import ModelRuns
-from topkscope.claims.registry import Claim, register_claim
+from topkscope.claims.registry import Claim, Presentation, register_claim
+from topkscope.condition import Condition
 from topkscope.manifest import PUBLISHED, is_published  # noqa: F401  (part of this API)
 
 SECTION = "published"
@@ -151,8 +153,9 @@ def _accuracy_row(claim: str, method: str, baseline: str, mine: list, base: list
     else:
         cause = f"one run each, {SEEDS}; {MIN_SEEDS} paired seeds needed"
     diff_mean = float(np.mean(finite)) if finite else math.nan
-    return {"claim": claim, "sparsifier": method, "statement": STATEMENTS[claim],
-            "condition": cond, "section": SECTION, "metric": "accuracy",
+    return {"claim_key": claim, "sparsifier": method, "statement": STATEMENTS[claim],
+            "condition": cond, "fields": fields_of(m), "run_ids": run_ids([*mine, *base]),
+            "section": SECTION, "metric": "accuracy",
             "margin": ACCURACY_MARGIN_POINTS, "n_runs": len(mine) + len(base),
             "n_units": 0, "n_seeds": 0, "n_failed_seeds": sum(
                 r.manifest.get("status") == "failed" for r in [*mine, *base]),
@@ -200,8 +203,9 @@ def _share_row(group: list) -> dict | None:
                 f"forward + backward without it {np.median(compute) * 1e3:.1f} ms, time per "
                 f"iteration {np.median(it) * 1e3:.1f} ms" if len(it) else "")
     evidence += f"; selection share of an iteration {share:.0%}" if math.isfinite(share) else ""
-    return {"claim": "topk_selection_share", "sparsifier": "topk",
+    return {"claim_key": "topk_selection_share", "sparsifier": "topk",
             "statement": STATEMENTS["topk_selection_share"], "condition": cond,
+            "fields": fields_of(m), "run_ids": run_ids([r for _, r in units]),
             "section": SECTION, "n_runs": len(units), "n_units": n, "fraction": n_pass / n,
             "verdict": verdict, "cause": verdicts.fraction_cause(n_pass, n), "reason": reason,
             "evidence": evidence, "rule": SHARE_RULE, "metric": "seconds",
@@ -211,7 +215,19 @@ def _share_row(group: list) -> dict | None:
 def _claim(name: str, question: str, rule: str) -> Claim:
     # one evaluation makes every published row: the first claim's; the others only describe
     return Claim(name, question, STATEMENTS[name], rule, SECTION, "model",
-                 rows if name == "topk_accuracy" else (lambda model: []))
+                 rows if name == "topk_accuracy" else (lambda model: []),
+                 show=Presentation("published"))
+
+
+def fields_of(manifest: dict) -> Condition:
+    """A published run's condition as typed fields: workers and density (the words of
+    `condition` say its batch and learning rate)."""
+    cfg = manifest.get("config") or {}
+    density = manifest.get("density")
+    workers = cfg.get("nworkers")
+    return Condition(experiment=str(manifest.get("experiment") or ""),
+                     world_size=int(workers) if isinstance(workers, (int, float)) else None,
+                     training_density=float(density) if density is not None else None)
 
 
 for _claim_object in (

@@ -7,9 +7,13 @@ decided — beside the two texts rendered from those numbers when the row is mad
 texts. `claims.csv` is `ClaimTable.frame()` written with its `schema_version` column;
 `topkscope.claims.migrate` reads older tables.
 
-Schema versions: 1 (no column; up to the fourth wave) and 2 (this module: schema_version,
-reason, diff_unit, count_p5, count_p95, speedup_low, speedup_high, speedup_topk_low,
-speedup_topk_high, n_never, bytes_ratio, decided_by).
+Schema versions: 1 (no column; up to the fourth wave), 2 (schema_version, reason, diff_unit,
+count_p5, count_p95, speedup_low, speedup_high, speedup_topk_low, speedup_topk_high, n_never,
+bytes_ratio, decided_by) and 3 (this module: the condition as typed columns,
+topkscope.condition.CONDITION_COLUMNS — `condition` is generated from them and nothing parses
+it —; `claim_key`, the registered claim that made the row, and `claim_family`; the evidence
+grade: `evidence_grade`, the weakest grade among the inputs the verdict depends on, and
+`weakest_inputs`, those inputs by name).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from typing import Any
 import pandas as pd
 
 from topkscope.claims.verdicts import check_reason
+from topkscope.condition import CONDITION_COLUMNS, Condition
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SECTIONS = ("distribution", "convergence", "prediction", "check", "published", "explanation")
 NAN = math.nan
 
@@ -100,11 +105,52 @@ class ClaimRow:
     n_never: float = _nan()               # seeds that never reached the target
     bytes_ratio: float = _nan()           # wire bytes sent over Top-k's, whole run
     decided_by: str = ""                  # inputs whose band alone decides (comma-separated)
+    # schema 3: Top-k's kept energy over a random k-subset's, median over units:
+    # (1 - delta) / (k/d), "Top-k keeps about N k/d of ||u||^2"
+    energy_gain: float = _nan()
+    # the runs behind the row, "<experiment>/<run id>" comma-separated (topkscope.claims.
+    # build.run_ids): answers count runs over rows by them, never by summing n_runs
+    run_ids: str = ""
+    # which registered claim made the row, and its family
+    claim_key: str = ""
+    claim_family: str = ""
+    # the grade of the weakest input the verdict rests on (GRADES), and those inputs by name
+    evidence_grade: str = "measured"
+    weakest_inputs: str = ""
+    # the condition as typed fields (topkscope.condition.Condition; `condition` is its key)
+    experiment: str = ""
+    world_size: float = _nan()
+    training_density: float = _nan()
+    recorder_density: float = _nan()
+    warmup: str = ""
+    warmup_schedule: str = ""
+    phase: str = ""
+    phase_density: float = _nan()
+    k_rule: str = ""
+    outer_step: str = ""
+    outer_inner_steps: float = _nan()
+    outer_lr: float = _nan()
+    outer_momentum: float = _nan()
+    outer_error_decay: float = _nan()
+    quantize_bits: float = _nan()
+    deviations: str = ""
+    reference: str = ""
 
     def __post_init__(self) -> None:
         if self.section not in SECTIONS:
             raise ValueError(f"section = {self.section!r}; allowed: {', '.join(SECTIONS)}")
+        if self.evidence_grade not in GRADES:
+            raise ValueError(f"evidence_grade = {self.evidence_grade!r}; allowed: "
+                             f"{', '.join(GRADES)}")
         self.reason = check_reason(self.verdict, self.reason)
+
+    def set_condition(self, cond: Condition) -> None:
+        """Fill the typed condition columns from `cond` (the key too, unless the row's
+        condition was given in words of its own: a prediction's, a published run's)."""
+        for name, value in cond.record().items():
+            setattr(self, name, value)
+        if not self.condition:
+            self.condition = cond.key()
 
     def record(self) -> dict[str, Any]:
         """The row as a plain dict of COLUMNS (schema_version last)."""
@@ -117,7 +163,11 @@ class ClaimRow:
         return not self.reason
 
 
+# evidence grades, strongest first: measured here; published (with its source); modelled (our
+# model, with its validated error); assumed (a stated value nobody measured)
+GRADES = ("measured", "published", "modelled", "assumed")
 COLUMNS = [f.name for f in fields(ClaimRow)] + ["schema_version"]
+assert set(CONDITION_COLUMNS) <= set(COLUMNS)
 # the columns every table had before the prediction and schema-2 columns (docs/design.md)
 BASE_COLUMNS = COLUMNS[: COLUMNS.index("profile")]
 PREDICTION_COLUMNS = COLUMNS[COLUMNS.index("network"): COLUMNS.index("reason")]
@@ -125,9 +175,30 @@ RUN_COLUMNS = ("profile", "model_args", "differs_from_plan")
 NUMERIC_COLUMNS = tuple(f.name for f in fields(ClaimRow) if f.type == "float")
 
 
+# counts: written as whole numbers (empty where missing), never as 5.0
+COUNT_COLUMNS = ("n_runs", "n_units", "n_seeds", "n_failed_seeds", "n_unfinished_seeds",
+                 "n_never", "world_size", "outer_inner_steps", "quantize_bits")
+
+
 def frame(rows) -> pd.DataFrame:
     """The claims table of `rows` (ClaimRow), columns COLUMNS in order."""
     return pd.DataFrame([r.record() for r in rows], columns=COLUMNS)
+
+
+def to_csv(table: pd.DataFrame, path) -> None:
+    """Write a claims table as CSV with its counts as whole numbers (with_count_types)."""
+    with_count_types(table.copy()).to_csv(path, index=False)
+
+
+def with_count_types(table: pd.DataFrame) -> pd.DataFrame:
+    """table with its COUNT_COLUMNS as nullable integers, so a CSV says 5, never 5.0 (a
+    column with a fractional value is kept as it is)."""
+    for name in COUNT_COLUMNS:
+        if name in table:
+            values = pd.to_numeric(table[name], errors="coerce")
+            if ((values.dropna() % 1) == 0).all():
+                table[name] = values.round().astype("Int64")
+    return table
 
 
 def row_from(record: dict) -> ClaimRow:
@@ -140,6 +211,10 @@ def row_from(record: dict) -> ClaimRow:
     values = {}
     for name, f in names.items():
         value = record.get(name, NAN if f.type == "float" else "")
+        if value is pd.NA or value is None:
+            value = NAN if f.type == "float" else ""
+        if f.type == "float":
+            value = float(value) if value != "" else NAN
         if f.type != "float" and isinstance(value, float) and math.isnan(value):
             value = None if name in ("model", "dataset", "dataset_substitute") else ""
         values[name] = value

@@ -22,9 +22,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from topkscope.claims.registry import Claim, register_claim
+from topkscope.claims import phrases
+from topkscope.claims.registry import Claim, Presentation, Question, register_claim
 from topkscope.claims.row import ClaimRow, frame
 from topkscope.claims.verdicts import free_selection_verdict, speedup_verdict
+from topkscope.condition import Condition
 from topkscope.perf import model as pm
 from topkscope.perf.inputs import SELECTION_BREAKEVEN, SELECTION_MEASURED
 from topkscope.perf.published import comparison_error
@@ -140,7 +142,7 @@ def _claim_row(refs: pd.DataFrame, g: pd.Series, model: str, network: str, suffi
                  + (f"; warning: {warning}" if warning and measured else ""))
     over = dict(zip(references, speedups))
     dense = next((over[r] for r in references if r in pm.DENSE_METHODS), np.nan)
-    return ClaimRow(
+    row = ClaimRow(
         model=model, dataset=DATASET.get(model), dataset_substitute=None,
         claim=f"{family_of(sparsifier)}_speedup_p{CLAIM_P}{suffix}", sparsifier=sparsifier,
         statement=f"{label_of(sparsifier)} gives {what} at P = {CLAIM_P} ({network})",
@@ -154,7 +156,11 @@ def _claim_row(refs: pd.DataFrame, g: pd.Series, model: str, network: str, suffi
         model_error=max(errs), diff_unit="speed-up ×",
         speedup_low=dense, speedup_high=dense,
         speedup_topk_low=over.get("topk", np.nan), speedup_topk_high=over.get("topk", np.nan),
+        claim_key=f"speedup_p{CLAIM_P}{suffix}", claim_family="prediction",
         **_breakeven_ms(g, references))
+    row.set_condition(Condition(training_density=float(g["density"]),
+                                reference=", ".join(references)))
+    return row
 
 
 def counts_in_own_training(method: str, count_source: str) -> bool:
@@ -217,10 +223,18 @@ def _rule_now(options=None) -> str:
     return rule(validated_errors())
 
 
+SPEEDUP_QUESTION = Question(
+    f"gaussiank_speedup_p{CLAIM_P}", f"Does Gaussian-k speed up training on {CLAIM_P} GPUs "
+    "(predicted)?", sparsifiers=CLAIM_SPARSIFIERS,
+    also=tuple(f"speedup_p{CLAIM_P}{s}" for s in CLAIMS if s), summary=5, order=60,
+    short=f"Is it faster on {CLAIM_P} GPUs?")
 for _suffix, (_baselines, _what) in CLAIMS.items():
     register_claim(Claim(
         f"speedup_p{CLAIM_P}{_suffix}",
         f"Does Gaussian-k give {_what} on {CLAIM_P} workers (predicted)?",
         "{method} gives " + _what + f" at P = {CLAIM_P}", _rule_now, "prediction", "table",
         lambda context, suffix=_suffix: claim_rows(context.scaling, suffixes=(suffix,)),
-        "scaling-breakeven-p16"))
+        "scaling-breakeven-p16", per_method=True,
+        questions=(SPEEDUP_QUESTION,) if not _suffix else (),
+        show=Presentation("prediction", ", ".join(_baselines), phrases.speedup,
+                          phrases.speedup_lead)))

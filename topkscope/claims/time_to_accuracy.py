@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from topkscope.analysis.criteria import MIN_SEEDS, limit_text, speedup_interval
-from topkscope.analysis.seeds import UNFINISHED_STATUSES, topk_condition
-from topkscope.claims.registry import Claim, register_claim
+from topkscope.analysis.seeds import UNFINISHED_STATUSES
+from topkscope.claims import phrases
+from topkscope.claims.registry import Claim, Presentation, Question, register_claim
 from topkscope.claims.row import ClaimRow, frame
-from topkscope.claims.verdicts import time_reason, time_verdict
+from topkscope.claims.verdicts import blocked_time_reason, time_reason, time_verdict
+from topkscope.condition import from_record
 from topkscope.perf.inputs import SELECTION_MEASURED
 from topkscope.perf.published import comparison_error
 from topkscope.perf.report import CLAIM_P
@@ -129,18 +132,18 @@ def _claim(rows: pd.DataFrame, topk: pd.DataFrame, dense: pd.DataFrame, n_densit
     n_failed = len(failed_seeds & set(seeds))
     error = comparison_error(method, REFERENCE, errors)
     counted = bool(rows["selection_counted"].all())
-    verdict, faster, never = time_verdict(speedups, error, counted, n_failed)
-    reason = time_reason(verdict, len(seeds), n_failed, never, counted)
-    where = network + (f", rho={density:g}" if n_densities > 1 else "")
-    cause = _cause(speedups, n_failed, counted, error, where)
     # Top-k's failed seeds and either side's unfinished runs are counted and never let it hold
     others = [f"Top-k seed {s} {st}" for s, st in _statuses(topk, seeds)
               if st != "complete"]
     others += [f"seed {s} {st}" for s, st in _statuses(rows, seeds)
                if st in UNFINISHED_STATUSES]
+    verdict, faster, never = time_verdict(speedups, error, counted, n_failed, bool(others))
+    reason = (blocked_time_reason(speedups, error, counted, n_failed, never)
+              if others and verdict not in ("holds", "fails", "mixed") else
+              time_reason(verdict, len(seeds), n_failed, never, counted))
+    where = network + (f", rho={density:g}" if n_densities > 1 else "")
+    cause = _cause(speedups, n_failed, counted, error, where)
     if others:
-        if verdict == "holds":
-            verdict, reason = "inconclusive", "failed-seeds"
         cause = f"{'; '.join(others)}; {cause}"
     spread = _spread(speedups)
     vs_dense = [base[s] / mine[s] for s in seeds
@@ -171,7 +174,7 @@ def _claim(rows: pd.DataFrame, topk: pd.DataFrame, dense: pd.DataFrame, n_densit
     training = f"{condition}; rho={density:g}"
     reached = [s for s in speedups if s is not None and math.isfinite(s)]
     mean, low, high = speedup_interval(speedups) if seeds else (math.nan,) * 3
-    return ClaimRow(
+    row = ClaimRow(
         model=first["model"], dataset=first["dataset"] or DATASET.get(first["model"]),
         dataset_substitute=first["dataset_substitute"],
         claim=f"{family_of(method)}{CLAIM_SUFFIX}", sparsifier=method,
@@ -195,7 +198,11 @@ def _claim(rows: pd.DataFrame, topk: pd.DataFrame, dense: pd.DataFrame, n_densit
         cause=cause, metric=metric, margin=margin, n_failed_seeds=n_failed,
         network=network, inputs=str(first["inputs"]), baselines=label_of(REFERENCE),
         training_condition=training, model_error=error,
-        selection_basis=SELECTION_MEASURED if counted else SELECTION_NOT_COUNTED)
+        selection_basis=SELECTION_MEASURED if counted else SELECTION_NOT_COUNTED,
+        claim_key="time_to_accuracy", claim_family="prediction")
+    row.set_condition(replace(from_record(first), experiment=str(first["experiment"]),
+                              training_density=density, reference=REFERENCE))
+    return row
 
 
 def _run_p(rows: pd.DataFrame, topk: pd.DataFrame) -> str:
@@ -221,15 +228,14 @@ def claim_rows(table: pd.DataFrame, workers: int = CLAIM_P,
     out = []
     for _, sub in at.groupby(["experiment", "profile", "network"], sort=False, dropna=False):
         n_densities = sub["density"].nunique()
-        for (method, condition, density), rows in sub.groupby(
+        for (method, _condition, density), rows in sub.groupby(
                 ["method", "condition", "density"], sort=False):
             if method in (REFERENCE, BASELINE):
                 continue
             paired = sub[sub["density"] == density]
-            topk = paired[(paired["method"] == REFERENCE)
-                          & (paired["condition"] == topk_condition(condition))]
-            dense = paired[(paired["method"] == BASELINE)
-                           & (paired["condition"] == topk_condition(condition))]
+            reference = rows["topk_condition"].iloc[0]
+            topk = paired[(paired["method"] == REFERENCE) & (paired["condition"] == reference)]
+            dense = paired[(paired["method"] == BASELINE) & (paired["condition"] == reference)]
             if topk.empty:
                 continue
             out.append(_claim(rows, topk, dense, n_densities, errors))
@@ -249,4 +255,9 @@ register_claim(Claim(
     "time_to_accuracy", "Does Gaussian-k reach Top-k's accuracy sooner on 16 workers "
     "(predicted from the measured convergence)?",
     "{method} reaches the target sooner than Top-k at P = 16", _rule_now, "prediction", "table",
-    lambda context: claim_rows(context.time_to_accuracy), "time-to-accuracy-p16"))
+    lambda context: claim_rows(context.time_to_accuracy), "time-to-accuracy-p16",
+    per_method=True,
+    questions=(Question("gaussiank_time_to_accuracy", "Does Gaussian-k reach Top-k's accuracy "
+                        "sooner on 16 GPUs (predicted from the measured convergence)?",
+                        sparsifiers=("gaussiank", "gaussiank-2019"), order=70),),
+    show=Presentation("time", "sooner than Top-k", phrases.time_to_target)))

@@ -57,20 +57,22 @@ FAILS_FRACTION = 0.1
 # the words a sentence uses for each
 REASONS = {
     "not-measured": "not measured",
-    "too-few-units": f"fewer than {MIN_UNITS} units",
-    "too-few-blocks": f"too few recorded steps to clear a cut ({ZERO_EVENT_BLOCKS} needed)",
-    "share-on-the-cut": "the share's interval straddles a cut",
-    "too-few-seeds": f"fewer than {MIN_SEEDS} paired seeds",
-    "interval-contains-margin": "the interval over seeds contains the margin",
-    "interval-contains-zero": "the interval contains 0",
+    "too-few-units": f"fewer than {MIN_UNITS} measurements",
+    "too-few-blocks": f"too few recorded steps to decide ({ZERO_EVENT_BLOCKS} needed)",
+    "share-on-the-cut": f"the share is too close to {FAILS_FRACTION:.0%} or "
+                        f"{HOLDS_FRACTION:.0%} to call",
+    "too-few-seeds": f"fewer than {MIN_SEEDS} seeds",
+    "interval-contains-margin": "the seeds' interval includes the margin",
+    "interval-contains-zero": "the interval includes 0",
     "failed-seeds": "a seed failed or did not finish",
-    "seeds-disagree": "seeds disagree in kind",
-    "within-model-error": "within the step-time model's validated error",
-    "not-measured-on-device": "its selection time was not measured on the compute's device",
+    "seeds-disagree": "the seeds disagree",
+    "within-model-error": "within the step-time model's error",
+    "not-measured-on-device": "no selection time measured on the GPU",
     "counts-not-own-training": "its counts come from another method's training",
-    "input-band-too-wide": "an input's band is too wide to decide",
+    "input-band-too-wide": "an input's range is too wide to decide",
     "seeds-not-published": "the published logs name no seed",
     "not-significant": "the ordering is not significant",
+    "assumed-input": "it rests on a value nobody measured",
 }
 
 
@@ -112,6 +114,18 @@ def fraction_verdict(n_pass: int, n_units: int, low: float | None = None,
     if frac <= FAILS_FRACTION:
         return "fails"
     return "mixed"
+
+
+def count_in_training_verdict(n_pass: int, n_units: int, low: float, high: float,
+                              seeds_in: int, n_seeds: int) -> tuple[str, str]:
+    """(verdict, cause) of a count in a method's own training: the fraction rule over its
+    steps, and a holds needs every seed's median count/k in the band too (else mixed)."""
+    verdict = fraction_verdict(n_pass, n_units, low, high)
+    cause = fraction_cause(n_pass, n_units, low, high)
+    if verdict == "holds" and seeds_in < n_seeds:
+        return "mixed", (f"{cause}; but {n_seeds - seeds_in} of {n_seeds} seeds' median "
+                         "count/k is out")
+    return verdict, cause
 
 
 def fraction_reason(verdict: str, n_units: int, n_blocks: int) -> str:
@@ -167,9 +181,19 @@ def interval_verdict(low: float, high: float, n_seeds: int, threshold: float,
 
 
 def convergence_verdict(low: float, high: float, n_seeds: int, n_failed: int, metric: str,
-                        margin: float) -> tuple[str, str]:
+                        margin: float, blocking: Sequence[str] = ()) -> tuple[str, str]:
     """(verdict, cause) of the paired-seed rule from the interval, the paired seeds and how
-    many of them failed (see the module docstring)."""
+    many of them failed (see the module docstring); `blocking` names what else keeps it from
+    holding (a failed Top-k seed, an unfinished run): holds becomes inconclusive, and the
+    cause names them."""
+    verdict, cause = _convergence_verdict(low, high, n_seeds, n_failed, metric, margin)
+    if not blocking:
+        return verdict, cause
+    return ("inconclusive" if verdict == "holds" else verdict), f"{'; '.join(blocking)}; {cause}"
+
+
+def _convergence_verdict(low: float, high: float, n_seeds: int, n_failed: int, metric: str,
+                         margin: float) -> tuple[str, str]:
     base = interval_verdict(low, high, n_seeds, limit_of(metric, margin),
                             higher_is_better(metric))
     failed = f"{n_failed} of {n_seeds} seeds failed" if n_failed else ""
@@ -208,10 +232,22 @@ def convergence_reason(verdict: str, n_seeds: int, low: float, high: float,
 
 
 # ------------------------------------------------------------------ traffic-matched rule
-def traffic_verdict(accuracy: str, accuracy_cause: str, target_ratios: Sequence[float]
-                    ) -> tuple[str, str]:
+def traffic_verdict(accuracy: str, accuracy_cause: str, target_ratios: Sequence[float],
+                    disagree: str = "") -> tuple[str, str]:
     """(verdict, cause) of the traffic-matched claim from the accuracy claim's verdict and
-    cause and each seed's elements sent at the target density relative to Top-k's."""
+    cause and each seed's elements sent at the target density relative to Top-k's; a
+    non-empty `disagree` (the seeds' ratios, when some sent above 4/3 and some below 2/3)
+    never lets it hold: the mean describes no seed."""
+    verdict, cause = _traffic_verdict(accuracy, accuracy_cause, target_ratios)
+    cause = f"{cause} (ratio used: traffic_target, against Top-k under the same warm-up)"
+    if disagree:
+        cause += f"; seeds disagree in kind, {disagree}: the mean describes no seed"
+        verdict = "inconclusive" if verdict == "holds" else verdict
+    return verdict, cause
+
+
+def _traffic_verdict(accuracy: str, accuracy_cause: str, target_ratios: Sequence[float]
+                     ) -> tuple[str, str]:
     ratios = np.asarray(target_ratios, dtype=np.float64)
     if accuracy == "insufficient-data":
         return "insufficient-data", accuracy_cause
@@ -257,11 +293,29 @@ def speedup_verdict(speedups: Sequence[float], errors: Sequence[float]) -> tuple
 
 
 def time_verdict(speedups: Sequence[float | None], error: float, counted: bool,
-                 n_failed: int = 0) -> tuple[str, int, int]:
+                 n_failed: int = 0, blocked: bool = False) -> tuple[str, int, int]:
     """(verdict, seeds faster beyond the error, seeds that never reached the target) of one
     method's per-seed speed-ups to the target over Top-k (None: never reached), `n_failed` of
     whose seeds' runs failed (topkscope.claims.time_to_accuracy's module doc). counted False
-    (selection not counted): at most inconclusive."""
+    (selection not counted): at most inconclusive. blocked (a failed Top-k seed, an
+    unfinished run of either): never holds."""
+    verdict, faster, never = _time_verdict(speedups, error, counted, n_failed)
+    return ("inconclusive" if blocked and verdict == "holds" else verdict), faster, never
+
+
+def blocked_time_reason(speedups: Sequence[float | None], error: float, counted: bool,
+                        n_failed: int, n_never: int) -> str:
+    """The reason of a time-to-accuracy row kept from holding by a failed Top-k seed or an
+    unfinished run (time_verdict's blocked): failed-seeds where the seeds alone would hold,
+    else time_reason's."""
+    verdict, _, _ = _time_verdict(speedups, error, counted, n_failed)
+    if verdict == "holds":
+        return "failed-seeds"
+    return time_reason(verdict, len(speedups), n_failed, n_never, counted)
+
+
+def _time_verdict(speedups: Sequence[float | None], error: float, counted: bool,
+                  n_failed: int = 0) -> tuple[str, int, int]:
     never = sum(s is None for s in speedups)
     reached = [s for s in speedups if s is not None]
     faster = sum(s > 1 + error for s in reached)

@@ -124,6 +124,22 @@ for _name, _net in LINE_RATES.items():
 DEPRECATED_NAMES = {f"{name}-fit": name for name in FIT_FACTORS}
 
 
+LINK_NAMES = {"1gbe": "1 GbE", "10gbe": "10 GbE", "25gbe": "25 GbE",
+              "ib100": "100 Gb InfiniBand", "nvlink": "NVLink"}
+
+
+def display_name(name: str) -> str:
+    """A preset as people write it: '10gbe' -> '10 GbE (fitted)', '10gbe-line' -> '10 GbE
+    (line rate)', '1gbe' -> '1 GbE'; an unknown name as it is."""
+    name = DEPRECATED_NAMES.get(str(name), str(name))
+    link = name.removesuffix(LINE)
+    if link not in LINK_NAMES:
+        return name
+    if name.endswith(LINE):
+        return f"{LINK_NAMES[link]} (line rate)"
+    return LINK_NAMES[link] + (" (fitted)" if link in FIT_FACTORS else "")
+
+
 def is_fitted(name: str) -> bool:
     """Whether the preset `name` was fitted on published measurements (else: a line rate)."""
     net = PRESETS.get(str(name))

@@ -73,6 +73,7 @@ from topkscope.analysis.seeds import (
     seed_value,
     topk_condition,
 )
+from topkscope.condition import Condition
 from topkscope.perf import inputs as inp
 from topkscope.perf import model as pm
 from topkscope.perf import report
@@ -153,7 +154,7 @@ def _selection(setting: _Setting, method: str, density: float) -> pm.Input | Non
                               density)
 
 
-def _rows_for(setting: _Setting, experiment: str, density: float, condition: str,
+def _rows_for(setting: _Setting, experiment: str, density: float, condition: Condition,
               method: str, seeds: dict, targets: dict[int, _Target], select: pm.Input,
               counted: bool, nets, workers) -> list[dict]:
     rows = []
@@ -167,6 +168,7 @@ def _rows_for(setting: _Setting, experiment: str, density: float, condition: str
         count = _count(method, seed_run, density, setting.d)
         total = int(found[0]["step"].iloc[-1]) + 1 if found is not None else np.nan
         manifest = seed_run.run.manifest
+        training = {k: v for k, v in condition.record().items() if k in TRAINING_FIELDS}
         for net in nets:
             for P in workers:
                 part = pm.step(method, P, setting.d, density, net, setting.compute,
@@ -175,7 +177,9 @@ def _rows_for(setting: _Setting, experiment: str, density: float, condition: str
                     "experiment": experiment, "profile": manifest.get("profile"),
                     "model": setting.model, "dataset": manifest.get("dataset"),
                     "dataset_substitute": manifest.get("dataset_substitute"),
-                    "density": density, "condition": condition, "method": method,
+                    "density": density, "condition": condition.training_key(),
+                    "topk_condition": topk_condition(condition).training_key(), **training,
+                    "method": method,
                     "seed": seed, "status": manifest.get("status") or "complete",
                     "run": Path(seed_run.run.path).name, "metric_name": target.name,
                     "margin": target.margin, "topk_final": target.topk_final,
@@ -192,6 +196,12 @@ def _rows_for(setting: _Setting, experiment: str, density: float, condition: str
                     "compute_source": setting.compute.source, "select_source": select.source,
                 })
     return rows
+
+
+# the training condition's typed columns in the table (topkscope.condition.Condition)
+TRAINING_FIELDS = ("warmup", "warmup_schedule", "k_rule", "outer_step", "outer_inner_steps",
+                   "outer_lr", "outer_momentum", "outer_error_decay", "quantize_bits",
+                   "deviations")
 
 
 def _targets(topk: dict[int, SeedRun], margin: float, perplexity_margin: float

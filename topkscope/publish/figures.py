@@ -469,10 +469,28 @@ def render_index(
     return "\n".join(lines)
 
 
+INDEX_CSV = "index.csv"  # the figures drawn, as data: name, experiment, caption (in order)
+
+
 def write_index(entries: Sequence[FigureEntry], out_dir: str | Path, **kwargs) -> Path:
+    """index.md (for people) and index.csv (the same figures and captions as data: the gallery
+    and the report read it, never the markdown) under out_dir; returns index.md's path."""
     out_dir = Path(out_dir)
     text = render_index(entries, out_dir, **kwargs)
+    table = pd.DataFrame([{"name": e.name, "experiment": e.experiment, "caption": e.caption}
+                          for e in entries], columns=["name", "experiment", "caption"])
+    write_bytes_atomic(out_dir / INDEX_CSV, table.to_csv(index=False).encode())
     return write_bytes_atomic(out_dir / "index.md", text.encode())
+
+
+def read_index(figures_dir: str | Path) -> dict[str, str]:
+    """{figure name: caption} of the figures a results root's figures folder holds, in the
+    order they were drawn (index.csv; empty without one)."""
+    path = Path(figures_dir) / INDEX_CSV
+    if not path.is_file():
+        return {}
+    table = pd.read_csv(path, keep_default_na=False)
+    return dict(zip(table["name"].astype(str), table["caption"].astype(str)))
 
 
 def _rel(path: Path, base: Path) -> str:

@@ -1,22 +1,24 @@
-"""What the claims say, in words and tables — formatted from the claims' columns, never
-recomputed: one sentence per row (claims.md, and the summary `topkscope claims` prints), and
-the README's findings, generated from claims.csv between marker comments (`make gallery`):
+"""What the claims say, in tables and sentences — formatted from the claims' fields through the
+registry, never recomputed: one sentence per row (claims.md, and the summary `topkscope
+claims` prints), and docs/findings.md's tables, generated from claims.csv between marker
+comments (`make gallery`, `make findings`):
 
-    <!-- claims-table:start --> ... <!-- claims-table:end -->   the tables (findings_markdown)
-    <!-- claims-prose:start --> ... <!-- claims-prose:end -->   the sentences (findings_prose)
+    <!-- claims-table:start --> ... <!-- claims-table:end -->   a profile's tables
 
-A README may hold more than one claims table, each in blocks of its own name (`markers`): the
-quick profile's are `claims-*`, the standard profile's `standard-claims-*`.
+A document may hold more than one profile's tables, each in blocks of its own name (`markers`):
+the quick profile's are `claims-*`, the standard profile's `standard-claims-*`.
 
-The tables: distribution and contraction (model x condition), convergence (method x
-condition: paired difference with its interval, seeds with the failed ones counted, elements
-sent at the target density, each verdict with its cause), predicted speed-ups ((model, method
-and training condition, baselines) x network: the verdict with its cause, or the break-even
-selection times where no selection time of the compute's device was measured), predicted time
-to accuracy ((model, method, training condition) x network), and the checks (rows true by
-construction). Every number comes from a row's fields; a claims table of an older schema is
-first brought to the current one (topkscope.claims.migrate), and the README says when columns
-were derived. Nothing here decides a verdict or reads a number out of a row's text.
+Which table shows a row is its claim's (the registry's Presentation.table; a row of section
+check: the checks), so a claim of one's own appears like the built-in ones: distribution and
+contraction (model × condition, one column per claim of that table: Presentation.column),
+counts (model × condition × method), convergence (method × condition: paired difference with
+its interval, seeds, elements sent at the target density, each verdict), Top-k on
+pseudo-gradients (the outer runs' shares, and the trainings compared with their reference),
+predicted speed-ups ((model, method and training condition) × network), predicted time to
+accuracy, published runs, other claims and the checks. Conditions are said in words
+(topkscope.condition.describe); every number comes from a row's fields; a claims table of an
+older schema is first brought to the current one (topkscope.claims.migrate). Nothing here
+decides a verdict or reads a number out of a row's text.
 """
 
 from __future__ import annotations
@@ -27,48 +29,41 @@ import re
 import pandas as pd
 
 from topkscope.analysis import criteria
-from topkscope.analysis.units import ALL_CONDITIONS
 from topkscope.claims.migrate import current, with_current_networks  # noqa: F401  (this API)
-from topkscope.claims.time_to_accuracy import CLAIM_SUFFIX
+from topkscope.claims.registry import Claim, get_claim, registered
 from topkscope.claims.verdicts import REASONS, VERDICTS
-from topkscope.manifest import condition_name
+from topkscope.condition import describe, from_record
 from topkscope.plots.titles import dataset_name, model_name, sparsifier_name
 
-COUNT_ON_TOPK = "_count"                 # <family>_count: a selector on Top-k's u
-IN_TRAINING = "_count_in_training"       # <family>_count_in_training
+
+def markers(block: str = "claims") -> tuple[str, str]:
+    """(start, end) of the table block named `block` ("claims": the quick profile's;
+    "standard-claims": the standard profile's)."""
+    return f"<!-- {block}-table:start -->", f"<!-- {block}-table:end -->"
 
 
-def markers(block: str = "claims") -> tuple[str, str, str, str]:
-    """(table start, table end, prose start, prose end) of the README blocks named `block`
-    ("claims": README_START ... PROSE_END; "standard-claims": the standard profile's)."""
-    return (f"<!-- {block}-table:start -->", f"<!-- {block}-table:end -->",
-            f"<!-- {block}-prose:start -->", f"<!-- {block}-prose:end -->")
-
-
-README_START, README_END, PROSE_START, PROSE_END = markers("claims")
+README_START, README_END = markers("claims")
 # block -> the heading of its findings sections in docs/findings.md ("### Quick: Convergence")
 HEADINGS = {"claims": "Quick", "standard-claims": "Standard"}
 MAX_COLUMNS, MAX_CELL = 9, 60  # docs/findings.md: a table's columns, a cell's characters
-# the claims columns of the distribution table, in order: (claim, header)
-DISTRIBUTION_COLUMNS = (
-    ("gaussian_like", "Gaussian-like"),
-    ("below_paper", "δ ≤ (1 − k/d)²"),
-    ("gaussian_value", "δ ≤ Gaussian value"),
-    ("convexity_condition", "convex sorted u²"),
-)
-LABEL_COLUMNS = ("model", "method", "condition", "claim", "speed-up")
-DERIVED_NOTE = ("_These claims were written before the structured columns; the section, the "
-                "causes and the paired differences were derived from their rows (the elements "
-                "sent are whole-run ratios: the per-phase traffic is not in them)._")
+DERIVED_NOTE = ("_These claims were written before the structured columns; their sections and "
+                "paired differences were derived from their rows, and their conditions are "
+                "shown as written._")
+# the tables of docs/findings.md, in order: key (Presentation.table) -> heading
+TABLES = {"distribution": "Distribution and contraction",
+          "counts": "Counts of the approximate selectors",
+          "convergence": "Convergence", "outer": "Top-k on pseudo-gradients",
+          "prediction": "Predicted speed-ups", "time": "Predicted time to accuracy",
+          "published": "Published runs", "other": "Other claims", "check": "Checks"}
 
 
-# --------------------------------------------------------------------- columns
+# --------------------------------------------------------------------- fields
 def _text(value) -> str:
     return value if isinstance(value, str) else ""
 
 
 def _number(row, name: str) -> float:
-    value = getattr(row, name, math.nan)
+    value = getattr(row, name, math.nan) if not isinstance(row, dict) else row.get(name)
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -80,17 +75,46 @@ def with_derived_columns(table: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     return current(table)
 
 
+def table_of(claim: Claim | None) -> str:
+    """The findings table that shows a claim's rows (its Presentation.table)."""
+    return claim.show.table if claim is not None else "other"
+
+
+def row_table(row) -> str:
+    """The findings table of one row: its claim's, the checks for a row of section check."""
+    if _text(getattr(row, "section", "")) == "check":
+        return "check"
+    return table_of(get_claim(_text(getattr(row, "claim_key", ""))))
+
+
+def condition_text(row, **options) -> str:
+    """A row's condition in words (topkscope.condition.describe of its typed fields); a row of
+    an older table without them: its condition as written."""
+    typed = _text(getattr(row, "warmup", "")) or _text(getattr(row, "phase", "")) or \
+        math.isfinite(_number(row, "training_density"))
+    if not typed:
+        return _text(getattr(row, "condition", "")) or "—"
+    return describe(from_record(row), **options) or "—"
+
+
+def _runs(rows) -> int:
+    """The distinct runs behind rows (their run_ids), else the largest n_runs."""
+    ids = {i for r in rows for i in _text(getattr(r, "run_ids", "")).split(",") if i}
+    if ids:
+        return len(ids)
+    counts = [_number(r, "n_runs") for r in rows]
+    return int(max((c for c in counts if math.isfinite(c)), default=0))
+
+
 # --------------------------------------------------------------------- one sentence per verdict
 def verdict_sentence(row) -> str:
     """One plain sentence saying what a claims row's verdict means and why (its cause)."""
     verdict = str(row.verdict)
     cause = _text(getattr(row, "cause", None))
-    if not cause:
-        frame, _ = with_derived_columns(pd.DataFrame([row._asdict()]))
-        cause = _text(frame["cause"].iloc[0])
     lead = {"holds": "Holds", "fails": "Fails", "mixed": "Mixed — neither the claim nor its "
             "negation", "inconclusive": "Not decided", "insufficient-data": "Not judged"}
-    if is_time_to_accuracy(row.claim):
+    key = _text(getattr(row, "claim_key", ""))
+    if key == "time_to_accuracy":
         lead = {**lead, **TIME_TO_ACCURACY_LEADS}
     elif _text(getattr(row, "selection_basis", None)) == BREAKEVEN:
         lead = {**lead, **BREAKEVEN_LEADS}
@@ -121,54 +145,42 @@ TIME_TO_ACCURACY_LEADS = {
 }
 
 
-def is_time_to_accuracy(claim) -> bool:
-    """A `<family>_time_to_accuracy` row (topkscope.claims.time_to_accuracy)."""
-    return str(claim).endswith(CLAIM_SUFFIX)
-
-
 def claims_summary(table: pd.DataFrame) -> str:
-    """One plain line per claims row: model and dataset, the statement, the sparsifier(s) and
+    """One plain line per claims row: model and dataset, the statement, the sparsifier and
     condition, the verdict and verdict_sentence, e.g. "FNN-3 on MNIST: delta_emp is below the
-    paper's bound (1 - k/d)^2 [Top-k; warmup=none; rho=0.001] — holds. Holds: 880 of 880 units
-    (100%) meet the criterion." """
+    paper's bound (1 - k/d)^2 [Top-k; ρ = 0.001] — holds. Holds: 880 of 880 units (100%)
+    meet the criterion." """
     if len(table) == 0:
         return "no claims could be evaluated (no runs)"
+    table = current(table)[0]
     lines = []
     for row in table.itertuples(index=False):
-        sub = getattr(row, "dataset_substitute", None)
-        sub = sub if isinstance(sub, str) and sub else None
+        sub = _text(getattr(row, "dataset_substitute", None)) or None
         sparsifiers = ", ".join(sparsifier_name(s) for s in str(row.sparsifier).split(","))
-        cond = _text(getattr(row, "condition", None))
-        where = sparsifiers + (f"; {cond}" if cond else "")
+        cond = condition_text(row)
+        where = sparsifiers + (f"; {cond}" if cond != "—" else "")
         lines.append(f"{model_name(row.model)} on {dataset_name(row.dataset, sub)}: "
                      f"{row.statement or row.claim} [{where}] — {row.verdict}. "
                      f"{verdict_sentence(row)}")
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------- the README tables
+# --------------------------------------------------------------------- cells
 def _verdict(verdict: str) -> str:
     return f"**{verdict}**" if verdict == "fails" else verdict
 
 
+def _pct(x: float) -> str:
+    return f"{x:.1%}" if 0 < x < 0.01 else f"{x:.0%}"
+
+
 def _fraction_cell(row) -> str:
-    """'mixed (75% [58%–88%])': the verdict, the share and its interval; a bound's claim adds
-    its margin in gaps between the bounds and a uniform u's δ: 'holds (100% [100%–100%];
-    margin 0.41, uniform δ 0.997)'."""
-    frac, margin = _number(row, "fraction"), _number(row, "bound_margin")
+    """'mixed (75% [58–88%])': the verdict, the share of recorded steps and its interval."""
+    frac = _number(row, "fraction")
     low, high = _number(row, "fraction_low"), _number(row, "fraction_high")
-    parts = [] if math.isnan(frac) else [f"{frac:.0%}" + (
-        "" if math.isnan(low) else f" [{low:.0%}–{high:.0%}]")]
-    if not math.isnan(margin):
-        shown = f"{margin:.0f}" if abs(margin) >= 100 else f"{margin:.2g}"  # never 4e+02
-        parts.append(f"margin {shown}, uniform δ {_number(row, 'delta_uniform'):.4g}")
-    inside = "; ".join(parts)
+    inside = "" if math.isnan(frac) else _pct(frac) + (
+        "" if math.isnan(low) else f" [{_pct(low).rstrip('%')}–{_pct(high)}]")
     return _verdict(str(row.verdict)) + (f" ({inside})" if inside else "")
-
-
-def _condition(value) -> str:
-    text = _text(value)
-    return text if text else "all runs pooled"
 
 
 def _row(cells: list[str]) -> str:
@@ -179,38 +191,18 @@ def _header(names: list[str]) -> list[str]:
     return [_row(names), "|" + "---|" * len(names)]
 
 
-def distribution_markdown(table: pd.DataFrame) -> str:
-    """One row per (model, condition); runs: the runs behind it (the most of its claims); per
-    claim the verdict and the share of units meeting its criterion with its interval; β: the
-    median generalised-normal shape of the snapshot fits."""
-    counts = sorted({s for s in table.loc[table["claim"] == "gaussiank_count", "sparsifier"]})
-    columns = [*DISTRIBUTION_COLUMNS, *((("gaussiank_count", s), f"{sparsifier_name(s)} count "
-                                         f"in {criteria.count_band_text()}") for s in counts)]
-    cells: dict[tuple, dict] = {}
-    for row in table.itertuples(index=False):
-        key = row.claim if row.claim != "gaussiank_count" else (row.claim, row.sparsifier)
-        where = cells.setdefault((str(row.model), _condition(row.condition)), {})
-        where[key] = _fraction_cell(row)
-        runs = _number(row, "n_runs")
-        if not math.isnan(runs):
-            where["runs"] = f"{max(int(runs), int(where.get('runs', '0')))}"
-        beta = _number(row, "gennorm_beta")
-        if row.claim == "gaussian_like" and not math.isnan(beta):
-            where["beta"] = f"{beta:.2f}"
-    names = ["model", "condition", "runs", DISTRIBUTION_COLUMNS[0][1], "β",
-             *(h for _, h in columns[1:])]
-    lines = _header(names)
-    for (model, cond), by in cells.items():
-        values = [by.get("runs", "—"), by.get(columns[0][0], "—"), by.get("beta", "—")]
-        values += [by.get(key, "—") for key, _ in columns[1:]]
-        lines.append(_row([model_name(model), condition_name(cond), *values]))
-    return "\n".join(lines)
+def _claims_of(table_key: str) -> list[Claim]:
+    return [c for c in registered() if c.show.table == table_key]
+
+
+def _signed(x: float) -> str:
+    return criteria.signed(x)
 
 
 def _interval(row) -> str:
     low, high = _number(row, "ci_low"), _number(row, "ci_high")
     metric = _text(row.metric) or "accuracy"
-    mean = criteria.signed(_number(row, "diff_mean"))
+    mean = _signed(_number(row, "diff_mean"))
     if math.isnan(low):
         return f"{mean}{criteria.diff_unit(metric)}, no interval"
     return f"{mean} {criteria.interval_text(low, high, metric)}"
@@ -226,82 +218,69 @@ def _seeds(row) -> str:
                else ""))
 
 
-def _sent(row, derived: bool) -> str:
-    target = _number(row, "traffic_target")
-    if not math.isnan(target):
-        return f"{target:.3g}×"
-    whole = _number(row, "traffic_ratio")
-    return f"{whole:.3g}× (whole run)" if derived and not math.isnan(whole) else "—"
-
-
 def _ratio_cell(row, column: str) -> str:
     value = _number(row, column)
     return "—" if math.isnan(value) else f"{value:.3g}×"
 
 
-def counts_markdown(table: pd.DataFrame) -> str:
-    """One row per (model, condition, method) of the count claims: the published rule's count
-    on Top-k's u (gaussiank_count, <family>_count), in the method's own training
-    (<family>_count_in_training), each with the median count/k, and the tail at its first
-    threshold (gaussian_tail, Top-k's u); "" when the table has none."""
-    claim = table["claim"].astype(str)
-    wanted = table[claim.str.endswith(COUNT_ON_TOPK) | (claim == "gaussian_tail")
-                   | claim.str.endswith(IN_TRAINING)]
-    if wanted.empty:
-        return ""
-    cells: dict[tuple, dict] = {}
-    tails = {}
-    for row in wanted.itertuples(index=False):
-        where = (str(row.model), _condition(row.condition))
-        if row.claim == "gaussian_tail":
-            tails[where] = _fraction_cell(row)
-            continue
-        kind = "own" if str(row.claim).endswith(IN_TRAINING) else "topk"
-        cell = _fraction_cell(row)
-        if not math.isnan(_number(row, "count_over_k")):
-            cell += f", median {_number(row, 'count_over_k'):.3g}k"
-        cells.setdefault((*where, str(row.sparsifier)), {})[kind] = cell
-    lines = _header(["model", "condition", "method", "count on Top-k's u",
-                     "count in its own training", "tail at the first threshold (Top-k's u)"])
-    for (model, cond, method), by in cells.items():
-        lines.append(_row([model_name(model), condition_name(cond), sparsifier_name(method),
-                           by.get("topk", "—"), by.get("own", "—"),
-                           tails.get((model, cond), "—")]))
+# --------------------------------------------------------------------- the tables
+def distribution_markdown(table: pd.DataFrame) -> str:
+    """One row per (model, condition): the runs behind it; per claim of the distribution
+    table (its Presentation.column) the verdict and the share of recorded steps meeting its
+    criterion with its interval; β: the median generalised-normal shape of the snapshot fits;
+    Top-k keeps: (1 − δ)/(k/d), how many times a random k-subset's share of ‖u‖² Top-k keeps."""
+    columns = [c for c in _claims_of("distribution")]
+    groups: dict[tuple, list] = {}
+    for row in table.itertuples(index=False):
+        groups.setdefault((str(row.model), condition_text(row)), []).append(row)
+    names = ["model", "condition", "runs"]
+    for c in columns:
+        names.append(c.show.column or c.name)
+        if c.name == "gaussian_like":
+            names.append("β")
+    names.append("Top-k keeps")
+    lines = _header(names)
+    for (model, cond), rows in groups.items():
+        by = {r.claim_key: r for r in rows}
+        cells = [model_name(model), cond, str(_runs(rows))]
+        for c in columns:
+            r = by.get(c.name)
+            cells.append(_fraction_cell(r) if r is not None else "—")
+            if c.name == "gaussian_like":
+                beta = _number(r, "gennorm_beta") if r is not None else math.nan
+                cells.append("—" if math.isnan(beta) else f"{beta:.2f}")
+        gain = next((_number(r, "energy_gain") for r in rows
+                     if math.isfinite(_number(r, "energy_gain"))), math.nan)
+        cells.append("—" if math.isnan(gain) else f"{gain:.3g}·k/d")
+        lines.append(_row(cells))
     return "\n".join(lines)
 
 
-def convergence_markdown(table: pd.DataFrame, derived: bool = False) -> str:
-    """One row per (model, method, condition): the paired difference with its 95% interval,
-    the seeds (failed ones counted), the elements sent at the target density relative to
-    Top-k's, and each claim's verdict; the rules are stated above the table (CONVERGENCE_RULES)
-    and the causes a row's cells do not show (a traffic verdict neither holds nor fails by
-    the accuracy claim alone) are numbered notes below it."""
-    pairs: dict[tuple, dict] = {}
+def counts_markdown(table: pd.DataFrame) -> str:
+    """One row per (model, condition, method) of the count claims (the counts table's
+    claims: each selector on Top-k's u, in its own training, with the median count over k),
+    and the tail above Gaussian-k's first threshold on Top-k's u of that condition."""
+    per_method = [c for c in _claims_of("counts") if c.per_method]
+    per_condition = [c for c in _claims_of("counts") if not c.per_method]
+    cells: dict[tuple, dict] = {}
+    shared: dict[tuple, dict] = {}
     for row in table.itertuples(index=False):
-        kind = "traffic" if str(row.claim).endswith("_traffic") else "accuracy"
-        pairs.setdefault((str(row.model), str(row.sparsifier), _condition(row.condition)),
-                         {})[kind] = row
-    lines = _header(["model", "method", "condition", "difference [95% interval]", "seeds",
-                     "sent vs Top-k (target ρ)", "whole run vs Top-k without warm-up",
-                     "trains as well as Top-k", "traffic-matched"])
-    notes: list[str] = []
-    for (model, method, cond), by in pairs.items():
-        acc = by.get("accuracy") or by.get("traffic")
-        verdict = {}
-        for kind, r in by.items():
-            verdict[kind] = _verdict(str(r.verdict))
-            if kind == "traffic" and str(r.verdict) not in ("holds", "fails"):
-                notes.append(f"{model_name(model)}, {sparsifier_name(method)}, {cond}: "
-                             f"{_text(r.cause)}")
-                verdict[kind] += f" (note {len(notes)})"
-        lines.append(_row([model_name(model), sparsifier_name(method), condition_name(cond),
-                           _interval(acc), _seeds(acc), _sent(acc, derived),
-                           _ratio_cell(acc, "traffic_vs_plain_topk"),
-                           verdict.get("accuracy", "—"), verdict.get("traffic", "—")]))
-    text = "\n".join(lines)
-    if notes:
-        text += "\n\n" + "\n".join(f"{i}. {n}" for i, n in enumerate(notes, 1))
-    return text
+        where = (str(row.model), condition_text(row))
+        cell = _fraction_cell(row)
+        if not math.isnan(_number(row, "count_over_k")):
+            cell += f", median {_number(row, 'count_over_k'):.3g}·k"
+        if any(row.claim_key == c.name for c in per_condition):
+            shared.setdefault(where, {})[row.claim_key] = cell
+        else:
+            cells.setdefault((*where, str(row.sparsifier)), {})[row.claim_key] = cell
+    lines = _header(["model", "condition", "method", *(c.show.column for c in per_method),
+                     *(c.show.column for c in per_condition)])
+    for (model, cond, method), by in cells.items():
+        lines.append(_row([model_name(model), cond, sparsifier_name(method),
+                           *(by.get(c.name, "—") for c in per_method),
+                           *(shared.get((model, cond), {}).get(c.name, "—")
+                             for c in per_condition)]))
+    return "\n".join(lines)
 
 
 CONVERGENCE_RULES = (
@@ -312,14 +291,87 @@ CONVERGENCE_RULES = (
     "well or every seed sends more; each row's cause is in claims.csv")
 
 
+def convergence_markdown(table: pd.DataFrame) -> str:
+    """One row per (model, method, condition): the paired difference with its 95% interval,
+    the seeds (failed ones counted), the elements sent at the target density relative to
+    Top-k's, and each claim's verdict (the convergence table's claims, their columns); the
+    causes a row's cells do not show are numbered notes below it."""
+    claims = _claims_of("convergence")
+    pairs: dict[tuple, dict] = {}
+    for row in table.itertuples(index=False):
+        pairs.setdefault((str(row.model), str(row.sparsifier), condition_text(row)),
+                         {})[row.claim_key] = row
+    lines = _header(["model", "method", "condition", "difference [95% interval]", "seeds",
+                     "sent vs Top-k (target ρ)", "whole run vs Top-k without warm-up",
+                     *(c.show.column for c in claims)])
+    notes: list[str] = []
+    for (model, method, cond), by in pairs.items():
+        first = next(iter(by.values()))
+        verdicts = []
+        for c in claims:
+            r = by.get(c.name)
+            if r is None:
+                verdicts.append("—")
+                continue
+            cell = _verdict(str(r.verdict))
+            if c.name == "traffic" and str(r.verdict) not in ("holds", "fails"):
+                notes.append(f"{model_name(model)}, {sparsifier_name(method)}, {cond}: "
+                             f"{_text(r.cause)}")
+                cell += f" (note {len(notes)})"
+            verdicts.append(cell)
+        target = _number(first, "traffic_target")
+        lines.append(_row([model_name(model), sparsifier_name(method), cond, _interval(first),
+                           _seeds(first), "—" if math.isnan(target) else f"{target:.3g}×",
+                           _ratio_cell(first, "traffic_vs_plain_topk"), *verdicts]))
+    text = "\n".join(lines)
+    if notes:
+        text += "\n\n" + "\n".join(f"{i}. {n}" for i, n in enumerate(notes, 1))
+    return text
+
+
+def outer_markdown(table: pd.DataFrame) -> str:
+    """The pseudo-gradients' own claims: the shares on the outer u (chunk-wise against global
+    Top-k, quantization), one row per (model, condition); then the trainings compared, one row
+    per (experiment, training, reference) with the difference, its interval, the seeds and
+    the bytes sent relative to the reference's."""
+    shares = table[table["fraction"].notna()]
+    compared = table[table["fraction"].isna()]
+    parts = []
+    if len(shares):
+        claims = [c for c in _claims_of("outer") if c.name in set(shares["claim_key"])]
+        groups: dict[tuple, dict] = {}
+        for row in shares.itertuples(index=False):
+            groups.setdefault((str(row.model), condition_text(row)), {})[row.claim_key] = row
+        lines = _header(["model", "condition", *(c.show.column for c in claims),
+                         "median effect"])
+        for (model, cond), by in groups.items():
+            effects = [f"{_number(r, 'diff_mean'):.3g} {_text(r.diff_unit)}"
+                       for r in by.values() if math.isfinite(_number(r, "diff_mean"))]
+            lines.append(_row([model_name(model), cond,
+                               *(_fraction_cell(by[c.name]) if c.name in by else "—"
+                                 for c in claims), "; ".join(effects) or "—"]))
+        parts.append("\n".join(lines))
+    if len(compared):
+        lines = _header(["model", "experiment", "training", "against", "difference [95% "
+                         "interval]", "seeds", "bytes vs the reference", "verdict"])
+        for row in compared.itertuples(index=False):
+            lines.append(_row([model_name(row.model), _text(row.experiment) or "—",
+                               str(row.sparsifier), _text(row.reference) or "—",
+                               _interval(row), _seeds(row), _ratio_cell(row, "bytes_ratio"),
+                               _verdict(str(row.verdict))]))
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
 def _variants(table: pd.DataFrame) -> dict[int, str]:
     """Row position -> the method's name, with its training condition in brackets where the
-    table has the method under several training conditions ("Gaussian-k (2019)
-    [warmup=paper; rho=0.001]")."""
+    table has the method under several training conditions."""
     conditions = table["training_condition"].map(_text)
     several = conditions.groupby(table["sparsifier"]).nunique() > 1
-    return {i: sparsifier_name(str(m)) + (f" [{condition_name(c)}]" if several[m] and c else "")
-            for i, (m, c) in enumerate(zip(table["sparsifier"], conditions))}
+    words = [describe(from_record(r)) if _text(c) else "" for (_, r), c in
+             zip(table.iterrows(), conditions)]
+    return {i: sparsifier_name(str(m)) + (f" [{w}]" if several[m] and w else "")
+            for i, (m, w) in enumerate(zip(table["sparsifier"], words))}
 
 
 MARKS = {"holds": "✓", "fails": "✗", "inconclusive": "?", "mixed": "~",
@@ -341,7 +393,7 @@ def _versus(row, baseline: str) -> str:
     if _text(row.selection_basis) == BREAKEVEN:
         if baseline == sparsifier_name("topk"):
             value = _number(row, "breakeven_topk_ms")
-            number = "—" if math.isnan(value) else f"{criteria.signed(value)} ms"
+            number = "—" if math.isnan(value) else f"{_signed(value)} ms"
         else:
             value = _number(row, "breakeven_ms")
             number = ("—" if math.isnan(value) else
@@ -355,10 +407,17 @@ def _versus(row, baseline: str) -> str:
     return f"{_mark(row.verdict)} {number}"
 
 
+def network_name(name: str) -> str:
+    """A network preset as people write it ('10gbe-fit' -> '10 GbE (fitted)')."""
+    from topkscope.perf.networks import display_name
+
+    return display_name(name)
+
+
 def prediction_tables(table: pd.DataFrame) -> list[tuple[str, str]]:
     """(baseline, markdown table) per baseline of the speed-up rows: one row per (model,
-    method and training condition), one column per network preset, each cell the verdict's
-    mark and one number (_versus)."""
+    method and training condition), one column per network, each cell the verdict's mark and
+    one number (_versus)."""
     table = with_current_networks(table.reset_index(drop=True))
     networks = list(dict.fromkeys(table["network"].astype(str)))
     variants = _variants(table)
@@ -370,7 +429,7 @@ def prediction_tables(table: pd.DataFrame) -> list[tuple[str, str]]:
                 _versus(row, baseline)
     out = []
     for baseline, cells in by_baseline.items():
-        lines = _header(["model", "method", *networks])
+        lines = _header(["model", "method", *(network_name(n) for n in networks)])
         lines += [_row([*label, *(by.get(n, "—") for n in networks)])
                   for label, by in cells.items()]
         out.append((baseline, "\n".join(lines)))
@@ -380,28 +439,29 @@ def prediction_tables(table: pd.DataFrame) -> list[tuple[str, str]]:
 def prediction_markdown(table: pd.DataFrame) -> str:
     """The predicted speed-ups: the rule, the inputs and the model's error stated once, then
     one table per baseline (prediction_tables)."""
-    if "network" not in table or table["network"].isna().all():
+    if "network" not in table or table["network"].map(_text).eq("").all():
         return ("_These claims predate the structured prediction columns (network, "
                 "baselines); regenerate them (`make reproduce-figures`) to list the predicted "
                 "speed-ups here._")
-    inputs = "; ".join(sorted({str(v) for v in table.get("inputs", pd.Series()).dropna()}))
+    inputs = "; ".join(sorted({str(v) for v in table.get("inputs", pd.Series()).dropna()
+                               if str(v)}))
     errors = sorted({f"±{e:.1%}" for e in pd.to_numeric(
         table.get("model_error", pd.Series(dtype=float)), errors="coerce").dropna()})
     sparsifiers = ", ".join(sparsifier_name(s) for s in dict.fromkeys(table["sparsifier"]))
     breakeven = (table["selection_basis"].map(_text) == BREAKEVEN).any()
     intro = (f"Predicted, not measured — the step-time speed-up of {sparsifiers} at P = 16 "
-             "over each baseline, per network preset (10gbe and ib100 fitted on published "
-             "measurements, the others line rates): the verdict as a mark ("
+             "over each baseline, per network (10 GbE and 100 Gb InfiniBand fitted on "
+             "published measurements, the others line rates): the verdict as a mark ("
              + MARKS_TEXT + ") and one number: the predicted speed-up, or, "
-             + ("where the selection times were another device's than the compute's (every "
-                "row here), the break-even selection time — the longest selection that still "
-                "beats a dense baseline (< ms; never: slower even with free selection), or the "
-                "most it may exceed Top-k's selection (± ms)" if breakeven else
+             + ("where the selection times were another device's than the compute's, the "
+                "break-even selection time — the longest selection that still beats a dense "
+                "baseline (< ms; never: slower even with free selection), or the most it may "
+                "exceed Top-k's selection (± ms)" if breakeven else
                 "judged on break-even, the break-even selection time")
              + (f"; inputs: {inputs}" if inputs else "")
              + (f"; the model's validated error {', '.join(errors)}" if errors else "")
              + "; the rule and every input are in each claims row (rule, condition); see "
-               "docs/scaling.md.")
+               "[scaling](scaling.md).")
     parts = [intro]
     for baseline, md in prediction_tables(table):
         parts.append(f"Against {baseline}:\n\n{md}")
@@ -438,43 +498,33 @@ def _time_cell(row) -> str:
 
 
 def time_to_accuracy_markdown(table: pd.DataFrame) -> str:
-    """One row per (model, method, training condition), one column per network preset: the
-    verdict of reaching the target sooner than Top-k as a mark and the speed-up to the target
-    (the seeds' range) or the seeds that never reached it; the target (Top-k's final metric
-    less the margin) and the seeds (failed ones counted) beside; the rule and inputs above."""
+    """One row per (model, method, training condition), one column per network: the verdict
+    of reaching the target sooner than Top-k as a mark and the speed-up to the target (the
+    seeds' range) or the seeds that never reached it; the target and the seeds beside."""
     table = with_current_networks(table)
     networks = list(dict.fromkeys(table["network"].astype(str)))
     cells: dict[tuple, dict] = {}
     for row in table.itertuples(index=False):
         label = (model_name(row.model), sparsifier_name(str(row.sparsifier)),
-                 condition_name(_text(row.training_condition)), _target(row), _seeds(row))
+                 condition_text(row), _target(row), _seeds(row))
         cells.setdefault(label, {})[str(row.network)] = _time_cell(row)
-    lines = _header(["model", "method", "condition", "target", "seeds", *networks])
+    lines = _header(["model", "method", "condition", "target", "seeds",
+                     *(network_name(n) for n in networks)])
     for label, by in cells.items():
         lines.append(_row([*label, *(by.get(n, "—") for n in networks)]))
-    inputs = "; ".join(sorted({str(v) for v in table.get("inputs", pd.Series()).dropna()}))
+    inputs = "; ".join(sorted({str(v) for v in table.get("inputs", pd.Series()).dropna()
+                               if str(v)}))
     uncounted = (table["selection_basis"].map(_text) == NOT_COUNTED).any()
     intro = ("Predicted from the measured convergence — the wall-clock each method needs at "
              "P = 16 to reach the target (Top-k's final metric of the same seed and condition "
-             "less the claims' margin) against Top-k's, per network preset: the verdict as a "
+             "less the claims' margin) against Top-k's, per network: the verdict as a "
              f"mark ({MARKS_TEXT}) and the speed-up to the target over Top-k (mean, the "
              "seeds' range), or the seeds that never reached it"
              + ("; ? where the selection was not counted (the selection times were another "
                 "device's than the compute's): its selection time on the compute's device "
                 "decides" if uncounted else "")
-             + (f"; inputs: {inputs}" if inputs else "") + "; see docs/scaling.md.")
+             + (f"; inputs: {inputs}" if inputs else "") + "; see [scaling](scaling.md).")
     return intro + "\n\n" + "\n".join(lines)
-
-
-SHOWN_ELSEWHERE = {c for c, _ in DISTRIBUTION_COLUMNS} | {"gaussian_tail"}
-
-
-def other_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """The distribution and explanation rows no other findings table shows: the claims beyond
-    the distribution table's columns and the count table (fitted_value, a user's own)."""
-    claim = table["claim"].astype(str)
-    shown = claim.isin(SHOWN_ELSEWHERE) | claim.str.endswith((COUNT_ON_TOPK, IN_TRAINING))
-    return table[table["section"].isin(("distribution", "explanation")) & ~shown]
 
 
 def other_markdown(table: pd.DataFrame) -> str:
@@ -487,19 +537,29 @@ def other_markdown(table: pd.DataFrame) -> str:
         else:
             unit = _text(getattr(row, "diff_unit", ""))
             low, high = _number(row, "ci_low"), _number(row, "ci_high")
-            effect = (f"{criteria.signed(_number(row, 'diff_mean'))}"
-                      + ("" if math.isnan(low) else
-                         f" [{criteria.signed(low)}, {criteria.signed(high)}]")
+            effect = (f"{_signed(_number(row, 'diff_mean'))}"
+                      + ("" if math.isnan(low) else f" [{_signed(low)}, {_signed(high)}]")
                       + (f" {unit}" if unit else ""))
             cell = f"{_verdict(str(row.verdict))} ({effect})"
-        lines.append(_row([str(row.claim), model_name(row.model), condition_name(_condition(
-            row.condition)), cell, REASONS.get(_text(row.reason), "—")]))
+        lines.append(_row([str(row.claim), model_name(row.model), condition_text(row), cell,
+                           REASONS.get(_text(row.reason), "—")]))
+    return "\n".join(lines)
+
+
+def published_markdown(table: pd.DataFrame) -> str:
+    """One row per published row: claim, model, the setting in words, verdict, why."""
+    lines = _header(["claim", "model", "setting", "verdict", "why"])
+    for row in table.itertuples(index=False):
+        lines.append(_row([str(row.claim), model_name(row.model),
+                           _text(row.condition).removeprefix("published: ") or "—",
+                           _verdict(str(row.verdict)),
+                           REASONS.get(_text(row.reason), "") or _text(row.cause) or "—"]))
     return "\n".join(lines)
 
 
 def checks_markdown(table: pd.DataFrame) -> str:
     """The rows true by construction, one line per (claim, sparsifier): how many rows hold,
-    on which models, the share of units: checks of the code, not findings."""
+    on which models, the share of recorded steps: checks of the code, not findings."""
     lines = []
     for (claim, sparsifier), g in table.groupby(["claim", "sparsifier"], sort=False):
         counts = g["verdict"].astype(str).value_counts()
@@ -509,22 +569,47 @@ def checks_markdown(table: pd.DataFrame) -> str:
         else:
             told += f" of {len(g)} rows"
         models = ", ".join(model_name(m) for m in dict.fromkeys(g["model"]))
-        units = _span(g["fraction"])
+        shares = [f for f in pd.to_numeric(g["fraction"], errors="coerce").dropna()]
+        units = (_pct(min(shares)) if _pct(min(shares)) == _pct(max(shares))
+                 else f"{_pct(min(shares))}–{_pct(max(shares))}") if shares else ""
         statement = _text(g["statement"].iloc[0]) or claim
         lines.append(f"- {statement} — {sparsifier_name(sparsifier)}: {told} ({models}"
-                     + (f"; {units} of units" if units else "") + ")")
+                     + (f"; {units} of recorded steps" if units else "") + ")")
     return "\n".join(lines)
 
 
-SECTIONS = {"distribution": "Distribution and contraction", "convergence": "Convergence",
-            "prediction": "Predicted speed-ups", "time": "Predicted time to accuracy",
-            "other": "Other claims", "check": "Checks"}
+INTROS = {
+    "distribution": "Top-k's u per model and condition: verdict (share of recorded steps "
+                    "meeting the criterion [its 95% block-bootstrap interval]); runs behind the "
+                    "row; β: median generalised-normal shape of the snapshot fits (2 = normal, "
+                    "1 = Laplace); Top-k keeps: (1 − δ)/(k/d), the share of ‖u‖² Top-k keeps "
+                    "over the k/d a random k-subset keeps.",
+    "counts": f"Counts in {criteria.count_band_text()} (share of steps): each selector on "
+              "Top-k's u (the recorder runs it on the u Top-k trains on), in each method's own "
+              "training, and the tail above Gaussian-k's first threshold.",
+    "convergence": "Each method against exact Top-k on the same seeds: difference method − "
+                   "Top-k of the final held-out metric (points of accuracy, % of perplexity) "
+                   "with its 95% interval; elements sent relative to Top-k's in the "
+                   f"target-density phase; {CONVERGENCE_RULES}.",
+    "outer": "DiLoCo-style training: the pseudo-gradient's own claims (share of recorded "
+             "exchanges), then each training against its reference on the same seeds.",
+    "published": "Runs imported from published logs (no seed published: never paired).",
+    "other": "Every other claim (beyond the paper's, or of your own: "
+             "[development](development.md)), one row per model and condition: its verdict "
+             "with the share of recorded steps or the effect and interval, and why a row is "
+             "not decided.",
+    "check": "True by construction, or for any vector that is not flat: checks, not findings.",
+}
+RENDER = {"distribution": distribution_markdown, "counts": counts_markdown,
+          "convergence": convergence_markdown, "outer": outer_markdown,
+          "prediction": prediction_markdown, "time": time_to_accuracy_markdown,
+          "published": published_markdown, "other": other_markdown, "check": checks_markdown}
 
 
 def section_heading(heading: str | None, section: str) -> str:
-    """The markdown heading of a findings section ("### Quick profile: Convergence"; without a
-    heading "### Convergence"), whose anchor slug() gives."""
-    return f"### {heading}: {SECTIONS[section]}" if heading else f"### {SECTIONS[section]}"
+    """The markdown heading of a findings table ("### Quick: Convergence"; without a heading
+    "### Convergence"), whose anchor slug() gives."""
+    return f"### {heading}: {TABLES[section]}" if heading else f"### {TABLES[section]}"
 
 
 def slug(heading: str) -> str:
@@ -534,179 +619,37 @@ def slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
+def split_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The rows of each findings table (row_table), in TABLES' order, those with rows."""
+    keys = [row_table(r) for r in table.itertuples(index=False)]
+    found = pd.Series(keys, index=table.index, dtype=object)
+    return {k: table[found == k] for k in TABLES if (found == k).any()}
+
+
 def findings_markdown(table: pd.DataFrame, heading: str | None = None) -> str:
-    """The findings, each section under its own heading (section_heading): the distribution
-    and contraction table, the convergence table, the predictions, and the checks (each only
-    where the claims have rows for it)."""
+    """The findings, each table under its own heading (section_heading): one per findings
+    table with rows (split_tables)."""
     if len(table) == 0:
         return "_no claims (no runs)_"
     table, derived = with_derived_columns(table)
     parts = [DERIVED_NOTE] if derived else []
-
-    def part(section: str, body: str) -> None:
-        parts.append(f"{section_heading(heading, section)}\n\n{body}")
-
-    by = {s: table[table["section"] == s] for s in ("distribution", "convergence",
-                                                    "prediction", "check")}
-    if len(by["distribution"]):
-        part("distribution", "Top-k's u per model and condition (density warm-up and target "
-             "density ρ): verdict (share of units meeting the criterion [its 95% block-bootstrap "
-             "interval]); runs behind the row; β: median "
-             "generalised-normal shape of the snapshot fits (2 = normal, 1 = Laplace).\n\n"
-             + distribution_markdown(by["distribution"])
-             + ("\n\nCounts in " + criteria.count_band_text() + " (share of units): each "
-                "selector on Top-k's u (the recorder runs it on the u Top-k trains on), in "
-                "each method's own training, and the tail above Gaussian-k's first "
-                "threshold.\n\n" + counts
-                if (counts := counts_markdown(by["distribution"])) else ""))
-    if len(by["convergence"]):
-        part("convergence", "Each method against exact Top-k on the same seeds: difference "
-             "method − Top-k of the final held-out metric (points of accuracy, % of "
-             "perplexity) with its 95% interval; elements sent relative to Top-k's in the "
-             f"target-density phase; {CONVERGENCE_RULES}.\n\n"
-             + convergence_markdown(by["convergence"], derived))
-    timed = by["prediction"]["claim"].map(is_time_to_accuracy).astype(bool)
-    if (~timed).any():
-        part("prediction", prediction_markdown(by["prediction"][~timed]))
-    if timed.any():
-        part("time", time_to_accuracy_markdown(by["prediction"][timed]))
-    other = other_rows(table)
-    if len(other):
-        part("other", "Every other claim (beyond the paper's, or of your own: "
-             "docs/development.md), one row per model and condition: its verdict with the "
-             "share of units or the effect and interval, and why a row is not decided.\n\n"
-             + other_markdown(other))
-    if len(by["check"]):
-        part("check", "True by construction, or for any vector that is not flat: checks, not "
-             "findings.\n\n"
-             + checks_markdown(by["check"]))
+    for key, rows in split_tables(table).items():
+        intro = INTROS.get(key, "")
+        body = RENDER[key](rows)
+        parts.append(f"{section_heading(heading, key)}\n\n" + (f"{intro}\n\n" if intro else "")
+                     + body)
     return "\n\n".join(parts)
 
 
-# --------------------------------------------------------------------- the README sentences
-def _span(values, fmt: str = "{:.0%}") -> str:
-    x = [float(v) for v in values if not pd.isna(v)]
-    if not x:
-        return ""
-    lo, hi = min(x), max(x)
-    return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else \
-        f"{fmt.format(lo)}–{fmt.format(hi)}"
-
-
-def findings_prose(table: pd.DataFrame) -> str:
-    """The README's findings in words, every number taken from the claims' columns."""
-    if len(table) == 0:
-        return "_no claims (no runs)_"
-    table, derived = with_derived_columns(table)
-    dist = table[(table["section"] == "distribution")
-                 & (table["condition"].astype(str) != ALL_CONDITIONS)]
-    sentences = []
-
-    def share(claim: str, sparsifier: str | None = None) -> str:
-        rows = dist[dist["claim"] == claim]
-        if sparsifier is not None:
-            rows = rows[rows["sparsifier"] == sparsifier]
-        return _span(rows["fraction"])
-
-    n_cond = len(dist[["model", "condition"]].drop_duplicates())
-    if share("below_paper"):
-        sentences.append(
-            f"Over {n_cond} (model, condition) pairs on {dist['model'].nunique()} models, Top-k's "
-            f"δ stayed below the paper's (1 − k/d)² in {share('below_paper')} of each "
-            "condition's units"
-            + (f", and at most the Gaussian value in {share('gaussian_value')}"
-               if share("gaussian_value") else "")
-            + (f"; the convexity condition behind the paper's bound held in "
-               f"{share('convexity_condition')}" if share("convexity_condition") else "") + ".")
-    if share("gaussian_like"):
-        betas = _span(dist.loc[dist["claim"] == "gaussian_like", "gennorm_beta"], "{:.2f}")
-        sentences.append(
-            f"u met the Gaussian-like criterion (|skew| ≤ {criteria.MAX_ABS_SKEW:g}, |excess "
-            f"kurtosis| ≤ {criteria.MAX_ABS_EXCESS_KURTOSIS:g}) in {share('gaussian_like')} of "
-            "the units per condition"
-            + (f"; the generalised-normal shape β of the snapshot fits had medians {betas} "
-               "(2 = normal, 1 = Laplace)" if betas else "") + ".")
-    if share("gaussiank_count", "gaussiank-2019"):
-        sentences.append(
-            "The published Gaussian-k rule (`gaussiank-2019`) selected within "
-            f"{criteria.count_band_text()} in {share('gaussiank_count', 'gaussiank-2019')} of "
-            "the units per condition.")
-    conv = table[table["section"] == "convergence"]
-    acc = conv[~conv["claim"].astype(str).str.endswith("_traffic")]
-    if len(acc):
-        counts = acc["verdict"].value_counts()
-        told = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts)
-        seeds = _span(acc["n_seeds"], "{:.0f}")
-        failed = int(pd.to_numeric(acc["n_failed_seeds"], errors="coerce").fillna(0).sum())
-        # a shortfall is a lower accuracy but a higher perplexity: rank by the signed loss
-        metric = acc.get("metric", pd.Series("accuracy", index=acc.index))
-        metric = metric.where(metric.notna(), "accuracy").astype(str)
-        loss = pd.to_numeric(acc["diff_mean"], errors="coerce") * [
-            -1.0 if criteria.higher_is_better(m) else 1.0 for m in metric]
-        worst = acc.loc[loss.idxmax()]
-        traffic = conv[conv["claim"].astype(str).str.endswith("_traffic")]
-        sentences.append(
-            f"Against exact Top-k over {seeds} seeds, {len(acc)} (method, condition) "
-            f"comparison{'s' if len(acc) != 1 else ''} on {', '.join(model_name(m) for m in dict.fromkeys(acc['model']))}: "
-            f"{told}; {failed} method seed(s) failed. The largest shortfall: "
-            f"{sparsifier_name(worst['sparsifier'])} ({_condition(worst['condition'])}), "
-            f"{_interval(next(worst.to_frame().T.itertuples(index=False)))}. Traffic-matched "
-            f"claims: {(traffic['verdict'] == 'holds').sum()} of {len(traffic)} hold, judged "
-            "on the elements sent " + ("over the whole run (these claims predate the "
-                                       "per-phase traffic)." if derived
-                                       else "at the target density."))
-    if (table["section"] == "check").any():
-        sentences.append("The checks (listed apart, not findings): δ < 1 − k/d, true for any "
-                         "vector that is not flat, and the robust `gaussiank`'s count, exactly "
-                         "k by construction.")
-    predicted = table[table["section"] == "prediction"]
-    if len(predicted):
-        timed = predicted["claim"].map(is_time_to_accuracy).astype(bool)
-        rows = " and ".join(what for what, some in (("speed-up", (~timed).any()),
-                                                   ("time-to-accuracy", timed.any())) if some)
-        sentences.append(f"The {rows} rows are predictions of the step-time model, not "
-                         "measurements" + (" (the steps to the target are measured in the "
-                                           "runs)." if timed.any() else "."))
-    return " ".join(sentences)
-
-
-# --------------------------------------------------------------------- the README blocks
-def _block(readme: str, start: str, end: str) -> str:
-    i, j = readme.find(start), readme.find(end)
-    return readme[i + len(start): j] if 0 <= i < j else ""
-
-
-def findings_block(readme: str, block: str = "claims") -> str:
-    """The text between the README's `block` table markers ('' without them)."""
-    start, end, _, _ = markers(block)
-    return _block(readme, start, end)
+# --------------------------------------------------------------------- the blocks
+def findings_block(text: str, block: str = "claims") -> str:
+    """The text between the `block` table markers ('' without them)."""
+    start, end = markers(block)
+    i, j = text.find(start), text.find(end)
+    return text[i + len(start): j] if 0 <= i < j else ""
 
 
 _UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
-
-
-def findings_cells(block: str) -> set[tuple[str, str, str]]:
-    """The filled cells of the findings tables in `block` (as findings_markdown writes them):
-    (the table's first header, the row's label — its cells under LABEL_COLUMNS — , the
-    column), "—" cells left out. Two versions of the findings compare by these: a cell in the
-    old one and not the new is lost."""
-    cells: set[tuple[str, str, str]] = set()
-    header: list[str] = []
-    for line in block.splitlines():
-        line = line.strip()
-        if not line.startswith("|"):
-            header = []
-            continue
-        parts = [c.strip() for c in _UNESCAPED_PIPE.split(line)[1:-1]]
-        if not header:
-            header = parts
-        elif not all(set(c) <= {"-", ":"} for c in parts):
-            labels = [i for i, h in enumerate(header) if h in LABEL_COLUMNS] or [0]
-            label = " · ".join(parts[i] for i in labels if i < len(parts))
-            cells.update((header[0], label, column) for i, (column, cell) in
-                         enumerate(zip(header, parts)) if i not in labels
-                         and cell not in ("", "—"))
-    return cells
 
 
 def width_problems(markdown: str, max_columns: int = MAX_COLUMNS,
@@ -725,21 +668,23 @@ def width_problems(markdown: str, max_columns: int = MAX_COLUMNS,
     return problems
 
 
-def _replace(readme: str, start: str, end: str, body: str) -> str:
-    i, j = readme.find(start), readme.find(end)
-    if i < 0 or j < i:
-        raise ValueError(f"the README has no {start} ... {end} block")
-    return readme[: i + len(start)] + "\n" + body + "\n" + readme[j:]
+def replace_findings(text: str, table: pd.DataFrame, block: str = "claims") -> str:
+    """text with the lines between its `block` table markers replaced by findings_markdown."""
+    from topkscope.publish.headline import replace_block
+
+    start, end = markers(block)
+    return replace_block(text, start, end, findings_markdown(table, HEADINGS.get(block)))
 
 
-def replace_findings(readme: str, table: pd.DataFrame, block: str = "claims") -> str:
-    """readme with the text between the `block` table markers replaced by findings_markdown,
-    and between its prose markers (where it has them) by findings_prose."""
-    start, end, prose_start, prose_end = markers(block)
-    text = _replace(readme, start, end, findings_markdown(table, HEADINGS.get(block)))
-    if prose_start in text:
-        text = _replace(text, prose_start, prose_end, findings_prose(table))
-    return text
+def lost_rows(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
+    """The rows of claims table `old` that `new` lacks, as 'claim · model · sparsifier ·
+    condition' (publishing new would drop them); both brought to the current schema."""
+    def keys(table: pd.DataFrame) -> set[tuple]:
+        table = current(table)[0]
+        return set(zip(table["claim"].astype(str), table["model"].astype(str),
+                       table["sparsifier"].astype(str), table["condition"].astype(str)))
+
+    return [" · ".join(k) for k in sorted(keys(old) - keys(new))]
 
 
 # --------------------------------------------------------------------- claims.md
@@ -748,22 +693,24 @@ VERDICT_MARKS = {"holds": "holds ✅", "fails": "fails ❌", "mixed": "mixed ⚠
 
 
 def claims_markdown(table: pd.DataFrame) -> str:
-    """A markdown table: model, dataset (+ substitution), claim, sparsifier, verdict, evidence."""
+    """A markdown table: model, dataset (+ substitution), claim, sparsifier, condition in
+    words, verdict, the verdict's sentence, evidence; the verdict rules below."""
     if len(table) == 0:
         return "_no claims could be evaluated (no runs)_"
+    table = current(table)[0]
     lines = ["| model | dataset | claim | sparsifier | condition | units | fraction | verdict | "
              "in one sentence | evidence |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in table.itertuples(index=False):
-        sub = row.dataset_substitute if isinstance(row.dataset_substitute, str) else None
+        sub = _text(row.dataset_substitute) or None
         frac = "" if pd.isna(row.fraction) else f"{row.fraction:.2f}"
         sparsifiers = ", ".join(sparsifier_name(s) for s in str(row.sparsifier).split(","))
-        args = getattr(row, "model_args", "")
-        model = model_name(row.model) + (f" ({args})" if isinstance(args, str) and args else "")
-        cells = [model, dataset_name(row.dataset, sub),
-                 row.statement or row.claim,
-                 sparsifiers, str(getattr(row, "condition", "") or "").replace("nan", ""),
-                 str(row.n_units), frac, VERDICT_MARKS.get(row.verdict, row.verdict),
-                 verdict_sentence(row), str(row.evidence)]
+        args = _text(getattr(row, "model_args", ""))
+        model = model_name(row.model) + (f" ({args})" if args else "")
+        units = "" if pd.isna(row.n_units) else str(int(row.n_units))
+        cells = [model, dataset_name(row.dataset, sub), row.statement or row.claim,
+                 sparsifiers, condition_text(row), units, frac,
+                 VERDICT_MARKS.get(row.verdict, row.verdict), verdict_sentence(row),
+                 str(row.evidence)]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     rules = table.drop_duplicates("claim")[["claim", "rule"]]
     lines += ["", "Verdict rules:", ""]

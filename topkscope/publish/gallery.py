@@ -4,17 +4,18 @@ Reads <results>/figures/*.png and <results>/claims.md, writes <out>/*.png (at mo
 pixels wide, 256-colour PNG) and <out>/README.md: every figure with its caption from index
 entries, then the claims table as measured. Committed under docs/gallery/ so the README shows
 real results. The text is regenerated from <results>/claims.csv (or `claims`, a given claims
-table): the README's first screen between its headline markers (topkscope.publish.headline),
+table): the README's summary and answers between their markers (topkscope.publish.headline),
 and, in the README and the findings document (docs/findings.md) alike, the findings tables
-between claims-table markers (findings.findings_markdown) and their sentences between
-claims-prose markers (findings.findings_prose): no hand-written verdicts or numbers. A second
+between claims-table markers (findings.findings_markdown): no hand-written verdicts or
+numbers. A second
 claims table (standard_claims: the standard profile's committed claims-standard.csv) fills
 the standard-claims blocks the same way and the headline's standard lines. text_only
 regenerates the text alone from the claims tables, with no figures (`make findings`).
 
 Partial results never shrink what is published silently: when <results> lacks a figure that
-<out> holds, or the new findings lack a cell (a row's value) the README shows, publish refuses
-with one line naming what would be lost, and writes nothing (allow_shrink=True publishes
+<out> holds, or its claims lack a row of the committed quick claims
+(results/reference/claims-quick.csv; claims frames compared, never rendered text), publish
+refuses with one line naming what would be lost, and writes nothing (allow_shrink=True publishes
 them anyway and removes the gallery's figures the results no longer have). Everything is
 prepared in memory first, so a refusal or a bad input leaves every file as it was.
 """
@@ -22,7 +23,6 @@ prepared in memory first, so a refusal or a bad input leaves every file as it wa
 from __future__ import annotations
 
 import io
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,17 +52,6 @@ def shrunk_png(src: Path, width: int = MAX_WIDTH) -> bytes:
     return buf.getvalue()
 
 
-def captions_from_index(index_md: str) -> dict[str, str]:
-    """{figure name: caption} parsed from results/figures/index.md."""
-    out: dict[str, str] = {}
-    for block in re.split(r"\n### ", index_md)[1:]:
-        name, _, rest = block.partition("\n")
-        paras = [p.strip() for p in rest.split("\n\n") if p.strip() and not p.strip().startswith("!")]
-        if paras:
-            out[name.strip()] = re.sub(r"\s*\(\[png\].*\)\s*$", "", paras[0])
-    return out
-
-
 @dataclass
 class Gallery:
     """Every file publish() would write, prepared in memory: name -> bytes for <out>, the
@@ -89,8 +78,9 @@ def prepare(results: Path, width: int = MAX_WIDTH, readme: Path | None = None,
     pngs = sorted(figures.glob("*.png"))
     if not pngs:
         raise ValueError(f"no figures in {figures}: run `make reproduce-figures` first")
-    index = figures / "index.md"
-    captions = captions_from_index(index.read_text()) if index.exists() else {}
+    from topkscope.publish.figures import read_index
+
+    captions = read_index(figures)
     order = {name: i for i, name in enumerate(captions)}  # index order: experiment by experiment
     pngs.sort(key=lambda p: (order.get(p.stem, len(order)), p.stem))
     lines = ["# Gallery (quick profile, as measured)", "",
@@ -121,42 +111,36 @@ def _claims(path: Path):
 
 def _texts(quick_csv: Path, standard_csv: Path | None,
            files: dict[str, Path | None]) -> dict[str, str]:
-    """{kind: new text} of each given file ("readme", "findings"): its headline and claims
-    blocks regenerated from the quick profile's claims (quick_csv) and, with standard_csv,
-    the standard profile's (less its repeated predictions). ValueError naming a file that has
-    none of these blocks, or standard claims that no file has blocks for."""
+    """{kind: new text} of each given file ("readme", "findings"): its answer blocks
+    (topkscope.publish.headline) and tables (findings.markers) regenerated from the quick
+    profile's claims (quick_csv) and, with standard_csv, the standard profile's. ValueError
+    naming a file that has none of these blocks, or standard claims that no file has blocks
+    for."""
     from topkscope.publish.findings import markers, replace_findings
     from topkscope.publish.headline import (
-        COUNTS_START,
         HEADLINE_START,
         OUTER_START,
+        SUMMARY_START,
         replace_headline,
-        replace_outer_answers,
-        replace_verdict_counts,
     )
     from topkscope.publish.published_findings import START as PUBLISHED_START
-    from topkscope.publish.published_findings import published_gpu_bands, with_published
+    from topkscope.publish.published_findings import with_published
 
     files = {kind: Path(f) for kind, f in files.items() if f is not None}
     if not files:
         return {}
     quick = _claims(quick_csv)
-    standard = None
-    if standard_csv is not None:
-        standard = _claims(standard_csv)
+    standard = None if standard_csv is None else _claims(standard_csv)
+    profiles = {"Quick": quick, **({} if standard is None else {"Standard": standard})}
     out, standard_used = {}, False
     for kind, path in files.items():
         text = path.read_text()
         filled = False
-        profiles = {"Quick": quick, **({} if standard is None else {"Standard": standard})}
-        if HEADLINE_START in text:
-            text, filled = replace_headline(text, profiles, published_gpu_bands()), True
-            standard_used |= standard is not None
-        if OUTER_START in text:
-            text, filled = replace_outer_answers(text, profiles), True
-        if COUNTS_START in text:
-            text, filled = replace_verdict_counts(text, profiles, published_gpu_bands()), True
-            standard_used |= standard is not None
+        if any(start in text for start in (SUMMARY_START, HEADLINE_START, OUTER_START)):
+            # links from the README reach docs/, from docs/findings.md their neighbours
+            text = replace_headline(text, profiles, gallery=path.parent / _GALLERY[kind],
+                                    base=_BASE[kind])
+            filled, standard_used = True, standard_used or standard is not None
         for block, table in (("claims", quick), ("standard-claims", standard)):
             if table is not None and markers(block)[0] in text:
                 text, filled = replace_findings(text, table, block), True
@@ -173,35 +157,36 @@ def _texts(quick_csv: Path, standard_csv: Path | None,
     return out
 
 
+# where a file's links to the gallery and to docs/ start, by the file's kind
+_GALLERY = {"readme": "docs/gallery", "findings": "gallery"}
+_BASE = {"readme": "docs/", "findings": ""}
+
+
 def update_readme(readme: Path, claims_csv: Path) -> None:
     """Rewrite readme's headline and findings blocks from claims_csv."""
     text = _texts(claims_csv, None, {"readme": readme})["readme"]
     write_bytes_atomic(Path(readme), text.encode())
 
 
-def losses(gallery: Gallery, out: Path, readme: Path | None,
-           findings: Path | None = None) -> list[str]:
+def losses(gallery: Gallery, out: Path, old_claims: dict | None = None,
+           new_claims: dict | None = None) -> list[str]:
     """What publishing `gallery` would drop: figures <out> holds that it lacks (unless it is
-    text only), findings cells (row x column) the README or the findings document shows that
-    its new text lacks; one phrase each."""
-    from topkscope.publish.findings import findings_block, findings_cells
+    text only), and claims rows a published table holds that the new one lacks
+    (old_claims / new_claims: profile -> claims table); one phrase each."""
+    from topkscope.publish.findings import lost_rows
 
     lost = []
     figures = sorted({p.name for p in Path(out).glob("*.png")} - set(gallery.pngs)
                      - set(NOT_FIGURES))
     if figures and gallery.index:
         lost.append(f"{out} would lose {len(figures)} figure(s): {_some(figures)}")
-    for path, new in ((readme, gallery.readme), (findings, gallery.findings)):
-        if path is None or new is None:
+    for profile, old in (old_claims or {}).items():
+        new = (new_claims or {}).get(profile)
+        if new is None:
             continue
-        old = Path(path).read_text()
-        cells = sorted(cell for block in ("claims", "standard-claims") for cell in
-                       findings_cells(findings_block(old, block))
-                       - findings_cells(findings_block(new, block)))
-        if cells:
-            rows = sorted({label for _, label, _ in cells})
-            lost.append(f"{path}'s findings would lose {len(cells)} cell(s), in rows "
-                        f"{_some(rows)}")
+        rows = lost_rows(old, new)
+        if rows:
+            lost.append(f"the {profile} claims would lose {len(rows)} row(s): {_some(rows)}")
     return lost
 
 
@@ -222,7 +207,11 @@ def publish(results: Path, out: Path, width: int = MAX_WIDTH, readme: Path | Non
     out = Path(out)
     gallery = prepare(results, width, readme, standard_claims, findings, claims, text_only,
                       progress)
-    lost = losses(gallery, out, readme, findings)
+    quick = Path(results) / "claims.csv" if claims is None else Path(claims)
+    published = Path(results) / "reference" / "claims-quick.csv"
+    old = ({"quick": _claims(published)} if published.is_file() and quick.is_file()
+           and published.resolve() != quick.resolve() else {})
+    lost = losses(gallery, out, old, {"quick": _claims(quick)} if old else None)
     if lost and not allow_shrink:
         raise ValueError(f"{results if claims is None else claims} holds less than what is "
                          f"published: {'; '.join(lost)}; run the whole profile first (make "

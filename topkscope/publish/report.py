@@ -138,10 +138,10 @@ def profile_root(paths: Sequence[Path]) -> Path | None:
 
 def drawn_figures(root: Path) -> list[Figure]:
     """The figures of a results root, in figures/index.md's order with its captions."""
-    from topkscope.publish.gallery import captions_from_index
+    from topkscope.publish.figures import read_index
 
     figures = root / "figures"
-    captions = captions_from_index((figures / "index.md").read_text())
+    captions = read_index(figures)
     names = list(captions) + sorted(p.stem for p in figures.glob("*.png")
                                     if p.stem not in captions)
     return [Figure(n, captions.get(n, ""), (figures / f"{n}.png").read_bytes())
@@ -379,12 +379,13 @@ def _scaling_html(table: pd.DataFrame, inputs: list[str]) -> str:
 
 
 def _answers_html(claims: pd.DataFrame, scaling: pd.DataFrame) -> str:
-    """The run's four questions (topkscope.claims.answers.run_answers), one sentence each,
-    the word first; the tables and figures below hold the rest."""
-    from topkscope.claims.answers import run_answers
+    """The run's questions (topkscope.claims.answers.run_answers: every registered question
+    its claims hold rows of, then whether sparsification pays), one sentence each, the word
+    first; the tables and figures below hold the rest."""
+    from topkscope.claims.answers import pays_answer, run_answers
 
     items = "".join(f"<li><b>{_e(a.question.text)}</b> {_e(a.text)}</li>"
-                    for a in run_answers(claims, scaling))
+                    for a in run_answers(claims, pays_answer(scaling)))
     return (f"<ol>{items}</ol><p class=\"note\">Each answer is read off the claims rows below "
             "(their verdicts and reasons) and the predicted scaling; nothing here re-judges "
             "them.</p>")
@@ -397,7 +398,7 @@ def render(report: Report) -> str:
              f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
              f"<h1>{_e(title)}</h1>",
              f"<p>{len(report.runs)} run(s) from {_e(', '.join(report.sources))}.</p>",
-             "<h2 id=\"answers\">Your four questions, answered</h2>",
+             "<h2 id=\"answers\">Your questions, answered</h2>",
              _answers_html(report.claims, report.scaling),
              "<h2 id=\"what-ran\">What ran</h2>",
              _table(report.runs, list(report.runs.columns)) if len(report.runs) else "",
