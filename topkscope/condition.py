@@ -30,7 +30,15 @@ from typing import Any
 DURING_WARMUP = "during warm-up at rho="
 ALL_CONDITIONS = "all conditions (target density)"  # the key of a pooled summary row
 WARMUP_UNKNOWN = "warm-up phase unknown"
-PHASES = ("", "warm-up", "unknown", "pooled")
+# phases of a row's units: "" the target density (or the whole run), "warm-up" a density
+# warm-up, "first-exchanges" / "later-exchanges" an outer loop's first EARLY_EXCHANGES
+# exchanges and the rest (the error-feedback accumulator is empty at exchange 1 and holds one
+# exchange's residual at exchange 2: the pseudo-gradient changes shape there), "unknown"
+# steps a run's manifest cannot place, "pooled" a summary over conditions
+PHASES = ("", "warm-up", "first-exchanges", "later-exchanges", "unknown", "pooled")
+EARLY_EXCHANGES = 2
+PHASE_KEYS = {"first-exchanges": f"exchanges 1-{EARLY_EXCHANGES}",
+              "later-exchanges": f"exchanges {EARLY_EXCHANGES + 1} on"}
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,10 @@ class Condition:
             text += f"; {DURING_WARMUP}{_g(self.phase_density)}"
         elif self.phase == "unknown":
             text += f"; {WARMUP_UNKNOWN}"
+        elif self.phase in PHASE_KEYS:
+            text += f"; {PHASE_KEYS[self.phase]}"
+        if self.recorder_density is not None:
+            text += f"; recorded at rho={self.recorder_density:g}"
         return text
 
     def warmup_name(self) -> str:
@@ -109,6 +121,12 @@ class Condition:
     def target(self) -> Condition:
         """The condition of the target-density phase this one belongs to (phase cleared)."""
         return replace(self, phase="", phase_density=None)
+
+    @property
+    def main_phase(self) -> bool:
+        """A phase an answer is given for first: the target density (or the whole run), an
+        outer loop's exchanges after the first ones."""
+        return self.phase in ("", "later-exchanges")
 
     @property
     def during_warmup(self) -> bool:
@@ -282,6 +300,10 @@ def describe(cond: Condition, *, density: bool = True, warmup: bool = True,
         parts.append(f"during the warm-up, at ρ = {density_text(cond.phase_density)}")
     elif cond.phase == "unknown":
         parts.append("warm-up phase unknown")
+    elif cond.phase == "first-exchanges":
+        parts.append(f"first {EARLY_EXCHANGES} exchanges")
+    elif cond.phase == "later-exchanges":
+        parts.append(f"after the first {EARLY_EXCHANGES} exchanges")
     if cond.recorder_density is not None and cond.recorder_density != cond.training_density:
         parts.append(f"Top-k evaluated at ρ = {density_text(cond.recorder_density)}")
     if cond.k_rule != "round":

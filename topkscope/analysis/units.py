@@ -5,8 +5,8 @@ A condition is a topkscope.condition.Condition: the run's training condition and
 density (key "warmup=paper; rho=0.001"). A unit recorded while a density warm-up trained at
 another density is not pooled with them: it belongs to the same condition in phase "warm-up"
 with the density trained then (key "...; during warm-up at rho=0.015625"). When a model has
-several target-density conditions, a pooled Condition (phase "pooled", key ALL_CONDITIONS)
-pools their units (never the warm-up ones) as a summary.
+several conditions, each is its own (POOLED, the key ALL_CONDITIONS, names the summary rows of
+older tables, which pooled the target-density ones).
 
     for units in condition_units(runs, sparsifiers, max_snapshots, max_n):
         units.sparsifier, units.condition, units.u (stats rows), units.snaps, units.n_runs
@@ -25,7 +25,13 @@ import numpy as np
 import pandas as pd
 
 from topkscope.analysis import contraction, fits, fitted_value, phases, selection, snapshots
-from topkscope.condition import ALL_CONDITIONS, DURING_WARMUP, Condition, run_condition
+from topkscope.condition import (
+    ALL_CONDITIONS,
+    DURING_WARMUP,
+    EARLY_EXCHANGES,
+    Condition,
+    run_condition,
+)
 from topkscope.manifest import condition_of  # noqa: F401  (this API)
 from topkscope.schema import GLOBAL
 
@@ -52,6 +58,10 @@ def unit_conditions(run, steps: Sequence[int]) -> list[Condition]:
     warm-up (key "warmup=paper; rho=0.001; during warm-up at rho=0.015625"), phase "unknown"
     when the steps cannot be placed."""
     base = grouping(run_condition(run.manifest))
+    if base.is_outer:  # recorded at exchanges: the first ones are a phase of their own
+        h = base.outer_inner_steps or 1
+        return [replace(base, phase="first-exchanges" if (int(s) + 1) // h <= EARLY_EXCHANGES
+                        else "later-exchanges") for s in steps]
     tr = getattr(run, "train", None)
     epochs = None
     if tr is not None and not tr.empty and {"step", "epoch"} <= set(tr.columns):
@@ -68,9 +78,9 @@ def unit_conditions(run, steps: Sequence[int]) -> list[Condition]:
 
 
 def grouping(cond: Condition) -> Condition:
-    """The part of a run's condition its units are grouped by: every field but the experiment
-    and the world size (the runs behind a row name those)."""
-    return replace(cond, experiment="", world_size=None)
+    """The part of a run's condition its units are grouped by: every field — the experiment
+    and the world size too: runs of two experiments or world sizes are never pooled."""
+    return cond
 
 
 def u_rows(runs: list) -> pd.DataFrame:
@@ -180,6 +190,38 @@ class ConditionUnits:
         experiment and world size of its runs where they all share one."""
         return with_runs(self.condition, self.runs)
 
+    @property
+    def densities(self) -> list[float]:
+        """The densities the recorder evaluated Top-k at on these units (its u rows' and the
+        snapshots' contraction tables'), sorted."""
+        found = set()
+        if not self.u.empty and "density" in self.u:
+            found |= set(floats(self.u["density"])[np.isfinite(floats(self.u["density"]))])
+        for s in self.snaps:
+            if len(s["ratios"]) and "density" in s["ratios"]:
+                found |= set(floats(s["ratios"]["density"]))
+        return sorted(float(d) for d in found)
+
+    def at_density(self, density: float) -> ConditionUnits:
+        """The same units restricted to one recorder density: u rows at it, each snapshot's
+        contraction rows, tail counts and fitted units at it (its normality and fits, which
+        do not depend on a density, kept)."""
+        def near(values) -> np.ndarray:
+            return np.isclose(floats(pd.Series(values, dtype="float64")), density,
+                              rtol=1e-9, atol=0.0)
+
+        u = self.u[near(self.u["density"])] if not self.u.empty and "density" in self.u \
+            else self.u
+        snaps = []
+        for s in self.snaps:
+            ratios = s["ratios"][near(s["ratios"]["density"])] if len(s["ratios"]) else \
+                s["ratios"]
+            fitted = s["fitted"][near(s["fitted"]["density"])] if len(s["fitted"]) and \
+                "density" in s["fitted"] else s["fitted"]
+            tail = [t for t in s["tail"] if np.isclose(t[0], density, rtol=1e-9, atol=0.0)]
+            snaps.append({**s, "ratios": ratios, "fitted": fitted, "tail": tail})
+        return ConditionUnits(self.sparsifier, self.condition, u, snaps, self.n_runs, self.runs)
+
 
 def condition_units(runs: list, sparsifiers: Sequence[str], max_snapshots: int,
                     max_n: int | None) -> Iterator[ConditionUnits]:
@@ -187,7 +229,7 @@ def condition_units(runs: list, sparsifiers: Sequence[str], max_snapshots: int,
     claims table's order: per sparsifier of `sparsifiers`, its target-density conditions
     sorted by key, then the warm-up conditions, then POOLED where there are several target
     ones. Runs without any unit give one ConditionUnits of an empty condition for the first
-    of `sparsifiers` (NO_UNITS)."""
+    of `sparsifiers` (NO_UNITS). Conditions are never pooled (no summary over them)."""
     u = u_rows(runs)
     snaps = snapshot_analyses(runs, max_snapshots, max_n)
     found = set()
@@ -199,12 +241,10 @@ def condition_units(runs: list, sparsifiers: Sequence[str], max_snapshots: int,
         return
     for sparsifier in [s for s in sparsifiers if any(f[0] == s for f in found)]:
         conditions = sorted((c for s, c in found if s == sparsifier), key=Condition.key)
-        target = [c for c in conditions if c.phase == ""]
+        target = [c for c in conditions if c.main_phase]
         ordered = target + [c for c in conditions if c not in target]
-        if len(target) > 1:
-            ordered.append(POOLED)
         for cond in ordered:
-            wanted = set(target) if cond == POOLED else {cond}
+            wanted = {cond}
             sub = (u[(u["_sparsifier"] == sparsifier) & u["_condition"].isin(wanted)]
                    if not u.empty else u)
             picked = [s for s in snaps if s["sparsifier"] == sparsifier

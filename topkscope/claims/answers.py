@@ -109,21 +109,43 @@ def _unit(claim: Claim) -> str:
     return "predictions" if claim.family == "prediction" else "conditions"
 
 
-def answer(table: pd.DataFrame, question: Question, claim: Claim) -> Answer:
-    """The question's answer from one claims table (module docstring)."""
-    rows = rows_for(table, question, claim)
+MAIN_PHASES = ("", "later-exchanges")  # what an answer's word is read off first
+PHASE_WORDS = {"warm-up": "during the density warm-up",
+               "first-exchanges": "at the first exchanges", "unknown": "where the phase is "
+               "unknown"}
+
+
+def _told(rows: pd.DataFrame, claim: Claim) -> tuple[str, str]:
+    """(word, text without its final stop) of rows of one phase group."""
     word = word_of(rows["verdict"])
-    if rows.empty:
-        return Answer(question, claim, word, "Not measured: these runs hold no row of it.",
-                      rows)
     numbers = claim.show.numbers(rows) if claim.show.numbers else ""
     undecided = _undecided(rows, _unit(claim))
     lead = word.capitalize()
     if word == "not settled" and undecided and not undecided[0].isdigit():
         lead, undecided = f"{lead}: {undecided}", ""
     text = f"{lead}: {numbers}" if numbers else lead
-    if undecided:
-        text += f"; {undecided}"
+    return word, text + (f"; {undecided}" if undecided else "")
+
+
+def answer(table: pd.DataFrame, question: Question, claim: Claim) -> Answer:
+    """The question's answer from one claims table (module docstring). Where rows of another
+    phase (a density warm-up, an outer loop's first exchanges) answer differently from the
+    target density's (or the later exchanges'), the word is the target's and the other
+    phase's word follows: 'No: …; during the density warm-up: partly.'"""
+    rows = rows_for(table, question, claim)
+    if rows.empty:
+        return Answer(question, claim, "not measured",
+                      "Not measured: these runs hold no row of it.", rows)
+    phase = rows["phase"].map(_text)
+    main, other = rows[phase.isin(MAIN_PHASES)], rows[~phase.isin(MAIN_PHASES)]
+    if main.empty or other.empty:
+        word, text = _told(rows, claim)
+        return Answer(question, claim, word, text + ".", rows)
+    word, text = _told(main, claim)
+    for name, part in other.groupby(phase[~phase.isin(MAIN_PHASES)], sort=False):
+        other_word = word_of(part["verdict"])
+        if other_word != word:
+            text += f"; {PHASE_WORDS.get(name, name)}: {other_word}"
     return Answer(question, claim, word, text + ".", rows)
 
 
@@ -143,6 +165,8 @@ def summary_line(tables: dict[str, pd.DataFrame], question: Question, claim: Cla
         len(p) for p in parts) else pd.DataFrame()
     if rows.empty:
         return ""
+    main = rows[rows["phase"].map(_text).isin(MAIN_PHASES)]
+    rows = main if len(main) else rows
     word = word_of(rows["verdict"]).capitalize()
     tell = claim.show.lead or claim.show.numbers
     number = tell(rows) if tell else ""

@@ -21,6 +21,7 @@ up, a failed seed, not a sample of training's u).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -144,6 +145,9 @@ def _row(claim: Claim, fields: dict, base: dict, options: Options) -> ClaimRow:
     values = dict(fields)
     cond = values.pop("condition", "")
     typed = values.pop("fields", None)  # a Condition behind a condition given in words
+    recorded_at = values.pop("recorder_density", None)
+    if isinstance(cond, Condition) and recorded_at is not None:
+        cond = replace(cond, recorder_density=float(recorded_at))
     values.setdefault("sparsifier", "")
     values.setdefault("claim", owner.row_name(values["sparsifier"]))
     values.setdefault("statement", owner.statement_for(values["sparsifier"],

@@ -44,26 +44,44 @@ from topkscope.claims.registry import Claim, Presentation, Question, register_cl
 from topkscope.columns import RECORDED_SELECTORS
 from topkscope.schema import column_prefix
 
-UNIT_RULE = ("units recorded during a density warm-up form their own condition (never pooled "
-             "with the target density's)")
+UNIT_RULE = ("units recorded during a density warm-up, or at an outer loop's first exchanges, "
+             "form their own condition (never pooled with the rest); one row per experiment, "
+             "world size and density the recorder evaluated Top-k at")
 MARGIN_RULE = ("bound_margin = median over units of (bound - delta_emp) / ((1 - k/d) - "
                "(1 - k/d)^2); a uniform u's delta (1 - k/d)^3 and a Gaussian u's beside it")
 MARGIN_CLAIMS = ("below_paper", "gaussian_value")
 
 
-def fraction_row(passed: np.ndarray, evidence: str, runs=(), steps=()) -> dict:
+def fraction_row(passed: np.ndarray, evidence: str, runs=(), steps=(),
+                 check: bool = False) -> dict:
     """The fraction rule on the units `passed`, each labelled by its run and step (the blocks
     of criteria.share_interval): n_units, fraction and its interval, evidence, verdict, cause
-    and reason."""
+    and reason; check True: the check rule instead (verdicts.check_verdict: a row true by
+    construction is never inconclusive)."""
     n, k = int(passed.size), int(np.count_nonzero(passed))
     low, high = criteria.share_interval(passed, runs, steps) if n else (math.nan, math.nan)
     blocks = len(set(zip(np.asarray(runs).tolist(), np.asarray(steps).tolist()))) if n else 0
-    verdict = verdicts.fraction_verdict(k, n, low, high)
+    if check:
+        verdict, cause, reason = verdicts.check_verdict(k, n)
+    else:
+        verdict = verdicts.fraction_verdict(k, n, low, high)
+        cause = verdicts.fraction_cause(k, n, low, high)
+        reason = verdicts.fraction_reason(verdict, n, blocks)
     return {"n_units": n, "fraction": k / n if n else math.nan,
             "fraction_low": low, "fraction_high": high,
             "evidence": f"{k} of {n} units; {evidence}" if n else evidence,
-            "verdict": verdict, "cause": verdicts.fraction_cause(k, n, low, high),
-            "reason": verdicts.fraction_reason(verdict, n, blocks)}  # fmt: skip
+            "verdict": verdict, "cause": cause, "reason": reason}  # fmt: skip
+
+
+def per_density(units: ConditionUnits, evaluate) -> list[dict]:
+    """evaluate(units at one recorder density) for each density the recorder evaluated Top-k
+    at, each row with its `recorder_density` (a row never pools densities); evaluate(units)
+    as they are when they hold none."""
+    densities = units.densities
+    if not densities:
+        return evaluate(units)
+    return [{**row, "recorder_density": d} for d in densities
+            for row in evaluate(units.at_density(d))]
 
 
 def gaussian_like(units: ConditionUnits) -> list[dict]:
@@ -117,8 +135,9 @@ def _per_kd(closed_form, k: np.ndarray, d: np.ndarray) -> np.ndarray:
 
 def _below(units: ConditionUnits, claim: str) -> list[dict]:
     u = units.u
+    check = claim == "below_classic"
     if u.empty or "topk_ratio" not in u:
-        return [fraction_row(np.zeros(0, bool), "no recorded topk_ratio for u")]
+        return [fraction_row(np.zeros(0, bool), "no recorded topk_ratio for u", check=check)]
     ratio = floats(u["topk_ratio"])
     k, d = floats(u["k"]), floats(u["numel"])
     ok = np.isfinite(ratio) & (k > 0) & (d > 0)
@@ -136,7 +155,7 @@ def _below(units: ConditionUnits, claim: str) -> list[dict]:
         bound = gaussian
         passed = criteria.is_at_most(ratio, bound)
     if not passed.size:
-        return [fraction_row(passed, "no finite topk_ratio for u")]
+        return [fraction_row(passed, "no finite topk_ratio for u", check=check)]
     gap = rho * (1.0 - rho)  # (1 - k/d) - (1 - k/d)^2
     with np.errstate(divide="ignore", invalid="ignore"):
         margin = np.where(gap > 0, (bound - ratio) / gap, np.nan)
@@ -154,7 +173,7 @@ def _below(units: ConditionUnits, claim: str) -> list[dict]:
                      f"{np.median(uniform[sel]):.4g}, a Gaussian u "
                      f"{np.median(gaussian[sel]):.4g}")
         per.append(text)
-    row = fraction_row(passed, "; ".join(per), *blocks)
+    row = fraction_row(passed, "; ".join(per), *blocks, check=check)
     row["energy_gain"] = float(np.median((1.0 - ratio) / rho))
     if claim in MARGIN_CLAIMS:
         row.update(bound_margin=float(np.nanmedian(margin)) if np.isfinite(margin).any()
@@ -302,7 +321,8 @@ def _count_of(u: pd.DataFrame, selector: str) -> dict | None:
             evidence += f"; {label} median {np.median(values):.3g}"
     if selection.by_construction(selector):
         evidence += "; true by construction (it selects exactly k)"
-    row = fraction_row(passed, evidence, u["_run"].to_numpy()[ok], u["step"].to_numpy()[ok])
+    row = fraction_row(passed, evidence, u["_run"].to_numpy()[ok], u["step"].to_numpy()[ok],
+                       check=selection.by_construction(selector))
     row.update(count_over_k=float(med), count_p5=float(lo), count_p95=float(hi))
     return row
 
@@ -328,13 +348,16 @@ for _claim in (
           "delta_emp = ||u - TopK(u)||^2/||u||^2 is below 1 - k/d",
           "unit = (step, rank, density); criterion delta_emp < 1 - k/d (a check: true for any "
           f"vector that is not flat); {UNIT_RULE}; {FRACTION}",
-          "check", "condition", lambda units: _below(units, "below_classic"), "contraction",
+          "check", "condition",
+          lambda units: per_density(units, lambda at: _below(at, "below_classic")),
+          "contraction",
           show=Presentation("check")),
     Claim("below_paper", "Does Top-k's contraction stay below the paper's bound (1 - k/d)^2?",
           "delta_emp is below the paper's bound (1 - k/d)^2",
           f"unit = (step, rank, density); criterion delta_emp <= (1 - k/d)^2; {UNIT_RULE}; "
           f"{FRACTION}; {MARGIN_RULE}",
-          "distribution", "condition", lambda units: _below(units, "below_paper"),
+          "distribution", "condition",
+          lambda units: per_density(units, lambda at: _below(at, "below_paper")),
           "contraction",
           questions=(Question("below_paper", "Does Top-k's contraction δ stay below the "
                               "paper's bound (1 − k/d)²?", summary=2, order=20,
@@ -347,7 +370,8 @@ for _claim in (
           "delta_emp is at most the Gaussian value 1 - rho - 2 t phi(t)",
           "unit = (step, rank, density); criterion delta_emp <= 1 - rho - 2 t phi(t), t = "
           f"Phi^-1(1 - rho/2); {UNIT_RULE}; {FRACTION}; {MARGIN_RULE}",
-          "distribution", "condition", lambda units: _below(units, "gaussian_value"),
+          "distribution", "condition",
+          lambda units: per_density(units, lambda at: _below(at, "gaussian_value")),
           "contraction", show=Presentation("distribution", "δ ≤ Gaussian value")),
     Claim("convexity_condition", "Are u's sorted squared magnitudes convex, as the bound "
           "assumes?", "the sorted squared magnitudes of u are convex, decreasing to 0",
@@ -356,7 +380,8 @@ for _claim in (
           "i.e. the excess over (1 - k/d)^2 the gap allows, gap (1 - (1 - k/d)^2), is at most "
           f"{contraction.CONVEXITY_SHARE:.0%} of the gap between 1 - k/d and (1 - k/d)^2 (+ "
           f"sample noise); {UNIT_RULE}; {FRACTION}",
-          "distribution", "condition", convexity, "sorted_magnitudes",
+          "distribution", "condition", lambda units: per_density(units, convexity),
+          "sorted_magnitudes",
           show=Presentation("distribution", "convex sorted u²")),
     Claim("gaussian_tail", "Does the tail above Gaussian-k's first threshold hold about k "
           "elements?", "the count above Gaussian-k's first threshold mean + |Phi^-1(rho/2)| "
@@ -364,7 +389,8 @@ for _claim in (
           f"unit = (snapshot of u, density); criterion {_BAND}, count = #{{|u_i| > mean + "
           "|Phi^-1(rho/2)| std}} (std unbiased: the published Gaussian-k's first threshold); "
           f"{UNIT_RULE}; {FRACTION}",
-          "distribution", "condition", gaussian_tail, "selectors",
+          "distribution", "condition", lambda units: per_density(units, gaussian_tail),
+          "selectors",
           show=Presentation("counts", "tail at the first threshold (Top-k's u)")),
     Claim("fitted_value", "Does the fitted distribution predict Top-k's contraction better "
           "than the Gaussian value?",
@@ -376,14 +402,16 @@ for _claim in (
           f"bootstrap over steps ({fitted_value.N_BOOT} resamples, seed "
           f"{fitted_value.BOOT_SEED}): holds if the interval lies above 0, fails if below, "
           f"else inconclusive; insufficient-data with fewer than {criteria.MIN_UNITS} steps; "
-          f"{UNIT_RULE}", "distribution", "condition", fitted, "contraction",
+          f"{UNIT_RULE}", "distribution", "condition",
+          lambda units: per_density(units, fitted), "contraction",
           questions=(Question("fitted_value", "Does the fitted generalised normal predict δ "
                               "better than the Gaussian value?", order=25),),
           show=Presentation("other", "", phrases.effect)),
     Claim("count", "Does each approximate selector select about k on Top-k's u?",
           "{method} selects about k elements on Top-k's u",
           f"unit = (step, rank, density) of Top-k's u; criterion {_BAND}; {UNIT_RULE}; "
-          f"{FRACTION}", "distribution", "condition", count_on_topk, "selectors",
+          f"{FRACTION}", "distribution", "condition",
+          lambda units: per_density(units, count_on_topk), "selectors",
           per_method=True,
           questions=(Question("gaussiank_count", "Does the published Gaussian-k select about "
                               "k on Top-k's u?", sparsifiers=PUBLISHED_RULE, order=30),

@@ -66,8 +66,11 @@ def _count_row(frame: pd.DataFrame, exact: bool) -> dict:
     # one block per (run, step): a step's count is one number of one run
     low, high = criteria.share_interval(passed, frame["_run"], frame["step"]) if n else (
         math.nan, math.nan)
-    verdict, cause = verdicts.count_in_training_verdict(inside, n, low, high, seeds_in,
-                                                        len(seeds))
+    if exact:
+        verdict, cause, _ = verdicts.check_verdict(inside, n)
+    else:
+        verdict, cause = verdicts.count_in_training_verdict(inside, n, low, high, seeds_in,
+                                                            len(seeds))
     blocks = len(set(zip(frame["_run"], frame["step"])))
     per_seed = ", ".join(f"seed {s} {r:.3g}" for s, r in seeds.items())
     evidence = (f"{inside} of {n} steps in {criteria.count_band_text()}; {seeds_in} of "
@@ -80,7 +83,8 @@ def _count_row(frame: pd.DataFrame, exact: bool) -> dict:
             "fraction_low": low, "fraction_high": high, "count_over_k": float(med),
             "count_p5": float(lo), "count_p95": float(hi), "evidence": evidence,
             "verdict": verdict, "cause": cause,
-            "reason": verdicts.fraction_reason(verdict, n, blocks),
+            "reason": ("not-measured" if verdict == "insufficient-data" and exact else
+                       verdicts.fraction_reason(verdict, n, blocks)),
             "section": "check" if exact else "distribution"}
 
 

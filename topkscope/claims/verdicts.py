@@ -116,6 +116,17 @@ def fraction_verdict(n_pass: int, n_units: int, low: float | None = None,
     return "mixed"
 
 
+def check_verdict(n_pass: int, n_units: int) -> tuple[str, str, str]:
+    """(verdict, cause, reason) of a check (a row true by construction, or for any vector
+    that is not flat): holds when every unit meets it, fails when one does not — a check is
+    deterministic, never inconclusive —; insufficient-data without a unit."""
+    if n_units == 0:
+        return "insufficient-data", "no unit measured", "not-measured"
+    if n_pass == n_units:
+        return "holds", f"all {n_units} units meet it", ""
+    return "fails", f"{n_units - n_pass} of {n_units} units do not meet it", ""
+
+
 def count_in_training_verdict(n_pass: int, n_units: int, low: float, high: float,
                               seeds_in: int, n_seeds: int) -> tuple[str, str]:
     """(verdict, cause) of a count in a method's own training: the fraction rule over its
