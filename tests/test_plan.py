@@ -398,11 +398,15 @@ def test_switching_the_recorder_off_changes_no_number_of_training(tmp_path, data
 
 
 # ---------------------------------------------------------------- the outer-loop experiments
-OUTER = {"outer-fnn3-mnist": (("quick", 1), ("full", 3)),
+OUTER = {"outer-fnn3-mnist": (("quick", 3), ("full", 3)),
          "outer-gpt-ptb": (("standard", 3), ("full", 3))}
-TRAININGS = ["sparseloco", "sparseloco-nesterov", "diloco", "diloco-average", "topk-per-step"]
-# standard's budget leaves dense DiLoCo without outer momentum to full (plan docstring)
-NOT_IN = {("outer-gpt-ptb", "standard"): {"diloco-average"}}
+SWEPT = ["sparseloco-nesterov-lr0.5", "sparseloco-nesterov-lr0.7", "sparseloco-nesterov-lr0.9",
+         "diloco-lr0.5", "diloco-lr0.7", "diloco-lr0.9"]
+TRAININGS = ["sparseloco", *SWEPT, "diloco-average", "topk-per-step"]
+# standard's budget leaves dense DiLoCo without outer momentum to full and runs the two
+# Nesterov trainings at DiLoCo's lr 0.7 alone (plan docstring)
+UNTUNED = ["sparseloco", "sparseloco-nesterov", "diloco", "topk-per-step"]
+TRAININGS_IN = {("outer-gpt-ptb", "standard"): UNTUNED}
 
 
 @pytest.mark.parametrize("experiment", sorted(OUTER))
@@ -412,7 +416,7 @@ def test_outer_experiments_run_every_training_on_every_seed(experiment, tmp_path
     path = j.config_path(REPO / "experiments")
     for profile, n_seeds in OUTER[experiment]:
         variants = j.variants(profile)
-        trainings = [t for t in TRAININGS if t not in NOT_IN.get((experiment, profile), ())]
+        trainings = TRAININGS_IN.get((experiment, profile), TRAININGS)
         assert [(v.name, v.seed) for v in variants] == [
             (t, s) for s in range(n_seeds) for t in trainings]
         ids, conditions = set(), set()
@@ -431,20 +435,23 @@ def test_outer_experiments_run_every_training_on_every_seed(experiment, tmp_path
             if v.name == "topk-per-step":
                 assert outer is None and cfg.quantize is None and cfg.sparsifier == "topk"
                 assert cfg.recorder["schedule"] == {"every": 15, "start": 14}
-                assert cfg.recorder["densities"] == [cfg.density, 1 / 64]
+                assert cfg.recorder["densities"] == [cfg.density, 1 / 128]
                 continue
             assert outer["inner_steps"] == 15
             assert (cfg.recorder is not None) == (v.name == "sparseloco")
             if v.name.startswith("sparseloco"):
                 assert (cfg.sparsifier, cfg.density, cfg.quantize["bits"]) == (
-                    "chunk-topk", 1 / 64, 2)
+                    "chunk-topk", 1 / 128, 2)
                 assert outer["error_decay"] == 0.95
             else:
                 assert cfg.sparsifier == "dense" and cfg.quantize is None
                 assert outer["error_decay"] == 1.0
-            step = "nesterov" if v.name in ("sparseloco-nesterov", "diloco") else "average"
+            step = ("nesterov" if v.name.startswith(("sparseloco-nesterov", "diloco-lr"))
+                    or v.name == "diloco" else "average")
+            lr = float(v.name.split("-lr")[1]) if "-lr" in v.name else (
+                0.7 if step == "nesterov" else 1.0)
             assert (outer["step"], outer["lr"], outer["momentum"]) == (
-                (step, 0.7, 0.9) if step == "nesterov" else (step, 1.0, 0.0))
+                (step, lr, 0.9) if step == "nesterov" else (step, 1.0, 0.0))
         assert len(ids) == len(variants)
         assert len(conditions) == len(variants)   # no two trainings share a condition
 

@@ -60,8 +60,9 @@ def is_outer(manifest: dict) -> bool:
 
 def training_of(manifest: dict) -> str:
     """Which training of an outer experiment a run is (topkscope.reproduce.plan's
-    outer_trainings): sparseloco, sparseloco-nesterov, diloco, diloco-average, or
-    topk-per-step for a per-step run; else the sparsifier's name."""
+    outer_trainings, its outer learning rate aside: outer_lr): sparseloco,
+    sparseloco-nesterov, diloco, diloco-average, or topk-per-step for a per-step run; else
+    the sparsifier's name."""
     outer = manifest.get("outer") or (manifest.get("config") or {}).get("outer") or {}
     sparsifier = str(manifest.get("sparsifier"))
     if not outer:
@@ -146,20 +147,65 @@ def _wire_bytes(run) -> float:
     return float(tr.drop_duplicates("step", keep="last")["bytes_sent"].astype(float).sum())
 
 
+def outer_lr(manifest: dict) -> float | None:
+    """The outer learning rate of an outer-loop run (None for a per-step one)."""
+    outer = manifest.get("outer") or (manifest.get("config") or {}).get("outer") or {}
+    lr = outer.get("lr")
+    return float(lr) if isinstance(lr, (int, float)) else None
+
+
 def trainings_rows(model: ModelRuns) -> list[dict]:
-    """The paired comparisons of PAIRS for every outer experiment of the model."""
+    """The paired comparisons of PAIRS for every outer experiment of the model. A training
+    run at several outer learning rates (the plan's sweep) is compared at its best: the rate
+    whose paired seeds' mean final held-out metric is best (best_reference), and the row's
+    reference says which rate and of which it was the best."""
     out = []
     for experiment in sorted(outer_experiments(model.runs), key=str):
         runs = [r for r in model.runs if r.manifest.get("experiment") == experiment
                 and r.manifest.get("status") in ("complete", "failed")]
-        by: dict[str, dict[int, object]] = {}
+        by: dict[str, dict[float | None, dict[int, object]]] = {}
         for run in runs:
-            by.setdefault(training_of(run.manifest), {})[run.manifest.get("seed", 0)] = run
+            m = run.manifest
+            by.setdefault(training_of(m), {}).setdefault(outer_lr(m), {})[m.get("seed", 0)] = run
         for claim, (mine, ref, statement) in PAIRS.items():
-            if mine in by or ref in by:
-                out.append(_pair_row(claim, statement, experiment, by.get(mine, {}),
-                                     by.get(ref, {}), mine, ref, model.options))
+            if mine not in by and ref not in by:
+                continue
+            mine_runs = best_reference(by.get(mine, {}), {})[1]
+            lr, ref_runs, label = best_reference(by.get(ref, {}), mine_runs, ref)
+            out.append(_pair_row(claim, statement, experiment, mine_runs, ref_runs, mine,
+                                 label, model.options))
     return out
+
+
+def best_reference(groups: dict, mine: dict, name: str = "") -> tuple:
+    """(lr, {seed: run}, label) of a training run at one or several outer learning rates:
+    one rate: its runs ('diloco lr 0.7, one rate: untuned'); several: the rate with the best
+    mean final held-out metric over the seeds it shares with `mine` (every seed when `mine` is
+    empty), 'diloco lr 0.5 (best of 0.5, 0.7, 0.9)'. The choice reads the same held-out metric
+    the comparison reports, so it favours the reference: a claim that the other training
+    matches it is the harder to hold."""
+    if not groups:
+        return None, {}, name
+    rates = sorted(groups, key=lambda r: (r is None, r or 0.0))
+    shown = [f"{r:g}" for r in rates if r is not None]
+
+    def score(rate) -> float:
+        finals = [final_metric(run) for seed, run in groups[rate].items()
+                  if not mine or seed in mine]
+        finals = [f for f in finals if f]
+        if not finals:
+            return -math.inf
+        sign = 1.0 if criteria.higher_is_better(finals[0][1]) else -1.0
+        return sign * float(np.mean([f[0] for f in finals]))
+
+    best = max(rates, key=score) if len(rates) > 1 else rates[0]
+    rate = "" if best is None else f" lr {best:g}"
+    label = (f"{name}{rate} (best of {', '.join(shown)} by the final held-out metric)"
+             if len(rates) > 1 else f"{name}{rate}" + (", one rate: untuned" if rate and
+                                                      name.startswith(("diloco",
+                                                                       "sparseloco-nest"))
+                                                      else ""))
+    return best, groups[best], label
 
 
 def _pair_row(claim, statement, experiment, mine, ref, mine_name, ref_name, options) -> dict:
