@@ -122,7 +122,7 @@ def _told(rows: pd.DataFrame, claim: Claim) -> tuple[str, str]:
     undecided = _undecided(rows, _unit(claim))
     lead = word.capitalize()
     if word == "not settled" and undecided and not undecided[0].isdigit():
-        lead, undecided = f"{lead}: {undecided}", ""
+        lead, undecided = f"{lead} — {undecided}", ""
     text = f"{lead}: {numbers}" if numbers else lead
     return word, text + (f"; {undecided}" if undecided else "")
 
