@@ -19,7 +19,7 @@ Verdicts: the share rules (pays, Top-k against Random-k, the model) are the frac
 share alone (verdicts.fraction_verdict without an interval: one run per setting, nothing to
 resample): holds at or above 90%, fails at or below 10%, else mixed. The accuracy rows are
 insufficient-data with reason seeds-not-published: the release has one run per setting and no
-seed (run_no 0; ml-20m's accuracy runs are numbered 4), so a difference cannot be told from
+seed (run_no 0 but for 62 ml-20m data-volume runs, numbered 4), so a difference cannot be told from
 seed noise; their evidence gives the differences.
 
     python -m topkscope.claims.grace     # results/reference/published/grace/claims.csv

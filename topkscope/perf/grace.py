@@ -15,7 +15,7 @@ GRACE_data_release.pickle): 1,836 runs on V100 GPUs, one per node, 1-8 workers a
    of the same task, model, workers, cluster, bandwidth, backend and RDMA: the difference of
    the task's quality metric (QUALITY: top-1 accuracy in points, NCF's best hit rate in points,
    PTB's test perplexity; DAGM2007 has no accuracy-mode IoU that separates the runs, below).
-   One run per setting: no seeds (run_no 0 but for ml-20m's run 4), so no interval.
+   One run per setting: no seeds (run_no 0 in every accuracy run), so no interval.
 3. Top-k against Random-k (`topk_vs_randk`): throughput-mode runs of both at the same task,
    model, workers, bandwidth, backend, ratio and error feedback: Top-k's throughput over
    Random-k's. Random-k is the O(d) selector of the same sparsity; GRACE sends it with an
@@ -398,6 +398,89 @@ def headline(pair_table: pd.DataFrame, model_table: pd.DataFrame,
                      f"{int((err <= 0.25).sum())} within 25%; pays/does not pay agree in "
                      f"{agree} of {len(rows)}")
     return lines
+
+
+# ------------------------------------------------------------------ docs/scaling.md
+def _ef(value) -> str:
+    return "—" if pd.isna(value) else ("on" if bool(value) else "off")
+
+
+def pays_markdown(summary: pd.DataFrame) -> str:
+    """The per-compressor pays table as docs/scaling.md shows it."""
+    lines = ["| compressor | settings | faster than dense | share | median speed-up | range |",
+             "|---|---|---|---|---|---|"]
+    for r in summary.itertuples(index=False):
+        lines.append(f"| {r.compressor} | {r.settings} | {r.pays} | {r.share:.0%} | "
+                     f"{r.median_speedup:.2f}× | {r.min_speedup:.2f}–{r.max_speedup:.2f}× |")
+    return "\n".join(lines)
+
+
+def confusion_markdown(model_table: pd.DataFrame, mode: str = "throughput") -> str:
+    """The confusion table of `mode`'s predicted rows as docs/scaling.md shows it."""
+    c = confusion(model_table, mode)
+    lines = ["| measured \\ predicted | pays | does not pay |", "|---|---|---|"]
+    for label in c.index:
+        lines.append(f"| {label} | {c.loc[label, 'pays']} | {c.loc[label, 'does not pay']} |")
+    return "\n".join(lines)
+
+
+def error_markdown(model_table: pd.DataFrame) -> str:
+    """Per mode and compressor: rows predicted, the error's median and range, rows within
+    25%, and the rows left out with why."""
+    lines = ["| mode | compressor | predicted | median error | error range | within 25% | "
+             "not predicted |", "|---|---|---|---|---|---|---|"]
+    for (mode, compressor), g in model_table.groupby(["mode", "compressor"], sort=True):
+        done = g[g["reason"] == ""]
+        err = done["error"].to_numpy(np.float64)
+        left = g[g["reason"] != ""]["reason"].value_counts()
+        why = ", ".join(f"{n} ({reason})" for reason, n in left.items()) or "—"
+        lines.append(
+            f"| {mode} | {compressor} | {len(done)} | "
+            + (f"{np.median(err):+.1%} | {err.min():+.0%} … {err.max():+.0%} | "
+               f"{int((np.abs(err) <= 0.25).sum())} | " if len(done) else "— | — | — | ")
+            + f"{why} |")
+    return "\n".join(lines)
+
+
+def model_markdown(model_table: pd.DataFrame) -> str:
+    """Every predicted throughput row as docs/scaling.md shows it."""
+    rows = model_table[(model_table["mode"] == "throughput") & (model_table["reason"] == "")]
+    lines = ["| task | model | compressor | setting | EF | P | Gbit/s | measured | predicted | "
+             "error | dense | pays (measured / predicted) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    yes = {True: "yes", False: "no"}
+    for r in rows.itertuples(index=False):
+        lines.append(
+            f"| {r.task} | {r.model} | {r.compressor} | {r.setting} | {_ef(r.error_feedback)} "
+            f"| {int(r.workers)} | {r.bandwidth_gbps:g} | {r.measured:.4g} | {r.predicted:.4g} "
+            f"| {r.error:+.1%} | {r.dense_throughput:.4g} | {yes[bool(r.pays_measured)]} / "
+            f"{yes[bool(r.pays_predicted)]} |")
+    return "\n".join(lines)
+
+
+def headline_markdown(pair_table: pd.DataFrame, model_table: pd.DataFrame,
+                      run_table: pd.DataFrame | None = None) -> str:
+    """The headline lines of Top-k, Random-k and DGC, Top-k against Random-k and the model,
+    as docs/scaling.md's bullet list (the other compressors: pays_markdown's table)."""
+    keep = pair_table[pair_table["compressor"].isin(SPARSIFIERS)]
+    return "\n".join(f"- {line}" for line in headline(keep, model_table, run_table))
+
+
+def read_committed() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The committed pays.csv and model.csv (empty text cells read as "")."""
+    numbers = ("ratio", "bandwidth_gbps", "throughput", "dense_throughput", "speedup",
+               "measured", "predicted", "error", "d", "count_ratio", "single_worker_throughput",
+               "tau_1", "tau_dense", "tau_compress", "comm_ratio")
+    kw = {"keep_default_na": False, "na_values": {c: [""] for c in numbers}}
+    pair_table, model_table = pd.read_csv(PAYS_CSV, **kw), pd.read_csv(MODEL_CSV, **kw)
+    for frame_ in (pair_table, model_table):
+        frame_["error_feedback"] = frame_["error_feedback"].map(
+            {"True": True, "False": False, True: True, False: False}).astype("boolean")
+        for col in ("pays", "pays_measured", "pays_predicted", "paired"):
+            if col in frame_:
+                frame_[col] = frame_[col].map({"True": True, "False": False, True: True,
+                                               False: False})
+    return pair_table, model_table
 
 
 def write(out_dir: str | Path = imp.COMMITTED) -> tuple[pd.DataFrame, pd.DataFrame]:
