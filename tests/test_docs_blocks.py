@@ -57,6 +57,11 @@ NOT_RUN: dict[tuple[str, str], str] = {
         'needs the imported runs of the published logs (about 53 MB, not in the repository)',
     ('docs/results.md', 'topkscope import gaussiank-sgd job/ --results imported'):
         'needs the published logs (kljp/topk_results, about 53 MB) in job/',
+    ('docs/results.md', 'topkscope import grace GRACE_data_release.pickle --out grace'):
+        "needs the release's pickle (sands-lab/grace-data), not in the repository",
+    ('docs/scaling.md',
+     'python -m topkscope.perf.grace     # pays.csv, model.csv; prints the headline numbers'):
+        'rewrites the committed pays.csv and model.csv; tests/test_perf_grace.py regenerates them and compares',
     ('README.md',
      'make reproduce-figures    # quick profile: train, record, analyse, every figure, results/claims.csv, results/report.html'):
         'the whole quick profile (about 20 minutes on 2 cores) and the test suite itself',

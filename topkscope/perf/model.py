@@ -190,7 +190,7 @@ class MethodInputs:
 def communicate_time(method: str, P: int, d: int, density: float, count_ratio: float,
                      net: Network, opts: Options = Options()) -> tuple[float, int]:
     """(seconds, elements sent by the largest worker) of one exchange."""
-    from topkscope.sparsify.base import k_from_density
+    from topkscope.bounds import k_from_density
 
     if P == 1:
         return 0.0, (d if method in DENSE_METHODS else k_from_density(density, d))
