@@ -95,6 +95,9 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ('docs/scaling.md',
      'python benchmarks/selection.py --device cuda --out results/reference/bench-gpu/selection.csv'):
         'needs a CUDA GPU',
+    ('docs/development.md',
+     '+[project.entry-points."topkscope.plugins"]'):
+        "a change to your own package's pyproject.toml; tests/test_plugins.py declares the entry point in an installed distribution's metadata and runs a command with it",
     ('docs/training.md',
      'topkscope run experiments/fnn3-mnist.yaml --profile full --workers 16 --sparsifier gaussiank'):
         'the full profile (30 epochs on 16 workers: hours on a CPU)',

@@ -109,13 +109,14 @@ def scaling_table(models: Iterable[str], networks: Iterable[Network | str],
 
 def runs_scaling(runs: Sequence, networks: Iterable[Network | str], workers: Sequence[int],
                  results_root=None, own_density: bool = False,
-                 selection: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[str]]:
+                 selection: pd.DataFrame | None = None,
+                 methods: Sequence[str] = pm.DEFAULT_METHODS) -> tuple[pd.DataFrame, list[str]]:
     """(table, notes): scaling_table for each model the loaded `runs` trained — a model of
     topkscope.models from its inputs (published GPU compute by default), a model of the
     user's own from its manifest's parameter count and the compute time its run measured
     (topkscope.perf.inputs.run_compute) — at the paper's density, or with own_density at each
-    model's first run's density. A model without a compute time or parameter count is left
-    out, named in the notes with the command that predicts it."""
+    model's first run's density; of `methods`. A model without a compute time or parameter
+    count is left out, named in the notes with the command that predicts it."""
     from topkscope import models
     from topkscope.perf.inputs import run_compute
 
@@ -130,8 +131,9 @@ def runs_scaling(runs: Sequence, networks: Iterable[Network | str], workers: Seq
             else pm.PAPER_DENSITY
         try:
             if model in models.available():
-                table, more = scaling_table([model], networks, workers, density=density,
-                                            results_root=results_root, selection=selection)
+                table, more = scaling_table([model], networks, workers, methods,
+                                            density=density, results_root=results_root,
+                                            selection=selection)
             elif d:
                 _, compute, _ = run_compute(run.path, m)
                 if compute is None:
@@ -140,7 +142,8 @@ def runs_scaling(runs: Sequence, networks: Iterable[Network | str], workers: Seq
                                  f"--params {int(d)} --compute-s SECONDS --network 10gbe "
                                  "--workers 16` predicts it")
                     continue
-                table, more = scaling_table([f"params:{int(d)}"], networks, workers, d=int(d),
+                table, more = scaling_table([f"params:{int(d)}"], networks, workers, methods,
+                                            d=int(d),
                                             compute_s=compute, density=density,
                                             selection=selection)
                 table = table.assign(model=model)
