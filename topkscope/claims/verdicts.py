@@ -25,7 +25,9 @@ the accuracy claim holds and every seed sent at most 4/3; fails if the accuracy 
 every seed sent more; else inconclusive.
 
 Predictions: a speed-up holds when it exceeds 1 + e (e the step-time model's validated error),
-fails below 1 - e, else is inconclusive; over an input band, at every corner of the band.
+fails below 1 - e, else is inconclusive; over an input band, at every corner of the band. A
+published number closes under the model (closes_verdict) when the prediction lies within its
+error of it at every corner of the inputs' bands, and fails when it does at none.
 """
 
 from __future__ import annotations
@@ -380,3 +382,21 @@ def band_verdict(speedups: Sequence[dict], baselines: Sequence[str],
     if any(all(s[b] < 1 - errors[b] for s in speedups) for b in baselines):
         return "fails"
     return "inconclusive"
+
+
+def closes_verdict(predicted: Sequence[float], published: float, error: float,
+                   at_least: bool = False) -> str:
+    """Whether a published number closes under the model: `predicted` holds the model's value
+    at every corner of its inputs' bands (one value where every input is a point), `error` its
+    validated error (0 for an exact count). A corner agrees when predicted / published lies in
+    [1 - e, 1 + e], or, for a published lower bound (at_least: ">146x"), at or above 1 - e:
+    holds when every corner agrees, fails when none does, else inconclusive (the band decides:
+    reason input-band-too-wide)."""
+    if not predicted or not published > 0:
+        raise ValueError(f"closes_verdict needs predicted values and a published value > 0, "
+                         f"got {list(predicted)!r} and {published!r}")
+    ratios = [p / published for p in predicted]
+    agree = [r >= 1 - error if at_least else abs(r - 1) <= error for r in ratios]
+    if all(agree):
+        return "holds"
+    return "fails" if not any(agree) else "inconclusive"

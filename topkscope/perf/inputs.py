@@ -127,14 +127,42 @@ def measured_compute(run_dir: str | Path) -> pd.Series:
     return t[t["step"] >= WARMUP_STEPS]["time_compute"].astype("float64").dropna()
 
 
-def run_compute(run_dir: str | Path, manifest: dict) -> tuple[int, Input | None, int | None]:
-    """(d, compute Input or None, per-worker batch or None) of one run: its manifest's
-    num_parameters, the median of its measured time_compute (None when every value is null),
-    its config's batch_size. ValueError when the manifest gives no d."""
+def recorded_size(run_dir: str | Path) -> int | None:
+    """d from a run's recorded layout: the largest numel of its stats rows of layer __global__
+    (None when it recorded none)."""
+    from topkscope.analysis.runs import read_parts
+    from topkscope.schema import GLOBAL, STATS_KEYS
+
+    stats = read_parts(Path(run_dir) / "stats", STATS_KEYS, [("layer", "==", GLOBAL)],
+                       dedupe=False)
+    if stats is None or stats.empty or "numel" not in stats:
+        return None
+    return int(stats["numel"].max())
+
+
+MANIFEST_SIZE = "the run's manifest (num_parameters)"
+LAYOUT_SIZE = "the recorded layout (numel of the stats rows of layer __global__)"
+
+
+def run_size(run_dir: str | Path, manifest: dict) -> tuple[int, str]:
+    """(d, where from) of one run: its manifest's num_parameters, else its recorded layout (a
+    Recorder in a loop of one's own names no size). ValueError naming the run when neither
+    gives one."""
     d = manifest.get("num_parameters")
-    if not isinstance(d, int) or d < 1:
-        raise ValueError(f"{str(run_dir)!r}: its manifest gives no model size "
-                         f"(num_parameters = {d!r})")
+    if isinstance(d, int) and d >= 1:
+        return d, MANIFEST_SIZE
+    d = recorded_size(run_dir)
+    if d is None:
+        raise ValueError(f"{str(run_dir)!r} gives no model size: its manifest has no "
+                         "num_parameters and it recorded no __global__ row; give --params N")
+    return d, LAYOUT_SIZE
+
+
+def run_compute(run_dir: str | Path, manifest: dict) -> tuple[int, Input | None, int | None]:
+    """(d, compute Input or None, per-worker batch or None) of one run: its size (run_size),
+    the median of its measured time_compute (None when it timed no step), its config's
+    batch_size. ValueError when neither the manifest nor the recorded layout gives d."""
+    d, _ = run_size(run_dir, manifest)
     t = measured_compute(run_dir)
     batch = (manifest.get("config") or {}).get("batch_size")
     if t.empty:
@@ -143,6 +171,15 @@ def run_compute(run_dir: str | Path, manifest: dict) -> tuple[int, Input | None,
     return d, Input(float(t.median()), f"measured in {run_dir} (median time_compute of "
                                        f"{len(t)} steps, device {device})",
                     _device_kind({device})), batch
+
+
+def missing_compute(run_dir: str | Path) -> str:
+    """The one line saying what to pass for a run that timed no step."""
+    why = ("time_compute is null in every train.parquet row"
+           if (Path(run_dir) / "train.parquet").is_file()
+           else "it has no train.parquet: a Recorder in a loop of your own times no step")
+    return (f"{str(run_dir)!r} has no measured compute time ({why}); give --compute-s "
+            "SECONDS (one worker's forward + backward of a step)")
 
 
 def _device_kind(devices) -> str | None:
@@ -542,7 +579,7 @@ def compute_input(model: str, results_root=None, compute_s: float | Input | None
 
 def model_inputs(model: str, methods: Sequence[str], density: float, selection: pd.DataFrame,
                  results_root=None, compute_s: float | Input | None = None,
-                 select_s: dict[str, float] | None = None, d: int | None = None,
+                 select_s: dict[str, float | Input] | None = None, d: int | None = None,
                  bench: pd.DataFrame | None = None, inputs: str = DEFAULT_INPUTS,
                  batch: int | None = None):
     """(d, batch, compute Input or None, {label: MethodInputs}, notes); without a compute
@@ -563,8 +600,9 @@ def model_inputs(model: str, methods: Sequence[str], density: float, selection: 
     for m in methods:
         selector = pm.SELECTOR_OF.get(m, m)
         sel = None
-        if m in select_s:
-            sel = Input(float(select_s[m]), "user")
+        if m in select_s:  # seconds the user gave, or an Input measured in a run
+            sel = select_s[m] if isinstance(select_s[m], Input) else \
+                Input(float(select_s[m]), "user")
         elif selection.attrs.get(PUBLISHED_GPU) and compute.device == "gpu":
             from topkscope.perf.gpu_bands import gpu_selection_input
 
