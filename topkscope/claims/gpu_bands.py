@@ -1,25 +1,32 @@
 """The P = 16 claims of the published Gaussian-k rule on published GPU inputs with their bands:
-verdicts only where the whole band agrees. The bands, the speed-ups at their corners and the
-inputs whose band alone decides are topkscope.perf.gpu_bands's (its docstring says where each
-input comes from); here are the rows and the verdict rule.
+verdicts only where the whole band agrees and no assumed input decides. The bands, their
+grades, the speed-ups at their corners and the inputs whose band alone decides are
+topkscope.perf.gpu_bands's (its docstring says where each input comes from); here are the rows
+and the verdict rules.
 
 Claims per model with published GPU inputs (VGG-16, ResNet-20, AlexNet, ResNet-50, LSTM-PTB)
 and network (10gbe, ib100: the presets fitted on published cluster measurements): the rule's
 speed-up over Dense and Top-k, Dense + WFBP, Dense fp16 (topkscope.claims.speedup.CLAIMS), over
-exact Top-k alone (`_topk`) and over gTop-k (`_gtopk`), all with Top-k's selection as the
-published runs logged it; and, labelled apart, over exact Top-k with Top-k's selection from a
-published measurement of a current torch.topk (`_topk_current_torch`, topkscope.perf.
-torch_topk), since "exact selection is slow" depends on the torch version.
+exact Top-k alone (`_topk`) and over gTop-k (`_gtopk`), all with Top-k's selection from a
+published measurement of torch.topk with pytorch/pytorch#164459 (the default); and, labelled
+apart, over exact Top-k with Top-k's selection as the published runs logged it
+(`_topk_logged_torch`, an older torch: the named variant).
 
-Rule (topkscope.claims.verdicts.band_verdict): holds when every speed-up exceeds 1 + e at every
-corner of the bands (t_step is monotone in each input, so the corners bound it), fails when one
-baseline's speed-up is below 1 - e at every corner, else inconclusive, naming the inputs whose
-band alone decides (the verdict at their low and high ends, the others at their middle). e is
-perf.gpu_bands.comparison_error: the sparse exchange's validated error (the one-node sparse
-rows, the slowest worker's selection), and over a dense baseline the larger of that and the
-baseline's cluster error. Counts: the rule's own training where a claims table of the current
-schema has them for the model, else nominal k; the row says which (`training_condition` empty:
-nominal). Each row says which torch and GPU its selection inputs come from.
+Rules (topkscope.claims.verdicts): band_verdict holds when every speed-up exceeds 1 + e at
+every corner of the bands (t_step is monotone in each input, so the corners bound it), fails
+when one baseline's speed-up is below 1 - e at every corner, else inconclusive, naming the
+inputs whose band alone decides (the verdict at their low and high ends, the others at their
+middle). e is perf.gpu_bands.comparison_error. Then assumed_input_verdict: a holds or fails
+that an `assumed` input it depends on (nominal k; the rule's selection on a GPU no source
+names) flips by taking another value is inconclusive, reason assumed-input; `decided_by` names
+those inputs and the cause the value that flips it (perf.gpu_bands.flip).
+
+Each row's evidence grade is the weakest grade among the inputs its speed-ups depend on
+(perf.gpu_bands.uses: Top-k's selection does not enter a comparison with a dense method
+alone), with the inputs of that grade (`evidence`; the row carries them in `inputs`, and in
+`evidence_grade` / `evidence_inputs` where ClaimRow has those fields). Counts: the measured
+band (the rule's own training, else on Top-k's u) where a run measured it, else nominal k
+(`training_condition` empty). Each row says which torch and GPU its selection inputs come from.
 
     python -m topkscope.claims.gpu_bands     # results/reference/published/p16-gpu.csv
 
@@ -39,29 +46,31 @@ import pandas as pd
 
 from topkscope.claims.row import ClaimRow, frame
 from topkscope.claims.speedup import CLAIMS
-from topkscope.claims.verdicts import band_verdict
+from topkscope.claims.verdicts import assumed_input_verdict, band_verdict
 from topkscope.perf import gpu_bands as gb
 from topkscope.perf import model as pm
-from topkscope.perf.gpu_bands import METHOD, NOMINAL, TOPK_CURRENT, TOPK_LOGGED, P, Sources
+from topkscope.perf.gpu_bands import METHOD, TOPK_CURRENT, TOPK_LOGGED, P, Sources
 
 P16_CSV = gb.PUBLISHED_DIR / "p16-gpu.csv"
 REFERENCE = gb.REFERENCE
 CLAIM = f"gaussiank_speedup_p{P}_gpu"
 TOPK_ONLY = "_topk"
-CURRENT_TORCH = "_topk_current_torch"
+LOGGED_TORCH = "_topk_logged_torch"
 # claim-name suffix: (baselines, what the statement says, Top-k's selection from)
 SUFFIXES = {
-    **{suffix: (baselines, what, TOPK_LOGGED) for suffix, (baselines, what) in CLAIMS.items()},
-    TOPK_ONLY: (("topk",), "a shorter step than exact Top-k", TOPK_LOGGED),
-    "_gtopk": (("gtopk",), "a shorter step than gTop-k", TOPK_LOGGED),
-    CURRENT_TORCH: (("topk",), "a shorter step than exact Top-k running a current torch.topk",
-                    TOPK_CURRENT),
+    **{suffix: (baselines, what, TOPK_CURRENT) for suffix, (baselines, what) in CLAIMS.items()},
+    TOPK_ONLY: (("topk",), "a shorter step than exact Top-k", TOPK_CURRENT),
+    "_gtopk": (("gtopk",), "a shorter step than gTop-k", TOPK_CURRENT),
+    LOGGED_TORCH: (("topk",), "a shorter step than exact Top-k running the torch.topk of the "
+                              "published runs", TOPK_LOGGED),
 }
 RULE = ("every corner of the input bands: holds if every speed-up > 1 + e, fails if one "
         "baseline's speed-up < 1 - e at every corner, else inconclusive naming the inputs whose "
-        "band decides; e = the sparse exchange's validated error (one-node sparse rows, the "
-        "slowest worker's selection), over a dense baseline at least that baseline's cluster "
-        "error")
+        "band decides; e = the sparse exchange's validated one-node error (the slowest "
+        "worker's selection), over a dense baseline at least that baseline's cluster error; a "
+        "holds or fails that an assumed input it depends on flips by taking another value is "
+        "inconclusive (assumed-input)")
+EVIDENCE = "evidence="  # how `inputs` begins: the row's evidence grade and its inputs
 
 
 def _value(name: str, value: float) -> str:
@@ -83,16 +92,29 @@ def _row(model: str, network, suffix: str, bands: dict, src: Sources, cluster: d
         return band_verdict(points, baselines, errs)
 
     every = gb.corners(backward, d, network, bands, baselines)
-    verdict = judge(every)
+    banded = judge(every)
     flips = gb.deciding(backward, d, network, bands, baselines, judge)
+    used = [k for k in gb.VARIED if gb.uses(backward, d, network, bands, baselines, k)]
+    grade, weakest = evidence(bands, used)
+    assumed = [f for k in used if bands[k].grade == "assumed"
+               and (f := gb.flip(backward, d, network, bands, baselines, k, judge))]
+    verdict, reason = assumed_input_verdict(banded, assumed)
+    reason = reason or _reason(verdict, every, baselines, errs, flips)
     span = {b: (min(s[b] for s in every), max(s[b] for s in every)) for b in baselines}
     names = [label_of(b) for b in baselines]
     spans = ", ".join(f"over {n} {lo:.3g}x-{hi:.3g}x (e ±{errs[b]:.1%})"
                       for n, b, (lo, hi) in zip(names, baselines, span.values()))
     deciding = "; ".join(f"{f.name} ({_value(f.name, f.low)}: {f.at_low}; "
                          f"{_value(f.name, f.high)}: {f.at_high})" for f in flips)
-    reason = _reason(verdict, every, baselines, errs, flips)
-    if reason == "within-model-error":
+    if reason == "assumed-input":
+        cause = (f"would {'hold' if banded == 'holds' else 'fail'} over the input bands "
+                 f"(predicted {spans} at {network.name}), but only at the assumed value of "
+                 + "; ".join(f"{f.name} ({_value(f.name, bands[f.name].low)}"
+                             + ("" if bands[f.name].low == bands[f.name].high else
+                                f" ... {_value(f.name, bands[f.name].high)}")
+                             + f"): {f.verdict} at {f.name} = {_value(f.name, f.value)}"
+                             for f in assumed))
+    elif reason == "within-model-error":
         cause = f"within the model's error over the whole input band: predicted {spans} at " \
                 f"{network.name}"
     elif reason:
@@ -102,15 +124,17 @@ def _row(model: str, network, suffix: str, bands: dict, src: Sources, cluster: d
         cause = f"predicted {spans} over the whole input band at {network.name}"
     if verdict == "holds":
         cause += "; " + _margins(backward, d, network, bands, baselines, errs)
-    sources = "; ".join(f"{k} {_value(k, bands[k].low)} ... {_value(k, bands[k].high)}: "
-                        f"{bands[k].source}" for k in gb.VARIED)
+    sources = "; ".join(f"{k} {_value(k, bands[k].low)} ... {_value(k, bands[k].high)} "
+                        f"[{bands[k].grade}]: {bands[k].source}" for k in gb.VARIED)
     counts = bands["counts"]
-    nominal = counts.source == NOMINAL
+    nominal = counts.grade == "assumed"
     selection = gb.selection_note(model, src, topk)
     middle = gb.speedups(backward, d, network, [{k: bands[k].mid for k in gb.VARIED}],
                          baselines[:1])[0][baselines[0]]
     dense = [b for b in baselines if b in pm.DENSE_METHODS]
     first = baselines[0]
+    decided_by = [f.name for f in assumed] if reason == "assumed-input" else \
+        [f.name for f in flips]
     return ClaimRow(
         model=model, dataset=DATASET.get(model), dataset_substitute=None,
         claim=f"{CLAIM}{suffix}", sparsifier=METHOD,
@@ -120,24 +144,58 @@ def _row(model: str, network, suffix: str, bands: dict, src: Sources, cluster: d
         reason=reason, rule=RULE,
         condition=(f"prediction, not a measurement: published GPU inputs with bands; batch "
                    f"{int(bands['batch'].low)} per worker; counts "
-                   f"{'nominal k' if nominal else counts.source}; selection inputs: {selection}; "
-                   f"e: the sparse exchange's validated error ±{sparse:.1%} (one-node sparse "
-                   "rows, slowest worker's selection)"),
+                   f"{'nominal k (assumed)' if nominal else counts.source}; selection inputs: "
+                   f"{selection}; e: the sparse exchange's validated one-node error "
+                   f"±{sparse:.1%} (slowest worker's selection)"),
         section="prediction", cause=cause, network=network.name,
-        inputs=("published GPU inputs (bands); Top-k's selection: "
-                + ("a published current torch.topk" if topk == TOPK_CURRENT else
-                   "as the published runs logged it")),
+        inputs=(f"{EVIDENCE}{grade} ({', '.join(weakest)}); "
+                + ", ".join(f"{k} {bands[k].grade}" for k in used)
+                + "; Top-k's selection: " + ("torch.topk with pytorch/pytorch#164459, "
+                                             "published" if topk == TOPK_CURRENT else
+                                             "as the published runs logged it")),
         baselines=", ".join(names),
         training_condition="" if nominal else counts.source,
         selection_basis="band", model_error=max(errs.values()), diff_unit="speed-up ×",
         diff_mean=middle, ci_low=span[first][0], ci_high=span[first][1],
-        decided_by=", ".join(f.name for f in flips),
+        decided_by=", ".join(decided_by),
         breakeven_ms=gb.breakeven(backward, d, network, bands, dense[0], errs[dense[0]],
                                   "select") * 1e3 if dense else math.nan,
         speedup_low=span[dense[0]][0] if dense else math.nan,
         speedup_high=span[dense[0]][1] if dense else math.nan,
         speedup_topk_low=span["topk"][0] if "topk" in span else math.nan,
-        speedup_topk_high=span["topk"][1] if "topk" in span else math.nan)
+        speedup_topk_high=span["topk"][1] if "topk" in span else math.nan,
+        **_evidence_fields(grade, weakest))
+
+
+def evidence(bands: dict, used) -> tuple[str, list[str]]:
+    """(the weakest grade among the inputs `used`, those inputs of that grade)."""
+    grade = pm.weakest(bands[k].grade for k in used)
+    return grade, [k for k in used if bands[k].grade == grade]
+
+
+def _evidence_fields(grade: str, names: list[str]) -> dict:
+    """evidence_grade and evidence_inputs for ClaimRow once it has those fields (the claims
+    schema's; until then the row carries them at the head of `inputs`, row_evidence)."""
+    from dataclasses import fields
+
+    known = {f.name for f in fields(ClaimRow)}
+    values = {"evidence_grade": grade, "evidence_inputs": ", ".join(names)}
+    return {k: v for k, v in values.items() if k in known}
+
+
+def row_evidence(row) -> tuple[str, list[str]]:
+    """(evidence grade, its inputs) of a p16-gpu row: its evidence_grade / evidence_inputs
+    fields where the table has them, else the head of `inputs` that _row wrote."""
+    if "evidence_grade" in row and isinstance(row["evidence_grade"], str) \
+            and row["evidence_grade"]:
+        return row["evidence_grade"], [n.strip() for n in
+                                       str(row.get("evidence_inputs") or "").split(",")
+                                       if n.strip()]
+    head = str(row["inputs"]).split(";")[0]
+    if not head.startswith(EVIDENCE):
+        raise ValueError(f"a p16-gpu row's inputs begin with {EVIDENCE!r}, got {head!r}")
+    grade, _, names = head.removeprefix(EVIDENCE).partition(" (")
+    return grade, [n.strip() for n in names.rstrip(")").split(",") if n.strip()]
 
 
 def _margins(backward: float, d: int, network, bands: dict, baselines, errs: dict) -> str:
@@ -187,24 +245,25 @@ def claim_rows(src: Sources | None = None, cluster: dict[str, float] | None = No
 def p16_answer(table: pd.DataFrame) -> dict:
     """The numbers of the P = 16 answer from the p16-gpu rows, read from their fields only:
 
-        comparisons   {baselines (Top-k's selection as logged; "... (current torch.topk)"):
-                       {verdict: {"models": {model: [networks]}, "low", "high" (the speed-up
-                       over the comparison's first baseline, ci_low / ci_high, over those rows),
-                       "reasons": {model: REASONS keys}, "decided_by": {model: inputs}}}}, in
-                       the table's order
+        comparisons   {baselines: {verdict: {"models": {model: [networks]}, "low", "high" (the
+                       speed-up over the comparison's first baseline, ci_low / ci_high, over
+                       those rows), "reasons": {model: REASONS keys}, "decided_by": {model:
+                       inputs}, "evidence": {model: evidence grades}}}}, in the table's order,
+                       Top-k's selection from torch.topk with pytorch/pytorch#164459
+        variants      the same for the named variant, keyed "<baselines> (logged torch.topk)"
         model_error   (smallest, largest) error judged against
-        counts_nominal  True when no row's counts come from the rule's own training
+        counts_nominal  True when no row's counts were measured (nominal k, assumed)
         models        the models with rows
     """
     errors = pd.to_numeric(table["model_error"], errors="coerce")
-    out = {"comparisons": {},
+    out = {"comparisons": {}, "variants": {},
            "model_error": (float(errors.min()), float(errors.max())) if len(table)
            else (math.nan, math.nan),
            "counts_nominal": bool((table["training_condition"].fillna("") == "").all()),
            "models": list(dict.fromkeys(table["model"]))}
     for (claim, baselines), rows in table.groupby(["claim", "baselines"], sort=False):
-        current = str(claim).endswith(CURRENT_TORCH)
-        key = f"{baselines} (current torch.topk)" if current else str(baselines)
+        variant = str(claim).endswith(LOGGED_TORCH)
+        key = f"{baselines} (logged torch.topk)" if variant else str(baselines)
         verdicts = {}
         for verdict, sub in rows.groupby("verdict", sort=False):
             by_model = dict(tuple(sub.groupby("model", sort=False)))
@@ -215,21 +274,28 @@ def p16_answer(table: pd.DataFrame) -> dict:
                             for m, g in by_model.items()},
                 "decided_by": {m: sorted({n.strip() for v in g["decided_by"].fillna("")
                                           for n in str(v).split(",") if n.strip()})
-                               for m, g in by_model.items()}}
-        out["comparisons"][key] = verdicts
+                               for m, g in by_model.items()},
+                "evidence": {m: sorted({row_evidence(r)[0] for _, r in g.iterrows()},
+                                       key=pm.GRADES.index)
+                             for m, g in by_model.items()}}
+        out["variants" if variant else "comparisons"][key] = verdicts
     return out
 
 
 def markdown(table: pd.DataFrame) -> str:
     """The P = 16 GPU-band verdicts as docs/scaling.md shows them."""
-    lines = ["| model | network | baselines | Top-k's selection | verdict | speed-up | "
-             "decided by |", "|---|---|---|---|---|---|---|"]
-    for r in table.itertuples(index=False):
-        which = "current torch" if str(r.claim).endswith(CURRENT_TORCH) else "logged"
-        speed = f"{r.ci_low:.3g}–{r.ci_high:.3g}×" if np.isfinite(r.ci_low) else "—"
-        decided = r.decided_by if isinstance(r.decided_by, str) and r.decided_by else "—"
-        lines.append(f"| {r.model} | {r.network} | {r.baselines} | {which} | {r.verdict} | "
-                     f"{speed} | {decided} |")
+    lines = ["| model | network | baselines | Top-k's selection | verdict | reason | speed-up | "
+             "evidence | decided by |", "|---|---|---|---|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        which = "logged torch" if str(r["claim"]).endswith(LOGGED_TORCH) else "#164459"
+        speed = f"{r['ci_low']:.3g}–{r['ci_high']:.3g}×" if np.isfinite(r["ci_low"]) else "—"
+        decided = r["decided_by"] if isinstance(r["decided_by"], str) and r["decided_by"] \
+            else "—"
+        grade, names = row_evidence(r)
+        reason = r["reason"] if isinstance(r["reason"], str) and r["reason"] else "—"
+        lines.append(f"| {r['model']} | {r['network']} | {r['baselines']} | {which} | "
+                     f"{r['verdict']} | {reason} | {speed} | {grade} ({', '.join(names)}) | "
+                     f"{decided} |")
     return "\n".join(lines)
 
 

@@ -25,7 +25,10 @@ the accuracy claim holds and every seed sent at most 4/3; fails if the accuracy 
 every seed sent more; else inconclusive.
 
 Predictions: a speed-up holds when it exceeds 1 + e (e the step-time model's validated error),
-fails below 1 - e, else is inconclusive; over an input band, at every corner of the band.
+fails below 1 - e, else is inconclusive; over an input band, at every corner of the band. No
+verdict is stronger than its weakest input (topkscope.perf.model.GRADES): a row that holds or
+fails while an `assumed` input it depends on could flip it by taking another value is
+inconclusive, reason assumed-input (assumed_input_verdict).
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ REASONS = {
     "input-band-too-wide": "an input's band is too wide to decide",
     "seeds-not-published": "the published logs name no seed",
     "not-significant": "the ordering is not significant",
+    "assumed-input": "it holds or fails only at an assumed input's value",
 }
 
 
@@ -315,3 +319,13 @@ def band_verdict(speedups: Sequence[dict], baselines: Sequence[str],
     if any(all(s[b] < 1 - errors[b] for s in speedups) for b in baselines):
         return "fails"
     return "inconclusive"
+
+
+def assumed_input_verdict(verdict: str, flips: Sequence) -> tuple[str, str]:
+    """(verdict, reason) once the assumed inputs are weighed: `flips` are the assumed inputs
+    the row depends on whose value alone, moved out of what was assumed, changes the verdict.
+    A holds or fails with any such input is inconclusive (reason assumed-input); any other
+    verdict is returned unchanged (reason "", for the caller's own)."""
+    if verdict in ("holds", "fails") and len(flips):
+        return "inconclusive", "assumed-input"
+    return verdict, ""

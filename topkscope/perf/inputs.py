@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from topkscope.manifest import condition_of, find_runs
+from topkscope.manifest import DURING_WARMUP, condition_of, find_runs
 from topkscope.perf import model as pm
 from topkscope.perf import published
 from topkscope.perf.model import Input  # defined with the model; inputs.Input stays importable
@@ -377,7 +377,8 @@ def seed_counts(results_root: str | Path, model: str, method: str, density: floa
                   f"measured ({whose}, {condition}: mean over steps of "
                   f"{'; '.join(sorted(hows))}; mean over {len(ratios)} seed(s), "
                   f"{min(values):.3g}-{max(values):.3g}; {n_runs} run(s), "
-                  f"P={'/'.join(sorted(workers))})", None, condition, ratios)
+                  f"P={'/'.join(sorted(workers))})", None, condition, ratios,
+                  grade="measured")
 
 
 def method_conditions(results_root: str | Path, model: str, method: str,
@@ -401,7 +402,8 @@ def count_ratios(results_root: str | Path | None, model: str, method: str, densi
     found = [] if results_root is None else [
         c for cond in method_conditions(results_root, model, method, density)
         if (c := seed_counts(results_root, model, method, density, d, cond)) is not None]
-    return found or [Input(1.0, "nominal k (no run of this method measured its counts)")]
+    return found or [Input(1.0, "nominal k (no run of this method measured its counts)",
+                           grade="assumed")]
 
 
 def count_ratio(results_root: str | Path | None, model: str, method: str, density: float,
@@ -411,7 +413,8 @@ def count_ratio(results_root: str | Path | None, model: str, method: str, densit
     if condition is not None and not sends_k(method) and results_root is not None:
         found = seed_counts(results_root, model, method, density, d, condition)
         return found if found is not None else Input(
-            1.0, f"nominal k (no {condition} run of this method measured its counts)")
+            1.0, f"nominal k (no {condition} run of this method measured its counts)",
+            grade="assumed")
     found = count_ratios(results_root, model, method, density, d)
     if len(found) > 1:
         conditions = ", ".join(c.condition for c in found if isinstance(c, Counts))
@@ -605,3 +608,99 @@ def inputs_warning(compute: Input, methods: dict[str, pm.MethodInputs]) -> str:
     if not found:
         return ""
     return f"{', '.join(found)}: {next(iter(found.values()))}"
+
+
+# ------------------------------------------------------------------ count bands (P = 16)
+COUNT_PERCENTILES = (5, 50, 95)
+OWN_TRAINING, ON_TOPK_U = "own training", "Top-k's u"  # where a count band was measured
+
+
+def count_steps(run, method: str, density: float) -> pd.Series | None:
+    """Per step of one loaded run (topkscope.analysis.runs.load) that trained at the target
+    density: `method`'s largest count over workers / k, the count the padded all-gather pays.
+    In its own training (the run trained `method`): train.parquet's largest count over workers
+    (MAX_COUNT_COLUMNS, else the per-worker columns) over the step's k; on another run's u: its
+    recorder's `<method>_count` / k of the whole-model u rows at `density`, largest over ranks.
+    Steps of a density warm-up are left out (topkscope.analysis.units.unit_conditions). None:
+    the run holds neither."""
+    from topkscope.analysis.units import unit_conditions
+    from topkscope.schema import GLOBAL, column_prefix
+
+    if run.manifest.get("sparsifier") == method:
+        train = run.train.drop_duplicates("step", keep="last") if len(run.train) else run.train
+        found = _max_over_workers_columns(train) if "k" in train else None
+        if found is None:
+            return None
+        k = train["k"].astype(float)
+        ok = found[0].notna() & (k > 0)
+        ratio = pd.Series((found[0][ok] / k[ok]).to_numpy(),
+                          index=train.loc[ok, "step"].astype(int).to_numpy())
+    else:
+        st, col = run.stats, column_prefix(method) + "_count"
+        if st is None or st.empty or col not in st:
+            return None
+        rows = st[(st["kind"] == "u") & (st["layer"] == GLOBAL)
+                  & np.isclose(st["density"].astype(float), density)]
+        rows = rows[rows[col].notna() & (rows["k"].astype(float) > 0)]
+        ratio = (rows[col].astype(float) / rows["k"].astype(float)).groupby(
+            rows["step"].astype(int)).max()
+    if ratio.empty:
+        return None
+    steps = [int(s) for s in ratio.index]
+    target = [DURING_WARMUP not in c and "unknown" not in c
+              for c in unit_conditions(run, steps)] if steps else []
+    ratio = ratio[np.asarray(target, dtype=bool)]
+    return ratio if len(ratio) else None
+
+
+def count_band(results_root: str | Path, model: str, method: str, density: float
+               ) -> dict | None:
+    """`method`'s count/k band for `model` at `density` (count_steps pooled over runs, the
+    COUNT_PERCENTILES over steps), measured in its own complete runs of the model where any
+    ran, else by the recorder on the u of the model's complete Top-k runs; a row of the
+    measured-counts table (write_counts) with its source, None without either."""
+    from topkscope.analysis.runs import load
+
+    for basis, wanted in ((OWN_TRAINING, {"sparsifier": method, "density": density}),
+                          (ON_TOPK_U, {"sparsifier": "topk", "density": density})):
+        per_run, manifests = [], []
+        for found in runs_here(results_root, model=model, **wanted):
+            steps = count_steps(load(found.path), method, density)
+            if steps is not None:
+                per_run.append(steps.to_numpy(float))
+                manifests.append(found.manifest)
+        if per_run:
+            return _count_row(model, method, density, basis, per_run, manifests)
+    return None
+
+
+def _count_row(model, method, density, basis, per_run, manifests) -> dict:
+    ratios = np.concatenate(per_run)
+    p5, p50, p95 = np.percentile(ratios, COUNT_PERCENTILES)
+
+    def values(key, how=str):
+        return "/".join(sorted({how(m.get(key)) for m in manifests}))
+
+    width = values("config", lambda c: str((c or {}).get("model_args") or "paper size"))
+    substitute = values("dataset_substitute", lambda s: s or "none")
+    seeds = values("seed")
+    source = (f"measured here: {method}'s largest count over workers / k per step "
+              + ("in its own training (train.parquet)" if basis == OWN_TRAINING else
+                 f"as the recorder measured it on {ON_TOPK_U} (stats {method}_count, "
+                 "largest over ranks), not in its own training")
+              + f", {len(ratios)} steps at rho={density:g} (warm-up steps left out) of "
+              f"{len(per_run)} {model} run(s): profile {values('profile')}, seeds {seeds}, "
+              f"P={values('world_size')}, {values('dataset')} (stand-in {substitute}), "
+              f"model {width}, commit {values('git_commit', lambda c: str(c)[:7])}")
+    return {"model": model, "method": method, "density": density, "basis": basis,
+            "n_runs": len(per_run), "n_steps": int(ratios.size), "count_p5": float(p5),
+            "count_median": float(p50), "count_p95": float(p95), "source": source}
+
+
+def counts_table(results_root: str | Path, models, method: str, density: float
+                 ) -> pd.DataFrame:
+    """One count_band row per model that has one (the measured-counts table)."""
+    rows = [r for m in models if (r := count_band(results_root, m, method, density))]
+    return pd.DataFrame(rows, columns=["model", "method", "density", "basis", "n_runs",
+                                       "n_steps", "count_p5", "count_median", "count_p95",
+                                       "source"])
