@@ -198,3 +198,51 @@ def test_selection_fixture_is_the_logged_shape():
     committed = pd.read_csv(gb.PUBLISHED_DIR / "gpu_selection.csv")
     assert set(selection().columns) <= set(committed.columns)
     assert set(validation().columns) <= set(pd.read_csv(gb.PUBLISHED_DIR / "validation.csv"))
+
+
+# ------------------------------------------------------------------ docs/scaling.md's numbers
+SECTIONS = ("## Validation on the seed authors' 32-GPU cluster over 1 GbE", "## Calibrate")
+# what the prose of those sections may type: names, versions, dates, pull requests and fixed
+# settings, never a result (every result is in a generated block)
+NAMED = {
+    "1", "10", "16", "32", "100", "2019", "1901.04359", "0.001", "0de3eeb",  # P, links, paper
+    "2.7", "2.8", "2.8.0", "2.8.4", "71081", "74267", "164459", "145536", "2022-01-10",
+    "2022-03-15", "3080", "3090", "20", "102-100", "5", "95", "4",  # PRs, GPUs, percentiles
+}
+
+
+def _generated():
+    from topkscope.perf import gtopkssgd, torch_topk, traffic
+
+    p16_table = pd.read_csv(p16.P16_CSV)
+    return {
+        "topkscope.perf.gtopkssgd.source_markdown": gtopkssgd.source_markdown(),
+        "topkscope.perf.gtopkssgd.validation_markdown": gtopkssgd.validation_markdown(
+            pd.read_csv(gtopkssgd.VALIDATION_CSV)),
+        "topkscope.perf.gtopkssgd.findings_markdown": gtopkssgd.findings_markdown(
+            gtopkssgd.validation_table()),
+        "topkscope.perf.gtopkssgd.breakdown_markdown": gtopkssgd.breakdown_markdown(),
+        "topkscope.perf.gpu_bands.counts_markdown": gb.counts_markdown(),
+        "topkscope.perf.gpu_bands.bands_markdown": gb.bands_markdown(pd.read_csv(gb.BANDS_CSV)),
+        "topkscope.perf.traffic.model_markdown": traffic.model_markdown(),
+        "topkscope.perf.traffic.markdown": traffic.markdown(pd.read_csv(traffic.TRAFFIC_CSV)),
+        "topkscope.perf.gpu_bands.error_markdown": gb.error_markdown(),
+        "topkscope.perf.torch_topk.markdown": torch_topk.markdown(),
+        "topkscope.claims.gpu_bands.markdown": p16.markdown(p16_table),
+        "topkscope.claims.gpu_bands.summary_markdown": p16.summary_markdown(p16_table),
+    }
+
+
+def test_docs_numbers_of_the_published_gpu_sections_are_generated():
+    """Every generated block of docs/scaling.md's published-GPU and P = 16 sections is what its
+    function writes from the committed tables, and their prose types no other number."""
+    import re
+
+    docs = (p16.REFERENCE.parents[1] / "docs" / "scaling.md").read_text()
+    section = docs[docs.index(SECTIONS[0]):docs.index(SECTIONS[1])]
+    blocks = dict(re.findall(r"<!-- generated: (\S+) -->\n(.*?)(?=\n\n|\Z)", section, re.S))
+    assert blocks == _generated()
+    prose = re.sub(r"<!-- generated: \S+ -->\n.*?(?=\n\n|\Z)", "", section, flags=re.S)
+    prose = re.sub(r"```.*?```|`[^`]*`|<!--.*?-->|\]\([^)]*\)", "", prose, flags=re.S)
+    typed = set(re.findall(r"\d(?:[\d.,-]*\d)?", prose))
+    assert typed <= NAMED, sorted(typed - NAMED)

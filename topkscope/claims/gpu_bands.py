@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from topkscope.claims import verdicts
 from topkscope.claims.row import ClaimRow, frame
 from topkscope.claims.speedup import CLAIMS
 from topkscope.claims.verdicts import assumed_input_verdict, band_verdict
@@ -96,7 +97,8 @@ def _row(model: str, network, suffix: str, bands: dict, src: Sources, cluster: d
     flips = gb.deciding(backward, d, network, bands, baselines, judge)
     used = [k for k in gb.VARIED if gb.uses(backward, d, network, bands, baselines, k)]
     grade, weakest = evidence(bands, used)
-    assumed = [f for k in used if bands[k].grade == "assumed"
+    # the assumed inputs whose value alone flips a decided verdict (an undecided one stays)
+    assumed = [f for k in used if banded in verdicts.DECIDED and bands[k].grade == "assumed"
                and (f := gb.flip(backward, d, network, bands, baselines, k, judge))]
     verdict, reason = assumed_input_verdict(banded, assumed)
     reason = reason or _reason(verdict, every, baselines, errs, flips)
@@ -248,7 +250,8 @@ def p16_answer(table: pd.DataFrame) -> dict:
         comparisons   {baselines: {verdict: {"models": {model: [networks]}, "low", "high" (the
                        speed-up over the comparison's first baseline, ci_low / ci_high, over
                        those rows), "reasons": {model: REASONS keys}, "decided_by": {model:
-                       inputs}, "evidence": {model: evidence grades}}}}, in the table's order,
+                       inputs}, "evidence": {model: evidence grades} (empty for a table
+                       without them)}}}, in the table's order,
                        Top-k's selection from torch.topk with pytorch/pytorch#164459
         variants      the same for the named variant, keyed "<baselines> (logged torch.topk)"
         model_error   (smallest, largest) error judged against
@@ -256,6 +259,7 @@ def p16_answer(table: pd.DataFrame) -> dict:
         models        the models with rows
     """
     errors = pd.to_numeric(table["model_error"], errors="coerce")
+    graded = bool({"inputs", "evidence_grade"} & set(table.columns))
     out = {"comparisons": {}, "variants": {},
            "model_error": (float(errors.min()), float(errors.max())) if len(table)
            else (math.nan, math.nan),
@@ -264,10 +268,10 @@ def p16_answer(table: pd.DataFrame) -> dict:
     for (claim, baselines), rows in table.groupby(["claim", "baselines"], sort=False):
         variant = str(claim).endswith(LOGGED_TORCH)
         key = f"{baselines} (logged torch.topk)" if variant else str(baselines)
-        verdicts = {}
+        by_verdict = {}
         for verdict, sub in rows.groupby("verdict", sort=False):
             by_model = dict(tuple(sub.groupby("model", sort=False)))
-            verdicts[verdict] = {
+            by_verdict[verdict] = {
                 "models": {m: list(g["network"]) for m, g in by_model.items()},
                 "low": float(sub["ci_low"].min()), "high": float(sub["ci_high"].max()),
                 "reasons": {m: sorted(set(g["reason"].fillna("")) - {""})
@@ -277,8 +281,8 @@ def p16_answer(table: pd.DataFrame) -> dict:
                                for m, g in by_model.items()},
                 "evidence": {m: sorted({row_evidence(r)[0] for _, r in g.iterrows()},
                                        key=pm.GRADES.index)
-                             for m, g in by_model.items()}}
-        out["variants" if variant else "comparisons"][key] = verdicts
+                             for m, g in by_model.items()} if graded else {}}
+        out["variants" if variant else "comparisons"][key] = by_verdict
     return out
 
 
@@ -296,6 +300,60 @@ def markdown(table: pd.DataFrame) -> str:
         lines.append(f"| {r['model']} | {r['network']} | {r['baselines']} | {which} | "
                      f"{r['verdict']} | {reason} | {speed} | {grade} ({', '.join(names)}) | "
                      f"{decided} |")
+    return "\n".join(lines)
+
+
+# what would narrow each input enough to decide the rows it keeps undecided
+SETTLES = {
+    "compute": "forward + backward measured on the GPUs of the P = 16 cluster at the batch",
+    "topk": "torch.topk timed on the compute's GPU at k = 0.001 d",
+    "select": "the rule's selection timed on the compute's GPU (benchmarks/selection.py "
+              "--device cuda: results/reference/bench-gpu/selection.csv)",
+    "counts": "the rule's count in its own training on the model (a profile that trains it; "
+              "python -m topkscope.perf.gpu_bands --counts-from RESULTS)",
+    "overhead": "the sparse exchange of the authors' NCCL code timed beyond one node at "
+                "P = 16 (only MPI over 1 GbE is published)",
+}
+
+
+def summary_markdown(table: pd.DataFrame) -> str:
+    """Which (model, network) rows are decided, and what would decide the rest, from the
+    rows' verdict, reason and decided_by fields (SETTLES for each input named)."""
+    decided = table[table["verdict"].isin(verdicts.DECIDED)]
+    lines = [f"Decided: {len(decided)} of {len(table)} rows"
+             + (": " + "; ".join(f"{r['model']} {r['network']} over {r['baselines']} "
+                                 f"{r['verdict']}" for _, r in decided.iterrows())
+                if len(decided) else "") + ".", "",
+             "| model | network | decided | undecided (reason: rows) | decided by |",
+             "|---|---|---|---|---|"]
+    for (model, network), rows in table.groupby(["model", "network"], sort=False):
+        done = rows[rows["verdict"].isin(verdicts.DECIDED)]
+        rest = rows[~rows.index.isin(done.index)]
+        why = "; ".join(f"{reason}: {len(g)}" for reason, g in rest.groupby("reason"))
+        inputs = sorted({n.strip() for v in rest["decided_by"].fillna("")
+                         for n in str(v).split(",") if n.strip()})
+        lines.append(f"| {model} | {network} | "
+                     + (", ".join(f"{r['baselines']} {r['verdict']}"
+                                  for _, r in done.iterrows()) or "—")
+                     + f" | {why or '—'} | {', '.join(inputs) or '—'} |")
+    named: dict[str, int] = {}
+    for value in table["decided_by"].fillna(""):
+        for name in {n.strip() for n in str(value).split(",") if n.strip()}:
+            named[name] = named.get(name, 0) + 1
+    lines += ["", "What would decide the rest:"]
+    for name, n in sorted(named.items(), key=lambda kv: -kv[1]):
+        lines.append(f"- **{name}** (its band alone decides {n} row(s)): "
+                     f"{SETTLES.get(name, 'a narrower band')}.")
+    inside = int((table["reason"] == "within-model-error").sum())
+    alone = int(((table["reason"] == "input-band-too-wide")
+                 & (table["decided_by"].fillna("") == "")).sum())
+    if inside:
+        lines.append(f"- **the model's error** ({inside} row(s) within it over the whole "
+                     "band): no narrower input decides them; P = 16 steps of both measured on "
+                     "such a cluster would.")
+    if alone:
+        lines.append(f"- **the inputs together** ({alone} row(s) that no single band "
+                     "decides): several of the measurements above.")
     return "\n".join(lines)
 
 

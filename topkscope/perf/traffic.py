@@ -225,3 +225,25 @@ def markdown(frame: pd.DataFrame) -> str:
         lines.append(f"| {r.method} | {r.model} | {r.d:,} | {r.gpus} | {r.low_s * 1e3:.3g} | "
                      f"{r.high_s * 1e3:.3g} |")
     return "\n".join(lines)
+
+
+def model_markdown(selection: pd.DataFrame | None = None,
+                   evaluations_csv: str | Path = EVALUATIONS_CSV) -> str:
+    """The model's constants as docs/scaling.md states them, from COUNTS, GPU_SPECS,
+    UNNAMED_BANDWIDTH, ACHIEVED, the recorded evaluations and kernel_band."""
+    from topkscope.sparsify import label_of
+
+    per = "; ".join(f"{label_of(m)} {c.fixed_bytes} + {c.evaluation_bytes} E bytes and "
+                    f"{c.fixed_kernels} + {c.evaluation_kernels} E kernels"
+                    for m, c in COUNTS.items())
+    evaluations = "; ".join(f"{label_of(m)}: E {lo}–{hi}, {src}" for m in COUNTS
+                            for lo, hi, src in [evaluation_band(m, evaluations_csv)])
+    specs = "; ".join(f"{g}: {s.low / 1e9:,.0f}–{s.high / 1e9:,.0f} GB/s ({s.source})"
+                      for g, s in GPU_SPECS.items())
+    fast, slow, _ = kernel_band(selection)
+    return (f"Per call: {per}. E, the thresholds a call evaluates: {evaluations}. Bandwidth: "
+            f"{specs}; a GPU no source names: an **assumed** floor of "
+            f"{UNNAMED_BANDWIDTH / 1e9:.0f} GB/s up to the fastest named, so its band is graded "
+            f"`assumed`; elementwise kernels reach {ACHIEVED[0]:.0%}–{ACHIEVED[1]:.0%} of it "
+            f"(assumed). A kernel costs {fast * 1e6:.3g}–{slow * 1e6:.3g} µs (a launch, up to "
+            f"the authors' Rand-k COMP over its fewest {RANDK_KERNELS} kernels).")
