@@ -12,7 +12,7 @@ import pytest
 from topkscope.perf import gpu_bands as gb
 from topkscope.perf import gtopkssgd, torch_topk, traffic
 from topkscope.perf import model as pm
-from topkscope.perf.inputs import ON_TOPK_U, OWN_TRAINING
+from topkscope.perf.gpu_bands import ON_TOPK_U, OWN_TRAINING
 from topkscope.perf.model import Band, Input
 from topkscope.perf.networks import PRESETS
 
@@ -378,6 +378,41 @@ def test_count_steps_in_its_own_training_is_the_largest_count_over_workers():
     ratio = count_steps(_run(gb.METHOD, train=train), gb.METHOD, 0.001)
     assert ratio.to_dict() == {4: 2.5, 5: 0.9}
     assert count_steps(_run(gb.METHOD), gb.METHOD, 0.001) is None  # nothing logged
+
+
+def test_count_band_pools_the_runs_steps_own_training_first(monkeypatch, tmp_path):
+    """Percentiles over the steps of every run (not a mean of per-run percentiles), the
+    rule's own runs before Top-k's u, the runs named in the source; a results root that is
+    not a folder is refused."""
+    from types import SimpleNamespace
+
+    from topkscope.analysis import runs as analysis_runs
+    from topkscope.perf import counts
+
+    steps = {"a": [1.0, 2.0, 3.0], "b": [10.0, 20.0], "own": [0.5, 0.7]}
+    found = {"topk": ["a", "b"], gb.METHOD: []}
+
+    def runs_here(root, model, sparsifier, density):
+        return [SimpleNamespace(path=name, manifest={"seed": i, "world_size": 4,
+                                                      "profile": "standard"})
+                for i, name in enumerate(found[sparsifier])]
+
+    monkeypatch.setattr(counts, "runs_here", runs_here)
+    monkeypatch.setattr(analysis_runs, "load", lambda path: path)
+    monkeypatch.setattr(counts, "count_steps",
+                        lambda run, method, density: pd.Series(steps[run]))
+    row = counts.count_band(tmp_path, "vgg16", gb.METHOD, 0.001)
+    pooled = [1.0, 2.0, 3.0, 10.0, 20.0]
+    assert row["basis"] == ON_TOPK_U and (row["n_runs"], row["n_steps"]) == (2, 5)
+    assert (row["count_p5"], row["count_median"], row["count_p95"]) == pytest.approx(
+        tuple(np.percentile(pooled, [5, 50, 95])))
+    assert "seeds 0/1" in row["source"] and "not in its own training" in row["source"]
+    found[gb.METHOD] = ["own"]
+    row = counts.count_band(tmp_path, "vgg16", gb.METHOD, 0.001)
+    assert row["basis"] == OWN_TRAINING and row["count_p95"] == pytest.approx(0.69)
+    with pytest.raises(ValueError, match="is not a folder"):
+        counts.write(tmp_path / "missing", tmp_path / "out.csv")
+    assert not (tmp_path / "out.csv").exists()
 
 
 def test_committed_measured_counts_are_measured_here_not_read_from_claims():

@@ -310,21 +310,25 @@ SETTLES = {
     "select": "the rule's selection timed on the compute's GPU (benchmarks/selection.py "
               "--device cuda: results/reference/bench-gpu/selection.csv)",
     "counts": "the rule's count in its own training on the model (a profile that trains it; "
-              "python -m topkscope.perf.gpu_bands --counts-from RESULTS)",
+              "python -m topkscope.perf.counts RESULTS)",
     "overhead": "the sparse exchange of the authors' NCCL code timed beyond one node at "
                 "P = 16 (only MPI over 1 GbE is published)",
 }
 
 
-def summary_markdown(table: pd.DataFrame) -> str:
-    """Which (model, network) rows are decided, and what would decide the rest, from the
-    rows' verdict, reason and decided_by fields (SETTLES for each input named)."""
+def decided_markdown(table: pd.DataFrame) -> str:
+    """Which rows are decided (the verdict field), in one line."""
     decided = table[table["verdict"].isin(verdicts.DECIDED)]
-    lines = [f"Decided: {len(decided)} of {len(table)} rows"
-             + (": " + "; ".join(f"{r['model']} {r['network']} over {r['baselines']} "
-                                 f"{r['verdict']}" for _, r in decided.iterrows())
-                if len(decided) else "") + ".", "",
-             "| model | network | decided | undecided (reason: rows) | decided by |",
+    return (f"Decided: {len(decided)} of {len(table)} rows"
+            + (": " + "; ".join(f"{r['model']} {r['network']} over {r['baselines']} "
+                                f"{r['verdict']}" for _, r in decided.iterrows())
+               if len(decided) else "") + ".")
+
+
+def undecided_markdown(table: pd.DataFrame) -> str:
+    """Per (model, network): the decided comparisons, the undecided ones counted by reason,
+    and the inputs named in their decided_by fields."""
+    lines = ["| model | network | decided | undecided (reason: rows) | decided by |",
              "|---|---|---|---|---|"]
     for (model, network), rows in table.groupby(["model", "network"], sort=False):
         done = rows[rows["verdict"].isin(verdicts.DECIDED)]
@@ -336,11 +340,18 @@ def summary_markdown(table: pd.DataFrame) -> str:
                      + (", ".join(f"{r['baselines']} {r['verdict']}"
                                   for _, r in done.iterrows()) or "—")
                      + f" | {why or '—'} | {', '.join(inputs) or '—'} |")
+    return "\n".join(lines)
+
+
+def settles_markdown(table: pd.DataFrame) -> str:
+    """What would decide the undecided rows: each input their decided_by fields name, how many
+    rows its band alone decides and the measurement that would narrow it (SETTLES); the rows
+    within the model's error and those no single band decides."""
     named: dict[str, int] = {}
     for value in table["decided_by"].fillna(""):
         for name in {n.strip() for n in str(value).split(",") if n.strip()}:
             named[name] = named.get(name, 0) + 1
-    lines += ["", "What would decide the rest:"]
+    lines = ["What would decide the rest:"]
     for name, n in sorted(named.items(), key=lambda kv: -kv[1]):
         lines.append(f"- **{name}** (its band alone decides {n} row(s)): "
                      f"{SETTLES.get(name, 'a narrower band')}.")

@@ -4,7 +4,7 @@ verdict rules; nothing here decides a verdict).
 
     bands = model_bands("vgg16", Sources.committed())       # {input: Band} or None
     python -m topkscope.perf.gpu_bands                        # gpu_bands.csv, gpu_traffic.csv
-    python -m topkscope.perf.gpu_bands --counts-from RESULTS  # measured_counts.csv first
+    python -m topkscope.perf.counts RESULTS                   # measured_counts.csv, from runs
     corners(model, d, net, bands, baselines)                  # speed-ups at every corner
     deciding(model, d, net, bands, baselines, judge)          # inputs whose band alone flips
                                                               # `judge` (a verdict rule)
@@ -36,7 +36,7 @@ authors' 32-GPU cluster (gtopkssgd.csv; topkscope.perf.gtopkssgd). Every band ca
     counts    count/k of the rule, the 5th ... 95th percentile over steps of its largest
               count over workers / k at the target density, from the measured-counts table
               (results/reference/scaling/measured_counts.csv, written from run folders by
-              topkscope.perf.inputs.counts_table, never from a claims table): its own training
+              topkscope.perf.counts, never from a claims table): its own training
               where a profile trains it, else as the recorder measured it on Top-k's u
               (measured, the source says which); else nominal k (1 ... 1, assumed)
     overhead  what the authors' sparse exchange costs beyond the model's all-gather, added to
@@ -80,6 +80,7 @@ from topkscope.perf.workload import backward_fraction, model_size
 REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
 PUBLISHED_DIR = REFERENCE / "published"
 COUNTS_CSV = REFERENCE / "scaling" / "measured_counts.csv"
+OWN_TRAINING, ON_TOPK_U = "own training", "Top-k's u"  # where a count band was measured
 NETWORKS = ("10gbe", "ib100")  # the presets fitted on published cluster measurements
 METHOD = "gaussiank-2019"
 P = 16
@@ -260,8 +261,6 @@ def _measured_over_fit(source: str | None, src: Sources) -> tuple[float, float] 
 def _counts(model: str, src: Sources) -> Band:
     """The rule's count/k band from the measured-counts table (module docstring): its own
     training first, else on Top-k's u; else nominal k (assumed)."""
-    from topkscope.perf.inputs import ON_TOPK_U, OWN_TRAINING
-
     rows = src.counts
     if len(rows):
         rows = rows[(rows["model"] == model) & (rows["method"] == METHOD)
@@ -665,40 +664,15 @@ def write(out_dir: str | Path = PUBLISHED_DIR) -> list[Path]:
                                traffic.table(input_gpus()).to_csv(index=False).encode())]
 
 
-def write_counts(results_root: str | Path, out: str | Path = COUNTS_CSV) -> Path:
-    """The measured-counts table of the rule on every model with published GPU inputs, from
-    the run folders under results_root (topkscope.perf.inputs.counts_table), into `out`."""
-    from topkscope.io import write_bytes_atomic
-    from topkscope.perf.inputs import counts_table
-
-    root = Path(results_root)
-    if not root.is_dir():
-        raise ValueError(f"results root {str(root)!r} is not a folder")
-    src = Sources.committed()
-    table = counts_table(root, models(src), METHOD, pm.PAPER_DENSITY)
-    return write_bytes_atomic(Path(out), table.to_csv(index=False).encode())
-
-
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=PUBLISHED_DIR,
                         help="folder for gpu_bands.csv and gpu_traffic.csv")
-    parser.add_argument("--counts-from", type=Path, default=None, metavar="RESULTS",
-                        help="first rewrite the measured-counts table "
-                             f"({COUNTS_CSV.relative_to(REFERENCE.parents[1])}) from the run "
-                             "folders under RESULTS")
     args = parser.parse_args(argv)
-    try:
-        if args.counts_from is not None:
-            path = write_counts(args.counts_from)
-            print(f"wrote {path}: {len(read_counts(path))} model(s)")
-        for path in write(args.out):
-            print(f"wrote {path}")
-    except ValueError as err:
-        print(f"error: {err}")
-        return 2
+    for path in write(args.out):
+        print(f"wrote {path}")
     print(bands_markdown(pd.read_csv(Path(args.out) / BANDS_CSV.name)))
     return 0
 

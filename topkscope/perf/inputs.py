@@ -611,10 +611,6 @@ def inputs_warning(compute: Input, methods: dict[str, pm.MethodInputs]) -> str:
 
 
 # ------------------------------------------------------------------ count bands (P = 16)
-COUNT_PERCENTILES = (5, 50, 95)
-OWN_TRAINING, ON_TOPK_U = "own training", "Top-k's u"  # where a count band was measured
-
-
 def count_steps(run, method: str, density: float) -> pd.Series | None:
     """Per step of one loaded run (topkscope.analysis.runs.load) that trained at the target
     density: `method`'s largest count over workers / k, the count the padded all-gather pays.
@@ -651,56 +647,3 @@ def count_steps(run, method: str, density: float) -> pd.Series | None:
               for c in unit_conditions(run, steps)] if steps else []
     ratio = ratio[np.asarray(target, dtype=bool)]
     return ratio if len(ratio) else None
-
-
-def count_band(results_root: str | Path, model: str, method: str, density: float
-               ) -> dict | None:
-    """`method`'s count/k band for `model` at `density` (count_steps pooled over runs, the
-    COUNT_PERCENTILES over steps), measured in its own complete runs of the model where any
-    ran, else by the recorder on the u of the model's complete Top-k runs; a row of the
-    measured-counts table (write_counts) with its source, None without either."""
-    from topkscope.analysis.runs import load
-
-    for basis, wanted in ((OWN_TRAINING, {"sparsifier": method, "density": density}),
-                          (ON_TOPK_U, {"sparsifier": "topk", "density": density})):
-        per_run, manifests = [], []
-        for found in runs_here(results_root, model=model, **wanted):
-            steps = count_steps(load(found.path), method, density)
-            if steps is not None:
-                per_run.append(steps.to_numpy(float))
-                manifests.append(found.manifest)
-        if per_run:
-            return _count_row(model, method, density, basis, per_run, manifests)
-    return None
-
-
-def _count_row(model, method, density, basis, per_run, manifests) -> dict:
-    ratios = np.concatenate(per_run)
-    p5, p50, p95 = np.percentile(ratios, COUNT_PERCENTILES)
-
-    def values(key, how=str):
-        return "/".join(sorted({how(m.get(key)) for m in manifests}))
-
-    width = values("config", lambda c: str((c or {}).get("model_args") or "paper size"))
-    substitute = values("dataset_substitute", lambda s: s or "none")
-    seeds = values("seed")
-    source = (f"measured here: {method}'s largest count over workers / k per step "
-              + ("in its own training (train.parquet)" if basis == OWN_TRAINING else
-                 f"as the recorder measured it on {ON_TOPK_U} (stats {method}_count, "
-                 "largest over ranks), not in its own training")
-              + f", {len(ratios)} steps at rho={density:g} (warm-up steps left out) of "
-              f"{len(per_run)} {model} run(s): profile {values('profile')}, seeds {seeds}, "
-              f"P={values('world_size')}, {values('dataset')} (stand-in {substitute}), "
-              f"model {width}, commit {values('git_commit', lambda c: str(c)[:7])}")
-    return {"model": model, "method": method, "density": density, "basis": basis,
-            "n_runs": len(per_run), "n_steps": int(ratios.size), "count_p5": float(p5),
-            "count_median": float(p50), "count_p95": float(p95), "source": source}
-
-
-def counts_table(results_root: str | Path, models, method: str, density: float
-                 ) -> pd.DataFrame:
-    """One count_band row per model that has one (the measured-counts table)."""
-    rows = [r for m in models if (r := count_band(results_root, m, method, density))]
-    return pd.DataFrame(rows, columns=["model", "method", "density", "basis", "n_runs",
-                                       "n_steps", "count_p5", "count_median", "count_p95",
-                                       "source"])

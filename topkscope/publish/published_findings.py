@@ -83,13 +83,15 @@ def p16_sentence(table: pd.DataFrame) -> str:
     text = ("At P = 16, predicted by the step-time model from the published GPU runs' inputs "
             "(each over the band the evidence supports, on 10 GbE and 100 Gb IB, a verdict only "
             f"where every corner agrees and no assumed input decides, against the model's "
-            f"{error} error), the published Gaussian-k gives a shorter step than ")
-    text += "; than ".join(held) if held else "no baseline"
+            f"{error} error), ")
+    text += ("the published Gaussian-k gives a shorter step than " + "; than ".join(held)
+             if held else "the published Gaussian-k's step is decided against no baseline")
     fully = [m for m in answer["models"] if m in undecided
              and all(m not in v.get("holds", {}).get("models", {})
                      for v in answer["comparisons"].values())]
     if fully:
-        text += (f", and is not decided for {', '.join(model_name(m) for m in fully)} ("
+        text += (f"{', and is not decided' if held else ''} for "
+                 f"{', '.join(model_name(m) for m in fully)} ("
                  + "; ".join(f"{model_name(m)}: {', '.join(sorted(undecided[m]))}"
                              for m in fully) + ")")
     counts = ("the rule's counts nominal k (assumed: no run measured them on these models)"
