@@ -103,7 +103,7 @@ SOURCE_NOTES = {
 @dataclass
 class Sources:
     """The tables the bands read (each a DataFrame as committed): the published ones, and the
-    measured counts (topkscope.perf.inputs.counts_table; empty: none measured)."""
+    measured counts (topkscope.perf.counts; empty: none measured)."""
 
     validation: pd.DataFrame
     selection: pd.DataFrame
@@ -647,7 +647,7 @@ def bands_markdown(table: pd.DataFrame) -> str:
     lines = ["| model | input | low | high | grade | from |", "|---|---|---|---|---|---|"]
     for r in table.itertuples(index=False):
         scale, unit = (1.0, "") if r.unit == "count/k" else (1e3, " ms")
-        short = str(r.source).split(" (")[0].split(":")[0]
+        short = str(r.source).split(" (")[0]
         lines.append(f"| {r.model} | {r.input} | {r.low * scale:.3g}{unit} | "
                      f"{r.high * scale:.3g}{unit} | {r.grade} | {short} |")
     return "\n".join(lines)
