@@ -52,6 +52,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
         'rewrites the committed p16-gpu.csv; tests/test_perf_p16_gpu.py regenerates it and compares',
     ('docs/scaling.md', 'python -m topkscope.perf.gpu_bands'):
         'rewrites the committed gpu_bands.csv and gpu_traffic.csv; tests/test_perf_gpu_bands.py regenerates them and compares',
+    ('docs/scaling.md', 'python -m topkscope.perf.counts results/standard'):
+        "needs the standard profile's run folders (not in the repository); rewrites the committed measured_counts.csv",
     ('docs/scaling.md',
      'python -m topkscope.perf.gpu_runs imported   # runs.csv, validation.csv, gpu_selection.csv; published.csv'):
         'needs the imported runs of the published logs (about 53 MB, not in the repository)',

@@ -29,6 +29,7 @@ from topkscope.claims import speedup  # noqa: F401
 from topkscope.claims import time_to_accuracy  # noqa: F401
 from topkscope.claims import grace  # noqa: F401  (reference claims: never in a build)
 from topkscope.claims import covenant  # noqa: F401  (reference claims: never in a build)
+from topkscope.claims import gpu_bands  # noqa: F401  (reference claims: never in a build)
 # isort: on
 from topkscope.analysis.units import ALL_CONDITIONS, DURING_WARMUP, NO_UNITS, POOLED
 from topkscope.claims.build import UNNAMED, build, build_rows, what_is_missing, write

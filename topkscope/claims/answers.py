@@ -119,7 +119,7 @@ def _told(rows: pd.DataFrame, claim: Claim) -> tuple[str, str]:
     """(word, text without its final stop) of rows of one phase group."""
     word = word_of(rows["verdict"])
     numbers = claim.show.numbers(rows) if claim.show.numbers else ""
-    undecided = _undecided(rows, _unit(claim))
+    undecided = "" if claim.show.says_why else _undecided(rows, _unit(claim))
     lead = word.capitalize()
     if word == "not settled" and undecided and not undecided[0].isdigit():
         lead, undecided = f"{lead} — {undecided}", ""

@@ -82,13 +82,15 @@ class Presentation:
     "time", "other", "check"); column: the column's header in it (the distribution table's
     per-claim columns). numbers: rows -> the words an answer tells its numbers in (None: the
     verdict alone). lead: rows -> the one number of the README's summary line (None: numbers).
-    figure: the figure kind that shows it (the gallery's <experiment>-<figure>.png)."""
+    figure: the figure kind that shows it (the gallery's <experiment>-<figure>.png).
+    says_why: the numbers already say why rows are undecided (the answer adds no reasons)."""
 
     table: str = "other"
     column: str = ""
     numbers: Callable | None = None
     lead: Callable | None = None
     figure: str = ""
+    says_why: bool = False
 
 
 @dataclass(frozen=True)

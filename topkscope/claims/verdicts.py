@@ -27,7 +27,9 @@ every seed sent more; else inconclusive.
 Predictions: a speed-up holds when it exceeds 1 + e (e the step-time model's validated error),
 fails below 1 - e, else is inconclusive; over an input band, at every corner of the band. A
 published number closes under the model (closes_verdict) when the prediction lies within its
-error of it at every corner of the inputs' bands, and fails when it does at none.
+error of it at every corner of the inputs' bands, and fails when it does at none. No verdict is stronger than its weakest input (topkscope.perf.model.GRADES): a row that
+holds or fails while an `assumed` input it depends on could flip it by taking another value is
+inconclusive, reason assumed-input (assumed_input_verdict).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ REASONS = {
     "input-band-too-wide": "an input's range is too wide to decide",
     "seeds-not-published": "the published logs name no seed",
     "not-significant": "the ordering is not significant",
-    "assumed-input": "it rests on a value nobody measured",
+    "assumed-input": "it holds or fails only at an assumed input's value",
 }
 
 
@@ -400,3 +402,13 @@ def closes_verdict(predicted: Sequence[float], published: float, error: float,
     if all(agree):
         return "holds"
     return "fails" if not any(agree) else "inconclusive"
+
+
+def assumed_input_verdict(verdict: str, flips: Sequence) -> tuple[str, str]:
+    """(verdict, reason) once the assumed inputs are weighed: `flips` are the assumed inputs
+    the row depends on whose value alone, moved out of what was assumed, changes the verdict.
+    A holds or fails with any such input is inconclusive (reason assumed-input); any other
+    verdict is returned unchanged (reason "", for the caller's own)."""
+    if verdict in ("holds", "fails") and len(flips):
+        return "inconclusive", "assumed-input"
+    return verdict, ""

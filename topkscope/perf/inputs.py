@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from topkscope.manifest import condition_of, find_runs
+from topkscope.manifest import DURING_WARMUP, condition_of, find_runs
 from topkscope.perf import model as pm
 from topkscope.perf import published
 from topkscope.perf.model import Input  # defined with the model; inputs.Input stays importable
@@ -414,7 +414,8 @@ def seed_counts(results_root: str | Path, model: str, method: str, density: floa
                   f"measured ({whose}, {condition}: mean over steps of "
                   f"{'; '.join(sorted(hows))}; mean over {len(ratios)} seed(s), "
                   f"{min(values):.3g}-{max(values):.3g}; {n_runs} run(s), "
-                  f"P={'/'.join(sorted(workers))})", None, condition, ratios)
+                  f"P={'/'.join(sorted(workers))})", None, condition, ratios,
+                  grade="measured")
 
 
 def method_conditions(results_root: str | Path, model: str, method: str,
@@ -438,7 +439,8 @@ def count_ratios(results_root: str | Path | None, model: str, method: str, densi
     found = [] if results_root is None else [
         c for cond in method_conditions(results_root, model, method, density)
         if (c := seed_counts(results_root, model, method, density, d, cond)) is not None]
-    return found or [Input(1.0, "nominal k (no run of this method measured its counts)")]
+    return found or [Input(1.0, "nominal k (no run of this method measured its counts)",
+                           grade="assumed")]
 
 
 def count_ratio(results_root: str | Path | None, model: str, method: str, density: float,
@@ -448,7 +450,8 @@ def count_ratio(results_root: str | Path | None, model: str, method: str, densit
     if condition is not None and not sends_k(method) and results_root is not None:
         found = seed_counts(results_root, model, method, density, d, condition)
         return found if found is not None else Input(
-            1.0, f"nominal k (no {condition} run of this method measured its counts)")
+            1.0, f"nominal k (no {condition} run of this method measured its counts)",
+            grade="assumed")
     found = count_ratios(results_root, model, method, density, d)
     if len(found) > 1:
         conditions = ", ".join(c.condition for c in found if isinstance(c, Counts))
@@ -643,3 +646,42 @@ def inputs_warning(compute: Input, methods: dict[str, pm.MethodInputs]) -> str:
     if not found:
         return ""
     return f"{', '.join(found)}: {next(iter(found.values()))}"
+
+
+# ------------------------------------------------------------------ count bands (P = 16)
+def count_steps(run, method: str, density: float) -> pd.Series | None:
+    """Per step of one loaded run (topkscope.analysis.runs.load) that trained at the target
+    density: `method`'s largest count over workers / k, the count the padded all-gather pays.
+    In its own training (the run trained `method`): train.parquet's largest count over workers
+    (MAX_COUNT_COLUMNS, else the per-worker columns) over the step's k; on another run's u: its
+    recorder's `<method>_count` / k of the whole-model u rows at `density`, largest over ranks.
+    Steps of a density warm-up are left out (topkscope.analysis.units.unit_conditions). None:
+    the run holds neither."""
+    from topkscope.analysis.units import unit_conditions
+    from topkscope.schema import GLOBAL, column_prefix
+
+    if run.manifest.get("sparsifier") == method:
+        train = run.train.drop_duplicates("step", keep="last") if len(run.train) else run.train
+        found = _max_over_workers_columns(train) if "k" in train else None
+        if found is None:
+            return None
+        k = train["k"].astype(float)
+        ok = found[0].notna() & (k > 0)
+        ratio = pd.Series((found[0][ok] / k[ok]).to_numpy(),
+                          index=train.loc[ok, "step"].astype(int).to_numpy())
+    else:
+        st, col = run.stats, column_prefix(method) + "_count"
+        if st is None or st.empty or col not in st:
+            return None
+        rows = st[(st["kind"] == "u") & (st["layer"] == GLOBAL)
+                  & np.isclose(st["density"].astype(float), density)]
+        rows = rows[rows[col].notna() & (rows["k"].astype(float) > 0)]
+        ratio = (rows[col].astype(float) / rows["k"].astype(float)).groupby(
+            rows["step"].astype(int)).max()
+    if ratio.empty:
+        return None
+    steps = [int(s) for s in ratio.index]
+    target = [DURING_WARMUP not in c and "unknown" not in c
+              for c in unit_conditions(run, steps)] if steps else []
+    ratio = ratio[np.asarray(target, dtype=bool)]
+    return ratio if len(ratio) else None
