@@ -205,13 +205,16 @@ def _pays(rows: pd.DataFrame) -> str:
     for name in ("topk", "randomk", "dgc"):
         if name in by.index:
             r = by.loc[name]
-            parts.append(f"{phrases.method(name)} in {int(r['fraction'] * r['n_units'])} of "
-                         f"{int(r['n_units'])} settings (median {phrases.number(r['diff_mean'], 2)}×"
-                         " dense's throughput)")
+            parts.append(f"{NAMES[name]} in {int(round(r['fraction'] * r['n_units']))} of "
+                         f"{int(r['n_units'])} settings (median "
+                         f"{phrases.number(r['diff_mean'], 2)}× dense)")
     best = rows.loc[pd.to_numeric(rows["fraction"], errors="coerce").idxmax()]
-    return ("it beat dense SGD's throughput " + ", ".join(parts)
-            + f"; the most often {best['sparsifier']}, "
+    return ("faster than dense SGD: " + ", ".join(parts)
+            + f"; the most often {NAMES.get(best['sparsifier'], best['sparsifier'])}, in "
               f"{phrases.pct(best['fraction'])} of its settings")
+
+
+NAMES = {"topk": "Top-k", "randomk": "Random-k", "dgc": "DGC"}  # the release's compressors
 
 
 def _against(rows: pd.DataFrame) -> str:

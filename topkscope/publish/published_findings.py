@@ -151,24 +151,47 @@ def prose(claims: pd.DataFrame, validation: pd.DataFrame,
     return " ".join(parts)
 
 
-def with_published(text: str, claims_csv: Path = CLAIMS_CSV,
-                   validation_csv: Path = VALIDATION_CSV) -> str:
-    """text with its published-runs block regenerated; unchanged without the markers or the
-    committed tables."""
-    if START not in text or END not in text or not Path(claims_csv).is_file() \
-            or not Path(validation_csv).is_file():
-        return text
+# the committed reference tables of published measurements, as the README names each: the
+# authors' GPU runs (imported logs), the P = 16 predictions on their GPU inputs, the GRACE
+# release, the production point
+GRACE_CSV = REFERENCE / "grace" / "claims.csv"
+COVENANT_CSV = REFERENCE / "covenant-claims.csv"
+REFERENCE_TABLES = {"published GPU runs": CLAIMS_CSV, "their GPU inputs at P = 16": P16_CSV,
+                    "GRACE release": GRACE_CSV, "Covenant-72B": COVENANT_CSV}
+
+
+def reference_tables(paths: dict | None = None) -> dict[str, pd.DataFrame]:
+    """name -> the committed reference table (current schema), those that exist."""
     from topkscope.claims.migrate import read
 
-    p16 = published_gpu_bands()
-    block = prose(read(claims_csv), pd.read_csv(validation_csv), p16)
-    import textwrap
+    paths = REFERENCE_TABLES if paths is None else paths
+    return {name: read(p) for name, p in paths.items() if Path(p).is_file()}
 
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    block = "\n".join(textwrap.wrap(block, width=100, break_long_words=False,
-                                    break_on_hyphens=False))  # one paragraph, short lines
-    return f"{head}{START}\n{block}\n{END}{tail}"
+
+def published_markdown(tables: dict[str, pd.DataFrame]) -> str:
+    """Each question the reference tables answer (the registry's questions of published
+    families), one sentence each with where its numbers come from."""
+    from topkscope.claims.answers import answer
+    from topkscope.claims.registry import questions
+    from topkscope.publish.headline import _wrapped
+
+    lines = []
+    for question, claim in questions():
+        for name, table in tables.items():
+            told = answer(table, question, claim)
+            if len(told.rows):
+                lines += _wrapped(f"- **{question.text}** ({name}) {told.text}", "  ")
+    return "\n".join(lines) if lines else "_no published reference tables_"
+
+
+def with_published(text: str, paths: dict | None = None) -> str:
+    """text with its published-runs block regenerated from the reference tables; unchanged
+    without the markers."""
+    if START not in text or END not in text:
+        return text
+    from topkscope.publish.headline import replace_block
+
+    return replace_block(text, START, END, published_markdown(reference_tables(paths)))
 
 
 def published_gpu_bands(p16_csv: Path = P16_CSV) -> pd.DataFrame | None:
