@@ -109,6 +109,24 @@ def _unit(claim: Claim) -> str:
     return "predictions" if claim.family == "prediction" else "conditions"
 
 
+def run_count(rows: pd.DataFrame) -> int:
+    """The distinct runs behind rows (their run_ids; the findings tables count them the same
+    way), 0 when the rows name none."""
+    ids = {i for text in rows.get("run_ids", pd.Series(dtype=object)).map(_text)
+           for i in text.split(",") if i}
+    return len(ids)
+
+
+def evidence_count(rows: pd.DataFrame, claim: Claim) -> str:
+    """'11 conditions, 9 runs' / '1 prediction': how much evidence an answer rests on, counted
+    the same way wherever it is shown."""
+    unit = _unit(claim)
+    n = len(rows)
+    text = f"{n} {unit if n != 1 else unit[:-1]}"
+    runs = run_count(rows)
+    return text + (f", {runs} run{'s' if runs != 1 else ''}" if runs else "")
+
+
 MAIN_PHASES = ("", "later-exchanges")  # what an answer's word is read off first
 PHASE_WORDS = {"warm-up": "during the density warm-up",
                "first-exchanges": "at the first exchanges", "unknown": "where the phase is "
@@ -138,15 +156,16 @@ def answer(table: pd.DataFrame, question: Question, claim: Claim) -> Answer:
                       "Not measured: these runs hold no row of it.", rows)
     phase = rows["phase"].map(_text)
     main, other = rows[phase.isin(MAIN_PHASES)], rows[~phase.isin(MAIN_PHASES)]
+    counted = f" ({evidence_count(rows, claim)})"
     if main.empty or other.empty:
         word, text = _told(rows, claim)
-        return Answer(question, claim, word, text + ".", rows)
+        return Answer(question, claim, word, text + counted + ".", rows)
     word, text = _told(main, claim)
     for name, part in other.groupby(phase[~phase.isin(MAIN_PHASES)], sort=False):
         other_word = word_of(part["verdict"])
         if other_word != word:
             text += f"; {PHASE_WORDS.get(name, name)}: {other_word}"
-    return Answer(question, claim, word, text + ".", rows)
+    return Answer(question, claim, word, text + counted + ".", rows)
 
 
 def answers(table: pd.DataFrame, on: str | None = None) -> list[Answer]:
