@@ -61,11 +61,11 @@ Error of a prediction on the scale of the energy Top-k keeps, over the grid (`co
 
     e(rho) = ln(1 - delta_pred) - ln(1 - delta)        error = sqrt(mean e^2),  error_max = max |e|
 
-`error_tail` is the same RMS over the grid points rho <= tail_share. `rank` orders the families
-by `error` (1 = smallest); `best` marks one family: the most parsimonious (PARSIMONY order:
-normal, laplace, gennorm, student_t, power_law) whose error is at most the smallest + TIE, so
-that a family which nests a simpler one (gennorm at beta = 2 is the normal) does not win by
-sampling noise alone.
+`error_tail` is the same RMS over the grid points rho <= tail_share. `error_rank` orders the
+families by `error` (1 = smallest); `best` marks one family: the most parsimonious (PARSIMONY
+order: normal, laplace, gennorm, student_t, power_law) whose error is at most the smallest +
+TIE (0.01), so that a family which nests a simpler one (gennorm at beta = 2 is the normal)
+does not win by sampling noise alone.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ TIE = 0.01  # errors within this of the smallest count as a tie (parsimony decid
 CURVE_COLUMNS = ["density", "k", "d", "family", "delta", "delta_predicted", "log_gap_error"]
 FAMILY_COLUMNS = [
     "family", "on", "n", "loc", "scale", "shape", "shape_name", "zero_share", "tail_share",
-    "truncated", "error", "error_max", "error_tail", "rank", "best", "nonfinite",
+    "truncated", "error", "error_max", "error_tail", "error_rank", "best", "nonfinite",
 ]  # fmt: skip
 
 
@@ -499,7 +499,7 @@ def compare(u, densities=None, *, fits_table: pd.DataFrame | None = None,
     families = pd.DataFrame(rows)
     if families.empty:
         return DeltaCurve(_empty(CURVE_COLUMNS), _empty(FAMILY_COLUMNS))
-    families["rank"] = families["error"].rank(method="first").astype(int)
+    families["error_rank"] = families["error"].rank(method="first").astype(int)
     families["best"] = families["family"] == best_family(families)
     order = {f: i for i, f in enumerate(FAMILIES)}
     families = families.sort_values("family", key=lambda c: c.map(order)).reset_index(drop=True)
