@@ -300,21 +300,27 @@ def _keyed(frame: pd.DataFrame | None, keys: dict, params: dict | None,
     return frame[columns].reset_index(drop=True)
 
 
-def analyze_delta_loaded(run, step: int, rank: int = 0, kind: str = "u") -> DeltaTables:
+def analyze_delta_loaded(run, step: int, rank: int = 0, kind: str = "u", *,
+                         tails: bool = True) -> DeltaTables:
     """analyze_delta of the run's saved vector (step, rank, kind), seed SEED, the default
-    max_n; SIDCo's thresholds and the sent range for u at snapshot_densities. Kept in
-    run.analyses; the fits of u come from a kept analyze_loaded when there is one."""
+    max_n; with tails, SIDCo's thresholds and the sent range for u at snapshot_densities
+    (without: those two tables empty). Kept in run.analyses (a request without tails is
+    answered by a kept analysis with them); the fits of u come from a kept analyze_loaded
+    when there is one."""
     memo = getattr(run, "analyses", None)
     if memo is None:
         memo = {}
         run.analyses = memo
-    key = ("delta", int(step), int(rank), str(kind))
-    if key not in memo:
-        kept = memo.get((int(step), int(rank), None, True)) if kind == SELECTED_KIND else None
-        densities = snapshot_densities(run, step, rank) if kind == SELECTED_KIND else []
-        memo[key] = analyze_delta(run.snapshot(step, rank, kind), step, rank, kind, densities,
-                                  fits_table=None if kept is None else kept.fits, seed=SEED)
-    return memo[key]
+    base = ("delta", int(step), int(rank), str(kind))
+    for with_tails in (True, False) if not tails else (True,):
+        if (*base, with_tails) in memo:
+            return memo[(*base, with_tails)]
+    kept = memo.get((int(step), int(rank), None, True)) if kind == SELECTED_KIND else None
+    densities = snapshot_densities(run, step, rank) if tails and kind == SELECTED_KIND else []
+    found = analyze_delta(run.snapshot(step, rank, kind), step, rank, kind, densities,
+                          fits_table=None if kept is None else kept.fits, seed=SEED)
+    memo[(*base, tails)] = found
+    return found
 
 
 def saved_vectors(run, rank: int | None = None) -> list[tuple[int, int, str]]:
@@ -327,10 +333,11 @@ def saved_vectors(run, rank: int | None = None) -> list[tuple[int, int, str]]:
     return sorted(v for v in found if rank is None or v[1] == rank)
 
 
-def delta_run(run, rank: int = 0, kinds: Sequence[str] | None = None) -> DeltaTables:
+def delta_run(run, rank: int = 0, kinds: Sequence[str] | None = None, *,
+              tails: bool = True) -> DeltaTables:
     """analyze_delta_loaded on every saved vector of `rank` (of `kinds`, default all)."""
-    parts = [analyze_delta_loaded(run, step, r, kind) for step, r, kind in saved_vectors(run, rank)
-             if kinds is None or kind in kinds]
+    parts = [analyze_delta_loaded(run, step, r, kind, tails=tails)
+             for step, r, kind in saved_vectors(run, rank) if kinds is None or kind in kinds]
     return _gathered(parts)
 
 
@@ -379,8 +386,10 @@ def atlas(runs, rank: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
             if panel not in chosen or start > chosen[panel][0]:
                 chosen[panel] = (start, run, step, kind, name)
     curves, fams = [], []
-    for (model, vector), (_, run, step, kind, name) in sorted(chosen.items()):
-        t = analyze_delta_loaded(run, step, rank, kind)
+    order = {"u": 0, "g": 1, "e": 2}  # per model: u first, then its parts g and e
+    for (model, vector), (_, run, step, kind, name) in sorted(
+            chosen.items(), key=lambda item: (item[0][0], order.get(item[1][3], 3), item[0][1])):
+        t = analyze_delta_loaded(run, step, rank, kind, tails=False)
         tags = {"panel": f"{model} · {vector}", "model": model, "vector": vector,
                 "experiment": name.split("/")[0], "run_id": name.split("/", 1)[1]}
         curves.append(t.delta_curve.assign(**tags)[[*ATLAS_KEYS, *DELTA_CURVE_COLUMNS]])
