@@ -17,7 +17,8 @@ code is called here, not rewritten). On a vector u of d finite values, at each d
     adapted     the row (rule `sidco`) of the stage count the authors' adaptation reaches on a
                 stream of this same vector from its start M = 1: the first M with
                 count/k >= 1 - ADAPT_BAND (0.8), else max_stages(rho). When that row's count/k
-                exceeds 1 + ADAPT_BAND (1.2) the adaptation alternates between M - 1 and M.
+                exceeds 1 + ADAPT_BAND (1.2) the adaptation alternates between M - 1 and M
+                (at M = 1 it stays at 1, sending that many).
 
 The fits are SIDCo's moment fits on all of |u| (the adaptive rule) or its sample (the fixed
 one), as the sparsifiers run them; nothing here is subsampled.
