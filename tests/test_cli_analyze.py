@@ -298,3 +298,53 @@ def test_out_writes_the_tables_elsewhere_and_leaves_the_run_folder_alone(run_dir
     assert analyze(str(run_dir), "--results", str(out), "--densities", "0.01") == 0
     again = pd.read_parquet(elsewhere / "normality.parquet")
     pd.testing.assert_frame_equal(again, written["normality"])
+
+
+def test_delta_tables_cover_every_saved_vector_and_equal_direct_calls(run_dir: Path,
+                                                                      capsys) -> None:
+    from topkscope.analysis import snapshots
+
+    e = laplace(11)
+    np.save(run_dir / "snapshots" / "step100-rank0-e.npy", e)
+    assert analyze(str(run_dir), "--densities", "0.01", "--max-n", str(MAX_N),
+                   "--seed", str(SEED)) == 0
+    out = {n: pd.read_parquet(run_dir / "analysis" / f"{n}.parquet")
+           for n in snapshots.DELTA_TABLES}
+    identity = ["experiment", "run_id"]
+    for name, columns in zip(snapshots.DELTA_TABLES, (
+            snapshots.DELTA_CURVE_COLUMNS, snapshots.DELTA_FAMILY_COLUMNS,
+            snapshots.SIDCO_COLUMNS, snapshots.SENT_RANGE_COLUMNS)):
+        assert list(out[name].columns) == [*identity, *columns], name
+    fam = out["delta_families"]
+    assert sorted(set(zip(fam["step"], fam["rank"], fam["kind"]))) == [
+        (100, 0, "e"), (100, 0, "u"), (100, 1, "u"), (200, 0, "u")]
+    assert (fam["layer"] == "__global__").all() and (fam["max_n"] == MAX_N).all()
+    # the delta rows of u equal the direct call, with the fits the table holds
+    direct = snapshots.analyze_delta(gaussian(1), 100, 0, "u", [0.01], max_n=MAX_N, seed=SEED)
+    for name in snapshots.DELTA_TABLES:  # the tables are sorted by step, rank, kind, density
+        order = [c for c in ("family", "rule", "dist", "stages", "selector", "density")
+                 if c in out[name].columns]
+        written = out[name].query("step == 100 and rank == 0 and kind == 'u'")
+        if "shape_name" in written:  # a stored null stands for the direct call's ""
+            written = written.fillna({"shape_name": ""})
+        pd.testing.assert_frame_equal(
+            written.drop(columns=identity).sort_values(order).reset_index(drop=True),
+            getattr(direct, name).sort_values(order).reset_index(drop=True), check_dtype=False)
+    # e: its delta rows only (SIDCo's thresholds and the sent values are u's)
+    assert set(out["sidco_thresholds"]["kind"]) == set(out["sent_range"]["kind"]) == {"u"}
+    best = fam[fam["best"]].set_index(["step", "rank", "kind"])["family"]
+    assert best.loc[(100, 1, "u")] == best.loc[(100, 0, "e")] == "laplace"
+    assert best.loc[(100, 0, "u")] == "normal"
+    text = capsys.readouterr().out
+    assert "delta(k) of u, best family" in text and "SIDCo at rho 0.01" in text
+    # a rerun has nothing to do; a new density adds only SIDCo's and the sent values' rows
+    assert analyze(str(run_dir), "--densities", "0.01", "--max-n", str(MAX_N),
+                   "--seed", str(SEED)) == 0
+    assert "0 analyzed now, 3 already done" in capsys.readouterr().out
+    assert analyze(str(run_dir), "--densities", "0.01", "0.1", "--max-n", str(MAX_N),
+                   "--seed", str(SEED)) == 0
+    again = {n: pd.read_parquet(run_dir / "analysis" / f"{n}.parquet")
+             for n in snapshots.DELTA_TABLES}
+    pd.testing.assert_frame_equal(again["delta_families"], out["delta_families"])
+    assert sorted(again["sent_range"]["density"].unique()) == [0.01, 0.1]
+    assert len(again["sent_range"]) == 2 * len(out["sent_range"])

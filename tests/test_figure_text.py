@@ -81,7 +81,8 @@ def saved(monkeypatch):
 
 
 BUILDERS = ([f"distribution:{n}" for n in draw.DISTRIBUTION_DRAWERS]
-            + [f"convergence:{n}" for n in draw.CONVERGENCE_DRAWERS] + ["selection_speed"])
+            + [f"convergence:{n}" for n in draw.CONVERGENCE_DRAWERS] + ["selection_speed",
+                                                                        "atlas"])
 
 
 @pytest.mark.parametrize("variant", ["own titles", "long titles"])
@@ -96,6 +97,9 @@ def test_every_figure_of_the_driver_keeps_its_text_readable(builder, variant, re
     elif kind == "convergence":
         runs = long_runs(results.seeds) if long else results.seeds
         assert draw.CONVERGENCE_DRAWERS[name](runs, tmp_path, "e") is not None
+    elif kind == "atlas":
+        runs = long_runs([results.fnn3]) if long else [results.fnn3]
+        assert draw.atlas_figure(runs, tmp_path) is not None
     else:
         context = ({"device": "NVIDIA H100 80GB HBM3 (CUDA 12.4)", "threads": "1, 16"}
                    if long else {"device": "cpu", "threads": "1"})
@@ -123,6 +127,27 @@ def _gap_points() -> pd.DataFrame:
         "method": methods * 2, "condition": [cond] * 5 + ["warmup=none"] * 5,
         "density": 0.001, "metric": "perplexity", "term_classic": np.geomspace(1e3, 1e6, 10),
         "gap_final": np.linspace(0.5, 40.0, 10), "gap_steps": [*np.linspace(0, 3, 9), np.inf]})
+
+
+def _delta_kinds(run) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The run's delta rows of u, as if g and e had been saved at the same steps too."""
+    from topkscope.analysis.snapshots import delta_run
+
+    t = delta_run(run, tails=False)
+    return (pd.concat([t.delta_curve.assign(kind=k) for k in ("u", "g", "e")]),
+            pd.concat([t.delta_families.assign(kind=k) for k in ("u", "g", "e")]))
+
+
+def _atlas_panels(run) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The atlas rows of the run, as if seven models and vectors with long names had them."""
+    from topkscope.analysis.snapshots import atlas
+
+    curve, fams, _ = atlas([run])
+    names = ["LSTM-PTB (2x1500) · u = βe + Δ (outer)", "VGG-16-BN · u = g + e",
+             "GPT (6x384) · Δ (outer)", "ResNet-20 · e", "FNN-3 · g", "GPT (mini, 2x64) · u = g + e",
+             "LSTM-PTB (small) · e (outer)"]
+    return (pd.concat([curve.assign(panel=n) for n in names]),
+            pd.concat([fams.assign(panel=n) for n in names]))
 
 
 LSTM = {"model": "lstm-ptb", "dataset": "ptb", "dataset_substitute": None,
@@ -173,6 +198,9 @@ def _plot_cases(r) -> dict[str, Figure]:
             manifest=main[0].manifest),
         "gap_against_term perplexity, a run that never reaches the target": lambda:
             plots.gap_against_term(_gap_points(), manifest=lstm, contraction="classic"),
+        "delta_curve three vectors at three steps": lambda: plots.delta_curve(
+            *_delta_kinds(r.fnn3), manifest=m, max_panels=9),
+        "delta_atlas seven models and vectors": lambda: plots.delta_atlas(*_atlas_panels(r.fnn3)),
         "published_runs eight imported jobs": lambda: plots.published_runs(
             pd.DataFrame({"run": [f"job 13026{i} topk rho=0.001 (8 GPUs, gpu04)"
                                   for i in range(8) for _ in range(3)],
@@ -190,6 +218,7 @@ PLOT_CASES = ["gradient_histogram four steps", "sorted_magnitudes", "contraction
               "convergence perplexity", "convergence without evaluation (hook run)",
               "accuracy_vs_elements three conditions", "density_sensitivity two methods",
               "selected_per_step four methods", "published_runs eight imported jobs",
+              "delta_curve three vectors at three steps", "delta_atlas seven models and vectors",
               "gap_against_term perplexity, a run that never reaches the target"]
 
 

@@ -21,9 +21,9 @@ from topkscope.hooks import Recorder
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 REQUIRED = {"distributions", "contraction", "selectors", "convergence", "selection_speed",
-            "pseudo_gradients"}
+            "pseudo_gradients", "atlas"}
 FIGURES = {"distributions": 3, "contraction": 2, "selectors": 1, "convergence": 4,
-           "selection_speed": 2, "pseudo_gradients": 3}
+           "selection_speed": 2, "pseudo_gradients": 3, "atlas": 1}
 # run with its defaults on the small results, which hold no outer-loop run: it says so and
 # draws nothing
 DEFAULT_FIGURES = {**FIGURES, "pseudo_gradients": 0}
@@ -45,6 +45,7 @@ def parameters_for(name: str, small, request) -> dict:
         "selectors": {"run_dir": str(run_dir)},
         "convergence": {"results_root": str(small.root), "experiment": "tiny-seeds"},
         "selection_speed": {"bench_csv": str(small.root / "bench" / "selection.csv")},
+        "atlas": {"results_root": str(small.root)},
     }[name]
 
 
@@ -147,6 +148,25 @@ def test_a_run_without_some_data_skips_those_cells_with_a_hint(name, hints, thin
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     # distributions: skewness and kurtosis over training come from the statistics rows
     assert len(images) == {"distributions": 1, "contraction": 1, "selectors": 0}[name]
+
+
+def test_the_atlas_names_the_runs_without_saved_vectors_and_says_what_it_skips(thin_run,
+                                                                               tmp_path):
+    import papermill
+
+    out = tmp_path / "atlas.ipynb"
+    papermill.execute_notebook(str(REPO / "notebooks" / "atlas.ipynb"), str(out),
+                               parameters={"results_root": str(thin_run.parent)},
+                               kernel_name="python3", progress_bar=False, cwd=str(tmp_path))
+    outputs = outputs_of(out)
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "1 complete run(s) under the results root, 0 with saved vectors" in text
+    assert "not in the atlas: 1 run(s) saved no vectors (a config's recorder: " \
+        "snapshot_schedule saves them): thin" in text
+    assert "skipped: no run under the results root saved a vector of worker 0" in text
+    assert str(tmp_path) not in text  # paths relative to the results root
+    assert not [o for o in outputs if "image/png" in o.get("data", {})]
 
 
 HOOK_RUN = """

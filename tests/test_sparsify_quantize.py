@@ -54,6 +54,26 @@ def test_codes_and_values_equal_the_float64_reference(bits, seed):
     assert torch.equal(q.table[4], torch.zeros(2**bits, dtype=torch.float64))
 
 
+@pytest.mark.parametrize("bits", [2, 8])
+def test_clamped_marks_the_values_outside_the_range_of_six_standard_deviations(bits):
+    """The range is 6 s wide about the mean: -(3 s)(1 + 2^-b) to (3 s)(1 - 2^-b) (round half
+    to even at the edges), so at 2 bits -3.75 s .. 2.25 s, at 8 bits about +-3 s."""
+    gen = torch.Generator().manual_seed(bits)
+    values = torch.randn(20_000, generator=gen, dtype=torch.float64) ** 3  # heavy tails
+    groups = torch.randint(0, 3, (20_000,), generator=gen)
+    q = Quantizer(bits, 6.0).quantize(values, groups, 3)
+    v, g = values.numpy(), groups.numpy()
+    n = 2**bits
+    for group in range(3):
+        c = v[g == group] - v[g == group].mean()
+        s = c.std(ddof=1)
+        outside = (c < -3 * s * (1 + 1 / n)) | (c > 3 * s * (1 - 1 / n))
+        assert q.clamped.numpy()[g == group].tolist() == outside.tolist()
+        assert 0 < outside.mean() < 0.1  # some, not all: the check can fail either way
+    codes, _ = reference(v, g, bits, 6.0)  # the clamped values sit on the end codes
+    assert set(codes[q.clamped.numpy()]) <= {0, n - 1}
+
+
 def test_float32_values_come_back_float32_and_equal_the_reference():
     values = torch.randn(1000, generator=torch.Generator().manual_seed(7))
     q = Quantizer(2).quantize(values)

@@ -29,6 +29,21 @@ For a whole-model vector u saved at (step, rank):
 Every row of the three tables starts with step, rank and ends with the seed and the max_n the
 statistic used (each module's own default when max_n is None), so a table says how it was
 computed. `merge` replaces the rows of re-analyzed snapshots in an existing table.
+
+For any saved vector (u, g or e; `analyze_delta`, keys step, rank, layer, kind; layer is
+GLOBAL: a snapshot is the whole model):
+
+    delta_curve     one row per density of delta_curve.grid() and family: the measured
+                    delta(k) (whole vector, never subsampled) and each fitted family's
+                    prediction = delta_curve.compare(u, fits_table=the fits above).curve
+    delta_families  one row per family: its fit, its errors over the grid, `best`
+                    (both with the seed and max_n of the fits)
+    sidco_thresholds  u only, at the densities: fitted_thresholds.sidco_thresholds
+    sent_range      u only, at the densities: sent_range.sent_range (Top-k and chunk-wise
+                    Top-k; the range the quantizer holds, one group: the whole vector)
+
+`analyze_delta_loaded` keeps them on a loaded run like `analyze_loaded`; `delta_run` gathers a
+rank's; `atlas` picks one snapshot per model and vector across runs.
 """
 
 from __future__ import annotations
@@ -39,7 +54,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from topkscope.analysis import contraction, fits, normality
+from topkscope.analysis import contraction, delta_curve, fits, fitted_thresholds, normality
+from topkscope.analysis import sent_range as sent_values
+from topkscope.schema import GLOBAL
 
 KEY_COLUMNS = ["step", "rank"]
 FAMILY_RANK = "family_rank"
@@ -57,10 +74,13 @@ CONVEXITY_KEYS = ["convexity_gap", "magnitude_convexity_gap", "condition_holds"]
 
 
 def used_max_n(table: str, max_n: int | None) -> int:
-    """The subsample size the rows of `table` (normality, fits, contraction) record for the
-    requested max_n: max_n itself, or for None the default of that table's statistic."""
+    """The subsample size the rows of `table` (normality, fits, contraction, delta_curve,
+    delta_families) record for the requested max_n: max_n itself, or for None the default of
+    that table's statistic."""
     defaults = {"normality": normality.DEFAULT_MAX_N, "fits": fits.DEFAULT_MAX_N,
-                "contraction": contraction.DEFAULT_MAX_N}
+                "contraction": contraction.DEFAULT_MAX_N,
+                # the delta rows record the subsample of the fits they predict from
+                "delta_curve": fits.DEFAULT_MAX_N, "delta_families": fits.DEFAULT_MAX_N}
     if table not in defaults:
         raise ValueError(f"table = {table!r}; allowed: {', '.join(defaults)}")
     return defaults[table] if max_n is None else int(max_n)
@@ -223,6 +243,161 @@ def analyze_run(run, rank: int = 0, with_fits: bool = True,
     )
 
 
+# --- delta(k) over the grid, SIDCo's thresholds and the sent values' range ------------------
+
+VECTOR_KEYS = ["step", "rank", "layer", "kind"]
+DELTA_CURVE_COLUMNS = [*VECTOR_KEYS, *delta_curve.CURVE_COLUMNS, *PARAM_COLUMNS]
+DELTA_FAMILY_COLUMNS = [*VECTOR_KEYS, *delta_curve.FAMILY_COLUMNS, *PARAM_COLUMNS]
+SIDCO_COLUMNS = [*VECTOR_KEYS, *fitted_thresholds.COLUMNS]
+SENT_RANGE_COLUMNS = [*VECTOR_KEYS, *sent_values.COLUMNS]
+DELTA_TABLES = ("delta_curve", "delta_families", "sidco_thresholds", "sent_range")
+SELECTED_KIND = "u"  # the vector Top-k selects from: SIDCo's thresholds and the sent values
+
+
+@dataclass(frozen=True)
+class DeltaTables:
+    """The rows `analyze_delta` measured on one saved vector (or `delta_run` on many)."""
+
+    delta_curve: pd.DataFrame       # DELTA_CURVE_COLUMNS
+    delta_families: pd.DataFrame    # DELTA_FAMILY_COLUMNS
+    sidco_thresholds: pd.DataFrame  # SIDCO_COLUMNS (kind u only)
+    sent_range: pd.DataFrame        # SENT_RANGE_COLUMNS (kind u only)
+
+
+def analyze_delta(u, step: int, rank: int, kind: str = "u", densities: Sequence[float] = (),
+                  *, fits_table: pd.DataFrame | None = None, max_n: int | None = None,
+                  seed: int = SEED, layer: str = GLOBAL) -> DeltaTables:
+    """delta(k) of the vector against the families (delta_curve.compare; fits_table: its
+    fits.compare rows when already measured with this max_n and seed) and, at `densities`
+    (none: skipped), SIDCo's thresholds and the range of the sent values. One sort of |u|
+    serves the curve, the power-law tail and the thresholds."""
+    mags, _ = delta_curve.ascending_magnitudes(u)
+    f_max = used_max_n("fits", max_n)
+    result = delta_curve.compare(u, fits_table=fits_table, max_n=f_max, seed=seed, mags=mags)
+    keys = {"step": int(step), "rank": int(rank), "layer": str(layer), "kind": str(kind)}
+    params = {"seed": int(seed), "max_n": f_max}
+    sidco = sent = None
+    if len(densities):
+        sidco = fitted_thresholds.sidco_thresholds(u, list(densities), mags=mags)
+        sent = sent_values.sent_range(u, list(densities))
+    return DeltaTables(
+        delta_curve=_keyed(result.curve, keys, params, DELTA_CURVE_COLUMNS),
+        delta_families=_keyed(result.families, keys, params, DELTA_FAMILY_COLUMNS),
+        sidco_thresholds=_keyed(sidco, keys, None, SIDCO_COLUMNS),
+        sent_range=_keyed(sent, keys, None, SENT_RANGE_COLUMNS),
+    )
+
+
+def _keyed(frame: pd.DataFrame | None, keys: dict, params: dict | None,
+           columns: list[str]) -> pd.DataFrame:
+    """frame with the key (and parameter) columns, in `columns` order; empty when None."""
+    if frame is None:
+        frame = pd.DataFrame(columns=[c for c in columns if c not in keys
+                                      and c not in (params or {})])
+    frame = frame.assign(**keys, **(params or {}))
+    for name in (*KEY_COLUMNS, *(params or {})):
+        frame[name] = frame[name].astype(np.int64)
+    return frame[columns].reset_index(drop=True)
+
+
+def analyze_delta_loaded(run, step: int, rank: int = 0, kind: str = "u", *,
+                         tails: bool = True) -> DeltaTables:
+    """analyze_delta of the run's saved vector (step, rank, kind), seed SEED, the default
+    max_n; with tails, SIDCo's thresholds and the sent range for u at snapshot_densities
+    (without: those two tables empty). Kept in run.analyses (a request without tails is
+    answered by a kept analysis with them); the fits of u come from a kept analyze_loaded
+    when there is one."""
+    memo = getattr(run, "analyses", None)
+    if memo is None:
+        memo = {}
+        run.analyses = memo
+    base = ("delta", int(step), int(rank), str(kind))
+    for with_tails in (True, False) if not tails else (True,):
+        if (*base, with_tails) in memo:
+            return memo[(*base, with_tails)]
+    kept = memo.get((int(step), int(rank), None, True)) if kind == SELECTED_KIND else None
+    densities = snapshot_densities(run, step, rank) if tails and kind == SELECTED_KIND else []
+    found = analyze_delta(run.snapshot(step, rank, kind), step, rank, kind, densities,
+                          fits_table=None if kept is None else kept.fits, seed=SEED)
+    memo[(*base, tails)] = found
+    return found
+
+
+def saved_vectors(run, rank: int | None = None) -> list[tuple[int, int, str]]:
+    """(step, rank, kind) of every saved vector of a loaded run (of `rank` when given), sorted."""
+    snaps = getattr(run, "snapshots", None)
+    if snaps is None or len(snaps) == 0:
+        return []
+    kinds = snaps["kind"] if "kind" in snaps.columns else pd.Series("u", index=snaps.index)
+    found = {(int(s), int(r), str(k)) for s, r, k in zip(snaps["step"], snaps["rank"], kinds)}
+    return sorted(v for v in found if rank is None or v[1] == rank)
+
+
+def delta_run(run, rank: int = 0, kinds: Sequence[str] | None = None, *,
+              tails: bool = True) -> DeltaTables:
+    """analyze_delta_loaded on every saved vector of `rank` (of `kinds`, default all)."""
+    parts = [analyze_delta_loaded(run, step, r, kind, tails=tails)
+             for step, r, kind in saved_vectors(run, rank) if kinds is None or kind in kinds]
+    return _gathered(parts)
+
+
+def _gathered(parts: list[DeltaTables]) -> DeltaTables:
+    columns = (DELTA_CURVE_COLUMNS, DELTA_FAMILY_COLUMNS, SIDCO_COLUMNS, SENT_RANGE_COLUMNS)
+    return DeltaTables(*(_concat([getattr(p, name) for p in parts if len(getattr(p, name))],
+                                 cols) for name, cols in zip(DELTA_TABLES, columns)))
+
+
+ATLAS_KEYS = ["panel", "model", "vector", "experiment", "run_id"]
+
+
+def vector_name(kind: str, manifest: dict) -> str:
+    """What a saved vector is, in words: u, g or e, and for an outer-loop run the outer loop's
+    (its u is the pseudo-gradient plus the outer error feedback)."""
+    outer = bool(manifest.get("outer"))
+    return {"u": "u = βe + Δ (outer)" if outer else "u = g + e",
+            "g": "Δ (outer)" if outer else "g", "e": "e (outer)" if outer else "e"}.get(
+        kind, kind)
+
+
+def atlas(runs, rank: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """The atlas page's rows: one panel per model and vector (`vector_name`) across loaded
+    runs, from the last saved step of worker `rank` of the newest run (manifest start_time)
+    that saved it: (delta_curve rows, delta_families rows, each with ATLAS_KEYS first; one
+    line per run that saved nothing, saying so)."""
+    from topkscope.names import MODEL_NAMES
+
+    chosen: dict[tuple[str, str], tuple] = {}
+    notes = []
+    for run in runs:
+        m = run.manifest
+        name = f"{m.get('experiment') or run.path.parent.name}/{m.get('run_id') or run.path.name}"
+        vectors = saved_vectors(run, rank)
+        if not vectors:
+            notes.append(f"{name} saved no vectors of worker {rank} (no snapshots): a config's "
+                         "recorder: snapshot_schedule saves them")
+            continue
+        model = MODEL_NAMES.get(str(m.get("model")), str(m.get("model") or "own model"))
+        last = {}
+        for step, _, kind in vectors:
+            last[kind] = max(step, last.get(kind, step))
+        for kind, step in last.items():
+            panel = (model, vector_name(kind, m))
+            start = str(m.get("start_time") or "")
+            if panel not in chosen or start > chosen[panel][0]:
+                chosen[panel] = (start, run, step, kind, name)
+    curves, fams = [], []
+    order = {"u": 0, "g": 1, "e": 2}  # per model: u first, then its parts g and e
+    for (model, vector), (_, run, step, kind, name) in sorted(
+            chosen.items(), key=lambda item: (item[0][0], order.get(item[1][3], 3), item[0][1])):
+        t = analyze_delta_loaded(run, step, rank, kind, tails=False)
+        tags = {"panel": f"{model} · {vector}", "model": model, "vector": vector,
+                "experiment": name.split("/")[0], "run_id": name.split("/", 1)[1]}
+        curves.append(t.delta_curve.assign(**tags)[[*ATLAS_KEYS, *DELTA_CURVE_COLUMNS]])
+        fams.append(t.delta_families.assign(**tags)[[*ATLAS_KEYS, *DELTA_FAMILY_COLUMNS]])
+    return (_concat([c for c in curves if len(c)], [*ATLAS_KEYS, *DELTA_CURVE_COLUMNS]),
+            _concat([f for f in fams if len(f)], [*ATLAS_KEYS, *DELTA_FAMILY_COLUMNS]), notes)
+
+
 def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=columns)
@@ -256,10 +431,11 @@ def _empty_dtype(column: str) -> str:
 
 def merge(old: pd.DataFrame | None, new: pd.DataFrame, replace: pd.DataFrame) -> pd.DataFrame:
     """old without the rows matching a row of `replace`, then new; sorted by step, rank
-    (and density, in the contraction table).
+    (and layer, kind and density, where the table has them; stable otherwise).
 
     replace holds key rows: columns step, rank (every row of a re-analyzed snapshot goes, even
-    if its new analysis has fewer rows) or step, rank, density (only recomputed densities go).
+    if its new analysis has fewer rows), step, rank, kind (one saved vector's) or step, rank,
+    density (only recomputed densities go).
     """
     if old is None or old.empty:
         out = new
@@ -271,5 +447,5 @@ def merge(old: pd.DataFrame | None, new: pd.DataFrame, replace: pd.DataFrame) ->
             out = new if kept.empty else kept
         else:
             out = pd.concat([kept, new], ignore_index=True)
-    order = [*KEY_COLUMNS, "density"] if "density" in out.columns else KEY_COLUMNS
+    order = [c for c in (*KEY_COLUMNS, "layer", "kind", "density") if c in out.columns]
     return out.sort_values(order, kind="stable").reset_index(drop=True)

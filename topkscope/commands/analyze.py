@@ -1,10 +1,16 @@
-"""`topkscope analyze RUN_DIR ...`: normality, family fits and contraction of every snapshot of u.
+"""`topkscope analyze RUN_DIR ...`: normality, family fits and contraction of every snapshot of u;
+delta(k) against the fitted families of every saved vector; SIDCo's thresholds and the range
+of the sent values.
 
 For each run folder (or every run folder under a results root or an experiment folder) and each
 raw snapshot snapshots/step{t}-rank{r}.npy of u, topkscope.analysis.snapshots.analyze_snapshot
 measures the normality battery, the distribution-family fits and delta_emp at the densities
-against 1 - k/d, (1 - k/d)^2 and the Gaussian value. The tidy tables go to
-RUN_DIR/analysis/{normality,fits,contraction}.parquet, rewritten atomically after each snapshot,
+against 1 - k/d, (1 - k/d)^2 and the Gaussian value; for every saved vector (u, and g and e
+where the recorder saved them) analyze_delta measures delta(k) over k/d from 1e-4 to 0.5
+against the fitted families (delta_curve, delta_families), and for u at the densities SIDCo's
+thresholds against the true k-th largest |u| (sidco_thresholds) and the share of the values
+Top-k and chunk-wise Top-k send that the quantizer's range holds (sent_range). The tidy tables
+go to RUN_DIR/analysis/<table>.parquet, rewritten atomically after each snapshot,
 so an interrupted analysis keeps what it finished. With --out DIR (results shared read-only) they
 go to DIR/<experiment>/<run_id>/ instead and the run folder is only read. Snapshots already in the tables are skipped
 (only densities not yet measured are added) unless --force. Every row records the seed and
@@ -22,9 +28,11 @@ from pathlib import Path
 
 from topkscope.commands import CommandError, deprecated, list_option
 
-HELP = "analyze the snapshots of u in run folders: normality, family fits, contraction"
+HELP = ("analyze the snapshots in run folders: normality, family fits, contraction, delta(k) "
+        "against fitted families, SIDCo's thresholds, the sent values' range")
 DEFAULT_DENSITIES = "0.001,0.01,0.1"
-TABLES = ("normality", "fits", "contraction")
+TABLES = ("normality", "fits", "contraction", "delta_curve", "delta_families",
+          "sidco_thresholds", "sent_range")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -55,6 +63,9 @@ class Work:
     rank: int
     distribution: bool  # battery and fits still to do
     densities: list[float]  # contraction densities still to do
+    delta_kinds: list[str] = field(default_factory=list)  # saved vectors without delta rows
+    tail_densities: list[float] = field(default_factory=list)  # SIDCo / sent range still to do
+    has_u: bool = True  # a snapshot of u was saved at (step, rank)
 
 
 @dataclass
@@ -162,18 +173,31 @@ def plan_run(run_dir: Path, densities: list[float], force: bool, out: Path | Non
     if not force:
         check_settings(folder, tables, densities, max_n, seed)
     snaps = run.snapshots[run.snapshots["kind"] == "u"]
-    done_dist, done_rho = set(), set()
+    done_dist, done_rho, done_delta, done_tail = set(), set(), set(), set()
     if not force and tables["normality"] is not None:
         done_dist = {(int(s), int(r)) for s, r in tables["normality"][["step", "rank"]].values}
     if not force and tables["contraction"] is not None:
         frame = tables["contraction"][["step", "rank", "density"]]
         done_rho = {(int(s), int(r), float(d)) for s, r, d in frame.itertuples(index=False)}
+    if not force and tables["delta_families"] is not None:  # written last of the delta rows
+        frame = tables["delta_families"][["step", "rank", "kind"]]
+        done_delta = {(int(s), int(r), str(k)) for s, r, k in frame.itertuples(index=False)}
+    if not force and tables["sent_range"] is not None:  # written after sidco_thresholds
+        frame = tables["sent_range"][["step", "rank", "density"]]
+        done_tail = {(int(s), int(r), float(d)) for s, r, d in frame.itertuples(index=False)}
+    kinds: dict[tuple[int, int], list[str]] = {}
+    for step, rank, kind in run.snapshots[["step", "rank", "kind"]].itertuples(index=False):
+        kinds.setdefault((int(step), int(rank)), []).append(str(kind))
     todo = []
-    for step, rank in snaps[["step", "rank"]].itertuples(index=False):
-        step, rank = int(step), int(rank)
-        missing = [d for d in densities if (step, rank, d) not in done_rho]
-        if (step, rank) not in done_dist or missing:
-            todo.append(Work(step, rank, (step, rank) not in done_dist, missing))
+    for (step, rank), saved in sorted(kinds.items()):
+        has_u = "u" in saved
+        missing = [d for d in densities if (step, rank, d) not in done_rho] if has_u else []
+        work = Work(step, rank, has_u and (step, rank) not in done_dist, missing,
+                    [k for k in sorted(saved) if (step, rank, k) not in done_delta],
+                    [d for d in densities if (step, rank, d) not in done_tail] if has_u else [],
+                    has_u)
+        if work.distribution or work.densities or work.delta_kinds or work.tail_densities:
+            todo.append(work)
     return RunPlan(run, tables, todo, len(snaps), folder)
 
 
@@ -181,30 +205,78 @@ def analyze_plan(plan: RunPlan, max_n: int | None, seed: int, bar) -> None:
     """Analyze plan.todo one snapshot at a time, rewriting the tables after each."""
     import pandas as pd
 
-    from topkscope.analysis.snapshots import analyze_snapshot, merge
-    from topkscope.io import write_parquet_atomic
+    from topkscope.analysis.snapshots import analyze_snapshot
 
-    folder = plan.folder
     for work in plan.todo:
         bar.set_postfix_str(f"{plan.run.path.name} step {work.step} rank {work.rank}")
-        try:
-            u = plan.run.snapshot(work.step, work.rank)
-        except (OSError, ValueError) as exc:  # a truncated or foreign .npy file
-            plan.failed.append(f"step {work.step} rank {work.rank}: cannot read: {exc}")
-            bar.update(1)
-            continue
-        result = analyze_snapshot(u, work.step, work.rank, work.densities, max_n=max_n,
-                                  seed=seed, distribution=work.distribution)
-        key = pd.DataFrame({"step": [work.step], "rank": [work.rank]})
-        rho = key.merge(pd.DataFrame({"density": work.densities}), how="cross")
-        updates = [("contraction", result.contraction, rho)] if work.densities else []
-        if work.distribution:  # normality last: its row marks the snapshot as analyzed
-            updates = [("fits", result.fits, key), *updates, ("normality", result.normality, key)]
-        for name, rows, replace in updates:
-            plan.tables[name] = merge(plan.tables[name], rows, replace)
-            write_parquet_atomic(folder / f"{name}.parquet",
-                                 with_identity(plan.tables[name], plan.run))
+        fitted = None  # the fits of u measured now, which the delta curve of u reuses
+        if work.distribution or work.densities:
+            u = _read(plan, work, "u")
+            if u is None:
+                bar.update(1)
+                continue
+            result = analyze_snapshot(u, work.step, work.rank, work.densities, max_n=max_n,
+                                      seed=seed, distribution=work.distribution)
+            fitted = result.fits if work.distribution else None
+            key = pd.DataFrame({"step": [work.step], "rank": [work.rank]})
+            rho = key.merge(pd.DataFrame({"density": work.densities}), how="cross")
+            updates = [("contraction", result.contraction, rho)] if work.densities else []
+            if work.distribution:  # normality last: its row marks the snapshot as analyzed
+                updates = [("fits", result.fits, key), *updates,
+                           ("normality", result.normality, key)]
+            _write(plan, updates)
+        for kind in sorted({*work.delta_kinds, *(["u"] if work.tail_densities else [])}):
+            vector = _read(plan, work, kind)
+            if vector is not None:
+                _delta(plan, work, kind, vector, fitted if kind == "u" else None, max_n, seed)
         bar.update(1)
+
+
+def _read(plan: RunPlan, work: Work, kind: str):
+    """The saved vector, or None after noting why it cannot be read (a truncated or foreign
+    .npy file)."""
+    try:
+        return plan.run.snapshot(work.step, work.rank, kind)
+    except (OSError, ValueError) as exc:
+        which = "" if kind == "u" else f" ({kind})"
+        plan.failed.append(f"step {work.step} rank {work.rank}{which}: cannot read: {exc}")
+        return None
+
+
+def _delta(plan: RunPlan, work: Work, kind: str, vector, fitted, max_n, seed) -> None:
+    """The delta rows of one saved vector (when missing) and, for u, SIDCo's thresholds and
+    the sent range at the densities still missing; the families' rows last (they mark the
+    vector as done), sent_range after sidco_thresholds."""
+    import pandas as pd
+
+    from topkscope.analysis.snapshots import analyze_delta
+
+    dens = work.tail_densities if kind == "u" else []
+    result = analyze_delta(vector, work.step, work.rank, kind, dens, fits_table=fitted,
+                           max_n=max_n, seed=seed)
+    key = pd.DataFrame({"step": [work.step], "rank": [work.rank], "kind": [kind]})
+    rho = pd.DataFrame({"step": [work.step], "rank": [work.rank]}).merge(
+        pd.DataFrame({"density": dens}), how="cross")
+    updates = []
+    if kind in work.delta_kinds:
+        updates += [("delta_curve", result.delta_curve, key),
+                    ("delta_families", result.delta_families, key)]
+    if dens:
+        updates += [("sidco_thresholds", result.sidco_thresholds, rho),
+                    ("sent_range", result.sent_range, rho)]
+    _write(plan, updates)
+
+
+def _write(plan: RunPlan, updates: list) -> None:
+    """Merge each (table, new rows, keys they replace) into the plan's tables and rewrite
+    the table atomically."""
+    from topkscope.analysis.snapshots import merge
+    from topkscope.io import write_parquet_atomic
+
+    for name, rows, replace in updates:
+        plan.tables[name] = merge(plan.tables[name], rows, replace)
+        write_parquet_atomic(plan.folder / f"{name}.parquet",
+                             with_identity(plan.tables[name], plan.run))
 
 
 def with_identity(table, run):
@@ -227,9 +299,10 @@ def summary(plan: RunPlan, densities: list[float]) -> str:
     status = run.manifest.get("status") or "unknown"
     lines = [f"{run.path} ({status}): {plan.snapshots} snapshot(s) of u, "
              f"{len(plan.todo) - len(plan.failed)} analyzed now, "
-             f"{plan.snapshots - len(plan.todo)} already done, {len(plan.failed)} failed"]
+             f"{plan.snapshots - sum(w.has_u for w in plan.todo)} already done, "
+             f"{len(plan.failed)} failed"]
     lines += [f"  failed: {message}" for message in plan.failed]
-    norm, fit, con = (plan.tables[n] for n in TABLES)
+    norm, fit, con = (plan.tables[n] for n in ("normality", "fits", "contraction"))
     if norm is not None and not norm.empty:
         rejected = int((norm["dagostino_p"] < 0.05).sum())
         lines.append(f"  normality: median KS D {_median(norm['ks_D']):.4g}, median excess "
@@ -250,9 +323,37 @@ def summary(plan: RunPlan, densities: list[float]) -> str:
                 f"{_median(rows['paper_bound']):.4g}; below (1-k/d)^2 in "
                 f"{int(rows['below_paper'].sum())}/{len(rows)}, convexity condition held in "
                 f"{int(pd.Series(rows['condition_holds'], dtype=bool).sum())}/{len(rows)}")
+    lines += _delta_lines(plan.tables)
     if plan.snapshots:
         lines.append(f"  tables: {plan.folder}")
     return "\n".join(lines)
+
+
+def _delta_lines(tables: dict) -> list[str]:
+    """The families' delta(k) winners per vector, SIDCo's count/k at the adapted stage count
+    and the share of Top-k's sent values the 2-bit range holds, per density (medians)."""
+    lines = []
+    fam = tables["delta_families"]
+    if fam is not None and not fam.empty:
+        for kind, rows in fam[fam["best"].astype(bool)].groupby("kind"):
+            won = rows.groupby("family")["error"].agg(["size", "median"])
+            lines.append(f"  delta(k) of {kind}, best family (RMS error of ln(1 - delta) over "
+                         "k/d 1e-4..0.5): " + ", ".join(
+                             f"{f} {int(r['size'])} (median error {r['median']:.3g})"
+                             for f, r in won.iterrows()))
+    sid = tables["sidco_thresholds"]
+    if sid is not None and not sid.empty:
+        adapted = sid[(sid["rule"] == "sidco") & sid["adapted"].astype(bool)]
+        for rho, rows in adapted.groupby("density"):
+            lines.append(f"  SIDCo at rho {rho:g}, adapted stages: median count/k " + ", ".join(
+                f"{dist} {_median(g['count_over_k']):.3g}" for dist, g in rows.groupby("dist")))
+    sent = tables["sent_range"]
+    if sent is not None and not sent.empty:
+        for rho, rows in sent.groupby("density"):
+            lines.append(f"  rho {rho:g}: share of the sent values the 2-bit range holds, "
+                         "median " + ", ".join(f"{sel} {_median(g['share_held_2bit']):.4g}"
+                                              for sel, g in rows.groupby("selector")))
+    return lines
 
 
 def _median(values) -> float:

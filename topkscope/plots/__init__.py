@@ -16,6 +16,8 @@
 | selected_per_step | selected/k per step in each method's own run, min-max over workers | train table |
 | published_runs | imported GPU runs: validation accuracy per epoch, the split of an iteration | eval rows + medians |
 | model_vs_measured | the step-time model against the GRACE release: throughput and speed-up over dense | topkscope.perf.grace model rows |
+| delta_curve | 1 - delta against k/d, measured and as the fitted families predict, per saved vector | delta_curve (+ delta_families) rows |
+| delta_atlas | the same, one panel per model and vector across runs (the atlas page) | snapshots.atlas rows |
 
 `save_figure(fig, out_dir, name)` writes name.png and name.pdf atomically.
 """
@@ -24,6 +26,7 @@ from topkscope.plots.contraction import contraction_over_iterations
 from topkscope.plots.contraction_gap import gap_against_term
 from topkscope.plots.convergence import accuracy_vs_elements, convergence, density_sensitivity
 from topkscope.plots.grace import model_vs_measured
+from topkscope.plots.delta_curve import delta_atlas, delta_curve
 from topkscope.plots.histogram import gradient_histogram
 from topkscope.plots.normality import normality_over_training
 from topkscope.plots.published import published_runs
@@ -38,6 +41,8 @@ __all__ = [
     "accuracy_vs_elements",
     "contraction_over_iterations",
     "convergence",
+    "delta_atlas",
+    "delta_curve",
     "density_sensitivity",
     "describe_run",
     "figure_style",

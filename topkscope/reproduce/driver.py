@@ -286,6 +286,22 @@ def write_claims(runs: list, opts: Options, clock: Clock, differing: dict[str, s
     return table, md, entries
 
 
+def draw_atlas(made: dict, opts: Options, clock: Clock) -> list[FigureEntry]:
+    """The atlas page (publish.figures.atlas_figure) over the first run of each experiment
+    drawn; [] when none saved a vector. A failure is logged, never fatal."""
+    from topkscope.publish.figures import ATLAS_EXPERIMENT, atlas_figure
+
+    t = time.perf_counter()
+    try:
+        entry = atlas_figure([runs[0] for _, runs in made.values() if runs], opts.figures_dir)
+    except (RuntimeError, ValueError, OSError) as exc:
+        clock.log(f"  FAILED atlas: {exc}")
+        return []
+    clock.record(ATLAS_EXPERIMENT, "draw", time.perf_counter() - t,
+                 "1 figure" if entry else "nothing saved")
+    return [entry] if entry else []
+
+
 def _distribution_runs(made: dict) -> dict[str, list]:
     return {exp: runs for exp, (job, runs) in made.items()
             if any(f in plan.DISTRIBUTION_FIGURES for f in job.figures) and runs}
@@ -508,6 +524,8 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
             msg = f"{job.experiment}: {exc}"
             failures.append(msg)
             log(f"  FAILED {msg}")
+    if made:  # the atlas page: one panel per model and vector across the runs drawn
+        entries += draw_atlas(made, opts, clock)
     for name, dirs in own.items():
         log(f"drawing {name} (your own runs: {len(dirs)}; drawn, never run)")
         try:

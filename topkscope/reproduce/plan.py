@@ -346,6 +346,7 @@ class BenchmarkJob:
 
 DISTRIBUTION_FIGURES = (
     "histogram", "sorted_magnitudes", "contraction", "normality", "qq", "selectors",
+    "delta_curve",
 )
 CONVERGENCE_FIGURES = ("convergence", "traffic", "density_sensitivity", "selected_per_step",
                        "contraction_gap")

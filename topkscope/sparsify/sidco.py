@@ -135,14 +135,24 @@ class SIDCo(Sparsifier):
         self._adapt(selected.numel() / k, rho)
         return selected
 
-    def staged_threshold(self, mag: torch.Tensor, rho: float) -> float:
-        """eta_M of the current stage count M for the magnitudes |u| (see the module rule)."""
-        mean, std = mean_std(mag)
+    def first_stage(self, mag: torch.Tensor, mean: float, std: float
+                    ) -> tuple[float, torch.Tensor]:
+        """eta_1 = eta(first_ratio) of the fit (mean, std) of all of |u|, and the magnitudes
+        above it (float64): what every stage count M >= 2 starts from."""
+        eta = tail_threshold(self.dist, mean, std * std, self.first_ratio)
+        return eta, select_where(mag, mag > eta).double()  # ~first_ratio d of them
+
+    def staged_threshold(self, mag: torch.Tensor, rho: float,
+                         moments: tuple[float, float] | None = None,
+                         first: tuple[float, torch.Tensor] | None = None) -> float:
+        """eta_M of the current stage count M for the magnitudes |u| (see the module rule).
+        moments (mean_std(mag)) and first (first_stage(mag, *moments)) may be given when
+        already computed, e.g. for several stage counts or densities of one vector."""
+        mean, std = mean_std(mag) if moments is None else moments
         if self.stages == 1 or rho >= self.first_ratio:
             return tail_threshold(self.dist, mean, std * std, rho)
-        eta = tail_threshold(self.dist, mean, std * std, self.first_ratio)
+        eta, values = self.first_stage(mag, mean, std) if first is None else first
         q = (rho / self.first_ratio) ** (1.0 / (self.stages - 1))
-        values = select_where(mag, mag > eta).double()  # the first stage keeps ~first_ratio d
         for _ in range(self.stages - 1):
             if values.numel() < 2:
                 break  # nothing left to fit (the authors' code fails here)
