@@ -25,8 +25,8 @@
 from topkscope.plots.contraction import contraction_over_iterations
 from topkscope.plots.contraction_gap import gap_against_term
 from topkscope.plots.convergence import accuracy_vs_elements, convergence, density_sensitivity
-from topkscope.plots.grace import model_vs_measured
 from topkscope.plots.delta_curve import delta_atlas, delta_curve
+from topkscope.plots.grace import model_vs_measured
 from topkscope.plots.histogram import gradient_histogram
 from topkscope.plots.normality import normality_over_training
 from topkscope.plots.published import published_runs
