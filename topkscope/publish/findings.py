@@ -642,6 +642,27 @@ def findings_markdown(table: pd.DataFrame, heading: str | None = None) -> str:
 
 
 # --------------------------------------------------------------------- the blocks
+MAX_LINE = 160  # a markdown line of the README's first screen and the answers: no longer
+
+
+def wrapped(line: str, indent: str = "    ") -> list[str]:
+    """line as markdown lines of at most MAX_LINE characters, continuation lines indented
+    (one list item); words and links are never split."""
+    import textwrap
+
+    return textwrap.wrap(line, width=MAX_LINE, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def replace_block(text: str, start: str, end: str, body: str) -> str:
+    """text with the lines between its `start` and `end` markers replaced by body."""
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < i:
+        raise ValueError(f"no {start} ... {end} block")
+    return text[: i + len(start)] + "\n" + body + "\n" + text[j:]
+
+
+
 def findings_block(text: str, block: str = "claims") -> str:
     """The text between the `block` table markers ('' without them)."""
     start, end = markers(block)
@@ -670,8 +691,6 @@ def width_problems(markdown: str, max_columns: int = MAX_COLUMNS,
 
 def replace_findings(text: str, table: pd.DataFrame, block: str = "claims") -> str:
     """text with the lines between its `block` table markers replaced by findings_markdown."""
-    from topkscope.publish.headline import replace_block
-
     start, end = markers(block)
     return replace_block(text, start, end, findings_markdown(table, HEADINGS.get(block)))
 

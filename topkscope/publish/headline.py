@@ -17,20 +17,25 @@ Markdown lines are wrapped at MAX_LINE characters; the full tables are docs/find
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pandas as pd
 
 from topkscope.claims.answers import MAX_SENTENCE, MAX_SUMMARY, answer, summary_line
 from topkscope.claims.registry import Claim, Question, questions
-from topkscope.publish.findings import section_heading, slug, table_of
+from topkscope.publish.findings import (  # noqa: F401  (replace_block: this API too)
+    MAX_LINE,
+    replace_block,
+    section_heading,
+    slug,
+    table_of,
+    wrapped,
+)
 
 SUMMARY_START, SUMMARY_END = "<!-- summary:start -->", "<!-- summary:end -->"
 HEADLINE_START, HEADLINE_END = "<!-- headline:start -->", "<!-- headline:end -->"
 OUTER_START, OUTER_END = "<!-- pseudo-gradients:start -->", "<!-- pseudo-gradients:end -->"
 GALLERY = "docs/gallery"  # the figures, linked from the README
-MAX_LINE = 160  # a markdown line of the README's first screen: no longer
 
 
 def _tables(profiles: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -69,13 +74,6 @@ def figure_of(claim: Claim, rows: pd.DataFrame, gallery: Path | None) -> str:
     return next((n for n in names if (Path(gallery) / f"{n}.png").exists()), "")
 
 
-def _wrapped(line: str, indent: str = "    ") -> list[str]:
-    """line as markdown lines of at most MAX_LINE characters, continuation lines indented
-    (one list item); words and links are never split."""
-    return textwrap.wrap(line, width=MAX_LINE, subsequent_indent=indent,
-                         break_long_words=False, break_on_hyphens=False)
-
-
 def answers_markdown(profiles: dict[str, pd.DataFrame], on: str = "per-step",
                      gallery: Path | None = None, links: bool = True,
                      base: str = "docs/") -> str:
@@ -97,14 +95,14 @@ def answers_markdown(profiles: dict[str, pd.DataFrame], on: str = "per-step",
         if figure:
             refs[figure] = f"{base}gallery/{figure}.png"
             head += f" · [figure][{figure}]"
-        lines += _wrapped(head, "  ")
+        lines += wrapped(head, "  ")
         for name, told in found.items():
             line = f"  - {name.lower()}: {told.text}"
             if links:
                 anchor = slug(section_heading(name, table_of(claim)))
                 refs[anchor] = f"{base}findings.md#{anchor}" if base else f"#{anchor}"
                 line += f" · [table][{anchor}]"
-            lines += _wrapped(line)
+            lines += wrapped(line)
     if not lines:
         return ("_no outer-loop runs in these claims: `make reproduce-figures` runs "
                 "outer-fnn3-mnist_" if on == "outer" else "_no claims (no runs)_")
@@ -128,14 +126,6 @@ def too_long(profiles: dict[str, pd.DataFrame]) -> list[str]:
                 problems.append(f"{name} answer to {question.key!r} of {len(told.text)} "
                                 f"characters: {told.text!r}")
     return problems
-
-
-def replace_block(text: str, start: str, end: str, body: str) -> str:
-    """text with the lines between its `start` and `end` markers replaced by body."""
-    i, j = text.find(start), text.find(end)
-    if i < 0 or j < i:
-        raise ValueError(f"no {start} ... {end} block")
-    return text[: i + len(start)] + "\n" + body + "\n" + text[j:]
 
 
 def replace_headline(readme: str, profiles: dict[str, pd.DataFrame],

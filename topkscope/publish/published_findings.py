@@ -173,14 +173,14 @@ def published_markdown(tables: dict[str, pd.DataFrame]) -> str:
     families), one sentence each with where its numbers come from."""
     from topkscope.claims.answers import answer
     from topkscope.claims.registry import questions
-    from topkscope.publish.headline import _wrapped
+    from topkscope.publish.findings import wrapped
 
     lines = []
     for question, claim in questions():
         for name, table in tables.items():
             told = answer(table, question, claim)
             if len(told.rows):
-                lines += _wrapped(f"- **{question.text}** ({name}) {told.text}", "  ")
+                lines += wrapped(f"- **{question.text}** ({name}) {told.text}", "  ")
     return "\n".join(lines) if lines else "_no published reference tables_"
 
 
@@ -189,7 +189,7 @@ def with_published(text: str, paths: dict | None = None) -> str:
     without the markers."""
     if START not in text or END not in text:
         return text
-    from topkscope.publish.headline import replace_block
+    from topkscope.publish.findings import replace_block
 
     return replace_block(text, START, END, published_markdown(reference_tables(paths)))
 
