@@ -212,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = benchmark_parser(__file__, __doc__, quick="d in {1e5, 1e6}, 3 rounds")
     ap.add_argument("--sizes", help="comma-separated d values (e.g. 1e5,1e6)")
     ap.add_argument("--densities", default="0.001,0.01", help="comma-separated rho values")
-    ap.add_argument("--methods", default=",".join(available()), help="comma-separated names")
+    ap.add_argument("--methods", help="comma-separated names (default: every registered "
+                    "sparsifier, a plugin's included)")
     ap.add_argument("--distributions", default=",".join(DISTRIBUTIONS))
     ap.add_argument("--repeats", type=int, help="timed rounds (default 5, --quick 3)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed rounds first (default 1)")
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = parse_list(args.sizes, int) if args.sizes else list(default_sizes)
     densities = parse_list(args.densities, float)
     rounds = args.repeats or (3 if args.quick else 5)
-    methods = [m for m in args.methods.split(",") if m]
+    methods = [m for m in args.methods.split(",") if m] if args.methods else available()
     dists = [x for x in args.distributions.split(",") if x]
     for m in methods:
         if m not in available():

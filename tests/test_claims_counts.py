@@ -10,7 +10,7 @@ import pytest
 from scipy import stats as sps
 
 from tests._topk_reference import published_gaussiank
-from tests.test_analysis_claims import D, RunLike, make_run
+from tests.test_analysis_claims import D, RunLike, at_density, make_run
 from topkscope import claims
 from topkscope.analysis import criteria, selection, units
 from topkscope.sparsify import get_sparsifier, label_of
@@ -131,14 +131,14 @@ def test_a_vector_inside_the_moment_window_can_fail_the_tail_claim(draw, moment,
     4 blocks are below the 30-block floor, so both verdicts are inconclusive here (the floor's
     own test shows 30 blocks that all pass hold)."""
     runs = [make_run("g", draw, snapshot_steps=(0, 1, 2, 3), steps=4, ranks=1)]
-    table = claims.build(runs, max_snapshots=4)
+    table = at_density(claims.build(runs, max_snapshots=4))
     share = table.set_index("claim")["fraction"]
     assert share["gaussian_like"] == (1.0 if moment == "holds" else 0.0)
     assert share["gaussian_tail"] == (1.0 if tail == "holds" else 0.0)
     assert set(table.set_index("claim")["verdict"][["gaussian_like", "gaussian_tail"]]) == {
         "inconclusive"}
     row = table[table["claim"] == "gaussian_tail"].iloc[0]
-    assert row["n_units"] == 4 * 2  # (snapshot, density)
+    assert row["n_units"] == 4  # (snapshot, density): one density a row
     assert "first threshold" in row["evidence"]
 
 
@@ -201,13 +201,13 @@ def test_the_findings_show_the_three_counts_side_by_side():
     own = [trained_run("gaussiank-2019", np.full(10, 0.02), seed=s) for s in range(3)]
     md = findings_markdown(claims.build([topk, *own], max_snapshots=4))
     line = next(ln for ln in md.splitlines()
-                if ln.startswith("| m | warmup=none; ρ=0.001 | Gaussian-k (2019) |"))
+                if ln.startswith("| m | ρ = 0.001 | Gaussian-k (2019) |"))
     cells = [c.strip() for c in line.strip("|").split("|")]
     # on Top-k's u and the tail: 4 steps / snapshots, every unit in band, below the 30-block
     # floor (inconclusive); in training: 3 seeds x 10 steps = 30 blocks, none in band (fails)
     assert cells[3].startswith("inconclusive (100% [") and cells[5].startswith(
         "inconclusive (100% [")
-    assert cells[4].startswith("**fails** (0% [0%–10%]") and cells[4].endswith("median 0.02k")
+    assert cells[4].startswith("**fails** (0% [0–10%]") and cells[4].endswith("median 0.02·k")
 
 
 
@@ -217,7 +217,7 @@ def test_every_recorded_selector_gets_a_count_claim_on_topks_u():
     here by hand from the same selections."""
     import torch
 
-    from tests.test_analysis_claims import stats_rows
+    from tests.test_analysis_claims import at_density, stats_rows
 
     rng = np.random.default_rng(3)
     rows, by_hand = [], {"tail-k": [], "dgc": []}
@@ -238,7 +238,7 @@ def test_every_recorded_selector_gets_a_count_claim_on_topks_u():
                 "dataset_substitute": None, "sparsifier": "topk", "density": 0.001,
                 "status": "complete"}
     frame = pd.DataFrame(rows).assign(redsync_count=pd.array([None] * len(rows), "Int64"))
-    table = claims.build([RunLike(manifest=manifest, stats=frame)])
+    table = at_density(claims.build([RunLike(manifest=manifest, stats=frame)]))
     assert "redsync_count" not in set(table["claim"])  # a column without values: not recorded
     table = table.set_index("claim")
     for name, claim in (("tail-k", "tail_count"), ("dgc", "dgc_count")):
@@ -251,24 +251,29 @@ def test_every_recorded_selector_gets_a_count_claim_on_topks_u():
         assert row["statement"] == f"{label_of(name)} selects about k elements on Top-k's u"
 
 
-def test_the_readme_line_tells_how_the_other_selectors_size_k_in_their_own_training():
-    """Under the published rule's in-training claim: every other method's verdicts, the one
-    holding most often first; the robust Gaussian-k (a check) and the published rule itself
-    are not among them."""
-    from topkscope.publish import headline
+def test_the_other_selectors_question_is_answered_from_their_own_rows():
+    """The registry's question on the other selectors in their own training: every other
+    method's rows, never the published rule's (its own question) nor a check (the robust
+    Gaussian-k, exact by construction); the word read off their verdicts."""
+    from topkscope.claims.answers import answer
+    from topkscope.claims.registry import get_claim
 
     runs = [trained_run("gaussiank-2019", np.full(40, 0.02), seed=s) for s in range(3)]
     runs += [trained_run("redsync", np.full(40, 3.0), seed=s) for s in range(3)]
     runs += [trained_run("tail-k", np.full(40, 1.0), seed=s) for s in range(3)]
     runs += [trained_run("gaussiank", np.ones(40), seed=s) for s in range(3)]
-    together = headline.verdict_counts_markdown({"Quick": claims.build(
-        runs + [trained_run("dgc", np.full(40, 1.1), seed=s) for s in range(3)])})
-    assert "quick DGC, tail-k holds 1/1; RedSync **fails** 1/1 (m, 9 runs)" in together
-    text = headline.verdict_counts_markdown({"Quick": claims.build(runs)})
-    line = next(ln for ln in text.splitlines() if "other selectors" in ln)
-    assert line.startswith("  - beyond: ") and "quick tail-k holds 1/1; RedSync **fails** 1/1" in line
-    assert "Gaussian-k" not in line and "(m, 6 runs)" in line
-    assert headline.long_lines(text) == []
+    table = claims.build(runs)
+    claim = get_claim("count_in_training")
+    other = next(q for q in claim.questions if q.key == "other_count_in_training")
+    told = answer(table, other, claim)
+    assert set(told.rows["sparsifier"]) == {"redsync", "tail-k"}
+    assert dict(zip(told.rows["sparsifier"], told.rows["verdict"])) == {"redsync": "fails",
+                                                                       "tail-k": "holds"}
+    assert told.word == "only in some conditions" and told.text.startswith("Only in some")
+    published = next(q for q in claim.questions if q.key == "gaussiank_count_in_training")
+    assert set(answer(table, published, claim).rows["sparsifier"]) == {"gaussiank-2019"}
+    checks = table[table["sparsifier"] == "gaussiank"]
+    assert (checks["section"] == "check").all() and (checks["verdict"] == "holds").all()
 
 
 def test_snapshots_are_picked_one_block_at_a_time():

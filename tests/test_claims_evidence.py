@@ -61,8 +61,11 @@ def conditions_table() -> pd.DataFrame:
 
 
 def test_each_condition_is_its_own_row_and_warmup_units_are_apart(conditions_table):
-    units_per_step = 2 * len(DENSITIES)  # ranks x recorder densities
-    long = LONG["steps"] * LONG["ranks"] * len(DENSITIES)
+    """One row per (condition, phase, recorder density): the warm-up's units apart from the
+    target density's, each density the recorder evaluated Top-k at apart, and no summary row
+    pooling conditions."""
+    units_per_step = 2  # ranks
+    long = LONG["steps"] * LONG["ranks"]
     expected = {  # from the schedule: epoch = step // 2; epochs 0, 1 warm up (PAPER)
         "warmup=none; rho=0.001": long,
         "warmup=none; rho=0.01": long,
@@ -71,20 +74,20 @@ def test_each_condition_is_its_own_row_and_warmup_units_are_apart(conditions_tab
         f"warmup=paper; rho=0.001; during warm-up at rho={PAPER[1]:g}": 2 * units_per_step,
     }
     below = rows_of(conditions_table, "below_paper").set_index("condition")["n_units"]
-    target = [c for c in expected if "during" not in c]
-    pooled = sum(expected[c] for c in target)  # the summary pools the target densities only
-    assert below.to_dict() == {**expected, claims.ALL_CONDITIONS: pooled}
-    assert rows_of(conditions_table, "below_paper", condition=claims.ALL_CONDITIONS
-                   )["n_runs"].iloc[0] == 3
+    assert below.to_dict() == {f"{c}; recorded at rho={d:g}": n for c, n in expected.items()
+                               for d in DENSITIES}
+    assert claims.ALL_CONDITIONS not in set(conditions_table["condition"])
+    warm = rows_of(conditions_table, "below_paper", phase="warm-up")
+    assert sorted(set(warm["phase_density"])) == sorted(PAPER)
+    assert set(rows_of(conditions_table, "below_paper", phase="")["phase_density"].isna()) == {
+        True}
 
 
 def test_conditions_that_behave_oppositely_are_not_pooled(conditions_table):
     v = rows_of(conditions_table, "gaussian_like").set_index("condition")["verdict"]
     assert v["warmup=none; rho=0.001"] == "holds"    # Gaussian draws
     assert v["warmup=none; rho=0.01"] == "fails"     # Student-t, 2.5 degrees of freedom
-    # the summary pools two runs, one per condition: resampling runs, its share could be 0% or
-    # 100%, so its interval straddles both cuts
-    assert v[claims.ALL_CONDITIONS] == "inconclusive"
+    assert claims.ALL_CONDITIONS not in v  # no summary pools the two
 
 
 def gaussian_value(k: int, d: int) -> float:
@@ -101,15 +104,19 @@ def test_gaussian_value_claim_counts_units_at_most_the_gaussian_prediction(condi
         u = u[u["kind"] == "u"]
         passed = [r <= gaussian_value(k, n) * (1 + 1e-9)
                   for r, k, n in zip(u["topk_ratio"], u["k"], u["numel"])]
-        row = rows_of(conditions_table, "gaussian_value", condition=cond).iloc[0]
+        u = u[u["density"] == DENSITIES[0]]
+        passed = [r <= gaussian_value(k, n) * (1 + 1e-9)
+                  for r, k, n in zip(u["topk_ratio"], u["k"], u["numel"])]
+        row = rows_of(conditions_table, "gaussian_value", recorder_density=DENSITIES[0],
+                      condition=f"{cond}; recorded at rho={DENSITIES[0]:g}").iloc[0]
         assert row["n_units"] == len(passed)
         assert row["fraction"] == pytest.approx(np.mean(passed))
         assert row["cause"].startswith(f"{sum(passed)} of {len(passed)} units "
                                        f"({np.mean(passed):.0%}; 95% interval ")
         assert row["fraction_low"] <= row["fraction"] <= row["fraction_high"]
     # heavy tails contract more than a Gaussian vector would
-    assert rows_of(conditions_table, "gaussian_value", condition="warmup=none; rho=0.01"
-                   )["verdict"].iloc[0] == "holds"
+    assert set(rows_of(conditions_table, "gaussian_value", training_density=0.01,
+                       warmup="none")["verdict"]) == {"holds"}
     flat = claims.build([recorded_run(lambda r: r.choice([-1.0, 1.0], 2000), **LONG)],
                         max_snapshots=0)
     assert rows_of(flat, "gaussian_value")["verdict"].iloc[0] == "fails"

@@ -56,43 +56,77 @@ def test_trainings_are_compared_by_seed_against_the_margin():
     momentum = table.loc["outer_momentum_accuracy"]
     assert momentum["verdict"] == "insufficient-data" and momentum["reason"] == "not-measured"
     # the outer runs are not paired with Top-k by the per-step convergence claims
-    from topkscope.claims.answers import OUTER_CLAIMS
-
-    assert set(table.index[table["section"] == "convergence"]) == set(OUTER_CLAIMS)
+    outer_claims = {c.name for c in claims.registered(family="outer", section="convergence")}
+    assert set(table.index[table["section"] == "convergence"]) == outer_claims
+    assert set(table.loc[table["section"] == "convergence", "claim_family"]) == {"outer"}
     assert not table.index.str.endswith("_count_in_training").any()
 
 
 def test_chunk_wise_and_quantized_contraction_by_hand():
+    """Recorded at the exchanges (step 15 i + 14): the first two exchanges are a phase of their
+    own; quantization is judged on the set training sends (chunk-wise Top-k's) and, named
+    apart, on the global Top-k set."""
     rng = np.random.default_rng(0)
     rows = []
-    for step in range(40):
+    for exchange in range(40):
         exact = rng.uniform(0.5, 0.6)
         kept = 1 - exact
-        chunk = 1 - kept * (0.95 if step % 4 else 0.8)   # every 4th step keeps only 80%
-        rows.append({"step": step, "rank": 0, "layer": "__global__", "kind": "u",
-                     "density": 0.015625, "numel": 1000, "k": 16, "topk_ratio": exact,
-                     "chunk_topk_ratio": chunk, "topk_quantized_ratio": exact + 0.05 * kept})
+        chunk = 1 - kept * (0.95 if exchange % 4 else 0.8)   # every 4th keeps only 80%
+        rows.append({"step": 15 * exchange + 14, "rank": 0, "layer": "__global__",
+                     "kind": "u", "density": 0.015625, "numel": 1000, "k": 16,
+                     "topk_ratio": exact, "chunk_topk_ratio": chunk,
+                     "topk_quantized_ratio": exact + 0.05 * kept,
+                     # the sent set loses 20% of its kept energy on every 5th exchange
+                     "chunk_topk_quantized_ratio": chunk + (0.2 if exchange % 5 == 4 else 0.01)
+                     * (1 - chunk)})
     manifest = {"experiment": EXP, "model": "m", "dataset": "mnist", "dataset_substitute": None,
                 "sparsifier": "chunk-topk", "density": 0.015625, "status": "complete",
                 "outer": {"inner_steps": 15, "step": "average", "lr": 1.0, "error_decay": 0.95}}
-    table = claims.build([RunLike(manifest=manifest, stats=pd.DataFrame(rows))]).set_index("claim")
-    chunk = table.loc["chunk_contraction"]
-    assert chunk["fraction"] == pytest.approx(0.75) and chunk["n_units"] == 40
+    table = claims.build([RunLike(manifest=manifest, stats=pd.DataFrame(rows))])
+    table = table[table["section"].isin(("distribution", "check"))]  # the outer u's rows
+    assert set(table["phase"]) == {"first-exchanges", "later-exchanges"}
+    later = table[table["phase"] == "later-exchanges"].set_index("claim")
+    early = table[table["phase"] == "first-exchanges"].set_index("claim")
+    assert early.loc["chunk_contraction", "n_units"] == 2  # exchanges 1 and 2 (steps 14, 29)
+    chunk = later.loc["chunk_contraction"]
+    expected = np.mean([bool(i % 4) for i in range(2, 40)])
+    assert chunk["fraction"] == pytest.approx(expected) and chunk["n_units"] == 38
     assert chunk["verdict"] == "mixed" or chunk["reason"] == "share-on-the-cut"
-    assert chunk["sparsifier"] == "chunk-topk"
-    quantized = table.loc["quantization_error"]
-    assert quantized["fraction"] == 1.0 and quantized["diff_mean"] == pytest.approx(0.05)
-    assert quantized["verdict"] == "holds"
+    assert chunk["sparsifier"] == "chunk-topk" and chunk["recorder_density"] == 0.015625
+    sent = later.loc["quantization_error"]
+    lost = np.array([0.2 if i % 5 == 4 else 0.01 for i in range(2, 40)])
+    assert sent["fraction"] == pytest.approx(np.mean(lost <= 0.1))
+    assert sent["diff_mean"] == pytest.approx(np.median(lost))
+    assert "chunk-wise Top-k's sent set" in sent["evidence"]
+    whole = later.loc["quantization_error_global"]
+    assert whole["fraction"] == 1.0 and whole["diff_mean"] == pytest.approx(0.05)
+    assert whole["verdict"] in ("holds", "inconclusive")
+    assert "the global Top-k set" in whole["evidence"]
 
 
 def test_an_answer_counts_one_seed_as_one_seed():
-    """The evidence behind an answer reads '1 seed' for one seed, 'N seeds' otherwise."""
-    from topkscope.claims.answers import _strength
+    """An answer's numbers read '1 seed' for one seed, 'N seeds' otherwise."""
+    from topkscope.claims.phrases import seeds
 
-    def rows(seeds):
-        return pd.DataFrame({"model": ["fnn3"] * len(seeds), "n_runs": [2] * len(seeds),
-                             "n_seeds": seeds, "n_units": [64] * len(seeds),
-                             "section": ["convergence"] * len(seeds)})
+    assert seeds({"n_seeds": 1}) == "1 seed"
+    assert seeds({"n_seeds": 3.0}) == "3 seeds"
+    assert seeds({"n_seeds": float("nan")}) == ""
 
-    assert _strength(rows([1])) == "FNN-3; 2 runs; 1 seed"
-    assert _strength(rows([1, 3])) == "FNN-3; 2 runs; 1–3 seeds"
+
+def test_a_swept_reference_is_compared_at_its_best_rate_and_says_so():
+    """DiLoCo at three outer learning rates: the comparison uses the rate with the best mean
+    final metric over the seeds both share, and the row's reference names it and the rates."""
+    sparse = [0.950, 0.955, 0.948]
+    runs = [trained("sparseloco", s, m) for s, m in enumerate(sparse)]
+    by_rate = {0.5: [0.90, 0.91, 0.90], 0.7: [0.96, 0.965, 0.958], 0.9: [0.93, 0.94, 0.93]}
+    for lr, finals in by_rate.items():
+        for s, m in enumerate(finals):
+            run = trained("diloco", s, m)
+            run.manifest["outer"]["lr"] = lr
+            runs.append(run)
+    row = claims.build(runs).set_index("claim").loc["sparseloco_accuracy"]
+    diffs = 100 * (np.array(sparse) - np.array(by_rate[0.7]))
+    assert row["diff_mean"] == pytest.approx(diffs.mean())
+    assert row["reference"] == ("diloco lr 0.7 (best of 0.5, 0.7, 0.9 by the final held-out "
+                                "metric)")
+    assert row["condition"] == f"{EXP}: sparseloco vs diloco"

@@ -52,11 +52,18 @@ NOT_RUN: dict[tuple[str, str], str] = {
         'rewrites the committed p16-gpu.csv; tests/test_perf_p16_gpu.py regenerates it and compares',
     ('docs/scaling.md', 'python -m topkscope.perf.gpu_bands'):
         'rewrites the committed gpu_bands.csv and gpu_traffic.csv; tests/test_perf_gpu_bands.py regenerates them and compares',
+    ('docs/scaling.md', 'python -m topkscope.perf.counts results/standard'):
+        "needs the standard profile's run folders (not in the repository); rewrites the committed measured_counts.csv",
     ('docs/scaling.md',
      'python -m topkscope.perf.gpu_runs imported   # runs.csv, validation.csv, gpu_selection.csv; published.csv'):
         'needs the imported runs of the published logs (about 53 MB, not in the repository)',
     ('docs/results.md', 'topkscope import gaussiank-sgd job/ --results imported'):
         'needs the published logs (kljp/topk_results, about 53 MB) in job/',
+    ('docs/results.md', 'topkscope import grace GRACE_data_release.pickle --out grace'):
+        "needs the release's pickle (sands-lab/grace-data), not in the repository",
+    ('docs/scaling.md',
+     'python -m topkscope.perf.grace     # pays.csv, model.csv; prints the headline numbers'):
+        'rewrites the committed pays.csv and model.csv; tests/test_perf_grace.py regenerates them and compares',
     ('README.md',
      'make reproduce-figures    # quick profile: train, record, analyse, every figure, results/claims.csv, results/report.html'):
         'the whole quick profile (about 20 minutes on 2 cores) and the test suite itself',
@@ -90,6 +97,9 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ('docs/scaling.md',
      'python benchmarks/selection.py --device cuda --out results/reference/bench-gpu/selection.csv'):
         'needs a CUDA GPU',
+    ('docs/development.md',
+     '+[project.entry-points."topkscope.plugins"]'):
+        "a change to your own package's pyproject.toml; tests/test_plugins.py declares the entry point in an installed distribution's metadata and runs a command with it",
     ('docs/training.md',
      'topkscope run experiments/fnn3-mnist.yaml --profile full --workers 16 --sparsifier gaussiank'):
         'the full profile (30 epochs on 16 workers: hours on a CPU)',

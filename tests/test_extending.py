@@ -46,7 +46,7 @@ class EveryOther(Sparsifier):
 def toys():
     register_sparsifier("every-other", EveryOther)
     toy = importlib.import_module("tests._toy_claim")
-    if claims.claim_of(toy.NAME) is None:  # imported before and unregistered since
+    if claims.get_claim(toy.NAME) is None:  # imported before and unregistered since
         claims.register_claim(toy.CLAIM)
     try:
         yield toy
@@ -74,7 +74,7 @@ def test_the_toy_sparsifier_and_claim_reach_the_parquet_the_claims_findings_and_
     run_dir = tmp_path / "toy-exp" / "r1"
     with Recorder(run_dir, schedule=1, densities=[0.05], rank=0,
                   sparsifiers=["every-other"]) as rec:  # Top-k trains; the toy is recorded
-        rec.manifest.update(model="toy-mlp", sparsifier="topk")
+        rec.manifest.update(model="toy-mlp", sparsifier="topk", experiment="toy-exp")
         loop(6, recorder=rec)
     stats = load(run_dir).stats
     u = stats[(stats["kind"] == "u") & (stats["layer"] == "__global__")]
@@ -90,17 +90,31 @@ def test_the_toy_sparsifier_and_claim_reach_the_parquet_the_claims_findings_and_
     assert count["sparsifier"] == "every-other" and count["fraction"] == pytest.approx(by_hand)
     assert count["statement"] == "every other (toy) selects about k elements on Top-k's u"
     spikes = table[table["claim"] == toys.NAME].iloc[0]
-    ratio = (u["max_abs"] / u["std"]).to_numpy(float)
+    one = u.drop_duplicates(["step", "rank"])
+    ratio = (one["max_abs"] / one["std"]).to_numpy(float)
     assert spikes["fraction"] == pytest.approx(np.mean(ratio <= 10.0))
-    assert spikes["rule"] == toys.CLAIM.rule and spikes["n_units"] == len(u)
+    assert spikes["rule"] == toys.CLAIM.rule and spikes["n_units"] == len(one)
+    assert (spikes["claim_key"], spikes["claim_family"]) == (toys.NAME, "distribution")
+    # its own column of the distribution table, its question answered in its own words
     findings = findings_markdown(table, "Mine")
-    assert "every other (toy)" in findings and "| no_spikes |" in findings
+    assert "every other (toy)" in findings
+    header = next(ln for ln in findings.splitlines() if "no spike (max \\|u\\| ≤ 10σ)" in ln)
+    assert header.startswith("| model | condition | runs |")
+    from topkscope.claims.answers import answers
+    from topkscope.publish.headline import answers_markdown
+
+    told = next(a for a in answers(table) if a.question.key == toys.NAME)
+    assert told.text.startswith(told.word.capitalize())
+    assert "the largest |u| stayed within 10σ in" in told.text
+    readme = answers_markdown({"Mine": table}, gallery=None)
+    assert "**Is u free of spikes (max |u| within 10σ)?** · [figure][toy-exp-histogram]" in \
+        readme and told.text.split(";")[0] in readme.replace("\n    ", " ")
     from topkscope.cli import main as cli
 
     assert cli(["report", str(run_dir), "--out", str(tmp_path / "r.html"),
                 "--no-progress"]) == 0
     page = (tmp_path / "r.html").read_text()
-    assert "no_spikes" in page or "within 10 standard deviations" in page
+    assert "Is u free of spikes (max |u| within 10σ)?" in page
     assert "every other (toy)" in page
 
 

@@ -51,23 +51,6 @@ def test_condition_is_matched_on_the_manifest(tree):
         "warmup=none; k_rule=floor; empty_fallback=topk"
 
 
-@pytest.mark.parametrize("outer, shown", [
-    ({"step": "average", "inner_steps": 15, "lr": 1.0, "error_decay": 0.95},
-     "warmup=none; average H=15 lr=1 β=0.95; 2-bit; in warm-up at ρ=0.004"),
-    ({"step": "nesterov", "inner_steps": 500, "lr": 0.7, "momentum": 0.9, "error_decay": 1.0},
-     "warmup=none; nesterov H=500 lr=0.7 mu=0.9 β=1; 2-bit; in warm-up at ρ=0.004"),
-])
-def test_a_condition_is_shown_with_every_setting_it_names(outer, shown):
-    """The display form of a condition drops no setting, so two outer loops that differ only
-    in lr or mu are never shown as one."""
-    from topkscope.manifest import DURING_WARMUP, condition_name
-
-    condition = (f"{condition_of({'density_schedule': 'none', 'outer': outer, 'quantize': {'bits': 2}})}"
-                 f"; {DURING_WARMUP}0.004")
-    assert condition_name(condition) == shown
-    assert condition_name("warmup=paper; rho=0.001") == "warmup=paper; ρ=0.001"
-
-
 def test_display_names_and_a_bare_warm_up_select_the_same_runs(tree):
     _run(tree, "fnn3b", "g", status="complete", model="fnn3", sparsifier="gaussiank-2019",
          density_schedule="paper")

@@ -241,7 +241,7 @@ def test_scale_from_a_run_without_a_measured_compute_time_says_so(own_runs, tmp_
     err = capsys.readouterr().err
     assert err == (f"topkscope scale: error: {str(run_dir)!r} has no measured compute time "
                    "(time_compute is null in every train.parquet row); give --compute-s "
-                   "SECONDS\n")
+                   "SECONDS (one worker's forward + backward of a step)\n")
     assert not out.exists()
     # --compute-s supplies it; d still comes from the run
     assert cli(["scale", "--from-run", str(run_dir), "--network", "10gbe", "--workers", "16",

@@ -170,15 +170,16 @@ def test_p16_sentence_names_ranges_and_conditions_from_the_fields():
         row("resnet20", "10gbe", claim + "_topk", "Top-k", "inconclusive", 1.0, 1.1,
             "within-model-error"),
         row("resnet20", "ib100", claim + "_topk", "Top-k", "inconclusive", 0.9, 1.3,
-            "input-band-too-wide", "compute"),
-        row("vgg16", "10gbe", claim + "_topk_current_torch", "Top-k", "inconclusive", 0.83,
-            1.07, "within-model-error")])
+            "assumed-input", "counts"),
+        row("vgg16", "10gbe", claim + "_topk_logged_torch", "Top-k", "inconclusive", 0.83,
+            1.07, "input-band-too-wide", "overhead")])
     text = p16_sentence(table)
     assert "than Top-k for VGG-16-BN (both networks), 2.4–9.3×" in text
-    assert ("not decided for ResNet-20 (ResNet-20: an input's band too wide, decided by "
-            "compute, within the model's error)") in text
+    assert ("not decided for ResNet-20 (ResNet-20: decided by counts, only at an assumed "
+            "input's value, within the model's error)") in text
     assert "against the model's ±19.6% error" in text
-    assert "if the rule sends about k (nominal k" in text
-    assert "current torch.topk the step over Top-k is inconclusive for 1 model(s) (0.83–1.07×)" \
-        in text
+    assert "the rule's counts nominal k (assumed" in text
+    assert "exact Top-k on torch.topk with pytorch/pytorch#164459" in text
+    assert ("over Top-k running the torch.topk the published runs logged, inconclusive for 1 "
+            "model(s) (0.83–1.07×)") in text
     assert text.count(". ") == 0 and text.endswith(".")  # one sentence

@@ -16,6 +16,10 @@ closed early (`topkscope analyze ... | head`) ends the command quietly with stat
 It is also the only place that wires a command to another package's entry point (`WIRED`):
 `topkscope figures`, `claims`, `gallery` and `report` get what they need of topkscope.reproduce here, so
 `commands` and `reproduce` never import each other.
+
+Plugins (topkscope.plugins): the modules named by `--plugin MODULE` (before the subcommand,
+repeatable), by TOPKSCOPE_PLUGINS and by the entry-point group `topkscope.plugins` are imported
+after parsing and before the command runs; one that fails is one line, exit status 2.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from topkscope import plugins
 from topkscope.commands import CommandError
 
 # subcommand -> module supplying HELP, add_arguments(parser) and main(args)
@@ -118,6 +123,10 @@ def one_line(message: object) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="topkscope", description="Top-k sparsification in distributed deep learning.")
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                        help="import this module of yours before the command runs, e.g. one "
+                             "that registers a sparsifier (repeatable; also "
+                             f"${plugins.ENV_VAR}, and the entry-point group {plugins.GROUP})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
@@ -142,10 +151,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return BROKEN_PIPE
 
 
+def _import_plugins(modules: Sequence[str]) -> None:
+    """The users' modules (topkscope.plugins.activate); a failure is bad input (exit 2)."""
+    try:
+        plugins.activate(modules)
+    except plugins.PluginError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     command = importlib.import_module(COMMANDS[args.command])
     try:
+        _import_plugins(args.plugin)
         return int(command.main(args, **WIRED.get(args.command, {})) or 0)
     except CommandError as exc:
         print(f"topkscope {args.command}: error: {one_line(exc) or type(exc).__name__}",

@@ -17,6 +17,10 @@ notebooks/, papermill and nbconvert wherever they are called from):
 
 A cell that needs data a run may lack is guarded by `need(run, what)`: False, with a one-line
 hint naming the recorder option (or command) that would produce it, when it is missing.
+
+Importing this module imports the user's plugins (topkscope.plugins: TOPKSCOPE_PLUGINS and the
+entry points), so a notebook that `topkscope figures --plugin MODULE` executes in a kernel of
+its own sees the sparsifiers, statistics and claims that command sees.
 """
 
 from __future__ import annotations
@@ -24,8 +28,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from topkscope import plugins
 from topkscope.manifest import Manifest, find_runs
 from topkscope.schema import PART_GLOB, SNAPSHOT_RE
+
+plugins.activate()  # a kernel is a process of its own: the command's plugins, named again
 
 RESULTS_ENV = "TOPKSCOPE_RESULTS"
 

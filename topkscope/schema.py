@@ -21,7 +21,7 @@ docs/results.md and docs/results-schema.md (a test checks the docs hold them).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +169,17 @@ HIST_COLUMNS: dict[str, pa.DataType] = {
 def sparsifier_columns(prefixes: Sequence[str]) -> dict[str, pa.DataType]:
     """S_count, S_ratio, ... (topkscope.columns.SELECTOR_COLUMNS) for each column prefix S."""
     return columns.selector_columns(prefixes)
+
+
+def selector_prefixes(names: Iterable[str]) -> list[str]:
+    """The selector column prefixes S among column `names`: each S with `<S>_count` and another
+    of its columns (SPARSIFIER_SUFFIXES: `<S>_ratio`, `<S>_recall`, ...), so a statistic that
+    happens to end in `_count` is not taken for a selector."""
+    names = list(names)
+    present = set(names)
+    others = [suffix for suffix in SPARSIFIER_SUFFIXES if suffix != "count"]
+    prefixes = [c[: -len("_count")] for c in names if c.endswith("_count")]
+    return [p for p in prefixes if any(f"{p}_{suffix}" in present for suffix in others)]
 
 
 def stats_schema(prefixes: Sequence[str] = ()) -> pa.Schema:

@@ -112,7 +112,7 @@ def _recorded_selectors(stats: pd.DataFrame, manifest: dict[str, Any]) -> pd.Dat
     names = (manifest.get("recorder") or {}).get("sparsifiers") or []
     recorded = {column_prefix(n) for n in names}
     drop = []
-    for prefix in {c[: -len("_count")] for c in stats.columns if c.endswith("_count")}:
+    for prefix in schema.selector_prefixes(stats.columns):
         group = [c for c in schema.sparsifier_columns([prefix]) if c in stats.columns]
         if prefix not in recorded and len(group) == len(schema.SPARSIFIER_SUFFIXES) \
                 and not stats[group].notna().to_numpy().any():

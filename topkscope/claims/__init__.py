@@ -27,8 +27,12 @@ from topkscope.claims import outer  # noqa: F401
 from topkscope.claims import published  # noqa: F401
 from topkscope.claims import speedup  # noqa: F401
 from topkscope.claims import time_to_accuracy  # noqa: F401
+from topkscope.claims import grace  # noqa: F401  (reference claims: never in a build)
+from topkscope.claims import covenant  # noqa: F401  (reference claims: never in a build)
+from topkscope.claims import gpu_bands  # noqa: F401  (reference claims: never in a build)
 # isort: on
 from topkscope.analysis.units import ALL_CONDITIONS, DURING_WARMUP, NO_UNITS, POOLED
+from topkscope.claims import phrases  # noqa: F401  (how answers tell numbers: this API)
 from topkscope.claims.build import UNNAMED, build, build_rows, what_is_missing, write
 from topkscope.claims.distribution import fraction_row
 from topkscope.claims.inputs import Context, ModelRuns, Options
@@ -64,7 +68,8 @@ __all__ = [
     "ALL_CONDITIONS", "COLUMNS", "Claim", "ClaimRow", "Context", "DURING_WARMUP", "FAMILIES",
     "FRACTION_RULE", "GRADES", "ModelRuns", "fraction_row", "NO_UNITS", "Options", "POOLED",
     "PREDICTION_COLUMNS", "Presentation", "Question", "REASONS", "SCHEMA_VERSION", "SECTIONS",
-    "UNNAMED", "VERDICTS", "build", "build_rows", "frame", "get_claim", "key_of", "questions",
+    "UNNAMED", "VERDICTS", "build", "build_rows", "frame", "get_claim", "key_of", "phrases",
+    "questions",
     "register_claim", "registered", "section_of", "to_csv", "unregister_claim",
     "what_is_missing", "write",
 ]

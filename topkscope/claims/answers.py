@@ -119,10 +119,10 @@ def _told(rows: pd.DataFrame, claim: Claim) -> tuple[str, str]:
     """(word, text without its final stop) of rows of one phase group."""
     word = word_of(rows["verdict"])
     numbers = claim.show.numbers(rows) if claim.show.numbers else ""
-    undecided = _undecided(rows, _unit(claim))
+    undecided = "" if claim.show.says_why else _undecided(rows, _unit(claim))
     lead = word.capitalize()
     if word == "not settled" and undecided and not undecided[0].isdigit():
-        lead, undecided = f"{lead}: {undecided}", ""
+        lead, undecided = f"{lead} — {undecided}", ""
     text = f"{lead}: {numbers}" if numbers else lead
     return word, text + (f"; {undecided}" if undecided else "")
 
@@ -179,55 +179,21 @@ PAYS = Question("pays", "Would sparsification pay on a cluster at the run's own 
 
 
 def pays_answer(scaling: pd.DataFrame, workers: int = 16) -> Answer:
-    """Whether a sparse step would be shorter than Dense's at P = `workers`, per network of
-    the step-time model's table (topkscope.perf.report.scaling_table at the run's density):
-    the step times, and the break-even selection time — the longest selection that still
-    beats Dense; when it is at or below 0 no selection time can win (compute and the sparse
-    exchange alone already take longer than Dense's step). The word: yes where the best sparse
-    method beats Dense by more than the model's error on every network, no where Dense wins
-    even with free selection on every network, else not settled."""
-    from topkscope.perf import model as pm
-    from topkscope.sparsify import label_of
+    """Whether a sparse step would be shorter than every baseline's at P = `workers`, per
+    network of a step-time table (topkscope.perf.pays.run_prediction for a run), by the rule
+    of topkscope.claims.pays (the model's validated error; the same sentence `topkscope
+    scale` prints); the word over networks is word_of's."""
+    from topkscope.claims.pays import pays
 
-    empty = pd.DataFrame()
-    if scaling is None or scaling.empty:
-        return Answer(PAYS, None, "not measured", "Not measured: no step-time prediction for "
-                      "this model (no compute time or parameter count).", empty)
-    at = scaling[scaling["workers"] == workers]
-    parts, words = [], []
-    for network, rows in at.groupby("network", sort=False):
-        by = rows.drop_duplicates("method").set_index("method")
-        if "dense" not in by.index:
-            continue
-        dense = float(by.loc["dense", "t_step"])
-        sparse = by.drop(index=[m for m in pm.DENSE_METHODS if m in by.index])
-        if sparse.empty:
-            continue
-        best = sparse["t_step"].astype(float).idxmin()
-        ratio = dense / float(sparse.loc[best, "t_step"])
-        free = [float(sparse.loc[m, pm.breakeven_column("dense")]) for m in sparse.index]
-        breakeven = max(free)
-        if breakeven <= 0:
-            words.append("no")
-            verdict = "no selection time can win: compute and the sparse exchange alone " \
-                      "already take longer than Dense's step"
-        else:
-            words.append("yes" if ratio > 1.05 else "not settled")
-            verdict = f"a selector pays if it selects in under {breakeven * 1e3:.3g} ms"
-        parts.append(f"{network}: Dense {dense * 1e3:.3g} ms per step, {label_of(best)} "
-                     f"{float(sparse.loc[best, 't_step']) * 1e3:.3g} ms ({ratio:.3g}× Dense's "
-                     f"speed; its selection {float(sparse.loc[best, 't_select']) * 1e3:.3g} "
-                     f"ms); {verdict}")
-    if not parts:
-        return Answer(PAYS, None, "not measured", "Not measured: no Dense step to compare.",
-                      empty)
-    word = words[0] if len(set(words)) == 1 else "not settled"
-    from topkscope.claims.phrases import span
-
-    density = span(at["density"], 3) if "density" in at else ""
-    text = (f"{word.capitalize()}: at P = {workers}" + (f", ρ = {density}" if density else "")
-            + "; " + "; ".join(parts) + " (predicted, not measured).")
-    return Answer(PAYS, None, word, text, at)
+    told = pays(scaling, workers)
+    if not told:
+        return Answer(PAYS, None, "not measured", "Not measured: no step-time prediction with a "
+                      "Dense and a sparse step for this model (no compute time or parameter "
+                      "count).", pd.DataFrame())
+    word = word_of([p.verdict for p in told])
+    text = (f"{word.capitalize()}: " + "; ".join(p.text for p in told)
+            + " (predicted, not measured).")
+    return Answer(PAYS, None, word, text, scaling[scaling["workers"] == workers])
 
 
 def run_answers(table: pd.DataFrame, pays: Answer | None = None) -> list[Answer]:

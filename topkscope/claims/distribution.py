@@ -42,7 +42,7 @@ from topkscope.analysis.units import ConditionUnits, floats
 from topkscope.claims import phrases, verdicts
 from topkscope.claims.registry import Claim, Presentation, Question, register_claim
 from topkscope.columns import RECORDED_SELECTORS
-from topkscope.schema import column_prefix
+from topkscope.schema import column_prefix, selector_prefixes
 
 UNIT_RULE = ("units recorded during a density warm-up, or at an outer loop's first exchanges, "
              "form their own condition (never pooled with the rest); one row per experiment, "
@@ -277,14 +277,21 @@ def _fitted_evidence(units: pd.DataFrame) -> str:
     return f"{len(units)} units; " + "; ".join(parts)
 
 
-def compared_selectors() -> list[str]:
-    """The selectors whose count on Top-k's u is a claim: the recorder's compared ones
-    (columns.RECORDED_SELECTORS), then every other registered approximate one (a user's)."""
+def compared_selectors(u: pd.DataFrame) -> list[str]:
+    """The selectors whose counts the recorded rows `u` hold: one per `<S>_count` column with a
+    value (topkscope.schema.selector_prefixes), named by the registry — a column no registered
+    sparsifier has (a plugin's, not imported here) keeps its prefix as its name — the
+    compared ones (columns.RECORDED_SELECTORS) first, then the others in plot order. The
+    recorded columns decide, never the registry, so the same runs give the same rows in any
+    process."""
     from topkscope.sparsify import available, in_plot_order
 
-    others = [s for s in available() if s not in RECORDED_SELECTORS
-              and s not in selection.NOT_SELECTORS]
-    return [*RECORDED_SELECTORS, *in_plot_order(others)]
+    registered = [*RECORDED_SELECTORS, *available()]
+    found = [next((n for n in registered if column_prefix(n) == prefix), prefix)
+             for prefix in selector_prefixes(u.columns) if u[f"{prefix}_count"].notna().any()]
+    found = [s for s in found if s not in selection.NOT_SELECTORS]
+    return [*(s for s in RECORDED_SELECTORS if s in found),
+            *in_plot_order(s for s in found if s not in RECORDED_SELECTORS)]
 
 
 def count_on_topk(units: ConditionUnits) -> list[dict]:
@@ -292,7 +299,7 @@ def count_on_topk(units: ConditionUnits) -> list[dict]:
     `<S>_count` column holds a value): the share of units in the count band, the count/k
     percentiles, the median recall and delta relative to Top-k's in the evidence."""
     rows = []
-    for selector in compared_selectors():
+    for selector in compared_selectors(units.u):
         found = _count_of(units.u, selector)
         if found is not None:
             exact = selection.by_construction(selector)

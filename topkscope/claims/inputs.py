@@ -95,17 +95,22 @@ class Context:
     @cached_property
     def scaling(self):
         """The step-time model's table at P = 16 for the runs' models on every network preset
-        at the paper's density (topkscope.perf.report.runs_scaling: a model of the user's own
+        at the paper's density, of the default methods and every selector whose counts the
+        runs recorded (topkscope.perf.report.runs_scaling: a model of the user's own
         from its parameter count and its run's compute time); empty without roots."""
         import pandas as pd
 
         if not self.roots or not self.own_runs:
             return pd.DataFrame()
+        from topkscope.claims.speedup import recorded_selectors
+        from topkscope.perf.model import DEFAULT_METHODS
         from topkscope.perf.networks import available
         from topkscope.perf.report import CLAIM_P, runs_scaling
 
+        recorded = [m for ms in recorded_selectors(self.own_runs).values() for m in ms]
         table, notes = runs_scaling(self.own_runs, available(), (CLAIM_P,), self.root,
-                                    selection=self.selection)
+                                    selection=self.selection,
+                                    methods=tuple(dict.fromkeys([*DEFAULT_METHODS, *recorded])))
         self.notes += [f"scaling: {n}" for n in notes]
         return table
 

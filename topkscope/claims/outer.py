@@ -173,13 +173,13 @@ def trainings_rows(model: ModelRuns) -> list[dict]:
             mine_runs = best_reference(by.get(mine, {}), {})[1]
             lr, ref_runs, label = best_reference(by.get(ref, {}), mine_runs, ref)
             out.append(_pair_row(claim, statement, experiment, mine_runs, ref_runs, mine,
-                                 label, model.options))
+                                 ref, model.options, label))
     return out
 
 
 def best_reference(groups: dict, mine: dict, name: str = "") -> tuple:
     """(lr, {seed: run}, label) of a training run at one or several outer learning rates:
-    one rate: its runs ('diloco lr 0.7, one rate: untuned'); several: the rate with the best
+    one rate: its runs ('diloco lr 0.7'); several: the rate with the best
     mean final held-out metric over the seeds it shares with `mine` (every seed when `mine` is
     empty), 'diloco lr 0.5 (best of 0.5, 0.7, 0.9)'. The choice reads the same held-out metric
     the comparison reports, so it favours the reference: a claim that the other training
@@ -201,14 +201,14 @@ def best_reference(groups: dict, mine: dict, name: str = "") -> tuple:
     best = max(rates, key=score) if len(rates) > 1 else rates[0]
     rate = "" if best is None else f" lr {best:g}"
     label = (f"{name}{rate} (best of {', '.join(shown)} by the final held-out metric)"
-             if len(rates) > 1 else f"{name}{rate}" + (", one rate: untuned" if rate and
-                                                      name.startswith(("diloco",
-                                                                       "sparseloco-nest"))
-                                                      else ""))
+             if len(rates) > 1 else f"{name}{rate}")
     return best, groups[best], label
 
 
-def _pair_row(claim, statement, experiment, mine, ref, mine_name, ref_name, options) -> dict:
+def _pair_row(claim, statement, experiment, mine, ref, mine_name, ref_name, options,
+              reference: str = "") -> dict:
+    """One comparison's row; reference: the reference training as the row names it (its
+    outer learning rate, and whether it was the best of a sweep: best_reference)."""
     seeds = sorted(set(mine) & set(ref))
     finals = {s: (final_metric(mine[s]), final_metric(ref[s])) for s in seeds}
     seeds = [s for s in seeds if finals[s][0] and finals[s][1]]
@@ -222,8 +222,9 @@ def _pair_row(claim, statement, experiment, mine, ref, mine_name, ref_name, opti
             if _wire_bytes(ref[s]) > 0]
     condition = f"{experiment}: {mine_name} vs {ref_name}"
     runs = [*mine.values(), *ref.values()]
-    fields = with_runs(replace(run_condition(runs[0].manifest), reference=ref_name), runs) \
-        if runs else Condition(experiment=experiment, reference=ref_name)
+    reference = reference or ref_name
+    fields = with_runs(replace(run_condition(runs[0].manifest), reference=reference), runs) \
+        if runs else Condition(experiment=experiment, reference=reference)
     per_seed = ", ".join(f"seed {s} {criteria.signed(d)}" for s, d in zip(seeds, diffs))
     evidence = (f"{condition}: final {name} {mine_name} "
                 f"{np.mean([finals[s][0][0] for s in seeds]):.4g} vs {ref_name} "

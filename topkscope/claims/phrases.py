@@ -83,6 +83,15 @@ def span(values, digits: int = 3, unit: str = "") -> str:
     return lo if lo == hi else f"{lo}–{hi}"
 
 
+def signed_span(values, digits: int = 3) -> str:
+    """'−6.45 to +0.16' / '−20.2': the range of signed differences, true minus signs."""
+    x = finite(values)
+    if not x:
+        return ""
+    lo, hi = signed(min(x), digits), signed(max(x), digits)
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
 def ci(row, unit: str = "", digits: int = 3) -> str:
     """'95% CI −35.7 to −24.9' for a row's diff interval ('' without one)."""
     low, high = num(row["ci_low"]), num(row["ci_high"])

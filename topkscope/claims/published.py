@@ -36,7 +36,7 @@ from topkscope.analysis.criteria import ACCURACY_MARGIN_POINTS, MIN_SEEDS, signe
 from topkscope.claims import verdicts
 from topkscope.claims.build import run_ids
 from topkscope.claims.inputs import ModelRuns
-from topkscope.claims.registry import Claim, Presentation, register_claim
+from topkscope.claims.registry import Claim, Presentation, Question, register_claim
 from topkscope.condition import Condition
 from topkscope.manifest import PUBLISHED, is_published  # noqa: F401  (part of this API)
 
@@ -212,11 +212,46 @@ def _share_row(group: list) -> dict | None:
             "diff_mean": share, "diff_unit": "share of an iteration"}
 
 
+def _differences(rows) -> str:
+    """'Top-k − Dense −6.45 to +0.16 points over 10 settings of the published runs'."""
+    from topkscope.claims import phrases
+
+    first = rows.iloc[0]
+    method, base = PAIRS.get(str(first["claim"]), ("", ""))
+    return (f"{phrases.method(method)} − {phrases.method(base)} "
+            f"{phrases.signed_span(rows['diff_mean'])} points of final validation accuracy over "
+            f"{len(rows)} setting{'s' if len(rows) != 1 else ''} of the authors' published GPU "
+            "runs, one run each")
+
+
+def _share(rows) -> str:
+    from topkscope.claims import phrases
+
+    return (f"the selection took {phrases.pct_span(rows['diff_mean'])} of a logged iteration "
+            f"({len(rows)} node{'s' if len(rows) != 1 else ''})")
+
+
+QUESTIONS = {
+    "topk_accuracy": (Question("published_topk_accuracy", "Does exact Top-k train as well as "
+                               "Dense in the authors' published GPU runs?", on="any",
+                               order=180),),
+    "randk_accuracy": (Question("published_randk_accuracy", "Does Rand-k train as well as exact "
+                                "Top-k in the authors' published GPU runs?", on="any",
+                                order=185),),
+    "topk_selection_share": (Question("published_selection_share", "Does exact Top-k's "
+                                      "selection take longer than the forward and backward "
+                                      "pass on the published runs' GPUs?", on="any",
+                                      order=190),),
+}
+
+
 def _claim(name: str, question: str, rule: str) -> Claim:
     # one evaluation makes every published row: the first claim's; the others only describe
     return Claim(name, question, STATEMENTS[name], rule, SECTION, "model",
                  rows if name == "topk_accuracy" else (lambda model: []),
-                 show=Presentation("published"))
+                 questions=QUESTIONS[name],
+                 show=Presentation("published", "", _share if name == "topk_selection_share"
+                                   else _differences))
 
 
 def fields_of(manifest: dict) -> Condition:

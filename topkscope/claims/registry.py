@@ -15,6 +15,10 @@ hands it what that scope needs:
                  returns a list of row fields (dicts)
     "table"      evaluate(context) once: a topkscope.claims.inputs.Context (every run, the
                  options, the roots they were found under); returns ClaimRow objects
+    "reference"  evaluate() on published measurements alone (no run of the user's): never in
+                 a build; its module writes the committed table under
+                 results/reference/published/ (the GRACE release, the published GPU runs'
+                 input bands), whose questions the README answers like a profile's
 
 Row fields are the ClaimRow fields a claim measured; a model-scope claim gives its condition as
 a topkscope.condition.Condition under "condition" (its typed columns are filled from it). The
@@ -34,7 +38,7 @@ from dataclasses import dataclass, field
 
 from topkscope.claims.row import SECTIONS
 
-SCOPES = ("condition", "model", "table")
+SCOPES = ("condition", "model", "table", "reference")
 # what a claim is about: the paper's distribution and contraction questions, convergence,
 # Top-k on pseudo-gradients (outer loop), predictions of the step-time model, published
 # measurements, and the explanation of convergence by contraction
@@ -78,13 +82,15 @@ class Presentation:
     "time", "other", "check"); column: the column's header in it (the distribution table's
     per-claim columns). numbers: rows -> the words an answer tells its numbers in (None: the
     verdict alone). lead: rows -> the one number of the README's summary line (None: numbers).
-    figure: the figure kind that shows it (the gallery's <experiment>-<figure>.png)."""
+    figure: the figure kind that shows it (the gallery's <experiment>-<figure>.png).
+    says_why: the numbers already say why rows are undecided (the answer adds no reasons)."""
 
     table: str = "other"
     column: str = ""
     numbers: Callable | None = None
     lead: Callable | None = None
     figure: str = ""
+    says_why: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
-"""The P = 16 claims of the predicted scaling (results/claims.csv, section prediction): the
-robust and the published Gaussian-k's predicted speed-up over Dense and Top-k, over Dense with
-WFBP and over Dense in fp16, per model, network and training condition, each judged against
+"""The P = 16 claims of the predicted scaling (results/claims.csv, section prediction): each
+approximate selector's predicted speed-up over Dense and Top-k, over Dense with WFBP and over
+Dense in fp16, per model, network and training condition, for every registered selector whose
+counts a model's runs recorded (recorded_selectors: the robust and the published Gaussian-k in
+the profiles, a plugin's own alike), each judged against
 the model's validated error (topkscope.claims.verdicts.speedup_verdict), or on break-even
 selection times where a selection time is another device's than the compute's (see _rule).
 The scaling table they read is topkscope.perf.report's, for the models of the runs at hand
@@ -17,7 +19,7 @@ another training's counts is not the method's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -57,8 +59,32 @@ def rule(errors: dict[str, float]) -> str:
 
 
 BREAKEVEN_EVIDENCE = "break-even selection"  # how a claim's break-even part begins
-# the sparsifiers whose predicted speed-ups are claims rows: the robust and the published rule
-CLAIM_SPARSIFIERS = ("gaussiank", "gaussiank-2019")
+
+
+def approximate(method: str) -> bool:
+    """A registered sparsifier that selects (not Dense, not exact Top-k): a method whose
+    predicted speed-up is a claim."""
+    from topkscope.analysis.selection import NOT_SELECTORS
+    from topkscope.sparsify import available
+
+    return method in available() and method not in NOT_SELECTORS
+
+
+def recorded_selectors(runs) -> dict[str, list[str]]:
+    """{model: the registered approximate selectors whose counts its `runs` recorded}: the one
+    a run trained with (train.parquet's counts) and each whose `<S>_count` the recorder filled
+    on a run's u (topkscope.claims.distribution.compared_selectors), in plot order."""
+    from topkscope.claims.distribution import compared_selectors
+    from topkscope.sparsify import in_plot_order
+
+    found: dict[str, set[str]] = {}
+    for run in runs:
+        model = str(run.manifest.get("model"))
+        stats = run.stats if run.stats is not None else pd.DataFrame()
+        found.setdefault(model, set()).update(
+            s for s in [run.manifest.get("sparsifier"), *compared_selectors(stats)]
+            if s is not None and approximate(s))
+    return {model: in_plot_order(names) for model, names in found.items()}
 
 
 def _parts(m: str, row, with_select: bool) -> str:
@@ -182,28 +208,34 @@ def _breakeven_ms(g: pd.Series, references: Sequence[str]) -> dict[str, float]:
 
 
 def claim_rows(table: pd.DataFrame, workers: int = CLAIM_P,
-               sparsifiers: str | Sequence[str] = CLAIM_SPARSIFIERS,
+               sparsifiers: str | Sequence[str] | Mapping[str, Sequence[str]] | None = None,
                errors: dict[str, float] | None = None,
                suffixes: Sequence[str] = tuple(CLAIMS)) -> list[ClaimRow]:
     """The rows per (model, network, sparsifier, training condition, baseline set) at P: the
     sparsifier's predicted speed-up over Dense and Top-k, over Dense with WFBP, and over Dense
-    in fp16 (the CLAIMS `suffixes` asked). Each verdict is judged against the model's
-    validated error (default: topkscope.perf.published.validated_errors); where a selection
-    time is another device's than the compute's (column selection_basis "break-even"), on the
-    break-even selection times instead (see rule)."""
+    in fp16 (the CLAIMS `suffixes` asked). `sparsifiers`: the methods given, or per model
+    ({model: methods}, recorded_selectors), or None: every approximate selector the table
+    holds. Each verdict is judged against the model's validated error (default:
+    topkscope.perf.published.validated_errors); where a selection time is another device's
+    than the compute's (column selection_basis "break-even"), on the break-even selection
+    times instead (see rule)."""
     if errors is None:
         from topkscope.perf.published import validated_errors
 
         errors = validated_errors()
-    sparsifiers = (sparsifiers,) if isinstance(sparsifiers, str) else tuple(sparsifiers)
     if table.empty:
         return []
+    if sparsifiers is None:
+        sparsifiers = [m for m in dict.fromkeys(table["method"]) if approximate(m)]
+    per_model = sparsifiers if isinstance(sparsifiers, Mapping) else {
+        model: (sparsifiers,) if isinstance(sparsifiers, str) else tuple(sparsifiers)
+        for model in table["model"]}
     rows = []
     at = table[table["workers"] == workers]
     for (model, network), sub in at.groupby(["model", "network"], sort=False):
         condition = text_column(sub, "condition")
         refs = sub[condition == ""].set_index("method")
-        for sparsifier in sparsifiers:
+        for sparsifier in per_model.get(model, ()):
             for _, g in sub[sub["method"] == sparsifier].iterrows():
                 for suffix in suffixes:
                     row = _claim_row(refs, g, model, network, suffix, errors)
@@ -223,18 +255,25 @@ def _rule_now(options=None) -> str:
     return rule(validated_errors())
 
 
-SPEEDUP_QUESTION = Question(
-    f"gaussiank_speedup_p{CLAIM_P}", f"Does Gaussian-k speed up training on {CLAIM_P} GPUs "
-    "(predicted)?", sparsifiers=CLAIM_SPARSIFIERS,
-    also=tuple(f"speedup_p{CLAIM_P}{s}" for s in CLAIMS if s), summary=5, order=60,
-    short=f"Is it faster on {CLAIM_P} GPUs?")
+GAUSSIAN_K = ("gaussiank", "gaussiank-2019")  # the paper's question: its selector's rows
+SPEEDUP_QUESTIONS = (
+    Question(f"gaussiank_speedup_p{CLAIM_P}", f"Does Gaussian-k speed up training on {CLAIM_P} "
+             "GPUs (predicted)?", sparsifiers=GAUSSIAN_K,
+             also=tuple(f"speedup_p{CLAIM_P}{s}" for s in CLAIMS if s), summary=5, order=60,
+             short=f"Is it faster on {CLAIM_P} GPUs?"),
+    Question(f"other_speedup_p{CLAIM_P}", f"Do the other approximate selectors speed up "
+             f"training on {CLAIM_P} GPUs (predicted)?",
+             also=tuple(f"speedup_p{CLAIM_P}{s}" for s in CLAIMS if s), order=65))
 for _suffix, (_baselines, _what) in CLAIMS.items():
     register_claim(Claim(
         f"speedup_p{CLAIM_P}{_suffix}",
-        f"Does Gaussian-k give {_what} on {CLAIM_P} workers (predicted)?",
+        f"Does each approximate selector (Gaussian-k, ...) give {_what} on {CLAIM_P} workers "
+        "(predicted)?",
         "{method} gives " + _what + f" at P = {CLAIM_P}", _rule_now, "prediction", "table",
-        lambda context, suffix=_suffix: claim_rows(context.scaling, suffixes=(suffix,)),
+        lambda context, suffix=_suffix: claim_rows(
+            context.scaling, sparsifiers=recorded_selectors(context.own_runs),
+            suffixes=(suffix,)),
         "scaling-breakeven-p16", per_method=True,
-        questions=(SPEEDUP_QUESTION,) if not _suffix else (),
+        questions=SPEEDUP_QUESTIONS if not _suffix else (),
         show=Presentation("prediction", ", ".join(_baselines), phrases.speedup,
                           phrases.speedup_lead)))

@@ -25,7 +25,11 @@ the accuracy claim holds and every seed sent at most 4/3; fails if the accuracy 
 every seed sent more; else inconclusive.
 
 Predictions: a speed-up holds when it exceeds 1 + e (e the step-time model's validated error),
-fails below 1 - e, else is inconclusive; over an input band, at every corner of the band.
+fails below 1 - e, else is inconclusive; over an input band, at every corner of the band. A
+published number closes under the model (closes_verdict) when the prediction lies within its
+error of it at every corner of the inputs' bands, and fails when it does at none. No verdict is stronger than its weakest input (topkscope.perf.model.GRADES): a row that
+holds or fails while an `assumed` input it depends on could flip it by taking another value is
+inconclusive, reason assumed-input (assumed_input_verdict).
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ REASONS = {
     "input-band-too-wide": "an input's range is too wide to decide",
     "seeds-not-published": "the published logs name no seed",
     "not-significant": "the ordering is not significant",
-    "assumed-input": "it rests on a value nobody measured",
+    "assumed-input": "it holds or fails only at an assumed input's value",
 }
 
 
@@ -380,3 +384,31 @@ def band_verdict(speedups: Sequence[dict], baselines: Sequence[str],
     if any(all(s[b] < 1 - errors[b] for s in speedups) for b in baselines):
         return "fails"
     return "inconclusive"
+
+
+def closes_verdict(predicted: Sequence[float], published: float, error: float,
+                   at_least: bool = False) -> str:
+    """Whether a published number closes under the model: `predicted` holds the model's value
+    at every corner of its inputs' bands (one value where every input is a point), `error` its
+    validated error (0 for an exact count). A corner agrees when predicted / published lies in
+    [1 - e, 1 + e], or, for a published lower bound (at_least: ">146x"), at or above 1 - e:
+    holds when every corner agrees, fails when none does, else inconclusive (the band decides:
+    reason input-band-too-wide)."""
+    if not predicted or not published > 0:
+        raise ValueError(f"closes_verdict needs predicted values and a published value > 0, "
+                         f"got {list(predicted)!r} and {published!r}")
+    ratios = [p / published for p in predicted]
+    agree = [r >= 1 - error if at_least else abs(r - 1) <= error for r in ratios]
+    if all(agree):
+        return "holds"
+    return "fails" if not any(agree) else "inconclusive"
+
+
+def assumed_input_verdict(verdict: str, flips: Sequence) -> tuple[str, str]:
+    """(verdict, reason) once the assumed inputs are weighed: `flips` are the assumed inputs
+    the row depends on whose value alone, moved out of what was assumed, changes the verdict.
+    A holds or fails with any such input is inconclusive (reason assumed-input); any other
+    verdict is returned unchanged (reason "", for the caller's own)."""
+    if verdict in ("holds", "fails") and len(flips):
+        return "inconclusive", "assumed-input"
+    return verdict, ""

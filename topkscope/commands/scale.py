@@ -7,17 +7,26 @@
 Compute comes from --compute-s, else (--inputs published, the default) the published GPU
 compute table (topkscope.perf.published), or (--inputs here) the model's complete runs under
 --results, else the model-compute benchmark CSV (this machine's CPU). --params N predicts a
-model given only by its parameter count (then --compute-s is needed); --from-run RUN takes the
-size (manifest num_parameters) and the compute time (median train.parquet time_compute) from
-one run folder, and refuses in one line a run where no compute time was measured; --batch B is the
-per-worker batch: it rescales a table's compute time linearly and gives the throughput.
+model given only by its parameter count (then --compute-s is needed). --from-run RUN predicts
+one run folder from its own inputs by the function `topkscope report` uses too
+(topkscope.perf.pays.run_prediction): its size (manifest num_parameters, else the recorded
+layout), its measured compute (median train.parquet time_compute), batch, density and own
+selection time, the selection benchmark of the compute's device (--selection-csv, else the
+committed one; --inputs, --compute-csv and --results do not apply); an outer-loop run with its
+exchange every H steps and the payload it sent; a run that timed no step is refused in one line
+that says to give --compute-s. --batch B is the per-worker batch: it rescales a table's compute
+time linearly and gives the throughput.
 
-Prints the answer: a table with one row per (method, training condition of its counts, P):
+Prints the answer: a table with one row per (method, training condition of its counts, P)
+(an outer-loop run: Dense as DDP, dense DiLoCo and its own exchange every H steps):
 t_step, the speed-ups over each baseline, the selection time and the break-even selection
 (the longest that still beats every dense baseline); per P the fastest method, by how much,
 and what decides it; the sources of the inputs once below (measured here, published, preset,
 user, nominal); a warning when the selection times come from another device than the
-compute. --verbose prints instead every row in detail: compute, selection and communication
+compute; last, per network and P, whether sparsification pays (`pays?`: the word of the
+verdict rule with the model's validated error, topkscope.claims.pays, the sentence `topkscope
+report` shows, with the nearest published measurements). --verbose prints instead every row in
+detail: compute, selection and communication
 milliseconds, the throughput, the crossover bandwidth, each break-even time and the sources. The selection CSV is --selection-csv, else the first measured on the
 compute's device (topkscope.perf.inputs.selection_table). A value that
 does not apply prints as a dash, explained in a footnote. --csv writes the same table (every
@@ -71,7 +80,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a model given only by its parameter count d (needs --compute-s)")
     p.add_argument("--from-run", type=Path, metavar="RUN",
                    help="a run folder (yours or topkscope run's): its model size "
-                        "(num_parameters) and measured compute time (median time_compute)")
+                        "(num_parameters, else the recorded layout), measured compute time "
+                        "(median time_compute), density; an outer-loop run's exchange every H "
+                        "steps")
     p.add_argument("--batch", type=int, metavar="B",
                    help="per-worker batch: the throughput, and a table's compute time scaled "
                         "linearly to it (default: the batch of the compute's source)")
@@ -166,49 +177,10 @@ def _validate(args: argparse.Namespace, models) -> str:
     if args.compute_s is not None and not args.compute_s >= 0:
         raise ValueError(f"--compute-s must be >= 0, got {args.compute_s}")
     if args.from_run is not None:
-        return from_run(args)
+        return str(args.from_run)
     if args.density is None:
         args.density = DENSITY
     return args.model if args.model is not None else f"params:{args.params}"
-
-
-def from_run(args: argparse.Namespace) -> str:
-    """--from-run RUN: the run's d and measured compute time into args.params and
-    args.compute_s (unless --compute-s is given), its batch into args.batch and its density
-    into args.density (unless given; a run whose density was a function of the step gives
-    its last trained density, else DENSITY); the model's label. ValueError when the run has
-    no compute time measured."""
-    from topkscope.manifest import Manifest
-    from topkscope.perf.inputs import run_compute
-
-    run = args.from_run
-    manifest = Manifest.load(run)
-    d, compute, batch = run_compute(run, manifest)
-    if compute is None and args.compute_s is None:
-        raise ValueError(f"{str(run)!r} has no measured compute time (time_compute is null in "
-                         "every train.parquet row); give --compute-s SECONDS")
-    args.params = d
-    args.compute_s = compute if args.compute_s is None else args.compute_s
-    args.batch = args.batch if args.batch is not None else batch
-    if args.density is None:
-        args.density = _run_density(run, manifest)
-    return f"{manifest.get('model') or 'model'} of {run}"
-
-
-def _run_density(run: Path, manifest: dict) -> float:
-    """The density a run trained at: its manifest's `density`, else the last sparse step's
-    in train.parquet (a density given as a function of the step), else DENSITY."""
-    density = manifest.get("density")
-    if isinstance(density, (int, float)) and 0 < density <= 1:
-        return float(density)
-    try:
-        import pandas as pd
-
-        trained = pd.read_parquet(Path(run) / "train.parquet", columns=["density"])["density"]
-        sparse = trained[trained < 1].dropna()
-        return float(sparse.iloc[-1]) if len(sparse) else DENSITY
-    except (OSError, ValueError, KeyError):
-        return DENSITY
 
 
 def _detail(table, methods) -> list[str]:
@@ -326,12 +298,47 @@ def _never_wins(never: list[tuple[dict, str, str]], rows: list[dict]) -> list[st
     return lines
 
 
+def _predict(args: argparse.Namespace, label: str, net, methods, opts, inputs, report):
+    """(table, notes) of --model or --params: scaling_table with the command's inputs."""
+    results = args.results if args.results.is_dir() else None
+    selection = inputs.selection_table(results, args.selection_csv,
+                                       inputs.selection_device(args.inputs, args.compute_s))
+    compute = inputs.compute_table(results, args.compute_csv) if args.inputs == "here" else None
+    return report.scaling_table(
+        [label], [net], sorted(set(args.workers)), methods, density=args.density,
+        results_root=results, selection=selection, compute_s=args.compute_s,
+        select_s=dict(args.select_s), opts=opts, compute=compute, inputs=args.inputs,
+        batch=args.batch, d=args.params)
+
+
+def _outer(table) -> list[str]:
+    """An outer-loop run's rows: per P the baselines and its own exchange every H steps."""
+    from topkscope.claims.pays import method_name
+
+    lines = [f"  {'P':>5}  {'method':<24}  {'every':>5}  {'bytes/exchange':>14}  "
+             f"{'t_step ms':>10}  {'x Dense':>8}  {'select ms':>9}  crossover"]
+    for row in table.to_dict("records"):
+        lines.append(f"  {row['workers']:>5}  {method_name(row['method']):<24}  "
+                     f"{row['inner_steps']:>5}  {row['bytes_per_exchange']:>14,}  "
+                     f"{row['t_step'] * 1e3:>10.3f}  {row['speedup_vs_dense']:>7.3f}x  "
+                     f"{row['t_select'] * 1e3:>9.3g}  {_crossover(row['crossover_gbit'])}")
+    lines.append("an outer-loop run: per inner step, t = t_compute + (t_select + T_exchange) / H "
+                 "(topkscope.perf.outer); Dense is DDP (an all-reduce every step); select ms "
+                 "per inner step")
+    for kind in ("compute", "select", "count", "comm"):
+        lines.append(f"sources of {kind}: " + "; ".join(dict.fromkeys(
+            str(r[kind + "_source"]) for r in table.to_dict("records"))))
+    return lines
+
+
 def main(args: argparse.Namespace) -> int:
     from topkscope import models
+    from topkscope.claims.pays import pays
     from topkscope.io import write_bytes_atomic
     from topkscope.perf import inputs, report
     from topkscope.perf import model as pm
     from topkscope.perf.networks import DEPRECATED_NAMES, resolve
+    from topkscope.perf.pays import run_prediction
     from topkscope.sparsify import available as sparsifiers
 
     try:
@@ -349,20 +356,23 @@ def main(args: argparse.Namespace) -> int:
                   f"{DEPRECATED_NAMES[str(args.network).lower()]}", file=sys.stderr)
         opts = pm.Options(layout=args.layout, padded=not args.unpadded,
                           algorithm=args.algorithm, overlap=args.overlap)
-        results = args.results if args.results.is_dir() else None
-        selection = inputs.selection_table(results, args.selection_csv,
-                                           inputs.selection_device(args.inputs, args.compute_s))
-        compute = inputs.compute_table(results, args.compute_csv) \
-            if args.inputs == "here" else None
         from topkscope import progress
 
         with progress.bar(total=1, desc="scale: predict", unit="table",
                           enabled=not args.no_progress) as bar:
-            table, notes = report.scaling_table(
-                [label], [net], sorted(set(args.workers)), methods, density=args.density,
-                results_root=results, selection=selection, compute_s=args.compute_s,
-                select_s=dict(args.select_s), opts=opts, compute=compute, inputs=args.inputs,
-                batch=args.batch, d=args.params)
+            if args.from_run is not None:
+                table, notes, setting = run_prediction(
+                    args.from_run, [net], sorted(set(args.workers)), compute_s=args.compute_s,
+                    density=args.density, batch=args.batch, methods=methods,
+                    select_s=dict(args.select_s), selection_csv=args.selection_csv, opts=opts)
+                label = f"{setting.label} of {args.from_run}"
+                given = args.density is not None
+                args.density = args.density if given else setting.density
+                taken = [f"from the run: d from {setting.d_source}"
+                         + ("" if given else f"; density from {setting.density_source}")]
+            else:
+                table, notes = _predict(args, label, net, methods, opts, inputs, report)
+                taken = []
             bar.update()
     except ValueError as exc:
         raise CommandError(str(exc)) from None
@@ -374,10 +384,15 @@ def main(args: argparse.Namespace) -> int:
     lines = [f"{label}: d = {int(first['d']):,}, density {args.density:g}, network "
              f"{net.name} (alpha {net.alpha:.3g} s, beta {net.beta:.3g} s/B = "
              f"{net.bandwidth_gbit:.3g} Gbit/s), inputs: {first['inputs']}, batch per worker "
-             f"{_number(first['batch_per_worker'], '.0f')}, {opts.label()}"]
+             f"{_number(first['batch_per_worker'], '.0f')}, {opts.label()}", *taken]
     if first["inputs_warning"]:
         lines.append(f"warning: {first['inputs_warning']}")
-    lines += (_detail(table, methods) if args.verbose else _answer(table, methods))
+    if "inner_steps" in table:  # an outer-loop run: an exchange every H steps
+        lines += _outer(table)
+    else:
+        lines += (_detail(table, methods) if args.verbose else _answer(table, methods))
+    lines += [f"pays? {p.text}" for P in sorted(set(args.workers))
+              for p in pays(table, P)]
     if any(DASH in line for line in lines):
         lines.append(FOOTNOTE)
     print("\n".join(wrapped(lines)))

@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from topkscope.manifest import condition_of, find_runs
+from topkscope.manifest import DURING_WARMUP, condition_of, find_runs
 from topkscope.perf import model as pm
 from topkscope.perf import published
 from topkscope.perf.model import Input  # defined with the model; inputs.Input stays importable
@@ -127,14 +127,42 @@ def measured_compute(run_dir: str | Path) -> pd.Series:
     return t[t["step"] >= WARMUP_STEPS]["time_compute"].astype("float64").dropna()
 
 
-def run_compute(run_dir: str | Path, manifest: dict) -> tuple[int, Input | None, int | None]:
-    """(d, compute Input or None, per-worker batch or None) of one run: its manifest's
-    num_parameters, the median of its measured time_compute (None when every value is null),
-    its config's batch_size. ValueError when the manifest gives no d."""
+def recorded_size(run_dir: str | Path) -> int | None:
+    """d from a run's recorded layout: the largest numel of its stats rows of layer __global__
+    (None when it recorded none)."""
+    from topkscope.analysis.runs import read_parts
+    from topkscope.schema import GLOBAL, STATS_KEYS
+
+    stats = read_parts(Path(run_dir) / "stats", STATS_KEYS, [("layer", "==", GLOBAL)],
+                       dedupe=False)
+    if stats is None or stats.empty or "numel" not in stats:
+        return None
+    return int(stats["numel"].max())
+
+
+MANIFEST_SIZE = "the run's manifest (num_parameters)"
+LAYOUT_SIZE = "the recorded layout (numel of the stats rows of layer __global__)"
+
+
+def run_size(run_dir: str | Path, manifest: dict) -> tuple[int, str]:
+    """(d, where from) of one run: its manifest's num_parameters, else its recorded layout (a
+    Recorder in a loop of one's own names no size). ValueError naming the run when neither
+    gives one."""
     d = manifest.get("num_parameters")
-    if not isinstance(d, int) or d < 1:
-        raise ValueError(f"{str(run_dir)!r}: its manifest gives no model size "
-                         f"(num_parameters = {d!r})")
+    if isinstance(d, int) and d >= 1:
+        return d, MANIFEST_SIZE
+    d = recorded_size(run_dir)
+    if d is None:
+        raise ValueError(f"{str(run_dir)!r} gives no model size: its manifest has no "
+                         "num_parameters and it recorded no __global__ row; give --params N")
+    return d, LAYOUT_SIZE
+
+
+def run_compute(run_dir: str | Path, manifest: dict) -> tuple[int, Input | None, int | None]:
+    """(d, compute Input or None, per-worker batch or None) of one run: its size (run_size),
+    the median of its measured time_compute (None when it timed no step), its config's
+    batch_size. ValueError when neither the manifest nor the recorded layout gives d."""
+    d, _ = run_size(run_dir, manifest)
     t = measured_compute(run_dir)
     batch = (manifest.get("config") or {}).get("batch_size")
     if t.empty:
@@ -143,6 +171,15 @@ def run_compute(run_dir: str | Path, manifest: dict) -> tuple[int, Input | None,
     return d, Input(float(t.median()), f"measured in {run_dir} (median time_compute of "
                                        f"{len(t)} steps, device {device})",
                     _device_kind({device})), batch
+
+
+def missing_compute(run_dir: str | Path) -> str:
+    """The one line saying what to pass for a run that timed no step."""
+    why = ("time_compute is null in every train.parquet row"
+           if (Path(run_dir) / "train.parquet").is_file()
+           else "it has no train.parquet: a Recorder in a loop of your own times no step")
+    return (f"{str(run_dir)!r} has no measured compute time ({why}); give --compute-s "
+            "SECONDS (one worker's forward + backward of a step)")
 
 
 def _device_kind(devices) -> str | None:
@@ -377,7 +414,8 @@ def seed_counts(results_root: str | Path, model: str, method: str, density: floa
                   f"measured ({whose}, {condition}: mean over steps of "
                   f"{'; '.join(sorted(hows))}; mean over {len(ratios)} seed(s), "
                   f"{min(values):.3g}-{max(values):.3g}; {n_runs} run(s), "
-                  f"P={'/'.join(sorted(workers))})", None, condition, ratios)
+                  f"P={'/'.join(sorted(workers))})", None, condition, ratios,
+                  grade="measured")
 
 
 def method_conditions(results_root: str | Path, model: str, method: str,
@@ -401,7 +439,8 @@ def count_ratios(results_root: str | Path | None, model: str, method: str, densi
     found = [] if results_root is None else [
         c for cond in method_conditions(results_root, model, method, density)
         if (c := seed_counts(results_root, model, method, density, d, cond)) is not None]
-    return found or [Input(1.0, "nominal k (no run of this method measured its counts)")]
+    return found or [Input(1.0, "nominal k (no run of this method measured its counts)",
+                           grade="assumed")]
 
 
 def count_ratio(results_root: str | Path | None, model: str, method: str, density: float,
@@ -411,7 +450,8 @@ def count_ratio(results_root: str | Path | None, model: str, method: str, densit
     if condition is not None and not sends_k(method) and results_root is not None:
         found = seed_counts(results_root, model, method, density, d, condition)
         return found if found is not None else Input(
-            1.0, f"nominal k (no {condition} run of this method measured its counts)")
+            1.0, f"nominal k (no {condition} run of this method measured its counts)",
+            grade="assumed")
     found = count_ratios(results_root, model, method, density, d)
     if len(found) > 1:
         conditions = ", ".join(c.condition for c in found if isinstance(c, Counts))
@@ -542,7 +582,7 @@ def compute_input(model: str, results_root=None, compute_s: float | Input | None
 
 def model_inputs(model: str, methods: Sequence[str], density: float, selection: pd.DataFrame,
                  results_root=None, compute_s: float | Input | None = None,
-                 select_s: dict[str, float] | None = None, d: int | None = None,
+                 select_s: dict[str, float | Input] | None = None, d: int | None = None,
                  bench: pd.DataFrame | None = None, inputs: str = DEFAULT_INPUTS,
                  batch: int | None = None):
     """(d, batch, compute Input or None, {label: MethodInputs}, notes); without a compute
@@ -563,8 +603,9 @@ def model_inputs(model: str, methods: Sequence[str], density: float, selection: 
     for m in methods:
         selector = pm.SELECTOR_OF.get(m, m)
         sel = None
-        if m in select_s:
-            sel = Input(float(select_s[m]), "user")
+        if m in select_s:  # seconds the user gave, or an Input measured in a run
+            sel = select_s[m] if isinstance(select_s[m], Input) else \
+                Input(float(select_s[m]), "user")
         elif selection.attrs.get(PUBLISHED_GPU) and compute.device == "gpu":
             from topkscope.perf.gpu_bands import gpu_selection_input
 
@@ -605,3 +646,42 @@ def inputs_warning(compute: Input, methods: dict[str, pm.MethodInputs]) -> str:
     if not found:
         return ""
     return f"{', '.join(found)}: {next(iter(found.values()))}"
+
+
+# ------------------------------------------------------------------ count bands (P = 16)
+def count_steps(run, method: str, density: float) -> pd.Series | None:
+    """Per step of one loaded run (topkscope.analysis.runs.load) that trained at the target
+    density: `method`'s largest count over workers / k, the count the padded all-gather pays.
+    In its own training (the run trained `method`): train.parquet's largest count over workers
+    (MAX_COUNT_COLUMNS, else the per-worker columns) over the step's k; on another run's u: its
+    recorder's `<method>_count` / k of the whole-model u rows at `density`, largest over ranks.
+    Steps of a density warm-up are left out (topkscope.analysis.units.unit_conditions). None:
+    the run holds neither."""
+    from topkscope.analysis.units import unit_conditions
+    from topkscope.schema import GLOBAL, column_prefix
+
+    if run.manifest.get("sparsifier") == method:
+        train = run.train.drop_duplicates("step", keep="last") if len(run.train) else run.train
+        found = _max_over_workers_columns(train) if "k" in train else None
+        if found is None:
+            return None
+        k = train["k"].astype(float)
+        ok = found[0].notna() & (k > 0)
+        ratio = pd.Series((found[0][ok] / k[ok]).to_numpy(),
+                          index=train.loc[ok, "step"].astype(int).to_numpy())
+    else:
+        st, col = run.stats, column_prefix(method) + "_count"
+        if st is None or st.empty or col not in st:
+            return None
+        rows = st[(st["kind"] == "u") & (st["layer"] == GLOBAL)
+                  & np.isclose(st["density"].astype(float), density)]
+        rows = rows[rows[col].notna() & (rows["k"].astype(float) > 0)]
+        ratio = (rows[col].astype(float) / rows["k"].astype(float)).groupby(
+            rows["step"].astype(int)).max()
+    if ratio.empty:
+        return None
+    steps = [int(s) for s in ratio.index]
+    target = [DURING_WARMUP not in c and "unknown" not in c
+              for c in unit_conditions(run, steps)] if steps else []
+    ratio = ratio[np.asarray(target, dtype=bool)]
+    return ratio if len(ratio) else None

@@ -20,9 +20,15 @@ topkscope.perf.patterns on a network of topkscope.perf.networks:
                         training condition (topkscope.perf.inputs)
     gtopk             Top-k selection, gTop-k's tree exchange of k pairs
 
-Every input is an `Input(value, source, device)`, defined here (the model's input type; an
-input known only within a range is a `Band(low, high, source)`);
-topkscope.perf.inputs finds each one and names its source.
+Every input is an `Input(value, source, device, grade)`, defined here (the model's input type;
+an input known only within a range is a `Band(low, high, source, grade)`);
+topkscope.perf.inputs finds each one and names its source. The grade says how far the number
+can be trusted (GRADES, strongest first): `measured` (by this project: a run or a benchmark
+here), `published` (a measurement elsewhere, its source owner/repo@commit path or a paper's
+table), `modelled` (computed by a model of ours from such numbers, with its validated error or
+band), `assumed` (a stated value nobody measured: a nominal count, a bandwidth for a GPU no
+source names). A claim is no stronger than the weakest grade among the inputs its verdict
+depends on (`weakest`).
 
 dense-wfbp and dense-fp16 are the baselines reviewers of gradient compression ask for
 (Agarwal et al., "On the Utility of Gradient Compression in Distributed Training Systems",
@@ -61,7 +67,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from topkscope.perf import patterns
@@ -82,14 +88,40 @@ PAPER_WORKERS = tuple(2**i for i in range(1, 11))  # 2, 4, ..., 1024
 SELECTOR_OF = {"gtopk": "topk"}
 
 
+# how far an input can be trusted, strongest first (module docstring)
+GRADES = ("measured", "published", "modelled", "assumed")
+
+
+def check_grade(grade: str | None) -> str | None:
+    """`grade` when it is one of GRADES (or None: not graded); ValueError naming it otherwise."""
+    if grade is not None and grade not in GRADES:
+        raise ValueError(f"grade must be one of {', '.join(GRADES)}, got {grade!r}")
+    return grade
+
+
+def weakest(grades) -> str:
+    """The weakest of `grades` (GRADES order); ValueError when one is not graded or none is
+    given."""
+    grades = list(grades)
+    if not grades or any(g not in GRADES for g in grades):
+        raise ValueError(f"grades must be non-empty and each one of {', '.join(GRADES)}, got "
+                         f"{grades!r}")
+    return max(grades, key=GRADES.index)
+
+
 @dataclass(frozen=True)
 class Input:
-    """A model input, where it came from (measured here, published, preset, user, nominal) and
-    the device it was measured on ("cpu", "gpu"; None: not a device's time, or not known)."""
+    """A model input, where it came from (measured here, published, preset, user, nominal),
+    the device it was measured on ("cpu", "gpu"; None: not a device's time, or not known) and
+    its grade (GRADES; None: not graded)."""
 
     value: float
     source: str
     device: str | None = None
+    grade: str | None = field(default=None, kw_only=True)  # keyword: subclasses add fields
+
+    def __post_init__(self) -> None:
+        check_grade(self.grade)
 
 
 def read_csv_with(path, columns: set[str], what: str):
@@ -128,16 +160,19 @@ def loglog(sizes, times, size: float) -> tuple[float, str]:
 
 @dataclass(frozen=True)
 class Band:
-    """An input known only within [low, high], and where both ends come from (the P = 16
-    predictions on published GPU inputs evaluate the model at every corner of such bands)."""
+    """An input known only within [low, high], where both ends come from and its grade
+    (GRADES: the weakest of what its ends rest on; None: not graded). The P = 16 predictions
+    on published GPU inputs evaluate the model at every corner of such bands."""
 
     low: float
     high: float
     source: str
+    grade: str | None = None
 
     def __post_init__(self) -> None:
         if not self.low <= self.high:
             raise ValueError(f"a band needs low <= high, got {self.low!r} ... {self.high!r}")
+        check_grade(self.grade)
 
     @property
     def mid(self) -> float:
@@ -190,7 +225,7 @@ class MethodInputs:
 def communicate_time(method: str, P: int, d: int, density: float, count_ratio: float,
                      net: Network, opts: Options = Options()) -> tuple[float, int]:
     """(seconds, elements sent by the largest worker) of one exchange."""
-    from topkscope.sparsify.base import k_from_density
+    from topkscope.bounds import k_from_density
 
     if P == 1:
         return 0.0, (d if method in DENSE_METHODS else k_from_density(density, d))

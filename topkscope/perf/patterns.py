@@ -25,6 +25,17 @@ n_p = c_p * (b_v + b_i) bytes, b_i = 4 (int32 indices). Variants, each a named o
                       receives every other worker's block, the slowest the most:
                       (sum_p n_p - min_p n_p) * beta
 
+Over the internet (SparseLoCo-style training between peers behind asymmetric links, e.g.
+Covenant-72B: topkscope.perf.covenant) a peer puts its message once into shared storage and
+fetches every other peer's: with an uplink of beta_up and a downlink of beta_down seconds per
+byte, one message of n bytes each,
+
+    relay all-gather, serial           alpha + n beta_up + (P-1) (alpha + n beta_down)
+    relay all-gather, concurrent       max(alpha + n beta_up, (P-1) (alpha + n beta_down))
+
+(concurrent: the upload and the downloads share no link, full duplex). No topology sends
+less than the peer's own message once up: n beta_up bounds every all-gather from below.
+
 gTop-k (Shi et al., "A Distributed Synchronous SGD Algorithm with Global Top-k Sparsification
 for Low Bandwidth Networks", arXiv 1901.04359, ICDCS 2019): a tree reduction of the workers'
 k pairs to a global top-k and its broadcast, log2(P) rounds each of one message of k pairs:
@@ -104,6 +115,18 @@ def sparse_allgather(counts: Sequence[int], alpha: float, beta: float, *, layout
             lat = allgather(P, 0.0, alpha, beta, algorithm)
             total += lat + allgatherv_bytes([c * b for c in counts]) * beta
     return total
+
+
+def relay_allgather(P: int, nbytes_each: float, alpha: float, beta_up: float,
+                    beta_down: float, concurrent: bool = False) -> float:
+    """Every peer uploads its nbytes_each once and downloads the P-1 others' (module
+    docstring): serial, the upload then the downloads; concurrent, the longer of the two."""
+    _check_workers(P)
+    if P == 1:
+        return 0.0
+    up = alpha + nbytes_each * beta_up
+    down = (P - 1) * (alpha + nbytes_each * beta_down)
+    return max(up, down) if concurrent else up + down
 
 
 def gtopk_tree(P: int, k: int, alpha: float, beta: float, *, value_bytes: int = VALUE_BYTES,

@@ -69,7 +69,7 @@ def scaling_table(models: Iterable[str], networks: Iterable[Network | str],
                   methods: Sequence[str] = pm.DEFAULT_METHODS, *,
                   density: float = pm.PAPER_DENSITY, results_root=None,
                   selection: pd.DataFrame | None = None, compute_s: float | inp.Input | None = None,
-                  select_s: dict[str, float] | None = None,
+                  select_s: dict[str, float | inp.Input] | None = None,
                   opts: pm.Options | None = None,
                   compute: pd.DataFrame | None = None, inputs: str = inp.DEFAULT_INPUTS,
                   batch: int | None = None, d: int | None = None,
@@ -109,15 +109,17 @@ def scaling_table(models: Iterable[str], networks: Iterable[Network | str],
 
 def runs_scaling(runs: Sequence, networks: Iterable[Network | str], workers: Sequence[int],
                  results_root=None, own_density: bool = False,
-                 selection: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[str]]:
+                 selection: pd.DataFrame | None = None,
+                 methods: Sequence[str] = pm.DEFAULT_METHODS) -> tuple[pd.DataFrame, list[str]]:
     """(table, notes): scaling_table for each model the loaded `runs` trained — a model of
     topkscope.models from its inputs (published GPU compute by default), a model of the
-    user's own from its manifest's parameter count and the compute time its run measured
-    (topkscope.perf.inputs.run_compute) — at the paper's density, or with own_density at each
-    model's first run's density. A model without a compute time or parameter count is left
-    out, named in the notes with the command that predicts it."""
+    user's own from its size (its manifest's parameter count, else its recorded layout) and
+    the compute time its run measured (topkscope.perf.inputs.run_compute) — at the paper's
+    density, or with own_density at each model's first run's density; of `methods`. A model
+    without a compute time or parameter count is left out, named in the notes with the
+    command that predicts it."""
     from topkscope import models
-    from topkscope.perf.inputs import run_compute
+    from topkscope.perf.inputs import missing_compute, run_compute
 
     frames, notes, seen = [], [], set()
     for run in runs:
@@ -130,23 +132,22 @@ def runs_scaling(runs: Sequence, networks: Iterable[Network | str], workers: Seq
             else pm.PAPER_DENSITY
         try:
             if model in models.available():
-                table, more = scaling_table([model], networks, workers, density=density,
-                                            results_root=results_root, selection=selection)
-            elif d:
-                _, compute, _ = run_compute(run.path, m)
+                table, more = scaling_table([model], networks, workers, methods,
+                                            density=density, results_root=results_root,
+                                            selection=selection)
+            else:
+                d, compute, _ = run_compute(run.path, m)  # d: the manifest's or the layout's
                 if compute is None:
-                    notes.append(f"{model} (d = {int(d):,}): no compute time recorded "
-                                 "(time_compute is null in every row): `topkscope scale "
-                                 f"--params {int(d)} --compute-s SECONDS --network 10gbe "
-                                 "--workers 16` predicts it")
+                    size = f"{int(d):,}" if d else "unknown"
+                    notes.append(f"{model} (d = {size}): {missing_compute(run.path)}; "
+                                 f"`topkscope scale --from-run {run.path} --compute-s SECONDS "
+                                 "--network 10gbe --workers 16` predicts it")
                     continue
-                table, more = scaling_table([f"params:{int(d)}"], networks, workers, d=int(d),
+                table, more = scaling_table([f"params:{int(d)}"], networks, workers, methods,
+                                            d=int(d),
                                             compute_s=compute, density=density,
                                             selection=selection)
                 table = table.assign(model=model)
-            else:
-                notes.append(f"{model}: no parameter count in its manifest")
-                continue
         except ValueError as exc:
             notes.append(f"{model}: no prediction ({' '.join(str(exc).split())})")
             continue

@@ -15,7 +15,9 @@ per call on u of d float32 elements (the O(count) gathers are left out: count ~ 
   vectors; the band is their min ... max), else its loop's bounds;
 - bandwidth: the GPU's published specification where the source names the GPU (GPU_SPECS),
   else UNNAMED_BANDWIDTH (an assumption, said so) up to the fastest named one; `achieved`
-  ACHIEVED of it (an assumption: elementwise kernels reach part of the specification);
+  ACHIEVED of it (an assumption: elementwise kernels reach part of the specification). The
+  band is graded `modelled` on named GPUs and `assumed` where its slow end rests on the floor
+  for a GPU no source names;
 - t_kernel: LAUNCH_S (a launch, order of magnitude) up to the logged host-side COMP of the
   authors' Rand-k over its fewest possible kernels (randperm, a gather, an add, a scatter: 4),
   an upper bound of what one kernel and its Python call cost in that code on that node.
@@ -177,19 +179,23 @@ def selection_band(method: str, d: int, gpus, selection: pd.DataFrame | None = N
     if method not in COUNTS:
         raise ValueError(f"no memory-traffic counts for {method!r}; counted: "
                          f"{', '.join(COUNTS)}")
+    gpus = list(gpus)
     e_lo, e_hi, e_src = evaluation_band(method, evaluations_csv)
-    b_lo, b_hi, b_src = bandwidth_band(list(gpus))
+    b_lo, b_hi, b_src = bandwidth_band(gpus)
     k_lo, k_hi, k_src = kernel_band(selection)
     low = seconds(method, d, e_lo, b_hi, ACHIEVED[1], k_lo)
     high = seconds(method, d, e_hi, b_lo, ACHIEVED[0], k_hi)
     c = COUNTS[method]
+    # graded by its weakest part: the specification of a named GPU (modelled), or the assumed
+    # floor for a GPU the source does not name
+    grade = "modelled" if all(g in GPU_SPECS for g in gpus) else "assumed"
     return Band(low, high, (
         f"modelled: memory traffic of the authors' compress() ({AUTHORS_COMPRESSION}: "
         f"{c.fixed_bytes} + {c.evaluation_bytes} E bytes per element of u and "
         f"{c.fixed_kernels} + {c.evaluation_kernels} E kernels per call: {c.counted}); "
         f"E {e_lo}-{e_hi}"
         f" ({e_src}); bandwidth {b_lo / 1e9:,.0f}-{b_hi / 1e9:,.0f} GB/s ({b_src}) x "
-        f"{ACHIEVED[0]:g}-{ACHIEVED[1]:g} ({ACHIEVED_SOURCE}); kernel {k_src}"))
+        f"{ACHIEVED[0]:g}-{ACHIEVED[1]:g} ({ACHIEVED_SOURCE}); kernel {k_src}"), grade)
 
 
 def point(band: Band) -> float:
@@ -219,3 +225,25 @@ def markdown(frame: pd.DataFrame) -> str:
         lines.append(f"| {r.method} | {r.model} | {r.d:,} | {r.gpus} | {r.low_s * 1e3:.3g} | "
                      f"{r.high_s * 1e3:.3g} |")
     return "\n".join(lines)
+
+
+def model_markdown(selection: pd.DataFrame | None = None,
+                   evaluations_csv: str | Path = EVALUATIONS_CSV) -> str:
+    """The model's constants as docs/scaling.md states them, from COUNTS, GPU_SPECS,
+    UNNAMED_BANDWIDTH, ACHIEVED, the recorded evaluations and kernel_band."""
+    from topkscope.sparsify import label_of
+
+    per = "; ".join(f"{label_of(m)} {c.fixed_bytes} + {c.evaluation_bytes} E bytes and "
+                    f"{c.fixed_kernels} + {c.evaluation_kernels} E kernels"
+                    for m, c in COUNTS.items())
+    evaluations = "; ".join(f"{label_of(m)}: E {lo}–{hi}, {src}" for m in COUNTS
+                            for lo, hi, src in [evaluation_band(m, evaluations_csv)])
+    specs = "; ".join(f"{g}: {s.low / 1e9:,.0f}–{s.high / 1e9:,.0f} GB/s ({s.source})"
+                      for g, s in GPU_SPECS.items())
+    fast, slow, _ = kernel_band(selection)
+    return (f"Per call: {per}. E, the thresholds a call evaluates: {evaluations}. Bandwidth: "
+            f"{specs}; a GPU no source names: an **assumed** floor of "
+            f"{UNNAMED_BANDWIDTH / 1e9:.0f} GB/s up to the fastest named, so its band is graded "
+            f"`assumed`; elementwise kernels reach {ACHIEVED[0]:.0%}–{ACHIEVED[1]:.0%} of it "
+            f"(assumed). A kernel costs {fast * 1e6:.3g}–{slow * 1e6:.3g} µs (a launch, up to "
+            f"the authors' Rand-k COMP over its fewest {RANDK_KERNELS} kernels).")

@@ -15,6 +15,7 @@
 | gap_against_term | convergence gap to Dense vs the EF bound's term (1-q)/q^2, per method | contraction_convergence points |
 | selected_per_step | selected/k per step in each method's own run, min-max over workers | train table |
 | published_runs | imported GPU runs: validation accuracy per epoch, the split of an iteration | eval rows + medians |
+| model_vs_measured | the step-time model against the GRACE release: throughput and speed-up over dense | topkscope.perf.grace model rows |
 
 `save_figure(fig, out_dir, name)` writes name.png and name.pdf atomically.
 """
@@ -22,6 +23,7 @@
 from topkscope.plots.contraction import contraction_over_iterations
 from topkscope.plots.contraction_gap import gap_against_term
 from topkscope.plots.convergence import accuracy_vs_elements, convergence, density_sensitivity
+from topkscope.plots.grace import model_vs_measured
 from topkscope.plots.histogram import gradient_histogram
 from topkscope.plots.normality import normality_over_training
 from topkscope.plots.published import published_runs
@@ -42,6 +44,7 @@ __all__ = [
     "figure_title",
     "gap_against_term",
     "gradient_histogram",
+    "model_vs_measured",
     "normality_over_training",
     "published_runs",
     "qq_plot",

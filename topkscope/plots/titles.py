@@ -55,7 +55,7 @@ def training_label(manifest: Mapping[str, Any]) -> str:
     """How a run trained, for a legend: 'TopK-SGD per step (Top-k, ρ = 0.0002)', or an
     outer-loop run's 'Chunk-wise Top-k, 2-bit, average(H=15, lr=1, beta=0.95)' (dense: 'Dense,
     nesterov(...)', DiLoCo)."""
-    from topkscope.manifest import outer_label
+    from topkscope.condition import describe, run_condition
 
     config = manifest.get("config") or {}
     outer = manifest.get("outer") or config.get("outer")
@@ -63,10 +63,9 @@ def training_label(manifest: Mapping[str, Any]) -> str:
     density = manifest.get("density", config.get("density"))
     if not outer:
         return f"per step ({name}, {format_density(density)})"
-    quantize = manifest.get("quantize") or config.get("quantize")
-    bits = f", {quantize['bits']}-bit" if quantize else ""
     feedback = "" if config.get("error_feedback", True) else ", no error feedback"
-    return f"{name}{bits}{feedback}, {outer_label(outer)}"
+    cond = run_condition({**manifest, "density": None})
+    return f"{name}{feedback}, {describe(cond)}"
 
 
 def format_density(rho: float | None) -> str:
@@ -124,11 +123,13 @@ def describe_run(manifest: Mapping[str, Any], *, with_sparsifier: bool = True) -
         f"{dataset_name(manifest.get('dataset'), manifest.get('dataset_substitute'), _subset(manifest))}",
         f"{manifest.get('world_size', '?')} workers",
     ]
+    from topkscope.condition import describe, run_condition
+
+    condition = describe(run_condition(manifest)) or format_density(manifest.get("density"))
     if with_sparsifier:
-        parts.append(f"{sparsifier_name(manifest.get('sparsifier'))}, "
-                     f"{format_density(manifest.get('density'))}")
+        parts.append(f"{sparsifier_name(manifest.get('sparsifier'))}, {condition}")
     elif manifest.get("density") is not None:
-        parts.append(format_density(manifest.get("density")))
+        parts.append(condition)
     if optimizer_label(manifest):
         parts.append(optimizer_label(manifest))
     profile = manifest.get("profile")

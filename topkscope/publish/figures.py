@@ -499,3 +499,28 @@ def _rel(path: Path, base: Path) -> str:
 
 def _anchor(title: str) -> str:
     return "".join(c for c in title.lower().replace(" ", "-") if c.isalnum() or c in "-_")
+
+
+GRACE_FIGURE = "grace-model"
+GRACE_CAPTION = (
+    "The step-time model on the field's own measurements (GRACE data release, "
+    "sands-lab/grace-data@41915bb, V100 GPUs, 1-25 Gbit/s): each Top-k, Random-k and DGC "
+    "throughput row predicted from the release's dense 1-worker and dense rows, the model's "
+    "exchange and the compression cost measured at another bandwidth (left: predicted against "
+    "measured throughput, ±25% band; right: the speed-up over dense SGD each says, the "
+    "off-diagonal quadrants being where model and measurement disagree on whether it pays)")
+
+
+def grace_model_figure(out_dir: Path, model_csv: Path | None = None) -> FigureEntry:
+    """The GRACE model figure (plots.model_vs_measured) from the committed model.csv
+    (topkscope.perf.grace, `python -m topkscope.perf.grace`): its predicted throughput rows."""
+    from topkscope.perf import grace
+
+    rows = pd.read_csv(model_csv or grace.MODEL_CSV, keep_default_na=False,
+                       na_values={c: [""] for c in ("predicted", "measured",
+                                                    "dense_throughput")})
+    rows = rows[(rows["mode"] == "throughput") & (rows["reason"] == "")].reset_index(drop=True)
+    fig = plots.model_vs_measured(
+        rows, "Step-time model against the GRACE release (Top-k, Random-k, DGC throughput "
+              "rows)")
+    return _save(fig, out_dir, "published", GRACE_FIGURE, GRACE_CAPTION)

@@ -532,7 +532,7 @@ def other_markdown(table: pd.DataFrame) -> str:
     interval, or the effect with its interval and unit) and the reason a row is not decided."""
     lines = _header(["claim", "model", "condition", "verdict", "not decided because"])
     for row in table.itertuples(index=False):
-        if not math.isnan(_number(row, "fraction")) and math.isnan(_number(row, "diff_mean")):
+        if math.isnan(_number(row, "diff_mean")):
             cell = _fraction_cell(row)
         else:
             unit = _text(getattr(row, "diff_unit", ""))

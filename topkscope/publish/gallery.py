@@ -124,7 +124,7 @@ def _texts(quick_csv: Path, standard_csv: Path | None,
         replace_headline,
     )
     from topkscope.publish.published_findings import START as PUBLISHED_START
-    from topkscope.publish.published_findings import with_published
+    from topkscope.publish.published_findings import reference_tables, with_published
 
     files = {kind: Path(f) for kind, f in files.items() if f is not None}
     if not files:
@@ -139,7 +139,7 @@ def _texts(quick_csv: Path, standard_csv: Path | None,
         if any(start in text for start in (SUMMARY_START, HEADLINE_START, OUTER_START)):
             # links from the README reach docs/, from docs/findings.md their neighbours
             text = replace_headline(text, profiles, gallery=path.parent / _GALLERY[kind],
-                                    base=_BASE[kind])
+                                    base=_BASE[kind], reference=reference_tables())
             filled, standard_used = True, standard_used or standard is not None
         for block, table in (("claims", quick), ("standard-claims", standard)):
             if table is not None and markers(block)[0] in text:

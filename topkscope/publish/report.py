@@ -198,13 +198,30 @@ def _draw(drawer: Callable, args: tuple, name: str, figures: list[Figure],
 # --------------------------------------------------------------------- predicted scaling
 def predicted_scaling(runs: Sequence, results_root: Path | None = None
                       ) -> tuple[pd.DataFrame, list[str], list[str]]:
-    """(table, inputs, notes): the step-time model at P = 16 on SCALING_NETWORKS, at each
-    run's own density, for each model the runs trained (topkscope.perf.report.runs_scaling)."""
-    from topkscope.perf import report as perf
+    """(table, inputs, notes): the step-time model at P = 16 on SCALING_NETWORKS for each
+    model the runs trained (its first run), from that run's own inputs by the one function
+    `topkscope scale --from-run RUN` uses (topkscope.perf.pays.run_prediction): its size, its
+    measured compute, its density; a run that timed no step is named in the notes with the
+    command that predicts it. results_root: unused (kept for callers)."""
+    from topkscope.perf.pays import run_prediction
 
-    table, notes = perf.runs_scaling(runs, SCALING_NETWORKS, [SCALING_WORKERS], results_root,
-                                     own_density=True)
-    inputs = []
+    frames, notes, seen = [], [], set()
+    for run in runs:
+        key = (run.manifest.get("model"), run.manifest.get("num_parameters"))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            table, more, _ = run_prediction(run.path, SCALING_NETWORKS, [SCALING_WORKERS])
+        except ValueError as exc:
+            notes.append(f"{key[0] or 'unnamed'}: not predicted: {' '.join(str(exc).split())}; "
+                         f"`{same_command(run.path)} --compute-s SECONDS` predicts it")
+            continue
+        notes += more
+        frames.append(table)
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    inputs = [f"the same inputs as `{same_command(r.path)}` (one function, "
+              "topkscope.perf.pays.run_prediction)" for r in runs[:1]] if len(table) else []
     if len(table):
         for kind in ("compute_source", "select_source", "count_source", "comm_source"):
             inputs += [f"{kind.removesuffix('_source')}: {s}"
@@ -212,6 +229,12 @@ def predicted_scaling(runs: Sequence, results_root: Path | None = None
         inputs += [f"warning: {w}" for w in dict.fromkeys(table["inputs_warning"].astype(str))
                    if w]
     return table, inputs, notes
+
+
+def same_command(run_dir) -> str:
+    """The command that prints the page's prediction of a run (one network at a time)."""
+    return (f"topkscope scale --from-run {shown_path(Path(run_dir))} --network "
+            f"{SCALING_NETWORKS[0]} --workers {SCALING_WORKERS}")
 
 
 def profile_scaling(root: Path) -> tuple[pd.DataFrame, list[str]]:
@@ -355,22 +378,22 @@ SCALING_COLUMNS = ("model", "network", "method", "condition", "t_step ms", "× D
 def _scaling_html(table: pd.DataFrame, inputs: list[str]) -> str:
     if len(table) == 0:
         return "<p>No prediction (see the notes).</p>"
-    from topkscope.perf import model as pm
+    from topkscope.claims.pays import method_name
+    from topkscope.perf.pays import breakeven_vs_baselines
 
-    dense = [r for r in pm.DENSE_METHODS if pm.breakeven_column(r) in table]
+    topk = table["speedup_vs_topk"] if "speedup_vs_topk" in table else \
+        pd.Series(float("nan"), index=table.index)
+    breakeven = breakeven_vs_baselines(table)
     shown = pd.DataFrame({
         "model": table["model"].astype(str).map(model_name), "network": table["network"],
-        "method": table["method"].astype(str).map(sparsifier_name),
+        "method": table["method"].astype(str).map(method_name),
         "condition": table.get("condition", pd.Series("", index=table.index)).map(
             lambda v: "" if pd.isna(v) else str(v)),  # all null: a float column
         "t_step ms": (table["t_step"] * 1e3).map(lambda v: f"{v:.3g}"),
         "× Dense": table["speedup_vs_dense"].map(lambda v: f"{v:.3g}"),
-        "× Top-k": table["speedup_vs_topk"].map(lambda v: "" if pd.isna(v) else f"{v:.3g}"),
+        "× Top-k": topk.map(lambda v: "" if pd.isna(v) else f"{v:.3g}"),
         "select ms": (table["t_select"] * 1e3).map(lambda v: f"{v:.3g}"),
-        "break-even ms": [
-            "" if r["method"] in pm.DENSE_METHODS or not dense
-            else f"{min(r[pm.breakeven_column(b)] for b in dense) * 1e3:.3g}"
-            for r in table.to_dict("records")]})
+        "break-even ms": breakeven.map(lambda v: "" if pd.isna(v) else f"{v * 1e3:.3g}")})
     items = "".join(f"<li>{_e(i)}</li>" for i in inputs)
     return (f"<p>Predicted by the step-time model (topkscope.perf), not measured, at P = "
             f"{SCALING_WORKERS} on the networks fitted on published measurements (10gbe, "

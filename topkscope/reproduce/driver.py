@@ -538,6 +538,14 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
     except (RuntimeError, ValueError, OSError) as exc:
         failures.append(f"published runs: {exc}")
         log(f"  FAILED published runs: {exc}")
+    if not own_only:  # the step-time model on the GRACE release (its committed tables)
+        try:
+            from topkscope.publish.figures import grace_model_figure
+
+            entries.append(grace_model_figure(opts.figures_dir))
+        except (ValueError, OSError, KeyError) as exc:
+            failures.append(f"GRACE model figure: {exc}")
+            log(f"  FAILED GRACE model figure: {exc}")
     claims, md = None, ""
     if all_runs:
         try:
