@@ -91,7 +91,8 @@ def main(args: argparse.Namespace, write: Callable) -> int:
     except OSError as exc:
         raise CommandError(f"cannot write into {str(out)!r}: {exc}", code=1) from None
     tex = sorted(p.stem for p in files if p.suffix == ".tex")
-    source = f"{len(runs)} run(s)" + (f" and {args.claims}" if args.claims is not None else "")
+    source = " and ".join(([f"{len(runs)} run(s)"] if args.paths else [])
+                          + ([str(args.claims)] if args.claims is not None else []))
     print(f"tables: {len(tex)} LaTeX tables with their CSV from {source} -> {out} "
           f"({', '.join(tex)}; {time.perf_counter() - start:.1f} s)")
     return 0

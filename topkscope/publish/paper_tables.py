@@ -1296,7 +1296,9 @@ def claims_predictions_latex(frame: pd.DataFrame, caption_text: str,
 
 
 # ------------------------------------------------------------------ the claims appendix
-CLAIM_LABELS = {  # claims without a column of their own (Presentation.column), by claim_key
+CLAIM_LABELS = {  # the appendix's names of claims whose column (Presentation.column) is
+    # empty or needs its context there, by claim_key
+    "time_to_accuracy": "time to accuracy: sooner than Top-k",
     "below_classic": r"$\delta < 1-k/d$",
     "fitted_value": r"fitted $\delta$ closer than Gaussian",
     "contraction_explains_convergence": r"$(1-q)/q^2$ orders the gap to Dense",
@@ -1307,15 +1309,17 @@ CLAIMS_WEIGHTS = (None, 0.8, 1.1, 0.9, 1.3, 1.3, None, None)
 
 
 def _claim_label(row) -> str:
-    """How the appendix names a row's claim: its registered claim's column (Presentation),
-    else CLAIM_LABELS, else the claim's name (a claim of one's own), broken where it may."""
+    """How the appendix names a row's claim: CLAIM_LABELS, else its registered claim's column
+    (Presentation), else the claim's name (a claim of one's own), broken where it may."""
     from topkscope.claims.registry import get_claim
 
     key = _str(row.claim_key)
     claim = get_claim(key)
+    if key in CLAIM_LABELS:
+        return CLAIM_LABELS[key]
     if claim is not None and claim.show.column:
         return latex_escape(claim.show.column)
-    return CLAIM_LABELS.get(key) or breakable(row.claim)
+    return breakable(row.claim)
 
 
 def _num(row, name: str) -> float:
