@@ -1203,9 +1203,6 @@ def _counts_from(row) -> str:
     return condition_text(row) if typed else row.training_condition
 
 
-BREAKEVEN = "break-even"  # selection_basis of a speed-up judged on break-even selection times
-
-
 def claims_predictions_table(claims: pd.DataFrame) -> pd.DataFrame:
     """The predicted speed-ups (the registry's prediction table) per model, method, training
     condition and network, one group of columns per baseline the rows name (their
@@ -1250,6 +1247,7 @@ def _versus(b: str) -> Callable:
     dense baseline ('< 11.8 ms'; 'never': slower even with free selection) or the most it may
     exceed Top-k's ('+0.18 ms'); else the predicted speed-up ('1.49×')."""
     from topkscope.analysis.criteria import signed
+    from topkscope.publish.findings import BREAKEVEN
 
     def cell(row) -> str:
         verdict = row.get(f"{b}_verdict")
