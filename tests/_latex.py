@@ -75,14 +75,15 @@ def outside_math(line: str) -> str:
 
 def check_structure(path: Path, max_columns: int | None = None) -> int:
     """Assert a .tex table is well formed; returns its column count: at most max_columns
-    columns; every row has as many cells as columns (\\multicolumn counted); math balanced;
+    columns; every float opened with \\toprule is closed with \\bottomrule; every row has as many cells as columns (\\multicolumn counted); math balanced;
     no raw <, > or | outside math (pdflatex's default encoding prints other glyphs)."""
     text = path.read_text()
     found = list(_ENV.finditer(text))
     assert found, f"{path.name}: no tabular"
     columns = column_count(_spec(text, found[0]))
     assert 1 <= columns <= (max_columns or columns), f"{path.name}: {columns} columns"
-    assert text.count(r"\toprule") >= 1 and text.count(r"\bottomrule") == 1, path.name
+    # one float, or several continuing it: each with its rules
+    assert text.count(r"\toprule") == text.count(r"\bottomrule") >= 1, path.name
     for line in text.splitlines():
         stripped = line.strip()
         if not stripped or stripped.startswith("%") or stripped.startswith("\\begin{") \
@@ -107,16 +108,18 @@ def have_pdflatex() -> bool:
     return shutil.which("pdflatex") is not None
 
 
-def compile_tables(paths: list[Path], work: Path) -> str:
-    """pdflatex on a minimal article that inputs every table (each on pages of its own);
-    returns the log. Asserts it compiled without errors, missing glyphs, a line wider than
-    the text, a float taller than the page (its rows would be lost), a page overfull
-    vertically, or a reference to a table the article does not hold ("Table ??")."""
+def compile_tables(paths: list[Path], work: Path, twocolumn: bool = False) -> str:
+    """pdflatex on a minimal article (`twocolumn`: \\documentclass[twocolumn]{article}) that
+    inputs every table (each on pages of its own); returns the log. Asserts it compiled
+    without errors, missing glyphs, a box overfull or underfull (a line wider than the text, a
+    cell stretched past its badness: pdflatex's "Overfull \\hbox", "Underfull \\hbox"), a
+    float taller than the page (its rows would be lost), a label defined twice, or a reference
+    to a table the article does not hold ("Table ??")."""
     work.mkdir(parents=True, exist_ok=True)
     body = "\n\\clearpage\n".join(rf"\input{{{Path(p).resolve().with_suffix('').as_posix()}}}"
                                   for p in paths)
     (work / "doc.tex").write_text(
-        "\\documentclass{article}\n"
+        f"\\documentclass{'[twocolumn]' if twocolumn else ''}{{article}}\n"
         f"\\usepackage{{{','.join(PACKAGES)}}}\n"
         "\\tracinglostchars=1\n\\begin{document}\n" + body + "\n\\end{document}\n")
     done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
@@ -124,10 +127,14 @@ def compile_tables(paths: list[Path], work: Path) -> str:
     log = (work / "doc.log").read_text(errors="replace")
     assert done.returncode == 0, log[-3000:]
     assert "Missing character" not in log, [ln for ln in log.splitlines() if "Missing" in ln]
-    overfull = [ln for ln in log.splitlines() if ln.startswith("Overfull \\hbox")
-                or ln.startswith("Overfull \\vbox")]
-    assert not overfull, overfull[:5]
+    boxes = [ln for ln in log.splitlines() if ln.startswith(("Overfull \\hbox", "Overfull \\vbox",
+                                                             "Underfull \\hbox"))]
+    assert not boxes, boxes[:5]
     assert "Float too large" not in log, [ln for ln in log.splitlines() if "Float too" in ln]
+    # a label defined twice: LaTeX says so on the next run; the .aux of this one lists each
+    labels = re.findall(r"\\newlabel\{([^}]*)\}", (work / "doc.aux").read_text(errors="replace"))
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    assert not twice, f"labels multiply defined: {twice[:5]}"
     unresolved = [ln for ln in log.splitlines()
                   if "Reference `" in ln or "undefined references" in ln]
     assert not unresolved, unresolved[:5]

@@ -553,7 +553,8 @@ def test_findings_and_latex_rows_show_the_runs_and_the_shares_interval(table):
             + f"–{row['fraction_high']:.0%}])") in gauss
     assert f"| {row['energy_gain']:.3g}·k/d |" in gauss
     cells, _ = paper_tables._claims_cells(next(row.to_frame().T.itertuples(index=False)))
-    assert f"{int(row['n_runs'])} runs" in cells[4]
+    runs = int(row["n_runs"])
+    assert cells[4].endswith(f", {runs} run" + ("" if runs == 1 else "s"))  # never "1 runs"
 
 
 def test_contraction_shares_equal_a_plain_count_per_group():

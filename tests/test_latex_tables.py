@@ -5,6 +5,7 @@ rows would be lost), no page overfull, no reference to a table the article lacks
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from tests.test_paper_tables import fake_run
 from topkscope import claims
 from topkscope.analysis.runs import load
 from topkscope.claims import speedup
+from topkscope.condition import Condition, describe
 from topkscope.hooks import Recorder
 from topkscope.perf import report
 from topkscope.publish import paper_tables as pt
@@ -58,20 +60,20 @@ def written(tmp_path_factory) -> list[Path]:
                                                                   "wfbp": 0.3})])
     bench = pd.read_csv(REFERENCE / "bench-cpu" / "selection.csv")
     convergence = [fake_run("conv", "topk", s, m) for s, m in enumerate([0.90, 0.92, 0.94])]
-    files = pt.write_all(out / "tables", "quick", [run], convergence, table, bench)
+    files = pt.write_all(out / "tables", "tiny", [run], convergence, table, bench)
     return sorted((p for p in files if p.suffix == ".tex"), key=lambda p: p.stem)
 
 
 def test_every_table_is_written_and_well_formed(written):
-    assert [p.stem for p in written] == ["claims", "claims-convergence", "claims-distribution",
-                                         "claims-evidence", "claims-predictions",
-                                         "claims-rules", "contraction", "convergence",
-                                         "normality", "selectors", "speed"]
+    assert [p.stem for p in written] == ["claims", "claims-convergence", "claims-counts",
+                                         "claims-distribution", "claims-evidence",
+                                         "claims-predictions", "claims-rules", "contraction",
+                                         "convergence", "normality", "selectors", "speed"]
     columns = {p.stem: check_structure(p, MAX_CLAIMS_COLUMNS if p.stem == "claims" else None)
                for p in written}
     assert columns["claims"] == len(pt.CLAIMS_HEADER) == 8
     text = next(p for p in written if p.stem == "claims").read_text()
-    assert r"$\delta \le (1-k/d)^2$" in text and "||" not in text and "<=" not in text
+    assert r"$\delta$ $\le$ (1 $-$ k/d)$^2$" in text and "||" not in text and "<=" not in text
     assert "2 failed" in text and "$-$" in text  # failed seeds; signs as math
     for path in written:  # each file stands alone: no reference to another table
         body = path.read_text()
@@ -87,40 +89,107 @@ def test_the_claims_of_the_committed_references_are_well_formed(tmp_path):
             check_structure(tex, MAX_CLAIMS_COLUMNS if tex.stem == "claims" else None)
 
 
-def many_models(n: int, condition: str = "warmup=custom[0.015625,0.004]; k_rule=ceil; "
-                                         "empty_fallback=topk") -> pd.DataFrame:
+LONG_CONDITION = Condition(warmup="custom", warmup_schedule=(0.015625, 0.004), k_rule="ceil",
+                           deviations=("empty_fallback=topk",))
+
+
+def many_models(n: int, condition: Condition = LONG_CONDITION) -> pd.DataFrame:
     """A normality table of n (model, method) rows: as long as the issue's 80-row dump."""
     rng = np.random.default_rng(1)
     return pd.DataFrame({
+        "experiment": [f"exp-{i // 4}" for i in range(n)], "world_size": [4] * n,
         "model": [f"model-{i // 4}" for i in range(n)],
+        "condition": [condition.key()] * n, "condition_text": [describe(condition)] * n,
         "sparsifier": ["topk", "gaussiank-2019", "dgc", "redsync"] * (n // 4),
-        "condition": [condition] * n,
         "snapshots": rng.integers(1, 40, n), "skew": rng.normal(size=n),
         "excess_kurtosis": rng.gamma(2, 5, n), "ks_D": rng.uniform(0, 0.2, n),
         "qq_r": rng.uniform(0.9, 1, n), "gennorm_beta": rng.uniform(0.3, 2, n),
         "best_family": ["gennorm"] * n, "best_family_share": rng.uniform(0, 1, n)})
 
 
-def test_a_table_longer_than_a_page_breaks_across_pages_and_a_short_one_floats():
+def test_a_table_longer_than_a_page_is_continued_with_its_heading_and_a_short_one_floats():
+    """No longtable (it fails in a two-column class): a long table is several table* floats,
+    each continued one under the caption's number and the model heading it continues."""
     long = pt.normality_latex(many_models(80), "n")
-    short = pt.normality_latex(many_models(8, "warmup=none"), "n")
-    assert r"\begin{longtable}" in long and r"\endhead" in long and r"\begin{table}" not in long
-    assert r"\begin{table}[tbp]" in short and "longtable}" not in short.split("\n", 1)[1]
+    short = pt.normality_latex(many_models(8, Condition()), "n")
+    assert "longtable" not in long + short
+    floats = long.split(r"\begin{table*}")[1:]
+    assert len(floats) >= 2 and short.count(r"\begin{table*}") == 1
+    for chunk in floats[1:]:
+        assert r"\addtocounter{table}{-1}" in chunk and "(continued)" in chunk
+        first = chunk.split(r"\midrule", 1)[1].strip().splitlines()[0]
+        assert first.startswith(r"\multicolumn") and "model-" in first, first
+    assert long.count(r"\label{") == 1
+
+
+def test_the_caption_keeps_its_distance_from_the_rule():
+    """article's caption above a table sits on the table (belowcaptionskip 0pt): each float
+    sets a skip below its caption before \toprule."""
+    for tex in (pt.normality_latex(many_models(80), "n"),
+                pt.normality_latex(many_models(8), "n")):
+        for chunk in tex.split(r"\begin{table*}")[1:]:
+            before = chunk.split(r"\toprule", 1)[0]
+            assert r"\setlength{\belowcaptionskip}{" in before.split(r"\caption", 1)[0]
+            skip = re.search(r"\\belowcaptionskip\}\{(\d+(\.\d+)?)pt\}", before)
+            assert skip and float(skip.group(1)) >= 4, before
 
 
 @pytest.mark.skipif(not have_pdflatex(), reason="pdflatex is not installed")
-def test_every_table_compiles_on_its_pages(written, tmp_path):
-    """Ours, the long ones (80 models; the committed reference claims of both profiles twice
-    over: three-digit row numbers), each table on pages of its own."""
+@pytest.mark.parametrize("twocolumn", [False, True], ids=["article", "twocolumn"])
+def test_every_table_compiles_on_its_pages_in_both_classes(written, tmp_path, twocolumn):
+    """Every .tex the writer makes — ours, the long ones (80 models; the committed reference
+    claims of both profiles, the quick ones twice over: three-digit row numbers), the catalog
+    of every view — in a one-column and in a two-column article, each table on pages of its
+    own: no overfull or underfull box, no float too large, no label twice."""
+    from tests.test_paper_tables import catalog
+
     long = tmp_path / "long"
     pt.write_table(many_models(80), long, "normality", pt.normality_latex(many_models(80), "n"))
     extra = [long / "normality.tex"]
+    for profile, times in (("quick", 2), ("standard", 1)):
+        table = pd.read_csv(REFERENCE / f"claims-{profile}.csv")
+        files = pt.write_all(tmp_path / profile, profile, claims=pd.concat([table] * times))
+        extra += [p for p in files if p.suffix == ".tex"]
+    extra += [p for p in pt.write_all(tmp_path / "catalog", "catalog", claims=catalog())
+              if p.suffix == ".tex"]
+    log = compile_tables([*written, *extra], tmp_path / "doc", twocolumn=twocolumn)
+    assert pages(log) >= len(written) + len(extra)
+
+
+@pytest.mark.skipif(not have_pdflatex(), reason="pdflatex is not installed")
+def test_two_profiles_tables_in_one_paper(tmp_path):
+    """A paper \\inputs the quick and the standard profile's tables: every label differs."""
+    paths = []
     for profile in ("quick", "standard"):
         table = pd.read_csv(REFERENCE / f"claims-{profile}.csv")
-        files = pt.write_all(tmp_path / profile, profile, claims=pd.concat([table, table]))
-        extra += [p for p in files if p.suffix == ".tex"]
-    log = compile_tables([*written, *extra], tmp_path / "doc")
-    assert pages(log) >= len(written) + len(extra)
+        paths += sorted(p for p in pt.write_all(tmp_path / profile, profile, claims=table)
+                        if p.suffix == ".tex")
+    labels = [re.findall(r"\\label\{([^}]*)\}", p.read_text()) for p in paths]
+    flat = [x for found in labels for x in found]
+    assert len(flat) == len(set(flat)) == len(paths)
+    assert "tab:claims-distribution-quick" in flat and "tab:claims-distribution-standard" in flat
+    compile_tables(paths, tmp_path / "doc", twocolumn=True)
+
+
+@pytest.mark.skipif(not have_pdflatex(), reason="pdflatex is not installed")
+def test_number_columns_are_as_wide_as_their_widest_cell(tmp_path):
+    """The full profile's convergence table: a billion elements sent ('1115.58') beside the
+    wire bytes collided in a fixed-width column (overfull 6.3 pt); a number column is as wide
+    as its widest cell, in both classes."""
+    runs = [fake_run("convergence-resnet20-cifar10", "topk", s, m, workers=16,
+                     selected=34_865_000 + s, wire=558_000_000 + s, payload=557_000_000)
+            for s, m in enumerate([0.90, 0.92, 0.94])]
+    # dense: every element of a 14.7M-parameter model from 16 workers, 30,000 steps' worth
+    runs += [fake_run("convergence-resnet20-cifar10", "dense", 0, 0.95, workers=16,
+                      selected=220_000_000_000, wire=14_000_000_000_000,
+                      payload=14_000_000_000_000)]
+    table = pt.convergence_table(runs)
+    assert table["elements"].max() > 1e9
+    tex = pt.convergence_latex(table, "c")
+    path = tmp_path / "convergence.tex"
+    path.write_text(tex)
+    for twocolumn in (False, True):
+        compile_tables([path], tmp_path / f"doc{twocolumn}", twocolumn=twocolumn)
 
 
 @pytest.mark.skipif(not have_pdflatex(), reason="pdflatex is not installed")
@@ -130,8 +199,8 @@ def test_the_paper_views_of_the_reference_claims_fit_a_few_pages(tmp_path):
     table = pd.read_csv(REFERENCE / "claims-quick.csv")
     files = {p.stem: p for p in pt.write_all(tmp_path, "quick", claims=table)
              if p.suffix == ".tex"}
-    # the convergence view also compares the outer-loop trainings (three rows): two pages
-    budget = {"claims-distribution": 1, "claims-convergence": 2, "claims-predictions": 5}
+    budget = {"claims-distribution": 1, "claims-convergence": 1, "claims-outer": 1,
+              "claims-predictions": 5}
     for name, most in budget.items():
         assert pages(compile_tables([files[name]], tmp_path / name)) <= most, name
 
@@ -161,6 +230,16 @@ def test_the_checks_catch_what_pdflatex_would_print_wrongly(tmp_path):
     dangling.write_text("See Table~\\ref{tab:elsewhere}.\n")
     with pytest.raises(AssertionError, match="Reference"):
         compile_tables([dangling], tmp_path / "dangling")
+    loose = tmp_path / "loose.tex"  # a cell stretched past its badness: underfull
+    loose.write_text("\\begin{tabular}{p{3cm}}\\toprule\n\\hspace{0pt}a b c d e f g h i j k l "
+                     "m n\\linebreak o\\\\\n\\bottomrule\\end{tabular}\n")
+    with pytest.raises(AssertionError, match="Underfull"):
+        compile_tables([loose], tmp_path / "loose")
+    twice = tmp_path / "twice.tex"
+    twice.write_text("\\begin{table}\\caption{a}\\label{tab:x}\\end{table}"
+                     "\\begin{table}\\caption{b}\\label{tab:x}\\end{table}\n")
+    with pytest.raises(AssertionError, match="multiply defined"):
+        compile_tables([twice], tmp_path / "twice")
 
 
 def test_column_count_reads_every_kind_of_spec():
@@ -198,8 +277,39 @@ def test_the_tables_command_writes_every_table_of_any_runs(small, tmp_path, caps
     assert (convergence["wire_bytes"] >= convergence["payload_bytes"]).all()
     for path in [*written, *seeds]:
         check_structure(path, MAX_CLAIMS_COLUMNS if path.stem == "claims" else None)
-    if have_pdflatex():
-        compile_tables([*written, *seeds], tmp_path / "doc")
+    if have_pdflatex():  # two writes of one profile: one paper each (their labels agree)
+        compile_tables(written, tmp_path / "doc")
+        compile_tables(seeds, tmp_path / "doc-seeds", twocolumn=True)
     # bad input: one line, exit 2, nothing written
     assert main(["tables", str(tmp_path / "nowhere"), "--tables", str(tmp_path / "bad")]) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+def test_the_tables_command_writes_the_tables_of_committed_claims(tmp_path, capsys):
+    """`topkscope tables --claims FILE`: the claims views and the appendix of a committed
+    claims table, their labels carrying the profile its rows name; a file that is no claims
+    table, or none at all: one line, exit 2, nothing written."""
+    from topkscope.cli import main
+
+    out = tmp_path / "tables"
+    assert main(["tables", "--claims", str(REFERENCE / "claims-standard.csv"),
+                 "--tables", str(out)]) == 0
+    stems = {p.stem for p in out.glob("*.tex")}
+    assert {"claims", "claims-distribution", "claims-convergence", "claims-outer",
+            "claims-predictions"} <= stems
+    assert r"\label{tab:claims-distribution-standard}" in \
+        (out / "claims-distribution.tex").read_text()
+    assert "tables: " in capsys.readouterr().out
+    for path in sorted(out.glob("*.tex")):
+        check_structure(path, MAX_CLAIMS_COLUMNS if path.stem == "claims" else None)
+    if have_pdflatex():
+        compile_tables(sorted(out.glob("*.tex")), tmp_path / "doc", twocolumn=True)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    for given in (bad, tmp_path / "missing.csv"):
+        assert main(["tables", "--claims", str(given), "--tables", str(tmp_path / "no")]) == 2
+        err = capsys.readouterr().err
+        assert str(given.name) in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "no").exists()
+    assert main(["tables", "--tables", str(tmp_path / "no")]) == 2
+    assert "--claims" in capsys.readouterr().err

@@ -301,7 +301,7 @@ def test_write_time_to_accuracy_writes_the_table_the_figure_and_the_claims(tmp_p
 
     tex = claims_latex(claims, "Claims.")["claims"]
     assert tex.count("time to accuracy") == 2 and "trains as Top-k" not in tex
-    assert r"predicted; warmup=\allowbreak{}none; rho=\allowbreak{}0.001; network" in tex
+    assert r"predicted; counts from $\rho$ = 0.001; network" in tex
     empty = tmp_path / "empty"
     empty.mkdir()
     assert tta.write_time_to_accuracy(empty, log=logged.append)[0].empty

@@ -1,17 +1,22 @@
 """Tables for papers: each table as CSV (every value at full precision, columns named as in the
-results) and as a LaTeX table a paper can \\input: readable headers with their units, a fixed
-number of decimals per column, math in the captions, and every table on its page. One public
-function builds each table's frame and one writes each .tex; `write_all` writes them all,
-`write_for_paths` (behind `topkscope tables`) for any runs.
+results, counts as whole numbers) and as a LaTeX table a paper can \\input: readable headers
+with their units, a fixed number of decimals per column, conditions, methods and networks in
+the words people write them (topkscope.condition.describe, names.sparsifier_name,
+perf.networks.display_name), every table on its pages in a one-column and in a two-column
+class. One public function builds each table's frame and one writes each .tex; `write_all`
+writes them all, `write_for_paths` (behind `topkscope tables`) for any runs or a committed
+claims table.
 
     write_all(out_dir, profile, distribution_runs, convergence_runs, claims, bench)
 
-Per question, from the runs:
+Per question, from the runs (one row per experiment: two experiments of one model are never
+pooled, and the heading names each with its workers and training condition):
 
     contraction  δ = ‖u − TopK(u)‖²/‖u‖² of whole-model u against 1 − k/d, (1 − k/d)² and the
-                 Gaussian value, per model, condition and density: medians over the recorded
-                 (step, worker) rows and the share of rows meeting each claim's criterion
-    normality    per model, method and condition: median skew, excess kurtosis,
+                 Gaussian value, per experiment, condition and the density the recorder
+                 evaluated at: medians over the recorded (step, worker) rows and the share of
+                 rows meeting each claim's criterion
+    normality    per experiment, method and condition: median skew, excess kurtosis,
                  Kolmogorov-Smirnov D against the fitted normal (an effect size), Q-Q r,
                  the fitted generalised normal's shape β and the family that fits best by BIC
                  (most often over the snapshots of u)
@@ -23,23 +28,33 @@ Per question, from the runs:
                  pairs' bytes, means over seeds of the whole run (train.parquet)
     speed        selection time per method and d, and its ratio to torch.topk in the same run
 
-and from the claims table (a DataFrame with the columns of results/claims.csv), one paper view
-per claim of the paper, formatting its columns (the verdict rules are topkscope.analysis's):
+and from the claims table (a DataFrame with the columns of results/claims.csv, of any schema:
+topkscope.claims.migrate), one view per table the registry presents claims in
+(Presentation.table; a row's claim is its claim_key, never read from the claim's name):
 
-    claims-distribution  per model and condition: u Gaussian-like, δ ≤ (1 − k/d)², δ at most
-                         the Gaussian value, the convexity condition, the fitted value, the
-                         published Gaussian-k's count in [2k/3, 4k/3]: share of units, verdict
-    claims-convergence   per model, method and condition: the difference to Top-k with its
-                         95 % interval, seeds, traffic relative to Top-k, both verdicts
+    claims-distribution  model × condition: each claim of the distribution table (its
+                         Presentation.column): the verdict and the share of units meeting it
+    claims-counts        model × condition × selector: each claim of the counts table
+    claims-convergence   model × method × condition: the difference to Top-k with its 95 %
+                         interval, seeds, traffic relative to Top-k, each claim's verdict
+    claims-outer         the outer-loop trainings each against its reference (DiLoCo, per-step
+                         Top-k, the Nesterov outer step): difference, seeds, bytes, verdict
+    claims-outer-shares  the pseudo-gradient's own claims per model and condition
     claims-predictions   the predicted speed-ups at P = 16: per model, method, training
                          condition and network, each baseline's verdict and break-even time
-    claims               every row in one line (appendix), with claims-evidence (each row's
-                         cause and evidence, numbered alike) and claims-rules
+    claims               every row but the speed-ups in one line (appendix), with
+                         claims-evidence (each row's cause and evidence, numbered alike) and
+                         claims-rules
 
-A table of more than FLOAT_LINES lines (its rows as they wrap, roughly) is a longtable (it
-breaks across pages, its head repeats); a shorter one is a table float. Nothing is shrunk:
-the columns are chosen to fit \\linewidth, text columns wrap. The .tex files need \\usepackage{booktabs,graphicx,tabularx,
-longtable} (PACKAGES; texlive-latex-base and -recommended) and compile with pdflatex.
+Every table is one or more `table*` floats of the full text width (no longtable: it fails in
+a two-column class): a table longer than a page (its rows as they wrap, estimated) continues
+in further floats under the caption's number, the head and the model heading repeated, each
+on a page of its own. Text columns wrap (tabularx X columns share what the number columns
+leave), number columns are as wide as their widest cell. Labels carry the profile
+(`tab:claims-distribution-quick`), so two profiles' tables can be \\input in one paper. The
+.tex files need \\usepackage{booktabs,tabularx} (PACKAGES; texlive-latex-base and
+-recommended) and compile with pdflatex in \\documentclass{article} and
+\\documentclass[twocolumn]{article}.
 """
 
 from __future__ import annotations
@@ -57,22 +72,34 @@ import pandas as pd
 from topkscope.io import atomic_write, write_bytes_atomic
 
 SIGNIFICANT = 4
-PACKAGES = ("booktabs", "graphicx", "tabularx", "longtable")
-FLOAT_LINES = 46  # a table of more lines than this (rows as they wrap, caption): a longtable
-POINTS_PER_CHAR = {r"\small": 4.6, r"\footnotesize": 4.2}  # a character's width, roughly
-LINE_WIDTH_PT = 345.0  # \linewidth of a one-column article (10pt)
+PACKAGES = ("booktabs", "tabularx")
+# what one float may hold, in footnote-size lines (rows as they wrap, headings, the caption):
+# the page holds about 57 (\textheight 550pt at a 9.5pt baseline); the rest is kept for rules,
+# the spaces between groups and the estimate's error
+PAGE_LINES = 48
+# a footnote-size character's width (cmr8), a little more than measured: a digit 4.25pt (a
+# number column's width), a character of text 3.82pt on average (a text column's lines)
+CHAR_PT = 4.4
+TEXT_CHAR_PT = 3.9
+CAPTION_CHAR_PT = 5.0  # a caption's character (cmr10, 12pt lines), a little more than measured
+LINE_WIDTH_PT = 345.0  # \linewidth of a one-column article (10pt); a two-column one's is wider
+TABCOLSEP_PT = 3.0
+CAPTION_SKIP_PT = 6   # between a caption and the table's top rule
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                   "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
                   "|": r"\textbar{}",
-                  # the signs the claims' words use, as math
+                  # the signs the claims' and the conditions' words use, as math
                   "−": "$-$", "×": r"$\times$", "ρ": r"$\rho$", "δ": r"$\delta$",
-                  "β": r"$\beta$", "φ": r"$\phi$", "≤": r"$\le$", "≥": r"$\ge$", "²": r"$^2$",
-                  "±": r"$\pm$", "∞": r"$\infty$", "·": r"$\cdot$", "–": r"\textendash{}",
-                  "—": r"\textemdash{}", "‖": r"$\|$", "∩": r"$\cap$"}
+                  "β": r"$\beta$", "φ": r"$\phi$", "μ": r"$\mu$", "≤": r"$\le$", "≥": r"$\ge$",
+                  "²": r"$^2$", "±": r"$\pm$", "∞": r"$\infty$", "·": r"$\cdot$",
+                  "→": r"$\to$", "≈": r"$\approx$", "–": r"\textendash{}",
+                  "—": r"\textemdash{}", "‖": r"$\|$", "∩": r"$\cap$", "…": r"\dots{}"}
 GLOBAL = "__global__"
 VERDICT_SHORT = {"holds": "holds", "fails": "fails", "mixed": "mixed",
                  "inconclusive": "incon.", "insufficient-data": "too few"}
+VERDICT_NOTE = ("incon.: inconclusive, too few: insufficient data, by the rules of the claims "
+                "table")
 
 
 def latex_escape(text: str) -> str:
@@ -104,6 +131,21 @@ def caption(measured: str, on: str, profile: str | None) -> str:
     return f"{measured} ({latex_escape(on)}; profile {latex_escape(profile or 'unknown')})."
 
 
+def label(name: str, profile: str | None) -> str:
+    """The \\label of a table (after 'tab:'): its name and the profile, so two profiles'
+    tables can be \\input in one paper ('claims-distribution-quick'; 'quick/standard' ->
+    'quick-standard'); without a profile the name alone."""
+    if not profile:
+        return name
+    return f"{name}-{re.sub(r'[^A-Za-z0-9]+', '-', str(profile)).strip('-')}"
+
+
+def _counted(n, word: str) -> str:
+    """'1 run', '5 runs' (a count as a whole number)."""
+    n = int(n)
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 # ------------------------------------------------------------------ cells and columns
 def fixed(decimals: int, scale: float = 1.0) -> Callable:
     """A cell with `decimals` decimals of value * scale; "--" when missing; a minus as math."""
@@ -128,17 +170,35 @@ def text(value) -> str:
 
 
 def breakable(value) -> str:
-    """Text that may break after '=', ',', '[' and '_' (a condition is one long word)."""
+    """Text that may break after '=', ',', '[' and '_' (an identifier is one long word)."""
     return text(value).replace("=", r"=\allowbreak{}").replace("[", r"[\allowbreak{}").replace(
         ",", r",\allowbreak{}").replace(r"\_", r"\_\allowbreak{}")
 
 
+def words(value) -> str:
+    """Text in words (a condition said by topkscope.condition.describe), escaped; a word too
+    long for a narrow column (an older table's condition key as written, "warmup=none;")
+    may break after '=', ',', '[' and '_'."""
+    if _missing(value) or value == "":
+        return "--"
+    return " ".join(breakable(w) if len(w) > 8 else latex_escape(w)
+                    for w in str(value).split(" "))
+
+
+def _shown_length(cell: str) -> int:
+    """How many characters a LaTeX cell shows, roughly (a command or a math sign as one)."""
+    shown = re.sub(r"\\[a-zA-Z]+\*?(\{\})?|\\.", "x", cell)
+    return len(re.sub(r"[{}$]", "", shown))
+
+
 @dataclass(frozen=True)
 class Column:
-    """One column of a .tex table: the frame's `key`, its LaTeX `header` (units included),
-    how a value shows (`cell`: value -> LaTeX; `row`: the whole row -> LaTeX, for cells made
-    of several columns) and its width: `width` (share of the line) makes a wrapping text
-    column, else it is as wide as its widest cell, right-aligned when `right`."""
+    """One column of a .tex table: the frame's `key`, its LaTeX `header` (units included; in a
+    number column '\\n' separates the lines of a stacked header), how a value shows (`cell`:
+    value -> LaTeX; `row`: the whole row -> LaTeX, for cells made of several columns) and its
+    kind: `width` (a weight) makes a wrapping text column, which shares what the others leave
+    of the line by weight; else it is as wide as its widest cell (a number column),
+    right-aligned when `right`."""
 
     key: str
     header: str
@@ -150,85 +210,178 @@ class Column:
     def show(self, row) -> str:
         return self.row(row) if self.row is not None else self.cell(row[self.key])
 
-    def lines(self, cell: str, size: str) -> int:
-        """How many lines `cell` takes in this column (1 unless it wraps), roughly."""
-        if self.width is None:
-            return 1
-        shown = re.sub(r"\\[a-zA-Z]+(\{\})?|[{}$]", "", cell)
-        per_line = max(1, int((self.width * LINE_WIDTH_PT - 12) / POINTS_PER_CHAR.get(
-            size.split("\\setlength")[0], 4.6)))
-        return max(1, math.ceil(len(shown) / per_line))
-
     @property
-    def spec(self) -> str:
-        if self.width is not None:
-            side = r"\raggedleft" if self.right else r"\raggedright"
-            return (f">{{{side}\\arraybackslash}}p{{\\dimexpr {self.width:g}"
-                    r"\linewidth-2\tabcolsep}")
-        return "r" if self.right else "l"
+    def wraps(self) -> bool:
+        return self.width is not None
+
+    def head(self) -> str:
+        """The header cell: a stacked header of a number column as a one-column tabular."""
+        lines = self.header.split("\n")
+        if self.wraps or len(lines) == 1:
+            return " ".join(lines)
+        side = "r" if self.right else "l"
+        stacked = r" \\ \relax ".join(lines)  # \relax: a line may open with "["
+        return rf"\begin{{tabular}}[b]{{@{{}}{side}@{{}}}}{stacked}\end{{tabular}}"
+
+    def natural_pt(self, cells: Iterable[str]) -> float:
+        """The width of a number column, roughly: its widest cell or header line."""
+        widest = max([_shown_length(c) for c in cells] + [_shown_length(h) for h in
+                                                          self.header.split("\n")])
+        return widest * CHAR_PT + 2 * TABCOLSEP_PT
+
+
+def _lines(cell: str, width_pt: float) -> int:
+    """How many lines `cell` takes in a text column `width_pt` wide, roughly (words wrap: a
+    tenth more than the characters alone)."""
+    per_line = max(1, int((width_pt - 2 * TABCOLSEP_PT) / TEXT_CHAR_PT))
+    return max(1, math.ceil(1.1 * _shown_length(cell) / per_line))
+
+
+def _longest_word(cell: str) -> int:
+    """The characters of the longest piece of a cell a line cannot break (between spaces,
+    allowed breaks and after hyphens)."""
+    pieces = re.split(r"\s+|\\allowbreak\{\}|(?<=-)", cell)
+    return max((_shown_length(p) for p in pieces), default=0)
+
+
+def _widths(columns: Sequence[Column], rows: Sequence[list[str]]) -> list[float]:
+    """Each column's width in points, roughly: a number column its widest cell; the text
+    columns share what the number columns leave of LINE_WIDTH_PT by weight, each at least as
+    wide as its longest word (the others give way)."""
+    shown = [[r[i] for r in rows] for i in range(len(columns))]
+    natural = {i: c.natural_pt(shown[i]) for i, c in enumerate(columns) if not c.wraps}
+    need = {i: max(_longest_word(x) for x in [*shown[i], c.header]) * CHAR_PT
+            + 2 * TABCOLSEP_PT for i, c in enumerate(columns) if c.wraps}
+    left = LINE_WIDTH_PT - sum(natural.values())
+    floor: dict[int, float] = {}
+    while len(floor) < len(need):
+        free = [i for i in need if i not in floor]
+        room = max(left - sum(floor.values()), 0.0)
+        weights = sum(columns[i].width for i in free)
+        share = {i: room * columns[i].width / weights for i in free}
+        short = [i for i in free if share[i] < need[i]]
+        if not short:
+            floor.update(share)
+            break
+        floor.update({i: need[i] for i in short})
+    return [natural[i] if i in natural else floor[i] for i in range(len(columns))]
+
+
+def _spec(columns: Sequence[Column], widths: Sequence[float]) -> str:
+    """tabularx's column spec: number columns r/l, text columns X with \\hsize in proportion
+    to their `widths` (the factors add up to the number of X columns, as tabularx needs)."""
+    wrapping = [w for c, w in zip(columns, widths) if c.wraps]
+    total = sum(wrapping) or 1.0
+    # rounded, the last one takes the rest (TeX's products of factor and \\hsize may still
+    # leave the rows a few sp short of the line: \\extracolsep{\\fill} takes them up, else
+    # "Underfull \\hbox in alignment")
+    factors = [round(w * len(wrapping) / total, 3) for w in wrapping]
+    if factors:
+        factors[-1] = round(len(wrapping) - sum(factors[:-1]), 3)
+    parts, i = [], 0
+    for c in columns:
+        if not c.wraps:
+            parts.append("r" if c.right else "l")
+            continue
+        side = r"\raggedleft" if c.right else r"\raggedright"
+        parts.append(rf">{{{side}\arraybackslash\hsize={factors[i]:.3f}\hsize}}X")
+        i += 1
+    return r"@{\extracolsep{\fill}}" + "".join(parts) + "@{}"
 
 
 def _needs() -> str:
     return f"% needs \\usepackage{{{','.join(PACKAGES)}}}"
 
 
-def to_latex(frame: pd.DataFrame, columns: Sequence[Column], caption_text: str, label: str,
-             group: Callable | None = None, size: str = r"\small",
-             notes: str = "", tight: bool = False) -> str:
-    """The table of frame's rows with these columns: a table float, or a longtable when it has
-    more than FLOAT_ROWS rows. group(row) -> LaTeX: a row spanning the table before each run of
-    rows with the same group (the model, say), instead of repeating it on every row. tight:
-    3pt between columns instead of 6pt (many narrow columns)."""
-    if tight:
-        size += r"\setlength{\tabcolsep}{3pt}"
-    head = " & ".join(c.header for c in columns) + r" \\"
-    spec = "@{}" + "".join(c.spec for c in columns) + "@{}"
-    body, last = [], object()
-    lines = 1 + max(c.lines(c.header, size) for c in columns)  # the head
-    for _, row in frame.iterrows():
-        if group is not None and group(row) != last:
-            last = group(row)
-            if body:
-                body.append(r"\addlinespace")
-            # a long group (a model and a condition) wraps at the line width
-            span = "@{}l" if len(re.sub(r"\\[a-zA-Z]+(\{\})?|[{}$]", "", last)) <= 50 \
-                else r"@{}>{\raggedright\arraybackslash}p{\linewidth}@{}"
-            body.append(rf"\multicolumn{{{len(columns)}}}{{{span}}}{{\emph{{{last}}}}} \\")
-            lines += 2
-        cells = [c.show(row) for c in columns]
-        lines += max(c.lines(cell, size) for c, cell in zip(columns, cells))
-        body.append(" & ".join(cells) + r" \\")
-    cap = rf"\caption{{{caption_text}{(' ' + notes) if notes else ''}}}\label{{tab:{label}}}"
-    lines += math.ceil(1.3 * len(cap) / 80)  # the caption, in the text's larger size
-    if lines <= FLOAT_LINES:
-        lines = [_needs(), r"\begin{table}[tbp]", r"\centering", size, cap,
-                 rf"\begin{{tabular}}{{{spec}}}", r"\toprule", head, r"\midrule", *body,
-                 r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
-    else:
-        lines = [_needs(), r"\begingroup", size, rf"\begin{{longtable}}{{{spec}}}",
-                 cap + r" \\", r"\toprule", head, r"\midrule", r"\endfirsthead",
-                 r"\multicolumn{" + str(len(columns)) + r"}{@{}l}{\emph{(continued)}} \\",
-                 r"\toprule", head, r"\midrule", r"\endhead",
-                 r"\bottomrule", r"\endfoot", *body, r"\end{longtable}", r"\endgroup", ""]
-    return "\n".join(lines)
+def _heading(n: int, words: str) -> str:
+    """A row spanning the table (the model and what its rows share), wrapping at the width."""
+    return (rf"\multicolumn{{{n}}}{{@{{}}>{{\raggedright\arraybackslash}}p{{\linewidth}}@{{}}}}"
+            rf"{{\emph{{{words}}}}} \\")
 
 
-def compact(frame: pd.DataFrame, columns: Sequence[Column], caption_text: str, label: str,
-            notes: str, group: Callable | None = None) -> str:
-    """to_latex of a paper view: footnote size, 3pt between columns, the model (`group`,
-    default: the row's model) as a row spanning the table."""
-    return to_latex(frame, columns, caption_text, label, size=r"\footnotesize", tight=True,
-                    group=group or (lambda r: _shown_model(r["model"])), notes=notes)
+def _float(spec: str, head: str, caption_line: str, body: list[str], size: str) -> list[str]:
+    return [r"\begin{table*}[tbp]", r"\centering", size,
+            rf"\setlength{{\abovecaptionskip}}{{0pt}}"
+            rf"\setlength{{\belowcaptionskip}}{{{CAPTION_SKIP_PT}pt}}",
+            caption_line, rf"\begin{{tabularx}}{{\linewidth}}{{{spec}}}", r"\toprule", head,
+            r"\midrule", *body, r"\bottomrule", r"\end{tabularx}", r"\end{table*}"]
+
+
+def to_latex(frame: pd.DataFrame, columns: Sequence[Column], caption_text: str, name: str,
+             profile: str | None = None, group: Callable | None = None, notes: str = "",
+             size: str = r"\footnotesize\setlength{\tabcolsep}{3pt}") -> str:
+    """The table of frame's rows with these columns as `table*` floats of the full width: one
+    float, or, when its rows (as they wrap, estimated) would not fit a page, as many as they
+    need, each continuing under the caption's number ("(continued)") with the head and, when a
+    group goes on, its heading repeated, each after a \\clearpage. group(row) -> LaTeX: a row
+    spanning the table before each run of rows with the same group (the model, say), instead of
+    repeating it on every row. Labelled tab:<name>-<profile> (label())."""
+    cells = [[c.show(row) for c in columns] for _, row in frame.iterrows()]
+    groups = [group(row) for _, row in frame.iterrows()] if group is not None else \
+        [None] * len(cells)
+    widths = _widths(columns, cells)
+    heads = [c.head() for c in columns]
+    head = " & ".join(heads) + r" \\"
+    head_lines = max(1 + c.header.count("\n") if not c.wraps else _lines(c.header, w)
+                     for c, w in zip(columns, widths))
+    cap = (rf"\caption{{{caption_text}{(' ' + notes) if notes else ''}}}"
+           rf"\label{{tab:{label(name, profile)}}}")
+    line_chars = LINE_WIDTH_PT / TEXT_CHAR_PT
+    chunks: list[list[str]] = [[]]
+    # the caption is set in the text's size (LaTeX's \caption says \normalsize): its lines
+    # in footnote-size lines
+    caption_lines = math.ceil(_shown_length(cap) * CAPTION_CHAR_PT / LINE_WIDTH_PT) * 12 / 9.5
+    used = head_lines + caption_lines + 1
+    last = object()
+    for row_cells, grp in zip(cells, groups):
+        height = max(_lines(cell, w) if c.wraps else 1
+                     for c, cell, w in zip(columns, row_cells, widths))
+        starts = grp is not None and grp != last
+        heading = math.ceil(_shown_length(grp) / line_chars) + 0.5 if grp is not None else 0
+        if used + height + (heading if starts else 0) > PAGE_LINES and chunks[-1]:
+            chunks.append([])
+            used = head_lines + 2
+            if grp is not None and not starts:  # the group goes on: say so
+                chunks[-1].append(_heading(len(columns), f"{grp} (continued)"))
+                used += heading
+        if starts:
+            if chunks[-1]:
+                chunks[-1].append(r"\addlinespace")
+            chunks[-1].append(_heading(len(columns), grp))
+            used += heading
+            last = grp
+        chunks[-1].append(" & ".join(row_cells) + r" \\")
+        used += height
+    spec = _spec(columns, widths)
+    lines = [_needs()]
+    for i, body in enumerate(chunks):
+        if i == 0:
+            lines += _float(spec, head, cap, body, size)
+        else:
+            lines += [r"\clearpage", *_float(spec, head, r"\addtocounter{table}{-1}"
+                                             r"\caption[]{(continued)}", body, size)]
+    return "\n".join(lines + [""])
+
+
+def compact(frame: pd.DataFrame, columns: Sequence[Column], caption_text: str, name: str,
+            notes: str, profile: str | None = None, group: Callable | None = None) -> str:
+    """to_latex of a view: the model (`group`, default: the row's model) as a row spanning the
+    table."""
+    return to_latex(frame, columns, caption_text, name, profile, notes=notes,
+                    group=group or (lambda r: _shown_model(r["model"])))
 
 
 def write_table(frame: pd.DataFrame, out_dir: str | Path, name: str, tex: str
                 ) -> tuple[Path, Path]:
-    """out_dir/name.csv (frame as it is) and out_dir/name.tex (tex), each written atomically;
-    returns both paths."""
+    """out_dir/name.csv (frame, its counts as whole numbers) and out_dir/name.tex (tex), each
+    written atomically; returns both paths."""
+    from topkscope.claims.row import with_count_types
+
     if not name or not all(ch.isalnum() or ch in "-_" for ch in name):
         raise ValueError(f"table name {name!r} must be letters, digits, '-' or '_'")
     out = Path(out_dir)
-    csv = atomic_write(out / f"{name}.csv", lambda tmp: frame.to_csv(tmp, index=False))
+    shown = with_count_types(frame.copy())
+    csv = atomic_write(out / f"{name}.csv", lambda tmp: shown.to_csv(tmp, index=False))
     return csv, write_bytes_atomic(out / f"{name}.tex", tex.encode())
 
 
@@ -238,6 +391,15 @@ def _model(run) -> str:
     return str(m.get("model") or m.get("experiment") or run.path.name)
 
 
+def _experiment(run) -> str:
+    return str(run.manifest.get("experiment") or run.path.parent.name)
+
+
+def _world_size(run):
+    size = run.manifest.get("world_size")
+    return int(size) if isinstance(size, (int, float)) and not _missing(size) else math.nan
+
+
 def _shown_model(name) -> str:
     from topkscope.plots.titles import model_name
 
@@ -245,25 +407,46 @@ def _shown_model(name) -> str:
 
 
 def _shown_method(name) -> str:
-    """A method's display name; a stats column prefix (tail_k) is read as its registry name."""
+    """A method's display name (several: comma-separated)."""
     from topkscope.plots.titles import sparsifier_name
 
-    return text(", ".join(sparsifier_name(x.replace("_", "-")) for x in str(name).split(",")))
+    return text(", ".join(sparsifier_name(x) for x in str(name).split(",")))
 
 
-def _model_and_condition(row) -> str:
-    return f"{_shown_model(row['model'])}; {breakable(row['condition'])}"
+def _where(model, experiment, world_size) -> str:
+    """'FNN-3, fnn3-mnist (P = 2)': a model and the experiment and workers of its runs."""
+    where = _shown_model(model)
+    if isinstance(experiment, str) and experiment:
+        where += f", {text(experiment)}"
+        if not _missing(world_size):
+            where += f" ($P = {int(world_size)}$)"
+    return where
+
+
+def _trained(row) -> str:
+    """A run table's heading: the model, its experiment and workers, the training condition
+    in words (its `condition_text`)."""
+    said = row["condition_text"]
+    return _where(row["model"], row["experiment"], row["world_size"]) + (
+        f"; training: {latex_escape(said)}" if isinstance(said, str) and said else "")
 
 
 def _rho(value) -> str:
-    return "--" if _missing(value) else f"{float(value):g}"
+    from topkscope.condition import density_text
+
+    return "--" if _missing(value) else latex_escape(density_text(value))
 
 
 # ---------------------------------------------------------------- contraction
+RUN_KEYS = ["experiment", "world_size", "model", "condition", "condition_text"]
+
+
 def _global_u(runs: Iterable) -> pd.DataFrame:
-    """Whole-model u rows of every run with its model and each step's condition (the
-    claims' unit_conditions: warm-up steps are a condition of their own)."""
+    """Whole-model u rows of every run with its experiment, workers, model and each step's
+    condition (the claims' unit_conditions: warm-up steps are a condition of their own) as
+    its key and in words (without the experiment and workers, which have their columns)."""
     from topkscope.analysis.units import unit_conditions
+    from topkscope.condition import describe
 
     frames = []
     for run in runs:
@@ -272,63 +455,71 @@ def _global_u(runs: Iterable) -> pd.DataFrame:
             continue
         u = s[(s["layer"] == GLOBAL) & (s["kind"] == "u")]
         steps = sorted({int(v) for v in u["step"]})
-        label = dict(zip(steps, unit_conditions(run, steps)))
-        frames.append(u.assign(model=_model(run),
-                               condition=[label[int(v)] for v in u["step"]]))
+        found = dict(zip(steps, unit_conditions(run, steps)))
+        conds = [found[int(v)] for v in u["step"]]
+        frames.append(u.assign(experiment=_experiment(run), world_size=_world_size(run),
+                               model=_model(run), condition=[c.key() for c in conds],
+                               condition_text=[describe(c) for c in conds]))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def contraction_table(runs: Sequence) -> pd.DataFrame:
-    """Per model, condition and density: medians of delta_emp and the three reference values
-    over the recorded (step, worker) rows of whole-model u, and the share of rows meeting each
-    claim's criterion (topkscope.analysis.criteria.contraction_shares)."""
+    """Per experiment (its workers), model, condition and recorder density: medians of
+    delta_emp and the three reference values over the recorded (step, worker) rows of
+    whole-model u, and the share of rows meeting each claim's criterion
+    (topkscope.analysis.criteria.contraction_shares). Two experiments are never pooled."""
     from topkscope.analysis.criteria import contraction_shares
 
     u = _global_u(runs)
-    by = ["model", "condition", "density"]
+    by = [*RUN_KEYS, "density"]
     cols = [*by, "records", "delta_emp", "classic_bound", "paper_bound", "gaussian_ratio",
             "share_below_classic", "share_at_most_paper", "share_at_most_gaussian"]
     if u.empty:
         return pd.DataFrame(columns=cols)
+    u = u.assign(world_size=u["world_size"].fillna(-1))  # groupby keeps a missing size
     medians = (u.groupby(by, sort=True)[["topk_ratio", "classic_bound", "paper_bound",
                                          "gaussian_ratio"]].median()
                .rename(columns={"topk_ratio": "delta_emp"}).reset_index())
-    return contraction_shares(u, by).merge(medians, on=by)[cols]
+    out = contraction_shares(u, by).merge(medians, on=by)[cols]
+    return out.assign(world_size=out["world_size"].where(out["world_size"] >= 0))
 
 
-def contraction_latex(frame: pd.DataFrame, caption_text: str) -> str:
+def contraction_latex(frame: pd.DataFrame, caption_text: str, profile: str | None = None
+                      ) -> str:
     delta = fixed(4)
     share = fixed(0, 100)
     columns = [
-        Column("density", r"$\rho$", _rho, right=True),
+        Column("density", "Recorder\n$\\rho$", _rho, right=True),
         Column("records", "Rows", whole, right=True),
         Column("delta_emp", r"$\delta$", delta, right=True),
         Column("classic_bound", r"$1-\frac{k}{d}$", delta, right=True),
         Column("paper_bound", r"$(1-\frac{k}{d})^2$", delta, right=True),
         Column("gaussian_ratio", "Gauss.", delta, right=True),
-        Column("share_at_most_paper", r"\% $\le$ paper", share, right=True, width=0.09),
-        Column("share_at_most_gaussian", r"\% $\le$ Gauss.", share, right=True, width=0.09),
+        Column("share_at_most_paper", "\\%\n$\\le$ paper", share, right=True),
+        Column("share_at_most_gaussian", "\\%\n$\\le$ Gauss.", share, right=True),
     ]
-    return compact(frame, columns, caption_text, "contraction", group=_model_and_condition, notes=(
-                        r"$\delta$ and the references: medians over the recorded (step, "
-                        r"worker) rows of whole-model $u$; the last two columns: \% of those "
-                        r"rows at most $(1-k/d)^2$ and at most the Gaussian value "
-                        r"$1-\rho-2t\phi(t)$, $t = \Phi^{-1}(1-\rho/2)$."))
+    return compact(frame, columns, caption_text, "contraction", profile=profile,
+                   group=_trained, notes=(
+                       r"Recorder $\rho$: the density the recorder evaluated Top-$k$ at (the "
+                       r"training's is in the heading). $\delta$ and the references: medians "
+                       r"over the recorded (step, worker) rows of whole-model $u$; the last two "
+                       r"columns: \% of those rows at most $(1-k/d)^2$ and at most the Gaussian "
+                       r"value $1-\rho-2t\phi(t)$, $t = \Phi^{-1}(1-\rho/2)$."))
 
 
 # ---------------------------------------------------------------- normality
 def normality_table(runs: Sequence) -> pd.DataFrame:
-    """Per model, method and condition: over the snapshots of u (rank 0) of the runs, the
-    median skew, excess kurtosis, KS D and Q-Q r of the normality battery, the median shape β
-    of the generalised normal fitted to u, and the family fitted best by BIC (on u, x) at the
-    most snapshots, with that share (topkscope.analysis.snapshots.analyze_run: a run the
-    figures driver analysed is not analysed again)."""
+    """Per experiment, model, method and condition: over the snapshots of u (rank 0) of the
+    runs, the median skew, excess kurtosis, KS D and Q-Q r of the normality battery, the
+    median shape β of the generalised normal fitted to u, and the family fitted best by BIC
+    (on u, x) at the most snapshots, with that share (topkscope.analysis.snapshots.analyze_run:
+    a run the figures driver analysed is not analysed again)."""
     from topkscope.analysis.fits import best
     from topkscope.analysis.snapshots import analyze_run
-    from topkscope.manifest import condition_of
+    from topkscope.condition import describe, run_condition
 
-    cols = ["model", "sparsifier", "condition", "snapshots", "skew", "excess_kurtosis", "ks_D",
-            "qq_r", "gennorm_beta", "best_family", "best_family_share"]
+    cols = [*RUN_KEYS, "sparsifier", "snapshots", "skew", "excess_kurtosis", "ks_D", "qq_r",
+            "gennorm_beta", "best_family", "best_family_share"]
     rows = []
     for run in runs:
         if run.snapshots.empty or not (run.snapshots["kind"] == "u").any():
@@ -344,8 +535,11 @@ def normality_table(runs: Sequence) -> pd.DataFrame:
         winners = winners.dropna()
         top = winners.value_counts()
         m = run.manifest
-        rows.append({"model": _model(run), "sparsifier": m.get("sparsifier"),
-                     "condition": condition_of(m), "snapshots": len(battery),
+        cond = run_condition(m)
+        rows.append({"experiment": _experiment(run), "world_size": _world_size(run),
+                     "model": _model(run), "condition": cond.training_key(),
+                     "condition_text": describe(cond), "sparsifier": m.get("sparsifier"),
+                     "snapshots": len(battery),
                      **{k: float(battery[k].median()) if k in battery else math.nan
                         for k in ("skew", "excess_kurtosis", "ks_D", "qq_r")},
                      "gennorm_beta": float(beta.median()) if len(beta) else math.nan,
@@ -355,14 +549,15 @@ def normality_table(runs: Sequence) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame(columns=cols)
     frame = pd.DataFrame(rows, columns=cols)
-    return frame.sort_values(["model", "sparsifier", "condition"]).reset_index(drop=True)
+    return frame.sort_values(["experiment", "model", "sparsifier", "condition"]
+                             ).reset_index(drop=True)
 
 
 FAMILY_NAMES = {"normal": "normal", "laplace": "Laplace", "t": "Student-t",
                 "gennorm": "gen. normal"}
 
 
-def normality_latex(frame: pd.DataFrame, caption_text: str) -> str:
+def normality_latex(frame: pd.DataFrame, caption_text: str, profile: str | None = None) -> str:
     def family(row) -> str:
         name = row["best_family"]
         if _missing(name):
@@ -370,18 +565,22 @@ def normality_latex(frame: pd.DataFrame, caption_text: str) -> str:
         return (f"{text(FAMILY_NAMES.get(str(name), str(name)))} "
                 f"({fixed(0, 100)(row['best_family_share'])}\\%)")
 
+    def where(row) -> str:
+        return _where(row["model"], row.get("experiment"), row.get("world_size", math.nan))
+
     columns = [
-        Column("sparsifier", "Method", _shown_method, width=0.14),
-        Column("condition", "Condition", breakable, width=0.16),
+        Column("sparsifier", "Method", _shown_method, width=1.0),
+        Column("condition_text", "Condition", width=1.4),
         Column("snapshots", "Snap.", whole, right=True),
         Column("skew", "Skew", fixed(3), right=True),
-        Column("excess_kurtosis", "Ex.\\ kurt.", fixed(2), right=True),
+        Column("excess_kurtosis", "Ex.\\\nkurt.", fixed(2), right=True),
         Column("ks_D", "KS $D$", fixed(3), right=True),
         Column("qq_r", "Q-Q $r$", fixed(4), right=True),
         Column("gennorm_beta", r"$\beta$", fixed(2), right=True),
-        Column("best_family", "Best fit (BIC)", row=family, width=0.13),
+        Column("best_family", "Best fit (BIC)", row=family, width=1.0),
     ]
-    return compact(frame, columns, caption_text, "normality", notes=(
+    return compact(frame, columns, caption_text, "normality", profile=profile, group=where,
+                   notes=(
         r"Medians over the snapshots of whole-model $u$ (worker 0): skew and excess kurtosis "
         r"(0 for a normal), the Kolmogorov-Smirnov distance $D$ to the fitted normal and the "
         r"normal Q-Q correlation $r$ (effect sizes: $D = 0$, $r = 1$ for a normal), the shape "
@@ -390,50 +589,66 @@ def normality_latex(frame: pd.DataFrame, caption_text: str) -> str:
 
 
 # ---------------------------------------------------------------- selectors
+def _selector_names(runs: Sequence) -> dict[str, str]:
+    """Column prefix -> registered name of the selectors the runs' recorders evaluated
+    (gaussiank_2019 -> gaussiank-2019), and of every registered sparsifier."""
+    from topkscope.schema import column_prefix
+    from topkscope.sparsify import available
+
+    names = list(available())
+    for run in runs:
+        names += list((run.manifest.get("recorder") or {}).get("sparsifiers") or [])
+    return {column_prefix(n): n for n in names}
+
+
 def selectors_table(runs: Sequence) -> pd.DataFrame:
-    """Per model, condition, approximate selector and density: median selected/k, share of
-    records inside the band [2k/3, 4k/3] (the claims' criteria.in_count_band), median recall of
-    the exact top-k set."""
+    """Per experiment, model, condition, approximate selector (its registered name) and
+    recorder density: median selected/k, share of records inside the band [2k/3, 4k/3] (the
+    claims' criteria.in_count_band), median recall of the exact top-k set."""
     from topkscope.analysis.criteria import in_count_band
 
     u = _global_u(runs)
-    cols = ["model", "condition", "selector", "density", "records", "median_selected_over_k",
+    cols = [*RUN_KEYS, "selector", "density", "records", "median_selected_over_k",
             "inside_band", "median_recall"]
     if u.empty:
         return pd.DataFrame(columns=cols)
-    names = sorted(c[: -len("_count")] for c in u.columns
-                   if c.endswith("_count") and f"{c[:-len('_count')]}_recall" in u.columns)
+    registered = _selector_names(runs)
+    prefixes = sorted(c[: -len("_count")] for c in u.columns
+                      if c.endswith("_count") and f"{c[:-len('_count')]}_recall" in u.columns)
+    u = u.assign(world_size=u["world_size"].fillna(-1))
     rows = []
-    for s in names:
+    for s in prefixes:
         have = u.dropna(subset=[f"{s}_count"])
-        for (model, cond, rho), g in have.groupby(["model", "condition", "density"],
-                                                   sort=True):
+        for key, g in have.groupby([*RUN_KEYS, "density"], sort=True):
             ratio = g[f"{s}_count"].astype(float) / g["k"]
-            rows.append({"model": model, "condition": cond, "selector": s, "density": rho,
-                         "records": len(g), "median_selected_over_k": ratio.median(),
+            rows.append({**dict(zip([*RUN_KEYS, "density"], key)),
+                         "selector": registered.get(s, s), "records": len(g),
+                         "median_selected_over_k": ratio.median(),
                          "inside_band": in_count_band(g[f"{s}_count"], g["k"]).mean(),
                          "median_recall": g[f"{s}_recall"].median()})
     frame = pd.DataFrame(rows, columns=cols)
-    return frame.sort_values(["model", "condition", "density", "selector"]).reset_index(
-        drop=True)
+    frame = frame.assign(world_size=frame["world_size"].where(frame["world_size"] >= 0))
+    return frame.sort_values([*RUN_KEYS, "density", "selector"]).reset_index(drop=True)
 
 
-def selectors_latex(frame: pd.DataFrame, caption_text: str) -> str:
+def selectors_latex(frame: pd.DataFrame, caption_text: str, profile: str | None = None) -> str:
     columns = [
-        Column("density", r"$\rho$", _rho, right=True),
-        Column("selector", "Selector", _shown_method, width=0.2),
+        Column("density", "Recorder\n$\\rho$", _rho, right=True),
+        Column("selector", "Selector", _shown_method, width=1.0),
         Column("records", "Rows", whole, right=True),
         Column("median_selected_over_k", "Selected$/k$", fixed(3), right=True),
-        Column("inside_band", r"\% in $[\frac{2k}{3}, \frac{4k}{3}]$", fixed(0, 100),
-               right=True, width=0.12),
+        Column("inside_band", "\\% in\n$[\\frac{2k}{3}, \\frac{4k}{3}]$", fixed(0, 100),
+               right=True),
         Column("median_recall", "Recall", fixed(3), right=True),
     ]
-    return compact(frame, columns, caption_text, "selectors", group=_model_and_condition, notes=(
-                        r"Each selector run by the recorder on the same $u$ as training "
-                        r"(whole model): the median of its count over $k$ and of the share of "
-                        r"the exact top-$k$ set it selects (recall), over the recorded "
-                        r"(step, worker) rows, and the \% of rows whose count lies in "
-                        r"$[2k/3, 4k/3]$."))
+    return compact(frame, columns, caption_text, "selectors", profile=profile, group=_trained,
+                   notes=(
+                       r"Each selector run by the recorder on the same $u$ as training "
+                       r"(whole model) at the density in the first column (the training's is "
+                       r"in the heading): the median of its count over $k$ and of the share of "
+                       r"the exact top-$k$ set it selects (recall), over the recorded "
+                       r"(step, worker) rows, and the \% of rows whose count lies in "
+                       r"$[2k/3, 4k/3]$."))
 
 
 # ---------------------------------------------------------------- convergence
@@ -454,16 +669,16 @@ def run_traffic(run) -> dict[str, float]:
 
 
 def convergence_table(runs: Sequence) -> pd.DataFrame:
-    """Per experiment, sparsifier, condition (density warm-up, deviations) and density: the
-    final held-out metric of each seed's run, its mean and a 95 % Student-t interval
-    (criteria.t_interval; no interval from one seed), the final training loss, and the
-    traffic of a run (run_traffic), means over the seeds."""
+    """Per experiment (its workers), sparsifier, condition (density warm-up, outer loop,
+    deviations) and density: the final held-out metric of each seed's run, its mean and a
+    95 % Student-t interval (criteria.t_interval; no interval from one seed), the final
+    training loss, and the traffic of a run (run_traffic), means over the seeds."""
     from topkscope.analysis.criteria import t_interval
     from topkscope.analysis.seeds import final_metric
-    from topkscope.manifest import condition_of
+    from topkscope.condition import describe, run_condition
 
-    keys = ["experiment", "model", "dataset", "sparsifier", "condition", "density",
-            "metric_name"]
+    keys = ["experiment", "world_size", "model", "dataset", "sparsifier", "condition",
+            "condition_text", "density", "metric_name"]
     cols = [*keys, "n_seeds", "mean", "ci_low", "ci_high", "final_train_loss", "elements",
             "wire_bytes", "payload_bytes"]
     rows = []
@@ -472,10 +687,12 @@ def convergence_table(runs: Sequence) -> pd.DataFrame:
         if final is None:
             continue
         m = run.manifest
+        cond = run_condition(m)
         train_loss = run.train["loss"].iloc[-1] if not run.train.empty else float("nan")
-        rows.append({"experiment": m.get("experiment") or run.path.parent.name,
+        rows.append({"experiment": _experiment(run), "world_size": _world_size(run),
                      "model": m.get("model"), "dataset": m.get("dataset"),
-                     "sparsifier": m.get("sparsifier"), "condition": condition_of(m),
+                     "sparsifier": m.get("sparsifier"), "condition": cond.training_key(),
+                     "condition_text": describe(cond, density=False) or "--",
                      "density": math.nan if m.get("sparsifier") == "dense" else m.get("density"),
                      "metric_name": final[1], "metric": final[0], "train_loss": train_loss,
                      **run_traffic(run)})
@@ -497,38 +714,65 @@ def convergence_table(runs: Sequence) -> pd.DataFrame:
                              ).drop(columns="_order").reset_index(drop=True)
 
 
-def convergence_latex(frame: pd.DataFrame, caption_text: str) -> str:
-    def metric(row) -> str:
-        percent = row["metric_name"] == "accuracy"
-        show = fixed(2, 100) if percent else fixed(1)
+def convergence_latex(frame: pd.DataFrame, caption_text: str, profile: str | None = None
+                      ) -> str:
+    def percent(row) -> bool:
+        return row["metric_name"] == "accuracy"
+
+    def final(row) -> str:
+        return (fixed(2, 100) if percent(row) else fixed(1))(row["mean"])
+
+    def interval(row) -> str:
+        show = fixed(2, 100) if percent(row) else fixed(1)
         if _missing(row["ci_low"]):
-            return show(row["mean"])
-        return f"{show(row['mean'])} [{show(row['ci_low'])}, {show(row['ci_high'])}]"
+            return "--"
+        return f"[{show(row['ci_low'])}, {show(row['ci_high'])}]"
 
     def group(row) -> str:
         from topkscope.plots.titles import dataset_name
 
-        name = "accuracy, \\%" if row["metric_name"] == "accuracy" else str(row["metric_name"])
-        return (f"{_shown_model(row['model'])} on {text(dataset_name(row['dataset']))} "
-                f"({text(row['experiment'])}); final {name}")
+        name = "accuracy, \\%" if percent(row) else text(row["metric_name"])
+        return (f"{_where(row['model'], row['experiment'], row.get('world_size', math.nan))} "
+                f"on {text(dataset_name(row['dataset']))}; final {name}")
 
+    elements, bytes_ = (_thousands(frame[c]) for c in ("elements", "wire_bytes"))
     columns = [
-        Column("sparsifier", "Method", _shown_method, width=0.13),
-        Column("condition", "Condition", breakable, width=0.15),
+        Column("sparsifier", "Method", _shown_method, width=1.0),
+        Column("condition_text", "Condition", width=1.3),
         Column("density", r"$\rho$", _rho, right=True),
         Column("n_seeds", "Seeds", whole, right=True),
-        Column("mean", "Final [95\\% CI]", row=metric, right=True, width=0.17),
+        Column("mean", "Final", row=final, right=True),
+        Column("ci_low", "95\\% CI", row=interval, right=True),
         Column("final_train_loss", "Loss", fixed(3), right=True),
-        Column("elements", "Elem.\\ ($10^6$)", fixed(2, 1e-6), right=True, width=0.08),
-        Column("wire_bytes", "Wire (MB)", fixed(2, 1e-6), right=True, width=0.08),
-        Column("payload_bytes", "Pairs (MB)", fixed(2, 1e-6), right=True, width=0.08),
+        Column("elements", f"Elem.\n($10^{{{elements}}}$)", fixed(2, 10.0 ** -elements),
+               right=True),
+        Column("wire_bytes", f"Wire\n({BYTE_UNITS[bytes_]})", fixed(2, 10.0 ** -bytes_),
+               right=True),
+        Column("payload_bytes", f"Pairs\n({BYTE_UNITS[bytes_]})", fixed(2, 10.0 ** -bytes_),
+               right=True),
     ]
-    return compact(frame, columns, caption_text, "convergence", group=group, notes=(
+    return compact(frame, columns, caption_text, "convergence", profile=profile, group=group,
+                   notes=(
         r"Mean over seeds of the final held-out metric with its 95\% Student-$t$ interval "
         r"(none from one seed), the final training loss, and what one run sent over all its "
         r"steps and workers: elements, wire bytes (each worker's 8-byte count and its pairs "
         r"padded to the largest count of the step) and the selected (value, index) pairs' "
-        r"bytes; 1 MB = $10^6$ bytes. Dense sends every element."))
+        r"bytes; 1 MB = $10^6$ bytes, 1 GB = $10^9$, 1 TB = $10^{12}$. Dense sends every "
+        r"element."))
+
+
+BYTE_UNITS = {6: "MB", 9: "GB", 12: "TB"}
+
+
+def _thousands(values: pd.Series) -> int:
+    """The power of ten (6, 9 or 12) a column of counts is shown in: the smallest that keeps
+    its largest value under 10 000 units, so the column stays narrow ('1115.68' in $10^6$,
+    a dense run's '7056.00' in $10^9$)."""
+    largest = pd.to_numeric(values, errors="coerce").abs().max()
+    for power in (6, 9):
+        if not largest >= 1e4 * 10.0 ** power:
+            return power
+    return 12
 
 
 # ---------------------------------------------------------------- selection speed
@@ -542,7 +786,7 @@ def speed_table(bench: pd.DataFrame, distribution: str = "normal") -> pd.DataFra
     return b[cols].sort_values(["density", "method", "d"]).reset_index(drop=True)
 
 
-def speed_latex(frame: pd.DataFrame, caption_text: str) -> str:
+def speed_latex(frame: pd.DataFrame, caption_text: str, profile: str | None = None) -> str:
     sizes = sorted(frame["d"].unique())
     wide = frame.pivot_table(index=["density", "method"], columns="d",
                              values=["median_ms", "ratio_to_topk"], aggfunc="median")
@@ -562,78 +806,522 @@ def speed_latex(frame: pd.DataFrame, caption_text: str) -> str:
         return (f"$10^{{{exponent:.0f}}}$" if exponent.is_integer()
                 else f"${d / 10 ** math.floor(exponent):g}\\cdot 10^{{{math.floor(exponent)}}}$")
 
-    columns = [Column("method", "Method", _shown_method, width=0.2)]
-    columns += [Column(f"median_ms_{d}", f"$d={power(d)[1:-1]}$", row=at(d), right=True,
-                       width=0.8 / len(sizes)) for d in sizes]
-    return compact(rows, columns, caption_text, "speed",
+    columns = [Column("method", "Method", _shown_method, width=1.0)]
+    columns += [Column(f"median_ms_{d}", f"$d={power(d)[1:-1]}$", row=at(d), right=True)
+                for d in sizes]
+    return compact(rows, columns, caption_text, "speed", profile=profile,
                    group=lambda r: f"$\\rho = {float(r['density']):g}$", notes=(
                         r"Median time of one selection in ms, and in parentheses its ratio "
                         r"to torch.topk measured in the same run (below 1: faster)."))
 
 
-# ------------------------------------------------------------------ the claims in LaTeX
-CLAIM_LABELS = {  # how the claims tables name each claim (formatting only: claims.verdicts)
-    "gaussian_like": "Gaussian-like $u$",
+# ------------------------------------------------------------------ the claims' views
+CURRENT = "topkscope_current_schema"  # a frame's attrs flag: _current made it
+
+
+def _current(claims: pd.DataFrame) -> pd.DataFrame:
+    """The claims table in the current schema (topkscope.claims.migrate.current: an older
+    table's rows get their claim_key from their exact claim names), once."""
+    from topkscope.claims.migrate import current
+
+    if claims.attrs.get(CURRENT):
+        return claims
+    table = current(claims)[0]
+    table.attrs[CURRENT] = True
+    return table
+
+
+def _rows_in(table: pd.DataFrame, key: str) -> pd.DataFrame:
+    """The rows of a current-schema claims table that the registry presents in the findings /
+    LaTeX table `key` (publish.findings.split_tables: the rows' registered claims'
+    Presentation.table; a check row's is "check")."""
+    from topkscope.publish.findings import split_tables
+
+    return split_tables(table).get(key, table.iloc[0:0])
+
+
+def _presented(rows: pd.DataFrame, key: str, section: str | None = None) -> list:
+    """The registered claims of table `key` (and `section`) that have rows, in registry
+    order."""
+    from topkscope.claims.registry import registered
+
+    keys = set(rows["claim_key"].astype(str))
+    return [c for c in registered(section=section) if c.show.table == key and c.name in keys]
+
+
+def _str(value) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _condition_words(row) -> str:
+    """A claims row's condition in words with its experiment and workers
+    (publish.findings.condition_text; an older row's as written)."""
+    from topkscope.publish.findings import condition_text
+
+    return condition_text(row, experiment=True)
+
+
+def _group_key(row, *extra: str) -> tuple:
+    """The rows one line of a view shows: the same model, experiment, workers and condition
+    (and the `extra` fields): two experiments are never pooled."""
+    size = getattr(row, "world_size", math.nan)
+    return (str(row.model), _str(getattr(row, "experiment", "")),
+            "" if _missing(size) else int(size), str(row.condition),
+            *(str(getattr(row, e)) for e in extra))
+
+
+def _identity(row) -> dict:
+    size = getattr(row, "world_size", math.nan)
+    return {"model": row.model, "experiment": _str(getattr(row, "experiment", "")),
+            "world_size": math.nan if _missing(size) else int(size),
+            "condition": row.condition, "condition_text": _condition_words(row)}
+
+
+def _runs_behind(rows: list) -> int:
+    """The distinct runs behind rows (their run_ids), else the largest n_runs."""
+    ids = {i for r in rows for i in _str(getattr(r, "run_ids", "")).split(",") if i}
+    if ids:
+        return len(ids)
+    counts = [float(r.n_runs) for r in rows if not _missing(r.n_runs)]
+    return int(max(counts, default=0))
+
+
+def _share_fields(prefix: str, row) -> dict:
+    if row is None:
+        return {f"{prefix}_{f}": math.nan for f in ("fraction", "fraction_low",
+                                                    "fraction_high")} | {
+            f"{prefix}_verdict": None}
+    return {f"{prefix}_fraction": row.fraction, f"{prefix}_fraction_low": row.fraction_low,
+            f"{prefix}_fraction_high": row.fraction_high, f"{prefix}_verdict": row.verdict}
+
+
+def _share_view(rows: pd.DataFrame, claims: list, *extra: str) -> pd.DataFrame:
+    """One line per (model, experiment, workers, condition, *extra) of `rows`, per claim the
+    share of units meeting it with its interval and the verdict."""
+    groups: dict[tuple, list] = {}
+    for row in rows.itertuples(index=False):
+        groups.setdefault(_group_key(row, *extra), []).append(row)
+    out = []
+    for found in groups.values():
+        by = {r.claim_key: r for r in found}
+        line = {**_identity(found[0]), **{e: getattr(found[0], e) for e in extra},
+                "runs": _runs_behind(found)}
+        for c in claims:
+            line.update(_share_fields(c.name, by.get(c.name)))
+        gains = [r.energy_gain for r in found if not _missing(r.energy_gain)]
+        line["energy_gain"] = gains[0] if gains else math.nan
+        out.append(line)
+    return pd.DataFrame(out)
+
+
+def _percent(x) -> str:
+    x = 100 * float(x)
+    return (f"{x:.1f}" if 0 < x < 1 else f"{x:.0f}") + r"\%"
+
+
+def _share_cell(prefix: str) -> Callable:
+    """'holds (100\\%)': the verdict and the share of units meeting the claim."""
+    def cell(row) -> str:
+        verdict = row[f"{prefix}_verdict"]
+        if _missing(verdict):
+            return "--"
+        share = row[f"{prefix}_fraction"]
+        return _verdict(verdict) + ("" if _missing(share) else f" ({_percent(share)})")
+    return cell
+
+
+def _verdict(value) -> str:
+    return "--" if _missing(value) else VERDICT_SHORT.get(str(value), text(value))
+
+
+def _model_and_condition(row) -> str:
+    """A view's heading: the model and the condition its rows share, in words (an older
+    table's condition as written)."""
+    return f"{_shown_model(row['model'])}: {words(row['condition_text'])}"
+
+
+def _gain(value) -> str:
+    return "--" if _missing(value) else f"{float(value):.3g}" + r"$\cdot k/d$"
+
+
+def _claim_columns(claims: list, width: float = 1.0) -> list[Column]:
+    return [Column(f"{c.name}_verdict", latex_escape(c.show.column or c.name),
+                   row=_share_cell(c.name), width=width) for c in claims]
+
+
+SHARE_NOTE = (r"Each cell: the verdict and the \% of units (recorded steps, or snapshots of "
+              r"whole-model $u$) meeting the claim's criterion (" + VERDICT_NOTE + ").")
+
+
+def claims_distribution_table(claims: pd.DataFrame) -> pd.DataFrame:
+    """One line per model, experiment and condition: per claim the registry presents in the
+    distribution table (in its order) the share of units meeting it (`<claim>_fraction`, with
+    `_fraction_low`, `_fraction_high`) and the verdict (`<claim>_verdict`); the runs behind
+    the line, Top-k's kept energy over a random k-subset's (energy_gain)."""
+    table = _current(claims)
+    rows = _rows_in(table, "distribution")
+    if rows.empty:
+        return pd.DataFrame(columns=[*RUN_KEYS, "runs"])
+    return _share_view(rows, _presented(rows, "distribution"))
+
+
+def _with_gain(frame: pd.DataFrame, columns: list[Column]) -> list[Column]:
+    if "energy_gain" in frame and frame["energy_gain"].notna().any():
+        columns.append(Column("energy_gain", "Top-$k$\nkeeps", _gain, right=True))
+    return columns
+
+
+def claims_distribution_latex(frame: pd.DataFrame, caption_text: str,
+                              profile: str | None = None) -> str:
+    from topkscope.claims.registry import get_claim
+
+    claims = [get_claim(c[: -len("_verdict")]) for c in frame if c.endswith("_verdict")]
+    columns = [Column("condition_text", "Condition", words, width=2.2),
+               *_claim_columns([c for c in claims if c is not None])]
+    return compact(frame, _with_gain(frame, columns), caption_text, "claims-distribution",
+                   profile=profile, notes=SHARE_NOTE + (
+                       r" Top-$k$ keeps: $(1-\delta)/(k/d)$, how many times the share of "
+                       r"$\|u\|^2$ a random $k$-subset keeps." if "energy_gain" in frame
+                       and frame["energy_gain"].notna().any() else ""))
+
+
+def claims_counts_table(claims: pd.DataFrame) -> pd.DataFrame:
+    """One line per model, experiment, condition and selector: per claim of the counts table
+    named per method (the selector's count on Top-k's u, in its own training) the share in
+    [2k/3, 4k/3], the verdict and the median count over k (`<claim>_median_over_k`); the
+    claims of one condition (the tail at Gaussian-k's first threshold) beside each selector."""
+    table = _current(claims)
+    rows = _rows_in(table, "counts")
+    if rows.empty:
+        return pd.DataFrame(columns=[*RUN_KEYS, "sparsifier"])
+    claims_ = _presented(rows, "counts")
+    own = [c for c in claims_ if c.per_method]
+    shared = {c.name for c in claims_ if not c.per_method}
+    per_condition = {(_group_key(r), r.claim_key): r for r in rows.itertuples(index=False)
+                     if r.claim_key in shared}
+    groups: dict[tuple, list] = {}
+    for row in rows[rows["claim_key"].isin([c.name for c in own])].itertuples(index=False):
+        groups.setdefault(_group_key(row, "sparsifier"), []).append(row)
+    out = []
+    for key, found in groups.items():
+        by = {r.claim_key: r for r in found}
+        line = {**_identity(found[0]), "sparsifier": found[0].sparsifier,
+                "runs": _runs_behind(found)}
+        for c in own:
+            line.update(_share_fields(c.name, by.get(c.name)))
+            line[f"{c.name}_median_over_k"] = by[c.name].count_over_k if c.name in by \
+                else math.nan
+        for c in [c for c in claims_ if c.name in shared]:
+            line.update(_share_fields(c.name, per_condition.get((key[:4], c.name))))
+        out.append(line)
+    return pd.DataFrame(out)
+
+
+def claims_counts_latex(frame: pd.DataFrame, caption_text: str,
+                        profile: str | None = None) -> str:
+    from topkscope.claims.registry import get_claim
+
+    def with_median(name: str) -> Callable:
+        share = _share_cell(name)
+
+        def cell(row) -> str:
+            median = row.get(f"{name}_median_over_k", math.nan)
+            return share(row) + ("" if _missing(median) else
+                                 f", median {float(median):.3g}$k$")
+        return cell
+
+    claims = [get_claim(c[: -len("_verdict")]) for c in frame if c.endswith("_verdict")]
+    columns = [Column("sparsifier", "Selector", _shown_method, width=0.8)]
+    columns += [Column(f"{c.name}_verdict", latex_escape(c.show.column or c.name),
+                       row=with_median(c.name), width=1.2) for c in claims if c is not None]
+    return compact(frame, columns, caption_text, "claims-counts", profile=profile,
+                   group=_model_and_condition, notes=(
+        r"Each cell: the verdict, the \% of units whose count lies in $[2k/3, 4k/3]$ and the "
+        r"median count over $k$ (" + VERDICT_NOTE + r"). On Top-$k$'s $u$: the recorder runs "
+        r"the selector on the $u$ Top-$k$ trains on; in its own training: on its own $u$."))
+
+
+def _difference(row) -> str:
+    """'$-$0.52 [$-$1.20, 0.16]': a paired difference and its 95 % interval."""
+    show = fixed(2)
+    if _missing(row["ci_low"]):
+        return show(row["diff_mean"])
+    return f"{show(row['diff_mean'])} [{show(row['ci_low'])}, {show(row['ci_high'])}]"
+
+
+def _seeds(row) -> str:
+    failed = row.get("n_failed_seeds", math.nan)
+    return whole(row["n_seeds"]) + (f" ({int(failed)} failed)" if not _missing(failed)
+                                    and failed > 0 else "")
+
+
+def _unit(row, against: str) -> str:
+    from topkscope.analysis.criteria import diff_unit
+
+    metric = _str(row["metric"]) or "accuracy"
+    return ("in points of accuracy" if diff_unit(metric).strip() == "points"
+            else f"in \\% of {against}'s {text(metric)}")
+
+
+PAIRED = ("metric", "diff_unit", "diff_mean", "ci_low", "ci_high", "n_seeds", "n_failed_seeds")
+
+
+def claims_convergence_table(claims: pd.DataFrame) -> pd.DataFrame:
+    """One line per model, experiment, method and condition of the claims the registry
+    presents in the convergence table: the paired difference to Top-k (diff_mean, ci_low,
+    ci_high in diff_unit), seeds and failed seeds, the elements of the target phase relative
+    to Top-k's (traffic_target) and each claim's verdict (`<claim>_verdict`: accuracy,
+    traffic)."""
+    table = _current(claims)
+    rows = _rows_in(table, "convergence")
+    if rows.empty:
+        return pd.DataFrame(columns=[*RUN_KEYS, "sparsifier", *PAIRED])
+    claims_ = _presented(rows, "convergence")
+    order = {c.name: i for i, c in enumerate(claims_)}
+    groups: dict[tuple, list] = {}
+    for row in rows.itertuples(index=False):
+        groups.setdefault(_group_key(row, "sparsifier"), []).append(row)
+    out = []
+    for found in groups.values():
+        first = min(found, key=lambda r: order.get(r.claim_key, len(order)))
+        line = {**_identity(first), "sparsifier": first.sparsifier,
+                **{f: getattr(first, f) for f in PAIRED},
+                "traffic_target": first.traffic_target}
+        by = {r.claim_key: r for r in found}
+        line.update({f"{c.name}_verdict": by[c.name].verdict if c.name in by else None
+                     for c in claims_})
+        out.append(line)
+    return pd.DataFrame(out)
+
+
+def claims_convergence_latex(frame: pd.DataFrame, caption_text: str,
+                             profile: str | None = None) -> str:
+    from topkscope.claims.registry import get_claim
+
+    claims = [get_claim(c[: -len("_verdict")]) for c in frame if c.endswith("_verdict")]
+    columns = [
+        Column("sparsifier", "Method", _shown_method, width=1.0),
+        Column("diff_mean", "$\\Delta$ vs Top-$k$\n[95\\% CI]", row=_difference, right=True),
+        Column("n_seeds", "Seeds", row=_seeds, right=True),
+        Column("traffic_target", "Sent\n($\\times$ Top-$k$)", fixed(2), right=True),
+        *[Column(f"{c.name}_verdict", latex_escape(c.show.column or c.name), _verdict,
+                 width=0.75) for c in claims if c is not None],
+    ]
+    return compact(frame, columns, caption_text, "claims-convergence", profile=profile,
+                   group=lambda r: f"{_model_and_condition(r)}; $\\Delta$ "
+                                   f"{_unit(r, 'Top-$k$')}", notes=(
+        r"$\Delta$: the method's final held-out metric minus Top-$k$'s, paired by seed, with its "
+        r"95\% interval (accuracy in points, perplexity in \% of Top-$k$'s); sent: the elements "
+        r"of the target-density phase relative to Top-$k$'s; verdicts (" + VERDICT_NOTE + "): "
+        r"trains as well as Top-$k$ within the margin, and does so at no more traffic."))
+
+
+def _reference(row) -> str:
+    """The training an outer-loop comparison is against: the row's `reference`, or, for a row
+    of an older table without it, its registered claim's (topkscope.claims.outer.PAIRS)."""
+    from topkscope.claims.outer import PAIRS
+
+    return _str(row.reference) or PAIRS.get(str(row.claim_key), ("", ""))[1]
+
+
+def claims_outer_table(claims: pd.DataFrame) -> pd.DataFrame:
+    """One line per comparison of outer-loop trainings (the registry's outer table, section
+    convergence): the training, the reference it is compared with, the paired difference in
+    diff_unit with its interval, the seeds, the wire bytes relative to the reference's
+    (bytes_ratio) and the verdict."""
+    table = _current(claims)
+    rows = _rows_in(table, "outer")
+    rows = rows[rows["section"] == "convergence"]
+    cols = [*RUN_KEYS, "claim", "sparsifier", "reference", *PAIRED, "bytes_ratio", "verdict"]
+    out = [{**_identity(r), "claim": r.claim_key, "sparsifier": r.sparsifier,
+            "reference": _reference(r), **{f: getattr(r, f) for f in PAIRED},
+            "bytes_ratio": r.bytes_ratio, "verdict": r.verdict}
+           for r in rows.itertuples(index=False)]
+    return pd.DataFrame(out, columns=cols)
+
+
+def claims_outer_latex(frame: pd.DataFrame, caption_text: str, profile: str | None = None
+                       ) -> str:
+    columns = [
+        Column("sparsifier", "Training", width=0.9),
+        Column("reference", "Against", width=1.0),
+        Column("diff_mean", "$\\Delta$ vs reference\n[95\\% CI]", row=_difference,
+               right=True),
+        Column("n_seeds", "Seeds", row=_seeds, right=True),
+        Column("bytes_ratio", "Bytes ($\\times$\nreference)", fixed(3), right=True),
+        Column("verdict", "Verdict", _verdict, right=False),
+    ]
+    return compact(frame, columns, caption_text, "claims-outer", profile=profile,
+                   group=lambda r: f"{_model_and_condition(r)}; $\\Delta$ "
+                                   f"{_unit(r, 'the reference')}", notes=(
+        r"Each DiLoCo-style training against its reference on the same seeds: $\Delta$, the "
+        r"training's final held-out metric minus the reference's, with its 95\% interval; "
+        r"bytes: the wire bytes it sent relative to the reference's; the verdict: trains as "
+        r"well as the reference within the margin (" + VERDICT_NOTE + ")."))
+
+
+def claims_outer_shares_table(claims: pd.DataFrame) -> pd.DataFrame:
+    """One line per model, experiment and condition of the pseudo-gradients' own claims (the
+    registry's outer table, but its comparisons): per claim the share of recorded exchanges
+    meeting it and the verdict."""
+    table = _current(claims)
+    rows = _rows_in(table, "outer")
+    rows = rows[rows["section"] != "convergence"]
+    if rows.empty:
+        return pd.DataFrame(columns=[*RUN_KEYS, "runs"])
+    claims_ = [c for c in _presented(rows, "outer") if c.section != "convergence"]
+    return _share_view(rows, claims_).drop(columns="energy_gain")
+
+
+def claims_outer_shares_latex(frame: pd.DataFrame, caption_text: str,
+                              profile: str | None = None) -> str:
+    from topkscope.claims.registry import get_claim
+
+    claims = [get_claim(c[: -len("_verdict")]) for c in frame if c.endswith("_verdict")]
+    columns = [Column("condition_text", "Condition", words, width=2.2),
+               *_claim_columns([c for c in claims if c is not None])]
+    return compact(frame, columns, caption_text, "claims-outer-shares", profile=profile,
+                   notes=SHARE_NOTE.replace("recorded steps", "recorded exchanges"))
+
+
+def _baseline_id(name: str) -> str:
+    """A baseline's column prefix from its name in the rows ('Dense + WFBP' -> dense_wfbp)."""
+    from topkscope.names import spelling
+    from topkscope.schema import column_prefix
+
+    return column_prefix(str(spelling("sparsifier", name))).replace(".", "_").replace(" ", "_")
+
+
+def _counts_from(row) -> str:
+    """Where a prediction's selected counts came from, in words: a training condition
+    (publish.findings.condition_text; an older row's as written), or '' for k exactly."""
+    from topkscope.publish.findings import condition_text
+
+    if not _str(row.training_condition):
+        return ""
+    typed = _str(row.warmup) or not _missing(row.training_density)
+    return condition_text(row) if typed else row.training_condition
+
+
+def claims_predictions_table(claims: pd.DataFrame) -> pd.DataFrame:
+    """The predicted speed-ups (the registry's prediction table) per model, method, training
+    condition and network, one group of columns per baseline the rows name (their
+    `baselines`): `<baseline>_verdict`, `<baseline>_breakeven_ms` (against Top-k: the most
+    its selection may exceed Top-k's; against a dense baseline: the longest selection that
+    still beats it, at most 0: never), `<baseline>_speedup_low` / `_high`, and the
+    selection_basis."""
+    table = _current(claims)
+    rows = _rows_in(table, "prediction")
+    keys = ["model", "sparsifier", "training_condition", "counts_from", "network"]
+    if rows.empty:
+        return pd.DataFrame(columns=keys)
+    groups: dict[tuple, dict] = {}
+    for row in rows.itertuples(index=False):
+        line = groups.setdefault((row.model, row.sparsifier, row.training_condition,
+                                  row.network), {
+            "model": row.model, "sparsifier": row.sparsifier,
+            "training_condition": row.training_condition, "counts_from": _counts_from(row),
+            "network": row.network, "selection_basis": row.selection_basis})
+        for name in _str(row.baselines).split(", "):
+            if not name:
+                continue
+            b = _baseline_id(name)
+            topk = b == "topk"
+            line[f"{b}_verdict"] = row.verdict
+            line[f"{b}_breakeven_ms"] = row.breakeven_topk_ms if topk else row.breakeven_ms
+            line[f"{b}_speedup_low"] = row.speedup_topk_low if topk else row.speedup_low
+            line[f"{b}_speedup_high"] = row.speedup_topk_high if topk else row.speedup_high
+    frame = pd.DataFrame(list(groups.values()))
+    # the networks of one model, method and training condition together (the rows come
+    # network by network), each group where it first appears
+    setting = frame[["model", "sparsifier", "training_condition"]].astype(str).agg("|".join,
+                                                                                 axis=1)
+    first = {k: i for i, k in reversed(list(enumerate(setting)))}
+    return frame.iloc[sorted(range(len(frame)), key=lambda i: (first[setting[i]], i))
+                      ].reset_index(drop=True)
+
+
+def _versus(b: str) -> Callable:
+    """A prediction's cell against baseline `b`: the verdict and one number, as
+    docs/findings.md says it: judged on break-even, the longest selection that still beats a
+    dense baseline ('< 11.8 ms'; 'never': slower even with free selection) or the most it may
+    exceed Top-k's ('+0.18 ms'); else the predicted speed-up ('1.49×')."""
+    from topkscope.analysis.criteria import signed
+    from topkscope.publish.findings import BREAKEVEN
+
+    def cell(row) -> str:
+        verdict = row.get(f"{b}_verdict")
+        if _missing(verdict):
+            return "--"
+        if row.get("selection_basis") == BREAKEVEN:
+            ms = row.get(f"{b}_breakeven_ms", math.nan)
+            number = ("" if _missing(ms) else f"{signed(ms)} ms" if b == "topk"
+                      else f"< {ms:.3g} ms" if ms > 0 else "never")
+        else:
+            low = row.get(f"{b}_speedup_low", math.nan)
+            high = row.get(f"{b}_speedup_high", math.nan)
+            number = ("" if _missing(low) else f"{low:.3g}×" if f"{low:.3g}" == f"{high:.3g}"
+                      else f"{low:.3g}–{high:.3g}×")
+        return _verdict(verdict) + (f", {latex_escape(number)}" if number else "")
+    return cell
+
+
+def claims_predictions_latex(frame: pd.DataFrame, caption_text: str,
+                             profile: str | None = None) -> str:
+    from topkscope.perf.networks import display_name
+    from topkscope.plots.titles import sparsifier_name
+
+    baselines = [c[: -len("_verdict")] for c in frame if c.endswith("_verdict")]
+    shown = {b: sparsifier_name(b.replace("_", "-")) for b in baselines}
+    def group(row) -> str:
+        counts = (f"counts from {words(row['counts_from'])}" if _str(row["counts_from"])
+                  else "$k$ selected exactly")
+        return f"{_shown_model(row['model'])}, {_shown_method(row['sparsifier'])}: {counts}"
+
+    columns = [
+        Column("network", "Network", lambda n: text(display_name(n)), width=1.0),
+        *[Column(f"{b}_verdict", f"vs {text(shown[b])}", row=_versus(b), width=0.9)
+          for b in baselines],
+    ]
+    return compact(frame, columns, caption_text, "claims-predictions", profile=profile,
+                   group=group, notes=(
+        r"Predicted, not measured: the step time at $P = 16$ from the step-time model. Each "
+        r"cell: the verdict that the method is faster than the baseline (" + VERDICT_NOTE +
+        r") and one number: judged on break-even selection times, the longest selection "
+        r"that still beats a dense baseline (never: slower even with free selection) or how "
+        r"much longer than Top-$k$'s its selection may take; else the predicted speed-up. "
+        r"Counts from: the training condition whose selected counts the prediction used."))
+
+
+# ------------------------------------------------------------------ the claims appendix
+CLAIM_LABELS = {  # the appendix's names of claims whose column (Presentation.column) is
+    # empty or needs its context there, by claim_key
+    "time_to_accuracy": "time to accuracy: sooner than Top-k",
     "below_classic": r"$\delta < 1-k/d$",
-    "below_paper": r"$\delta \le (1-k/d)^2$",
-    "gaussian_value": r"$\delta \le$ Gaussian value",
-    "convexity_condition": "convex sorted $u^2$",
-    "gaussiank_count": r"count in $[2k/3, 4k/3]$ on Top-k's $u$",
-    "gaussian_tail": r"tail count in $[2k/3, 4k/3]$",
     "fitted_value": r"fitted $\delta$ closer than Gaussian",
     "contraction_explains_convergence": r"$(1-q)/q^2$ orders the gap to Dense",
-    "chunk_contraction": r"chunk-wise $\delta$ like global",
-    "quantization_error": r"quantized $\delta$ within 10\%",
-    "sparseloco_accuracy": "trains as dense DiLoCo",
-    "sparseloco_accuracy_per_step": "trains as per-step Top-k, same bytes",
-    "outer_momentum_accuracy": "no outer momentum needed",
 }
 CLAIMS_HEADER = ("no.", "model", "claim", "method", "condition", "result", "sent", "verdict")
-# each column's share of the line width (its padding included); they add up to 1
-CLAIMS_WIDTHS = (0.055, 0.11, 0.15, 0.13, 0.145, 0.17, 0.09, 0.15)
+# each text column's weight in what the others leave (None: as wide as its widest cell)
+CLAIMS_WEIGHTS = (None, 0.8, 1.1, 0.9, 1.3, 1.3, None, None)
 
 
-def _long_table(widths: Sequence[float], header: Sequence[str], caption_text: str,
-                label: str) -> list[str]:
-    """The opening of a booktabs longtable whose ragged-right columns take these shares of
-    the line width (it breaks across pages; its head repeats)."""
-    spec = "".join(rf">{{\raggedright\arraybackslash}}p{{\dimexpr {w:g}\linewidth"
-                   r"-2\tabcolsep}" for w in widths)
-    return [_needs(), r"\begingroup", r"\footnotesize", r"\setlength{\tabcolsep}{2pt}",
-            rf"\begin{{longtable}}{{@{{}}{spec}@{{}}}}",
-            rf"\caption{{{caption_text}}}\label{{tab:{label}}} \\",
-            r"\toprule", " & ".join(header) + r" \\", r"\midrule", r"\endfirsthead",
-            r"\toprule", " & ".join(header) + r" \\", r"\midrule", r"\endhead",
-            r"\bottomrule", r"\endfoot"]
+def _claim_label(row) -> str:
+    """How the appendix names a row's claim: CLAIM_LABELS, else its registered claim's column
+    (Presentation), else the claim's name (a claim of one's own), broken where it may."""
+    from topkscope.claims.registry import get_claim
 
-
-_END_LONG = [r"\end{longtable}", r"\endgroup", ""]
-
-
-def _claim_label(claim: str) -> str:
-    claim = str(claim)
-    if claim in CLAIM_LABELS:
-        return CLAIM_LABELS[claim]
-    from topkscope.publish.findings import is_time_to_accuracy
-
-    if is_time_to_accuracy(claim):
-        return "time to accuracy"
-    if claim.endswith("_count_in_training"):
-        return r"count in $[2k/3, 4k/3]$, own training"
-    if claim.endswith("_count"):  # another recorded selector on Top-k's u
-        return CLAIM_LABELS["gaussiank_count"]
-    if claim.endswith("_accuracy"):
-        return "trains as Top-k"
-    if claim.endswith("_traffic"):
-        return "traffic-matched"
-    if "speedup" in claim:
-        return latex_escape("speed-up " + claim.split("speedup_")[-1].replace("_", " "))
-    return breakable(claim)  # a claim of one's own: its name, broken where it may
+    key = _str(row.claim_key)
+    claim = get_claim(key)
+    if key in CLAIM_LABELS:
+        return CLAIM_LABELS[key]
+    if claim is not None and claim.show.column:
+        return latex_escape(claim.show.column)
+    return breakable(row.claim)
 
 
 def _num(row, name: str) -> float:
-    value = row.get(name, math.nan) if isinstance(row, pd.Series) else getattr(row, name,
-                                                                                 math.nan)
+    value = getattr(row, name, math.nan)
     return math.nan if _missing(value) else float(value)
 
 
@@ -641,257 +1329,109 @@ def _claims_cells(row) -> tuple[list[str], str]:
     """(the seven cells after "no.", the cause) of one claims row, formatted from its
     columns."""
     from topkscope.analysis.criteria import diff_unit, interval_text, signed
-    from topkscope.plots.titles import model_name, sparsifier_name
+    from topkscope.perf.networks import display_name
+    from topkscope.plots.titles import model_name
 
     def num(name: str) -> float:
         return _num(row, name)
 
     section = str(row.section)
-    metric = row.metric if isinstance(row.metric, str) else "accuracy"
+    metric = _str(row.metric) or "accuracy"
     result = sent = "--"
     if section == "convergence":
         low, failed = num("ci_low"), num("n_failed_seeds")
         result = (signed(num("diff_mean"))
                   + (f" {interval_text(low, num('ci_high'), metric)}" if not math.isnan(low)
                      else diff_unit(metric))
-                  + f"; {int(num('n_seeds'))} seeds"
+                  + (f"; {_counted(num('n_seeds'), 'seed')}" if not math.isnan(num("n_seeds"))
+                     else "")
                   + (f" ({int(failed)} failed)" if failed > 0 else ""))
         # two digits fit the column ("0.021×"); the CSV keeps every digit
-        sent = "--" if math.isnan(num("traffic_target")) else f"{num('traffic_target'):.2g}×"
+        ratio = num("traffic_target") if math.isnan(num("bytes_ratio")) else num("bytes_ratio")
+        sent = "--" if math.isnan(ratio) else f"{ratio:.2g}×"
     elif section != "prediction" and not math.isnan(num("fraction")):
         low = num("fraction_low")
         result = (f"{num('fraction'):.0%}"
                   + ("" if math.isnan(low) else f" [{low:.0%}, {num('fraction_high'):.0%}]")
-                  + f" of {int(num('n_units'))} units"
-                  + ("" if math.isnan(num("n_runs")) else f", {int(num('n_runs'))} runs"))
+                  + f" of {_counted(num('n_units'), 'unit')}"
+                  + ("" if math.isnan(num("n_runs")) else f", {_counted(num('n_runs'), 'run')}"))
     elif section != "prediction":
-        result = f"{0 if math.isnan(num('n_units')) else int(num('n_units'))} units"
-    condition = row.condition if isinstance(row.condition, str) and row.condition else "--"
+        result = _counted(0 if math.isnan(num("n_units")) else num("n_units"), "unit")
     if section == "prediction":
-        network, training = getattr(row, "network", None), getattr(row, "training_condition",
-                                                                   None)
-        condition = "predicted" + (f"; {training}" if isinstance(training, str) and training
-                                   else "") + (f"; network {network}" if isinstance(network, str)
-                                               else "")
-    methods = ", ".join(sparsifier_name(x) for x in str(row.sparsifier).split(","))
-    cells = [latex_escape(model_name(row.model)), _claim_label(row.claim), latex_escape(methods),
-             # break after '=', '[' and ',' too: "warmup=custom[0.015625]" is one long word
-             breakable(condition) if condition != "--" else "--", latex_escape(result),
+        network = _str(row.network)
+        condition = "predicted" + (f"; counts from {_counts_from(row)}"
+                                   if _counts_from(row) else "") + (
+            f"; network {display_name(network)}" if network else "")
+    else:
+        condition = _condition_words(row)
+        if _str(row.reference):
+            condition += f"; against {row.reference}"
+    cells = [latex_escape(model_name(row.model)), _claim_label(row), _shown_method(
+        row.sparsifier), words(condition), latex_escape(result),
              latex_escape(sent), latex_escape(row.verdict)]
-    return cells, latex_escape(row.cause if isinstance(row.cause, str) else "")
+    return cells, latex_escape(_str(row.cause))
 
 
-def claims_latex(table: pd.DataFrame, caption_text: str) -> dict[str, str]:
-    """{"claims": ..., "claims-evidence": ..., "claims-rules": ...}: long tables (they break
-    across pages) that fit the line width, each one complete without the others: every claims
-    row but the predicted speed-ups at P = 16 (one line each in claims-predictions) in eight
-    columns; each row's cause and evidence, numbered alike; each rule."""
-    from topkscope.publish.findings import with_derived_columns
+def _appendix_rows(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """(every row of a current-schema claims table but the registry's predicted speed-ups,
+    which claims-predictions shows; how many those are)."""
+    from topkscope.publish.findings import row_table
 
-    table, _ = with_derived_columns(table)
-    speedups = table["claim"].astype(str).str.contains("speedup_p16")
-    left_out = int(speedups.sum())
-    table = table[~speedups]
-    main = _long_table(CLAIMS_WIDTHS, CLAIMS_HEADER, latex_escape(caption_text) + (
+    speedups = [row_table(r) == "prediction" for r in table.itertuples(index=False)]
+    return table[[not s for s in speedups]], int(sum(speedups))
+
+
+def claims_latex(table: pd.DataFrame, caption_text: str, profile: str | None = None
+                 ) -> dict[str, str]:
+    """{"claims": ..., "claims-evidence": ..., "claims-rules": ...}: tables that fit the line
+    width and continue over pages, each complete without the others: every claims row but the
+    predicted speed-ups at P = 16 (one line each in claims-predictions) in eight columns; each
+    row's cause and evidence, numbered alike; each rule."""
+    rows, left_out = _appendix_rows(_current(table))
+    lines, evidence = [], []
+    for i, row in enumerate(rows.itertuples(index=False), 1):
+        cells, cause = _claims_cells(row)
+        lines.append([str(i), *cells])
+        said = _str(row.evidence)
+        if str(row.section) == "prediction":
+            said = f"{_condition_words(row)}; {said}"
+        evidence.append([str(i), f"\\emph{{{cause}}} {latex_escape(said)}"])
+    main = pd.DataFrame(lines, columns=list(CLAIMS_HEADER))
+    columns = [Column(name, name, lambda v: v, right=name in ("no.", "sent"), width=weight)
+               for name, weight in zip(CLAIMS_HEADER, CLAIMS_WEIGHTS)]
+    out = {"claims": to_latex(main, columns, latex_escape(caption_text) + (
         " Each row's cause and evidence are in the table of the claims' evidence under the "
         "same number; each verdict rule in the table of the claims' rules." + (
             f" The {left_out} predicted speed-ups at P = 16 are in the table of predictions "
-            "(their evidence in claims.csv)." if left_out else "")), "claims")
-    evidence = _long_table((0.06, 0.94), ("no.", "cause and evidence"),
-                           "Cause and evidence of each claims row (numbered as in the claims "
-                           "table).", "claims-evidence")
-    for i, row in enumerate(table.itertuples(index=False), 1):
-        cells, cause = _claims_cells(row)
-        main.append(" & ".join([str(i), *cells]) + r" \\")
-        text_ = str(row.evidence) if isinstance(row.evidence, str) else ""
-        if str(row.section) == "prediction" and isinstance(row.condition, str):
-            text_ = f"{row.condition}; {text_}"
-        evidence.append(f"{i} & \\emph{{{cause}}} {latex_escape(text_)}" + r" \\")
-    main += _END_LONG
-    evidence += _END_LONG
-    rules = _long_table((0.25, 0.75), ("claims", "rule"), "The verdict rule of each claim.",
-                        "claims-rules")
-    for rule, g in table.groupby("rule", sort=False):
-        names = ", ".join(dict.fromkeys(str(c) for c in g["claim"]))
-        names = latex_escape(names).replace(r"\_", r"\_\allowbreak{}")
-        rules.append(f"{names} & {latex_escape(rule)}" + r" \\")
-    rules += _END_LONG
-    return {"claims": "\n".join(main), "claims-evidence": "\n".join(evidence),
-            "claims-rules": "\n".join(rules)}
+            "(their evidence in claims.csv)." if left_out else "")), "claims", profile)}
+    out["claims-evidence"] = to_latex(
+        pd.DataFrame(evidence, columns=["no.", "cause and evidence"]),
+        [Column("no.", "no.", lambda v: v, right=True),
+         Column("cause and evidence", "cause and evidence", lambda v: v, width=1.0)],
+        "Cause and evidence of each claims row (numbered as in the claims table).",
+        "claims-evidence", profile)
+    rules = [[latex_escape(", ".join(dict.fromkeys(str(c) for c in g["claim"]))).replace(
+        r"\_", r"\_\allowbreak{}"), latex_escape(rule)]
+        for rule, g in rows.groupby("rule", sort=False)]
+    out["claims-rules"] = to_latex(
+        pd.DataFrame(rules, columns=["claims", "rule"]),
+        [Column("claims", "claims", lambda v: v, width=0.33),
+         Column("rule", "rule", lambda v: v, width=1.0)],
+        "The verdict rule of each claim.", "claims-rules", profile)
+    return out
 
 
-def write_claims_tables(table: pd.DataFrame, out_dir: str | Path, caption_text: str
-                        ) -> list[Path]:
-    """claims.csv (the table as it is) and the three .tex files of claims_latex."""
+def write_claims_tables(table: pd.DataFrame, out_dir: str | Path, caption_text: str,
+                        profile: str | None = None) -> list[Path]:
+    """claims.csv (the table as it is, its counts as whole numbers) and the three .tex files
+    of claims_latex."""
+    from topkscope.claims.row import to_csv
+
     out = Path(out_dir)
-    written = [atomic_write(out / "claims.csv", lambda tmp: table.to_csv(tmp, index=False))]
-    for name, tex in claims_latex(table, caption_text).items():
+    written = [atomic_write(out / "claims.csv", lambda tmp: to_csv(table, tmp))]
+    for name, tex in claims_latex(table, caption_text, profile).items():
         written.append(write_bytes_atomic(out / f"{name}.tex", tex.encode()))
     return written
-
-
-# the distribution claims of the paper, in the order of its sections
-DISTRIBUTION_VIEW = ("gaussian_like", "below_paper", "gaussian_value", "convexity_condition",
-                     "fitted_value", "gaussiank_count")
-DISTRIBUTION_HEADERS = {
-    "gaussian_like": "Gaussian-like $u$", "below_paper": r"$\delta\le(1-\frac{k}{d})^2$",
-    "gaussian_value": r"$\delta\le$ Gauss.", "convexity_condition": "Convex",
-    "fitted_value": "Fitted value", "gaussiank_count": r"Gaussian-$k$ count",
-}
-
-
-def _verdict(value) -> str:
-    return "--" if _missing(value) else VERDICT_SHORT.get(str(value), text(value))
-
-
-def claims_distribution_table(claims: pd.DataFrame) -> pd.DataFrame:
-    """The paper's distribution claims per model and condition, one column pair per claim
-    (DISTRIBUTION_VIEW): the share of units meeting its criterion (`<claim>_fraction`) and
-    the verdict (`<claim>_verdict`), from the distribution rows of the claims table."""
-    cols = ["model", "condition"] + [f"{c}_{v}" for c in DISTRIBUTION_VIEW
-                                     for v in ("fraction", "verdict")]
-    rows = claims[(claims["section"] == "distribution")
-                  & claims["claim"].isin(DISTRIBUTION_VIEW)]
-    if rows.empty:
-        return pd.DataFrame(columns=cols)
-    out = []
-    for (model, cond), g in rows.groupby(["model", "condition"], sort=False):
-        row = {"model": model, "condition": cond}
-        for claim in DISTRIBUTION_VIEW:
-            hit = g[g["claim"] == claim]
-            row[f"{claim}_fraction"] = float(hit["fraction"].iloc[0]) if len(hit) else math.nan
-            row[f"{claim}_verdict"] = hit["verdict"].iloc[0] if len(hit) else None
-        out.append(row)
-    return pd.DataFrame(out, columns=cols)
-
-
-def claims_distribution_latex(frame: pd.DataFrame, caption_text: str) -> str:
-    def pair(claim: str) -> Callable:
-        return lambda row: (f"{fixed(0, 100)(row[claim + '_fraction'])} "
-                            f"{_verdict(row[claim + '_verdict'])}")
-
-    columns = [Column("condition", "Condition", breakable, width=0.22)]
-    columns += [Column(f"{c}_fraction", DISTRIBUTION_HEADERS[c], row=pair(c), right=True,
-                       width=0.13) for c in DISTRIBUTION_VIEW]
-    return compact(frame, columns, caption_text, "claims-distribution", notes=(
-                        r"Each cell: the \% of units (recorded steps or snapshots of "
-                        r"whole-model $u$) meeting the claim's criterion, and the verdict "
-                        r"(holds, fails, mixed, incon.: inconclusive, too few: insufficient "
-                        r"data) by the rules of the claims table. Gaussian-$k$ is the "
-                        r"published rule (2019), run by the recorder on Top-$k$'s $u$."))
-
-
-def claims_convergence_table(claims: pd.DataFrame) -> pd.DataFrame:
-    """Per model, method and condition: the `<family>_accuracy` row's difference to Top-k
-    (diff_mean, ci_low, ci_high in the unit of `metric`), seeds and failed seeds, the traffic
-    of the target phase relative to Top-k (traffic_target) and the verdicts of both the
-    accuracy and the traffic-matched claim."""
-    cols = ["model", "sparsifier", "condition", "metric", "diff_mean", "ci_low", "ci_high",
-            "n_seeds", "n_failed_seeds", "traffic_target", "accuracy_verdict",
-            "traffic_verdict"]
-    rows = claims[claims["section"] == "convergence"]
-    accuracy = rows[rows["claim"].str.endswith("_accuracy")]
-    if accuracy.empty:
-        return pd.DataFrame(columns=cols)
-    traffic = rows[rows["claim"].str.endswith("_traffic")].set_index(
-        ["model", "sparsifier", "condition"])["verdict"]
-    traffic = traffic[~traffic.index.duplicated()]
-    out = accuracy.assign(
-        accuracy_verdict=accuracy["verdict"],
-        traffic_verdict=[traffic.get(k) for k in zip(accuracy["model"], accuracy["sparsifier"],
-                                                     accuracy["condition"])])
-    return out.reindex(columns=cols).reset_index(drop=True)
-
-
-def claims_convergence_latex(frame: pd.DataFrame, caption_text: str) -> str:
-    from topkscope.analysis.criteria import diff_unit
-
-    def difference(row) -> str:
-        show = fixed(2)
-        if _missing(row["ci_low"]):
-            return show(row["diff_mean"])
-        return f"{show(row['diff_mean'])} [{show(row['ci_low'])}, {show(row['ci_high'])}]"
-
-    def group(row) -> str:
-        metric = row["metric"] if isinstance(row["metric"], str) else "accuracy"
-        unit = ("in points of accuracy" if diff_unit(metric).strip() == "points"
-                else f"in \\% of Top-$k$'s {text(metric)}")
-        return f"{_shown_model(row['model'])}; $\\Delta$ {unit}"
-
-    def seeds(row) -> str:
-        failed = _num(row, "n_failed_seeds")
-        return whole(row["n_seeds"]) + (f" ({int(failed)} failed)" if failed > 0 else "")
-
-    columns = [
-        Column("sparsifier", "Method", _shown_method, width=0.14),
-        Column("condition", "Condition", breakable, width=0.19),
-        Column("diff_mean", r"$\Delta$ vs Top-$k$ [95\% CI]", row=difference, right=True,
-               width=0.25),
-        Column("n_seeds", "Seeds", row=seeds, right=True, width=0.1),
-        Column("traffic_target", r"Sent ($\times$ Top-$k$)", fixed(2), right=True, width=0.1),
-        Column("accuracy_verdict", "As Top-$k$", _verdict, width=0.1),
-        Column("traffic_verdict", "Traffic-matched", _verdict, width=0.12),
-    ]
-    return compact(frame, columns, caption_text, "claims-convergence", group=group, notes=(
-                        r"$\Delta$: the method's final held-out metric minus Top-$k$'s, "
-                        r"paired by seed, with its 95\% interval (accuracy in points, "
-                        r"perplexity in \% of Top-$k$'s); sent: the elements of the "
-                        r"target-density phase relative to Top-$k$'s; verdicts: trains as "
-                        r"Top-$k$ within the margin, and does so at no more traffic."))
-
-
-SPEEDUP_BASELINES = {"": "Dense", "_wfbp": "Dense + WFBP", "_fp16": "Dense fp16"}
-
-
-def claims_predictions_table(claims: pd.DataFrame) -> pd.DataFrame:
-    """The predicted speed-up claims at P = 16 (claims named *speedup_p16*) per model, method,
-    training condition and network, one column pair per baseline (SPEEDUP_BASELINES): the
-    verdict (`<baseline>_verdict`) and the selection time below which the method beats that
-    baseline (`<baseline>_breakeven_ms`)."""
-    suffixes = {f"speedup_p16{s}": name for s, name in SPEEDUP_BASELINES.items()}
-    keys = ["model", "sparsifier", "training_condition", "network"]
-    cols = keys + [f"{n}_{v}" for n in SPEEDUP_BASELINES.values()
-                   for v in ("verdict", "breakeven_ms")]
-    rows = claims[claims["claim"].astype(str).str.contains("speedup_p16")]
-    if rows.empty:
-        return pd.DataFrame(columns=cols)
-    rows = rows.assign(baseline=[next((n for s, n in suffixes.items()
-                                       if str(c).endswith(s)), None) for c in rows["claim"]],
-                       training_condition=rows.get("training_condition", pd.Series(
-                           index=rows.index, dtype=object)).fillna("--"))
-    out = []
-    for key, g in rows.groupby(keys, sort=False, dropna=False):
-        row = dict(zip(keys, key))
-        for name in SPEEDUP_BASELINES.values():
-            hit = g[g["baseline"] == name]
-            row[f"{name}_verdict"] = hit["verdict"].iloc[0] if len(hit) else None
-            row[f"{name}_breakeven_ms"] = (float(hit["breakeven_ms"].iloc[0])
-                                           if len(hit) and "breakeven_ms" in hit else math.nan)
-        out.append(row)
-    return pd.DataFrame(out, columns=cols)
-
-
-def claims_predictions_latex(frame: pd.DataFrame, caption_text: str) -> str:
-    def against(name: str) -> Callable:
-        def cell(row) -> str:
-            ms = row[f"{name}_breakeven_ms"]
-            return (f"{_verdict(row[f'{name}_verdict'])}"
-                    + ("" if _missing(ms) else f", {fixed(2)(ms)}"))
-        return cell
-
-    columns = [
-        Column("sparsifier", "Method", _shown_method, width=0.16),
-        Column("training_condition", "Counts from", breakable, width=0.18),
-        Column("network", "Network", breakable, width=0.12),
-    ]
-    columns += [Column(f"{n}_verdict", f"vs {text(n)}", row=against(n), right=True,
-                       width=0.18) for n in SPEEDUP_BASELINES.values()]
-    return compact(frame, columns, caption_text, "claims-predictions", notes=(
-                        r"Predicted, not measured: the step time at $P = 16$ from the "
-                        r"step-time model. Each cell: the verdict that the method is faster "
-                        r"than the baseline, and the selection time in ms below which it is "
-                        r"(break-even); counts from: the training condition whose selected "
-                        r"counts the prediction used (-- : $k$ exactly)."))
 
 
 def _on(runs: Sequence) -> str:
@@ -909,32 +1449,43 @@ CLAIMS_VIEWS = {  # name -> (frame builder, LaTeX writer, what the caption says)
     "claims-distribution": (claims_distribution_table, claims_distribution_latex,
                             r"The distribution of $u$ and the contraction: the paper's claims "
                             r"per model and condition"),
+    "claims-counts": (claims_counts_table, claims_counts_latex,
+                      r"Approximate selectors' counts against $k$: the claims per model, "
+                      r"condition and selector"),
     "claims-convergence": (claims_convergence_table, claims_convergence_latex,
                            r"Approximate selectors against Top-$k$ in training: the paper's "
                            r"claims per method and condition"),
+    "claims-outer": (claims_outer_table, claims_outer_latex,
+                     r"Top-$k$ on DiLoCo-style pseudo-gradients: each training against its "
+                     r"reference"),
+    "claims-outer-shares": (claims_outer_shares_table, claims_outer_shares_latex,
+                            r"Top-$k$ on DiLoCo-style pseudo-gradients: the claims on the "
+                            r"accumulated pseudo-gradient"),
     "claims-predictions": (claims_predictions_table, claims_predictions_latex,
                            r"Predicted speed-up of Gaussian-$k$ at $P = 16$ against dense "
-                           r"training"),
+                           r"training and Top-$k$"),
 }
 
 
 def write_all(out_dir: str | Path, profile: str | None, distribution_runs: Sequence = (),
               convergence_runs: Sequence = (), claims: pd.DataFrame | None = None,
               bench: pd.DataFrame | None = None) -> list[Path]:
-    """Every table whose inputs are there, as CSV + .tex under out_dir; returns the files."""
+    """Every table whose inputs are there, as CSV + .tex under out_dir, labelled with the
+    profile (label()); returns the files."""
     written: list[Path] = []
 
     def put(frame: pd.DataFrame, name: str, latex: Callable, measured: str, on: str) -> None:
         if not frame.empty:
             written.extend(write_table(frame, out_dir, name,
-                                       latex(frame, caption(measured, on, profile))))
+                                       latex(frame, caption(measured, on, profile), profile)))
 
     if claims is not None and not claims.empty:
         written.extend(write_claims_tables(
             claims, out_dir, f"Claims of Shi et al. (arXiv 1911.08772) and their verdicts "
-                             f"(every claims row; profile {profile or 'unknown'})."))
+                             f"(every claims row; profile {profile or 'unknown'}).", profile))
+        current = _current(claims)  # once for every view
         for name, (build, latex, measured) in CLAIMS_VIEWS.items():
-            put(build(claims), name, latex, measured, "the claims table")
+            put(build(current), name, latex, measured, "the claims table")
     if distribution_runs:
         on = _on(distribution_runs)
         put(contraction_table(distribution_runs), "contraction", contraction_latex,
@@ -965,32 +1516,44 @@ def distribution_runs_of(runs: Sequence) -> list:
         snaps = run.snapshots
         count = int((snaps["kind"] == "u").sum()) if not snaps.empty else 0
         if count and not run.stats.empty:
-            by.setdefault(str(run.manifest.get("experiment") or run.path.parent.name),
-                          []).append((count, str(run.manifest.get("start_time") or ""), run))
+            by.setdefault(_experiment(run), []).append(
+                (count, str(run.manifest.get("start_time") or ""), run))
     return [max(group, key=lambda t: t[:2])[2] for _, group in sorted(by.items())]
 
 
+def profile_of(claims: pd.DataFrame) -> str | None:
+    """The profile a claims table's rows name (their `profile` column; several joined with
+    '/'), None if none."""
+    if "profile" not in claims:
+        return None
+    names = sorted({p for p in claims["profile"] if isinstance(p, str) and p})
+    return "/".join(names) or None
+
+
 def write_for_paths(runs: Sequence, paths: Sequence[Path], out_dir: Path,
-                    **claims_options) -> list[Path]:
+                    claims: pd.DataFrame | None = None, **claims_options) -> list[Path]:
     """`topkscope tables`: the tables of loaded runs (those under the command's paths, as
-    `topkscope claims` reads them) into out_dir. The claims are tabulated from the runs as
-    `topkscope claims` tabulates them, or read from a profile's claims.csv when the paths are
-    one results root that `topkscope figures` wrote; the selection times come from the
-    bench/selection.csv of a results root given. The run tables use the complete and failed
-    runs (an unfinished one counts in the claims alone, as an unfinished seed)."""
+    `topkscope claims` reads them) into out_dir. The claims are `claims` when given (a
+    committed claims.csv: `--claims FILE`), else read from a profile's claims.csv when the
+    paths are one results root that `topkscope figures` wrote, else tabulated from the runs as
+    `topkscope claims` tabulates them; the selection times come from the bench/selection.csv
+    of a results root given. The run tables use the complete and failed runs (an unfinished
+    one counts in the claims alone, as an unfinished seed). The labels carry the runs'
+    profile, else the claims'."""
     from topkscope.claims import build
     from topkscope.publish.report import profile_root
 
     paths = [Path(p) for p in paths]
-    root = profile_root(paths)
-    claims = pd.read_csv(root / "claims.csv") if root is not None else \
-        build(runs, roots=paths, **claims_options)
+    root = profile_root(paths) if paths else None
+    if claims is None and paths:
+        claims = pd.read_csv(root / "claims.csv") if root is not None else \
+            build(runs, roots=paths, **claims_options)
     benches = [pd.read_csv(p / "bench" / "selection.csv") for p in paths
                if (p / "bench" / "selection.csv").is_file()]
     done = [r for r in runs if r.manifest.get("status") in ("complete", "failed")]
     profiles = sorted({str(r.manifest.get("profile")) for r in done
                        if r.manifest.get("profile")})
+    profile = "/".join(profiles) or (profile_of(claims) if claims is not None else None)
     convergence = [r for r in done if not r.eval.empty]
-    return write_all(out_dir, "/".join(profiles) or None, distribution_runs_of(done),
-                     convergence, claims, pd.concat(benches, ignore_index=True)
-                     if benches else None)
+    return write_all(out_dir, profile, distribution_runs_of(done), convergence, claims,
+                     pd.concat(benches, ignore_index=True) if benches else None)
