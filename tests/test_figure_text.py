@@ -201,6 +201,8 @@ def _plot_cases(r) -> dict[str, Figure]:
         "delta_curve three vectors at three steps": lambda: plots.delta_curve(
             *_delta_kinds(r.fnn3), manifest=m, max_panels=9),
         "delta_atlas seven models and vectors": lambda: plots.delta_atlas(*_atlas_panels(r.fnn3)),
+        "model_vs_measured the GRACE release's committed rows": lambda: plots.model_vs_measured(
+            _grace_rows(), "the step-time model against the GRACE release"),
         "published_runs eight imported jobs": lambda: plots.published_runs(
             pd.DataFrame({"run": [f"job 13026{i} topk rho=0.001 (8 GPUs, gpu04)"
                                   for i in range(8) for _ in range(3)],
@@ -212,6 +214,15 @@ def _plot_cases(r) -> dict[str, Figure]:
     }
 
 
+def _grace_rows() -> pd.DataFrame:
+    """The committed model rows of the GRACE release that a figure shows (throughput)."""
+    from topkscope.perf import grace
+
+    _, model = grace.read_committed()
+    return model[(model["mode"] == "throughput") & (model["reason"] == "")].reset_index(
+        drop=True)
+
+
 PLOT_CASES = ["gradient_histogram four steps", "sorted_magnitudes", "contraction_over_iterations",
               "normality_over_training", "normality_over_training without snapshots (hook run)",
               "qq_plot", "selected_over_k", "selection_time", "convergence one condition",
@@ -219,6 +230,7 @@ PLOT_CASES = ["gradient_histogram four steps", "sorted_magnitudes", "contraction
               "accuracy_vs_elements three conditions", "density_sensitivity two methods",
               "selected_per_step four methods", "published_runs eight imported jobs",
               "delta_curve three vectors at three steps", "delta_atlas seven models and vectors",
+              "model_vs_measured the GRACE release's committed rows",
               "gap_against_term perplexity, a run that never reaches the target"]
 
 

@@ -13,7 +13,6 @@ from topkscope.publish.findings import (
     README_END,
     README_START,
     findings_block,
-    findings_cells,
     findings_markdown,
     markers,
 )
@@ -27,14 +26,24 @@ def claim_row(model: str, claim: str, verdict: str, fraction: float) -> dict:
             "ci_high": float("nan"), "traffic_ratio": float("nan")}
 
 
-def make_results(root: Path, figures: list[str], models: list[str]) -> Path:
+def make_results(root: Path, figures: list[str], models: list[str],
+                 published: list[str] | None = None) -> Path:
+    """A results root: figures, claims.csv of `models`, and, with `published`, the committed
+    claims of those models (reference/claims-quick.csv: what is published)."""
     (root / "figures").mkdir(parents=True)
     for i, name in enumerate(figures):
         Image.new("RGB", (1200, 600), (40 * i, 100, 200)).save(root / "figures" / f"{name}.png")
-    rows = [claim_row(m, c, "holds", 1.0) for m in models for c in ("below_paper", "gaussian_like")]
-    pd.DataFrame(rows).to_csv(root / "claims.csv", index=False)
+    claims_of(models).to_csv(root / "claims.csv", index=False)
     (root / "claims.md").write_text("| claims |\n")
+    if published is not None:
+        (root / "reference").mkdir()
+        claims_of(published).to_csv(root / "reference" / "claims-quick.csv", index=False)
     return root
+
+
+def claims_of(models: list[str]) -> pd.DataFrame:
+    return pd.DataFrame([claim_row(m, c, "holds", 1.0) for m in models
+                         for c in ("below_paper", "gaussian_like")])
 
 
 @pytest.fixture
@@ -60,30 +69,32 @@ def test_complete_results_publish_small_copies_and_the_findings(published):
     for png in out.glob("*.png"):
         with Image.open(png) as img:
             assert img.width == 900
-    cells = findings_cells(findings_block(readme.read_text()))
-    assert {column for _, _, column in cells} == {"Gaussian-like", "δ ≤ (1 − k/d)²", "runs"}
-    assert {label for _, label, _ in cells} == {"FNN-3 · all runs pooled",
-                                                "ResNet-20 · all runs pooled"}
-    assert len(cells) == 6
+    block = findings_block(readme.read_text())
+    rows = [ln for ln in block.splitlines() if ln.startswith("| FNN-3") or
+            ln.startswith("| ResNet-20")]
+    assert len(rows) == 2 and all(ln.count("holds (100%)") == 2 for ln in rows)
 
 
 def test_partial_results_are_refused_naming_what_would_be_lost(published, tmp_path, capsys):
     out, readme = published
     before = snapshot(out, readme)
-    partial = make_results(tmp_path / "partial", ["a-histogram"], ["fnn3"])
+    partial = make_results(tmp_path / "partial", ["a-histogram"], ["fnn3"],
+                           published=["fnn3", "resnet20"])
     assert cli(["gallery", "--results", str(partial), "--gallery", str(out), "--readme",
                 str(readme)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("topkscope gallery: error: ")
     assert "would lose 1 figure(s): b-convergence.png" in err
-    assert "findings would lose 3 cell(s), in rows ResNet-20 · all runs pooled" in err
+    assert ("the quick claims would lose 2 row(s): below_paper · resnet20 · topk · , "
+            "gaussian_like · resnet20 · topk · ") in err
     assert "--allow-shrink" in err
     assert snapshot(out, readme) == before  # nothing written
 
 
 def test_allow_shrink_publishes_partial_results_and_says_what_went(published, tmp_path, capsys):
     out, readme = published
-    partial = make_results(tmp_path / "partial", ["a-histogram"], ["fnn3"])
+    partial = make_results(tmp_path / "partial", ["a-histogram"], ["fnn3"],
+                           published=["fnn3", "resnet20"])
     assert cli(["gallery", "--results", str(partial), "--gallery", str(out), "--readme",
                 str(readme), "--allow-shrink"]) == 0
     assert "--allow-shrink: " in capsys.readouterr().out
@@ -128,12 +139,13 @@ def test_the_standard_profiles_claims_fill_their_own_blocks_and_never_shrink(tmp
     standard = make_results(tmp_path / "standard", [], ["lstm-ptb", "gpt-mini"])
     rows = pd.read_csv(standard / "claims.csv").assign(section="distribution")
     predicted = {**claim_row("vgg16", "gaussiank_speedup_p16", "inconclusive", float("nan")),
-                 "section": "prediction", "sparsifier": "gaussiank"}
+                 "section": "prediction", "sparsifier": "gaussiank", "network": "10gbe",
+                 "baselines": "Dense", "selection_basis": "break-even", "breakeven_ms": 2.5}
     pd.concat([rows, pd.DataFrame([predicted])]).to_csv(standard / "claims.csv", index=False)
-    start, end, prose_start, prose_end = markers("standard-claims")
+    start, end = markers("standard-claims")
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{README_START}\nold\n{README_END}\nmiddle\n{start}\nold\n"
-                      f"{end}\n{prose_start}\nold\n{prose_end}\noutro\n")
+                      f"{end}\noutro\n")
     out = tmp_path / "gallery"
     args = ["gallery", "--results", str(quick), "--gallery", str(out), "--readme", str(readme)]
     assert cli([*args, "--standard-claims", str(standard / "claims.csv")]) == 0
@@ -144,7 +156,9 @@ def test_the_standard_profiles_claims_fill_their_own_blocks_and_never_shrink(tmp
     assert "LSTM" in shown and "FNN-3" not in shown and "LSTM" not in findings_block(text)
     # a profile's predictions are its own runs' models' (the one builder): shown in its block
     assert "VGG" in shown and "VGG" not in findings_block(text)
-    assert text.split(prose_start)[1].split(prose_end)[0].strip() not in ("", "old")
+    (quick / "reference").mkdir()
+    pd.read_csv(standard / "claims.csv").to_csv(quick / "reference" / "claims-standard.csv",
+                                                index=False)  # what is published
     fewer = make_results(tmp_path / "fewer", [], ["lstm-ptb"])
     assert cli([*args, "--standard-claims", str(fewer / "claims.csv")]) == 2
     assert "would lose" in capsys.readouterr().err and readme.read_text() == text
@@ -157,7 +171,7 @@ def test_text_only_regenerates_the_readme_and_the_findings_from_claims_alone(pub
     """--text-only --claims CSV: the README's headline and the findings document's tables
     from a claims table, with no figures read or written; a file with no block to fill is
     refused and nothing is written."""
-    from topkscope.publish.headline import HEADLINE_END, HEADLINE_START, headline_markdown
+    from topkscope.publish.headline import HEADLINE_END, HEADLINE_START, answers_markdown
 
     out, _ = published
     before = snapshot(out)
@@ -170,8 +184,9 @@ def test_text_only_regenerates_the_readme_and_the_findings_from_claims_alone(pub
     assert cli([*args, "--readme", str(readme), "--findings", str(doc)]) == 0
     assert "text only" in capsys.readouterr().out and snapshot(out) == before
     table = pd.read_csv(claims)
-    assert readme.read_text() == (f"top\n{HEADLINE_START}\n{headline_markdown({'Quick': table})}"
-                                  f"\n{HEADLINE_END}\nMore: below\n")
+    told = answers_markdown({"Quick": table}, gallery=tmp_path / "gallery")
+    assert readme.read_text() == (f"top\n{HEADLINE_START}\n{told}\n{HEADLINE_END}\n"
+                                  "More: below\n")
     assert "- **Is u bell-shaped" in readme.read_text()  # the answers, per question
     assert findings_block(doc.read_text()).strip() == findings_markdown(table, "Quick").strip()
     plain = tmp_path / "plain.md"

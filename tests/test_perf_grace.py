@@ -222,7 +222,7 @@ def test_the_claims_rows(tmp_path):
 def test_the_claims_are_registered_as_table_claims():
     from topkscope.claims.registry import registered
 
-    names = {c.name for c in registered("table", section="published")}
+    names = {c.name for c in registered("reference", section="published")}
     assert {"grace_pays", "grace_accuracy_cost", "grace_topk_vs_randk",
             "grace_model_pays"} <= names
 

@@ -82,6 +82,8 @@ def test_claims_command_on_imported_folder(tmp_path, capsys):
 
 
 def test_readme_sentences_are_generated_from_the_committed_tables():
+    """The README's published block is what the reference tables answer, every question of
+    the registry they hold rows of, one sentence each."""
     from tests.conftest import REPO
     from topkscope.publish import published_findings as pf
 
@@ -89,36 +91,21 @@ def test_readme_sentences_are_generated_from_the_committed_tables():
     assert pf.START in text and pf.END in text
     assert pf.with_published(text) == text  # what `topkscope gallery` writes
     block = text.split(pf.START, 1)[1].split(pf.END, 1)[0]
-    assert "seeds not published" in block and "Top-k − Dense" in block
+    assert "the published logs name no seed" in " ".join(block.split())
+    assert "Top-k − Dense" in block and "GRACE release" in block and "Covenant-72B" in block
 
 
-def test_prose_numbers_come_from_the_rows():
-    from topkscope.publish.published_findings import prose
+def test_each_reference_table_answers_its_own_questions(tmp_path):
+    """A reference table answers the questions its rows belong to, never another's, and a
+    table missing on disk is left out."""
+    from topkscope.publish import published_findings as pf
 
-    claims_rows = pd_frame([
-        {"section": "published", "claim": "topk_accuracy", "model": "vgg16", "diff_mean": -1.5,
-         "verdict": "insufficient-data", "evidence": ""},
-        {"section": "published", "claim": "topk_accuracy", "model": "vgg16", "diff_mean": -0.5,
-         "verdict": "insufficient-data", "evidence": ""},
-        {"section": "published", "claim": "topk_selection_share", "model": "vgg16",
-         "diff_mean": 0.7, "diff_unit": "share of an iteration", "verdict": "holds",
-         "evidence": "x; a text the sentences never read"},
-    ])
-    validation = pd_frame([{"family": "one-node sparse", "ratio": 0.8, "ratio_slowest": 0.9,
-                            "communicate_s": 0.05, "wait_s": 0.0485, "exchange_s": 0.0015,
-                            "predicted_communicate_s": 0.0004}])
-    text = prose(claims_rows, validation)
-    assert "Top-k − Dense final validation accuracy -1.5 to -0.5 points over 2 setting(s)" in text
-    assert "took 70% of an iteration" in text and "2 insufficient-data" in text
-    assert "predicts 0.900× the measured sparse iterations" in text
-    assert "slowest worker's selection (48.50 ms), the exchange itself 1.50 ms against the " \
-           "model's 0.40 ms" in text
-
-
-def pd_frame(rows):
-    import pandas as pd
-
-    return pd.DataFrame(rows)
+    tables = pf.reference_tables()
+    assert set(tables) == set(pf.REFERENCE_TABLES)
+    text = pf.published_markdown({"GRACE release": tables["GRACE release"]})
+    assert "(GRACE release)" in text and "Covenant" not in text and "P = 16" not in text
+    missing = pf.reference_tables({"nothing": tmp_path / "none.csv"})
+    assert missing == {} and pf.published_markdown(missing) == "_no published reference tables_"
 
 
 def test_the_figures_driver_draws_and_finds_imported_runs(tmp_path):
@@ -151,35 +138,3 @@ def test_notebook_frames_keep_each_job_apart(tmp_path):
     assert first["elements"].iloc[0] == 15.0 * 4 * 2
 
 
-def test_p16_sentence_names_ranges_and_conditions_from_the_fields():
-    from topkscope.publish.published_findings import p16_sentence
-
-    nan = float("nan")
-
-    def row(model, network, claim, baselines, verdict, low, high, reason="", decided=""):
-        return {"model": model, "network": network, "claim": claim, "baselines": baselines,
-                "verdict": verdict, "ci_low": low, "ci_high": high, "reason": reason,
-                "decided_by": decided, "model_error": 0.196, "training_condition": "",
-                "cause": "prose the sentence never reads", "evidence": "x",
-                "speedup_low": nan, "speedup_high": nan}
-
-    claim = "gaussiank_speedup_p16_gpu"
-    table = pd_frame([
-        row("vgg16", "10gbe", claim + "_topk", "Top-k", "holds", 2.4, 8.9),
-        row("vgg16", "ib100", claim + "_topk", "Top-k", "holds", 2.5, 9.3),
-        row("resnet20", "10gbe", claim + "_topk", "Top-k", "inconclusive", 1.0, 1.1,
-            "within-model-error"),
-        row("resnet20", "ib100", claim + "_topk", "Top-k", "inconclusive", 0.9, 1.3,
-            "assumed-input", "counts"),
-        row("vgg16", "10gbe", claim + "_topk_logged_torch", "Top-k", "inconclusive", 0.83,
-            1.07, "input-band-too-wide", "overhead")])
-    text = p16_sentence(table)
-    assert "than Top-k for VGG-16-BN (both networks), 2.4–9.3×" in text
-    assert ("not decided for ResNet-20 (ResNet-20: decided by counts, only at an assumed "
-            "input's value, within the model's error)") in text
-    assert "against the model's ±19.6% error" in text
-    assert "the rule's counts nominal k (assumed" in text
-    assert "exact Top-k on torch.topk with pytorch/pytorch#164459" in text
-    assert ("over Top-k running the torch.topk the published runs logged, inconclusive for 1 "
-            "model(s) (0.83–1.07×)") in text
-    assert text.count(". ") == 0 and text.endswith(".")  # one sentence

@@ -14,7 +14,7 @@ regenerates the text alone from the claims tables, with no figures (`make findin
 
 Partial results never shrink what is published silently: when <results> lacks a figure that
 <out> holds, or its claims lack a row of the committed quick claims
-(results/reference/claims-quick.csv; claims frames compared, never rendered text), publish
+(results/reference/claims-<profile>.csv; claims frames compared, never rendered text), publish
 refuses with one line naming what would be lost, and writes nothing (allow_shrink=True publishes
 them anyway and removes the gallery's figures the results no longer have). Everything is
 prepared in memory first, so a refusal or a bad input leaves every file as it was.
@@ -207,11 +207,15 @@ def publish(results: Path, out: Path, width: int = MAX_WIDTH, readme: Path | Non
     out = Path(out)
     gallery = prepare(results, width, readme, standard_claims, findings, claims, text_only,
                       progress)
-    quick = Path(results) / "claims.csv" if claims is None else Path(claims)
-    published = Path(results) / "reference" / "claims-quick.csv"
-    old = ({"quick": _claims(published)} if published.is_file() and quick.is_file()
-           and published.resolve() != quick.resolve() else {})
-    lost = losses(gallery, out, old, {"quick": _claims(quick)} if old else None)
+    given = {"quick": Path(results) / "claims.csv" if claims is None else Path(claims),
+             "standard": None if standard_claims is None else Path(standard_claims)}
+    old, new = {}, {}
+    for profile, path in given.items() if not text_only else ():
+        published = Path(results) / "reference" / f"claims-{profile}.csv"
+        if path is not None and path.is_file() and published.is_file() \
+                and published.resolve() != path.resolve():
+            old[profile], new[profile] = _claims(published), _claims(path)
+    lost = losses(gallery, out, old, new)
     if lost and not allow_shrink:
         raise ValueError(f"{results if claims is None else claims} holds less than what is "
                          f"published: {'; '.join(lost)}; run the whole profile first (make "

@@ -1,14 +1,16 @@
-"""The README's sentences on the published GPU runs, generated from the committed derived
-tables (results/reference/published/claims.csv, validation.csv and p16-gpu.csv, written by
-`topkscope claims`, `python -m topkscope.perf.gpu_runs` on the imported runs and
-`python -m topkscope.claims.gpu_bands`), between
-the markers `<!-- published-runs:start -->` and `<!-- published-runs:end -->`; `topkscope
-gallery` rewrites the block, no number typed.
+"""The README's answers on published measurements, generated from the committed reference
+tables under results/reference/published/ (the authors' GPU runs: claims.csv, written by
+`topkscope claims` on the imported runs; their P = 16 inputs: p16-gpu.csv,
+`python -m topkscope.claims.gpu_bands`; the GRACE release: grace/claims.csv,
+`python -m topkscope.claims.grace`; Covenant-72B: covenant-claims.csv,
+`python -m topkscope.claims.covenant`), between the markers `<!-- published-runs:start -->`
+and `<!-- published-runs:end -->`: each registered question those tables answer, in one
+sentence; `topkscope gallery` rewrites the block, no number typed. Also the imported runs'
+figures for the figures driver.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -19,136 +21,6 @@ VALIDATION_CSV = REFERENCE / "validation.csv"
 P16_CSV = REFERENCE / "p16-gpu.csv"
 START, END = "<!-- published-runs:start -->", "<!-- published-runs:end -->"
 SOURCE = "kljp/topk_results@4d5937cd6c81f7a3869de9d1355bbc520d72ee27"
-
-
-def _range(values, fmt: str = "{:+.3g}") -> str:
-    """"lo to hi" (one value when they agree) of the finite values, each formatted by fmt."""
-    x = [float(v) for v in values if math.isfinite(float(v))]
-    if not x:
-        return "not given"
-    lo, hi = min(x), max(x)
-    return fmt.format(lo) if math.isclose(lo, hi) else f"{fmt.format(lo)} to {fmt.format(hi)}"
-
-
-def _verdicts(frame: pd.DataFrame) -> str:
-    return ", ".join(f"{n} {v}" for v, n in frame["verdict"].value_counts().sort_index().items())
-
-
-NETWORK_WORDS = {"10gbe": "10 GbE", "ib100": "100 Gb IB"}
-REASON_WORDS = {"within-model-error": "within the model's error",
-                "input-band-too-wide": "an input's band too wide",
-                "assumed-input": "only at an assumed input's value"}
-
-
-def _where(models: dict, every: tuple[str, ...]) -> str:
-    """'VGG-16-BN, LSTM-PTB (both networks), AlexNet (10 GbE)': models grouped by the networks
-    they hold at."""
-    from topkscope.publish.findings import model_name
-
-    groups: dict[tuple, list[str]] = {}
-    for model, networks in models.items():
-        groups.setdefault(tuple(sorted(networks)), []).append(model_name(model))
-    parts = []
-    for networks, names in groups.items():
-        at = "both networks" if set(networks) == set(every) else \
-            ", ".join(NETWORK_WORDS.get(n, n) for n in networks)
-        parts.append(f"{', '.join(names)} ({at})")
-    return "; ".join(parts)
-
-
-def p16_sentence(table: pd.DataFrame) -> str:
-    """The P = 16 answer in one sentence with the conditions it holds under, from the p16-gpu
-    rows' fields (topkscope.claims.gpu_bands.p16_answer): the comparisons with Top-k's
-    selection from torch.topk with pytorch/pytorch#164459 (the default), then the named
-    variant with the torch of the published runs."""
-    from topkscope.claims.gpu_bands import p16_answer
-    from topkscope.publish.findings import model_name
-
-    answer = p16_answer(table)
-    every = tuple(sorted(set(table["network"])))
-    held, undecided = [], {}
-    for comparison, verdicts in answer["comparisons"].items():
-        if "holds" in verdicts:
-            v = verdicts["holds"]
-            held.append(f"{comparison.replace(', ', ' and ')} for "
-                        f"{_where(v['models'], every)}, {v['low']:.3g}–{v['high']:.3g}×")
-        for verdict, v in verdicts.items():
-            if verdict != "holds":
-                for model in v["models"]:
-                    why = undecided.setdefault(model, set())
-                    why.update(REASON_WORDS.get(r, r) for r in v["reasons"][model])
-                    why.update(f"decided by {n}" for n in v["decided_by"][model])
-    lo, hi = answer["model_error"]
-    error = f"±{lo:.1%}" if math.isclose(lo, hi) else f"±{lo:.1%}–{hi:.1%}"
-    text = ("At P = 16, predicted by the step-time model from the published GPU runs' inputs "
-            "(each over the band the evidence supports, on 10 GbE and 100 Gb IB, a verdict only "
-            f"where every corner agrees and no assumed input decides, against the model's "
-            f"{error} error), ")
-    text += ("the published Gaussian-k gives a shorter step than " + "; than ".join(held)
-             if held else "the published Gaussian-k's step is decided against no baseline")
-    fully = [m for m in answer["models"] if m in undecided
-             and all(m not in v.get("holds", {}).get("models", {})
-                     for v in answer["comparisons"].values())]
-    if fully:
-        text += (f"{', and is not decided' if held else ''} for "
-                 f"{', '.join(model_name(m) for m in fully)} ("
-                 + "; ".join(f"{model_name(m)}: {', '.join(sorted(undecided[m]))}"
-                             for m in fully) + ")")
-    counts = ("the rule's counts nominal k (assumed: no run measured them on these models)"
-              if answer["counts_nominal"] else
-              "the rule's counts as runs here measured them, nominal k (assumed) elsewhere")
-    text += (f" — with {counts}, its sparse exchange costing beyond the α–β model what one "
-             "node (NCCL) up to 32 machines over 1 GbE (MPI) show, and exact Top-k on "
-             "torch.topk with pytorch/pytorch#164459")
-    for name, verdicts in answer.get("variants", {}).items():
-        counted = ", ".join(f"{verdict} for {len(v['models'])} model(s)"
-                            for verdict, v in verdicts.items())
-        text += (f"; over {name.replace(' (logged torch.topk)', '')} running the torch.topk "
-                 f"the published runs logged, {counted} "
-                 f"({min(v['low'] for v in verdicts.values()):.3g}–"
-                 f"{max(v['high'] for v in verdicts.values()):.3g}×)")
-    return text + "."
-
-
-def prose(claims: pd.DataFrame, validation: pd.DataFrame,
-          p16: pd.DataFrame | None = None) -> str:
-    """The sentences: accuracy differences per model and comparison (with the verdicts), the
-    selection share, the model's check on the iterations."""
-    from topkscope.publish.findings import model_name
-
-    rows = claims[claims["section"] == "published"]
-    parts = [f"Published GPU runs of the authors' code ({SOURCE}, one node of 2–8 GPUs, seeds "
-             "not published), imported by `topkscope import gaussiank-sgd`:"]
-    for claim, what in (("topk_accuracy", "Top-k − Dense"), ("randk_accuracy",
-                                                            "Rand-k − Top-k")):
-        for model, sub in rows[rows["claim"] == claim].groupby("model", sort=True):
-            known = sub.dropna(subset=["diff_mean"])
-            if len(known):
-                parts.append(f"{model_name(model)}: {what} final validation accuracy "
-                             f"{_range(known['diff_mean'])} points over {len(known)} "
-                             f"setting(s) ({_verdicts(known)}: no seeds to pair).")
-    share = rows[rows["claim"] == "topk_selection_share"]
-    if len(share):
-        shares = share["diff_mean"].astype(float) * 100.0
-        parts.append(f"Top-k's selection took {_range(shares, '{:.0f}')}% of an "
-                     f"iteration ({', '.join(sorted(model_name(m) for m in set(share['model'])))}, "
-                     f"{len(share)} "
-                     f"node(s); longer than forward + backward: {_verdicts(share)}).")
-    sparse = validation[validation["family"] == "one-node sparse"]
-    if len(sparse):
-        ratio = sparse["ratio_slowest"] if "ratio_slowest" in sparse else sparse["ratio"]
-        text = (f"The step-time model, with the slowest worker's selection, predicts "
-                f"{_range(ratio, '{:.3f}')}× the measured sparse iterations ({len(sparse)} "
-                "held-out rows)")
-        if "exchange_s" in sparse and sparse["exchange_s"].notna().any():
-            text += (f": the logged sparse COMM is mostly the wait for the slowest worker's "
-                     f"selection ({_range(sparse['wait_s'] * 1e3, '{:.2f}')} ms), the exchange "
-                     f"itself {_range(sparse['exchange_s'] * 1e3, '{:.2f}')} ms against the "
-                     f"model's {_range(sparse['predicted_communicate_s'] * 1e3, '{:.2f}')} ms")
-        parts.append(text + " (docs/scaling.md).")
-    if p16 is not None and len(p16):
-        parts.append(p16_sentence(p16))
-    return " ".join(parts)
 
 
 # the committed reference tables of published measurements, as the README names each: the
