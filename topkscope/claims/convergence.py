@@ -153,7 +153,7 @@ def _method_rows(experiment, density, condition, method, mine, topk, options,
         sent += f"; wire bytes, whole run, {_mean(wire):.3g}× Top-k's"
     if vs_plain:
         sent += (f", whole run against Top-k without warm-up {_spread_text(vs_plain)} "
-                 f"({len(vs_plain)} of {len(seeds)} seeds have a {PLAIN} Top-k run)")
+                 f"({len(vs_plain)} of {len(seeds)} seeds have a {PLAIN.training_key()} Top-k run)")
     evidence = "; ".join([f"{where}: {finals}", ci, f"per seed ({method} − Top-k) {per_seed}",
                           *notes, sent])
     acc = {**base, "fraction": math.nan, "ci_low": low, "ci_high": high, "diff_mean": mean,

@@ -20,6 +20,7 @@ another training's counts is not the method's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -207,10 +208,25 @@ def _breakeven_ms(g: pd.Series, references: Sequence[str]) -> dict[str, float]:
     return out
 
 
+def training_conditions(runs) -> dict[str, Condition]:
+    """The training conditions of `runs` by the key the scaling table names them with
+    (topkscope.manifest.condition_of): a prediction row's typed condition is looked up, never
+    parsed."""
+    from topkscope.condition import run_condition
+
+    found = {}
+    for run in runs:
+        cond = run_condition(run.manifest, experiment="", world_size=None,
+                             training_density=None)
+        found.setdefault(cond.training_key(), cond)
+    return found
+
+
 def claim_rows(table: pd.DataFrame, workers: int = CLAIM_P,
                sparsifiers: str | Sequence[str] | Mapping[str, Sequence[str]] | None = None,
                errors: dict[str, float] | None = None,
-               suffixes: Sequence[str] = tuple(CLAIMS)) -> list[ClaimRow]:
+               suffixes: Sequence[str] = tuple(CLAIMS),
+               conditions: Mapping[str, Condition] | None = None) -> list[ClaimRow]:
     """The rows per (model, network, sparsifier, training condition, baseline set) at P: the
     sparsifier's predicted speed-up over Dense and Top-k, over Dense with WFBP, and over Dense
     in fp16 (the CLAIMS `suffixes` asked). `sparsifiers`: the methods given, or per model
@@ -218,7 +234,8 @@ def claim_rows(table: pd.DataFrame, workers: int = CLAIM_P,
     holds. Each verdict is judged against the model's validated error (default:
     topkscope.perf.published.validated_errors); where a selection time is another device's
     than the compute's (column selection_basis "break-even"), on the break-even selection
-    times instead (see rule)."""
+    times instead (see rule). conditions: the training conditions behind the table's
+    `condition` keys (training_conditions), typed into each row."""
     if errors is None:
         from topkscope.perf.published import validated_errors
 
@@ -240,6 +257,10 @@ def claim_rows(table: pd.DataFrame, workers: int = CLAIM_P,
                 for suffix in suffixes:
                     row = _claim_row(refs, g, model, network, suffix, errors)
                     if row is not None:
+                        typed = (conditions or {}).get(str(g.get("condition") or ""))
+                        if typed is not None:
+                            row.set_condition(replace(typed, training_density=float(
+                                g["density"]), reference=row.reference))
                         rows.append(row)
     return rows
 
@@ -272,7 +293,7 @@ for _suffix, (_baselines, _what) in CLAIMS.items():
         "{method} gives " + _what + f" at P = {CLAIM_P}", _rule_now, "prediction", "table",
         lambda context, suffix=_suffix: claim_rows(
             context.scaling, sparsifiers=recorded_selectors(context.own_runs),
-            suffixes=(suffix,)),
+            suffixes=(suffix,), conditions=training_conditions(context.own_runs)),
         "scaling-breakeven-p16", per_method=True,
         questions=SPEEDUP_QUESTIONS if not _suffix else (),
         show=Presentation("prediction", ", ".join(_baselines), phrases.speedup,
