@@ -154,6 +154,9 @@ def snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> list
                                   & (tables.fits["on"] == "x")]["shape"]
             out.append({
                 "_run": i, "step": step, "rank": rank, "sparsifier": sparsifier,
+                # the δ(k) atlas of the snapshot, measured only when a claim asks for it
+                "delta": (lambda run=runs[i], step=step, rank=rank:
+                          snapshots.analyze_delta_loaded(run, step, rank, "u")),
                 "condition": condition, "battery": tables.normality.iloc[0].to_dict(),
                 "best_family": fits.best(tables.fits, "x") if not tables.fits.empty else "none",
                 "beta": float(gennorm.iloc[0]) if len(gennorm) else math.nan,
@@ -219,7 +222,8 @@ class ConditionUnits:
             fitted = s["fitted"][near(s["fitted"]["density"])] if len(s["fitted"]) and \
                 "density" in s["fitted"] else s["fitted"]
             tail = [t for t in s["tail"] if np.isclose(t[0], density, rtol=1e-9, atol=0.0)]
-            snaps.append({**s, "ratios": ratios, "fitted": fitted, "tail": tail})
+            snaps.append({**s, "ratios": ratios, "fitted": fitted, "tail": tail,
+                          "density": density})
         return ConditionUnits(self.sparsifier, self.condition, u, snaps, self.n_runs, self.runs)
 
 

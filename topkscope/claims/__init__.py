@@ -27,6 +27,7 @@ from topkscope.claims import outer  # noqa: F401
 from topkscope.claims import published  # noqa: F401
 from topkscope.claims import speedup  # noqa: F401
 from topkscope.claims import time_to_accuracy  # noqa: F401
+from topkscope.claims import atlas  # noqa: F401
 from topkscope.claims import grace  # noqa: F401  (reference claims: never in a build)
 from topkscope.claims import covenant  # noqa: F401  (reference claims: never in a build)
 from topkscope.claims import gpu_bands  # noqa: F401  (reference claims: never in a build)
