@@ -11,7 +11,9 @@ root that `topkscope figures` wrote gives its own claims.csv; other paths are ta
 `--margin` and `--perplexity-margin` are the claims' (as `topkscope claims`).
 
 Bad input (a path that holds no complete or failed run, a folder the claims cannot read,
---tables a file): one line naming it, exit 2, nothing written.
+--tables a file): one line naming it, exit 2, nothing written. A damaged run (a manifest or a
+table that cannot be read) found under a results root or experiment folder is named on stderr
+and left out; the tables of the others are written, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from topkscope.commands import CommandError
-from topkscope.commands.claims import add_margin_arguments, readable_runs
+from topkscope.commands.claims import (
+    add_margin_arguments,
+    fail_if_damaged,
+    name_damaged,
+    quiet_repeats,
+    readable_runs,
+)
 
 HELP = "the tables for a paper (CSV + LaTeX) of any runs: contraction, normality, claims, ..."
 
@@ -49,7 +57,10 @@ def main(args: argparse.Namespace, write: Callable) -> int:
     try:
         if out.exists() and not out.is_dir():
             raise ValueError(f"--tables {str(out)!r} is a file; give a folder")
-        runs = readable_runs(args.paths, load, runs_at, progress_shown=not args.no_progress)
+        damaged: list = []
+        quiet_repeats()
+        runs = readable_runs(args.paths, load, runs_at, progress_shown=not args.no_progress,
+                             damaged=damaged)
         files = write(runs, args.paths, out, margin=args.margin,
                       perplexity_margin=args.perplexity_margin)
     except ValueError as exc:  # nothing has been written yet
@@ -59,4 +70,5 @@ def main(args: argparse.Namespace, write: Callable) -> int:
     tex = sorted(p.stem for p in files if p.suffix == ".tex")
     print(f"tables: {len(tex)} LaTeX tables with their CSV from {len(runs)} run(s) -> {out} "
           f"({', '.join(tex)}; {time.perf_counter() - start:.1f} s)")
-    return 0
+    name_damaged("tables", damaged)
+    return fail_if_damaged(damaged, len(runs))
