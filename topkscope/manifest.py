@@ -222,6 +222,17 @@ class Manifest:
             self.fail(error, **fields)
 
 
+def interruption_message(run_dir: str | Path, manifest: dict[str, Any]) -> str:
+    """One line on an interrupted run (from its manifest): the signal, the step, and the
+    command that resumes it (`resume_command`, from the checkpoint at `checkpoint_step`)."""
+    head = (f"interrupted by {manifest.get('signal')} at step {manifest.get('steps_done')} "
+            f"({run_dir})")
+    if manifest.get("resume_command"):
+        return (f"{head}; resume from the checkpoint at step {manifest.get('checkpoint_step')} "
+                f"with: {manifest['resume_command']}")
+    return f"{head}; it had no checkpoint yet, so there is nothing to resume: start it again"
+
+
 def diverged_at(manifest: dict) -> int | None:
     """The step at which a failed run's training diverged (`diverged_at_step`), None for any
     other run. A diverged run is a result, not an accident: rerunning it diverges again."""
