@@ -29,6 +29,11 @@ A recorder the process forgets to close is closed when it is garbage collected o
 interpreter exit (normal exit or an uncaught exception): buffered rows are flushed and a
 manifest it owns is marked complete, failed with the uncaught exception, or interrupted when
 that exception is an interruption (Ctrl-C). SIGKILL keeps what the last flush wrote.
+
+A script's run that stops (an error, a Ctrl-C, a dead peer) records `checkpoint_step` and
+`resume_command` when it keeps topkscope.checkpoint's checkpoints (`script_resume_fields`),
+as `topkscope run` does; a Ctrl-C or SIGTERM ends the script with one line from the rank that
+owns the manifest and none from the others, not a traceback per rank (`end_quietly`).
 """
 
 from __future__ import annotations
