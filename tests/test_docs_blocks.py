@@ -116,6 +116,9 @@ NOT_RUN: dict[tuple[str, str], str] = {
      '# train_accelerate.py: the same CNN with Hugging Face Accelerate, TopK-SGD through the DDP hook.'):
         'a script for torchrun (two ranks); tests/test_recipes.py runs it under torchrun with two gloo processes',
     ('docs/training.md',
+     '# diloco_torchrun.py: DiLoCo-style training of FNN-3 on MNIST, one worker per torchrun process.'):
+        'a script for torchrun (two ranks); tests/test_recipes.py runs it under torchrun with two gloo processes',
+    ('docs/training.md',
      'from topkscope import checkpoint'):
         'lines of a torchrun script; tests/test_hook_runs.py runs tests/fixtures/user_cnn_ddp.py, which holds every line of this block',
     ('docs/training.md',

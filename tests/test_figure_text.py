@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
+from tests._figure_series import assert_series_decodable
 from tests._figure_text import assert_text_fits, text_problems
 from tests._figures_results import shared_small_results
 from topkscope import plots
@@ -27,6 +28,7 @@ from topkscope.analysis.runs import load
 from topkscope.plots.style import new_figure
 from topkscope.publish import figures as draw
 from topkscope.reproduce import plan
+from topkscope.sparsify import available
 
 LONG = {"model": "resnet20", "dataset": "cifar10", "dataset_substitute": "mnist",
         "world_size": 16, "optimizer": {"name": "adamw"}, "profile": "standard",
@@ -107,11 +109,22 @@ def test_every_figure_of_the_driver_keeps_its_text_readable(builder, variant, re
     assert saved, "the builder drew no figure"
     for fig in saved:
         assert_text_fits(fig)
+        assert_series_decodable(fig)
 
 
 def _as_methods(frame: pd.DataFrame, names) -> pd.DataFrame:
     """The frame's rows once per name, as if each name had run them (shape only)."""
     return pd.concat([frame.assign(sparsifier=n) for n in names], ignore_index=True)
+
+
+def _every_method_bench(bench: pd.DataFrame) -> pd.DataFrame:
+    """The benchmark table as if every registered method and torch.topk had been timed (as
+    benchmarks/selection.py times them by default: the quick profile draws 16 methods)."""
+    one = bench[bench["method"] == "topk"]
+    names = [*available(), "torch.topk"]
+    return pd.concat([one.assign(method=n, median_ms=one["median_ms"] * (1 + 0.2 * i),
+                                 ratio_to_topk=1 + 0.2 * i) for i, n in enumerate(names)],
+                     ignore_index=True)
 
 
 def _perplexity(ev: pd.DataFrame) -> pd.DataFrame:
@@ -181,6 +194,12 @@ def _plot_cases(r) -> dict[str, Figure]:
         "selected_over_k": lambda: plots.selected_over_k(fnn3.stats, manifest=m),
         "selection_time": lambda: plots.selection_time(
             r.bench, context={"device": "NVIDIA H100 80GB HBM3", "threads": "16"}),
+        "selection_time every registered method and torch.topk": lambda: plots.selection_time(
+            _every_method_bench(r.bench), context={"device": "cpu", "threads": "1"}),
+        "convergence every registered method": lambda: plots.convergence(
+            _as_methods(train[train["sparsifier"] == "dense"], available()),
+            _as_methods(ev[ev["sparsifier"] == "dense"], available()),
+            manifest=main[0].manifest),
         "convergence one condition": lambda: plots.convergence(
             train.drop(columns="condition"), ev.drop(columns="condition"),
             manifest=main[0].manifest),
@@ -225,7 +244,9 @@ def _grace_rows() -> pd.DataFrame:
 
 PLOT_CASES = ["gradient_histogram four steps", "sorted_magnitudes", "contraction_over_iterations",
               "normality_over_training", "normality_over_training without snapshots (hook run)",
-              "qq_plot", "selected_over_k", "selection_time", "convergence one condition",
+              "qq_plot", "selected_over_k", "selection_time",
+              "selection_time every registered method and torch.topk",
+              "convergence every registered method", "convergence one condition",
               "convergence perplexity", "convergence without evaluation (hook run)",
               "accuracy_vs_elements three conditions", "density_sensitivity two methods",
               "selected_per_step four methods", "published_runs eight imported jobs",
@@ -250,6 +271,7 @@ def test_the_cases_cover_every_plot_function():
 def test_every_plot_function_keeps_long_text_readable(case, results):
     fig = _plot_cases(results)[case]()
     assert_text_fits(fig)
+    assert_series_decodable(fig)
 
 
 # --- the check itself -------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Runs made by hand, not by the figures driver, through the real command line: a short FNN-3
-run of experiments/fnn3-mnist.yaml (`topkscope run`, time-stamped folder, recorder on) is
+run of experiments/fnn3-mnist.yaml (`topkscope run`, folder named after what ran, recorder on) is
 drawn by `topkscope figures --no-run` and named with what differs from the plan; `topkscope
 claims` tabulates it and a user's DDP-hook run, which `topkscope figures --no-run --only my-exp`
 draws as a user's own experiment."""
@@ -60,7 +60,7 @@ def test_figures_no_run_draws_a_hand_run_naming_what_differs(results, tmp_path, 
     root = tmp_path / "results"
     shutil.copytree(results / "fnn3-mnist", root / "fnn3-mnist")
     run_dir = hand_run(root)
-    assert not run_dir.name.startswith("quick-")  # a time-stamped folder, not the driver's
+    assert run_dir.name.startswith("topk-rho")  # named after what ran, not as the driver names
     assert cli(["figures", "--no-run", "--results", str(root), "--only", "fnn3-mnist",
                 "--experiments", str(REPO / "experiments"), "--no-notebooks",
                 "--no-tables"]) == 0

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -390,6 +391,15 @@ def test_ctrl_c_and_the_same_command_again_continue_the_run_whole(tmp_path, data
     assert stopped.returncode != 0
     manifest = manifest_of(out)
     assert (manifest["status"], manifest["signal"]) == ("interrupted", "SIGINT")
+    # the manifest says how to resume; the workers say it in one line, no traceback per rank
+    # (what torchrun itself prints on a Ctrl-C is torchrun's)
+    assert manifest["checkpoint_step"] == 50
+    assert manifest["resume_command"] == shlex.join(torchrun(out))
+    ours = [line for line in stopped.stderr.splitlines() if line.startswith("topkscope:")]
+    assert ours == [f"topkscope: run interrupted by SIGINT at step {manifest['steps_done']} "
+                    f"({out}); resume from the checkpoint at step 50 with: "
+                    f"{manifest['resume_command']}"], stopped.stderr[-3000:]
+    assert not [line for line in stopped.stderr.splitlines() if line.startswith("[rank")]
     run_script(out, data_root)  # the documented recipe: the same command resumes
     manifest = assert_whole(out, uninterrupted, resumed_from=50)
     assert [s["status"] for s in manifest["segments"]] == ["interrupted", "complete"]
@@ -410,6 +420,12 @@ def assert_failed_naming(out: Path, stopped: subprocess.CompletedProcess, rank: 
     ours = [line for line in stopped.stderr.splitlines() if line.startswith("topkscope:")]
     assert len(ours) == 1 and f"worker rank {rank} was killed by SIGKILL" in ours[0], \
         stopped.stderr[-3000:]
+    # the step that failed: the one after STOP_AT, which rank 0 finished before the kill (when
+    # rank 1 died, also the step after the last row of train.parquet: steps_done)
+    assert f"failed at step {STOP_AT + 1}; run the same command again to resume it from its " \
+           "checkpoint at step 50" in ours[0]
+    assert rank == 0 or manifest["steps_done"] == STOP_AT + 1
+    assert manifest["checkpoint_step"] == 50 and manifest["resume_command"]
 
 
 @pytest.mark.train
@@ -436,6 +452,11 @@ def test_torchrun_restarts_a_killed_rank_and_the_run_ends_as_an_uninterrupted_on
     done = stop_at(out, data_root, STOP_AT, kill_rank(1), max_restarts=1)
     wall = time.monotonic() - t0
     assert done.returncode == 0, done.stderr[-3000:]
+    # torchrun continues the run: the line says so, not to run the command again
+    ours = [line for line in done.stderr.splitlines() if line.startswith("topkscope:")]
+    assert len(ours) == 1 and ours[0].endswith(
+        "torchrun starts the workers again (1 of --max-restarts left) and they continue it "
+        "from its checkpoint at step 50"), done.stderr[-3000:]
     manifest = assert_whole(out, uninterrupted, resumed_from=50)
     assert [s["status"] for s in manifest["segments"]] == ["failed", "complete"]
     assert manifest["segments"][0]["error"] == "worker rank 1 was killed by SIGKILL"

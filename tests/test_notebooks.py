@@ -374,3 +374,46 @@ def test_the_figures_driver_executes_the_pseudo_gradients_notebook_per_outer_exp
     assert len([o for o in outputs if "image/png" in o.get("data", {})]) == \
         FIGURES["pseudo_gradients"]
     assert str(outer_runs) not in book.read_text()
+
+
+def test_what_is_missing_is_said_in_words_with_no_machine_folder(tmp_path, monkeypatch, capsys):
+    """A results root without an outer-loop run or a benchmark table, the notebooks executed as
+    the figures driver executes them (in the root, results_root '.'): the skip lines name what
+    is missing in words ("no complete outer-loop run", never "experiment None") and print
+    paths relative to the results root, never this machine's folders."""
+    import papermill
+
+    root = tmp_path / "results"
+    thin = recorded_run(root, "fnn3-mnist", "r1", "2026-01-01T00:00:00+00:00")
+    with pytest.raises(ValueError) as err:
+        notebooks.pick_runs(results=root, outer=True)
+    assert str(err.value).startswith(
+        f"no complete outer-loop run under the results root {str(root)!r}")
+    monkeypatch.chdir(tmp_path / "..")
+    with pytest.raises(ValueError) as err:
+        notebooks.pick_runs(results=".", profile="full", experiment="fnn3-mnist")
+    assert "None" not in str(err.value) and str(err.value).startswith(
+        "no complete run of experiment 'fnn3-mnist' of the full profile under the results root")
+    # a run folder outside the results root and the working folder: from its own results root
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    monkeypatch.delenv(notebooks.RESULTS_ENV, raising=False)
+    assert notebooks.shown(thin / "stats") == "fnn3-mnist/r1/stats"
+    assert notebooks.missing(load_thin(thin), "hist").startswith(
+        "skipped: fnn3-mnist/r1 has no histograms")
+    for name, said in (("pseudo_gradients", "no complete outer-loop run under the results root;"),
+                       ("selection_speed", "skipped: no selection benchmark table "
+                                           "bench/selection.csv; write it with")):
+        out = tmp_path / f"{name}.ipynb"
+        papermill.execute_notebook(str(REPO / "notebooks" / f"{name}.ipynb"), str(out),
+                                   parameters={"results_root": "."}, kernel_name="python3",
+                                   progress_bar=False, cwd=str(root))
+        text = "".join(o.get("text", "") for o in outputs_of(out))
+        assert said in text, text
+        assert str(tmp_path) not in text and "None" not in text, text
+
+
+def load_thin(run_dir: Path):
+    from topkscope.analysis.runs import load
+
+    return load(run_dir)

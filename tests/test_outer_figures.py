@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests._figure_series import assert_series_decodable
 from tests._figure_text import assert_text_fits
 from tests._outer_runs import EXPERIMENT, TRAININGS
 from topkscope import plots
@@ -67,6 +68,7 @@ def test_the_contraction_figure_draws_the_recorded_medians(runs):
         run.manifest["density"] * run.manifest["num_parameters"]) / run.manifest[
         "num_parameters"])
     assert_text_fits(fig)
+    assert_series_decodable(fig)
 
 
 @pytest.mark.parametrize("name", sorted(OUTER_DRAWERS))
@@ -80,6 +82,7 @@ def test_every_outer_figure_is_drawn_with_its_text_readable(runs, name, tmp_path
     assert entry is not None and entry.name == f"outer-fnn3-mnist-{name}"
     assert len(drawn) == 1
     assert_text_fits(drawn[0])
+    assert_series_decodable(drawn[0])
     assert "n/a" not in entry.caption
 
 

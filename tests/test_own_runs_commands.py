@@ -163,7 +163,7 @@ def test_claims_refuse_what_they_cannot_read_in_one_line(tmp_path, capsys):
 
 
 @pytest.mark.train
-def test_a_run_whose_manifest_names_no_model_is_tabulated_as_unnamed(own_runs, tmp_path):
+def test_a_run_whose_manifest_names_no_model_is_tabulated_by_its_size(own_runs, tmp_path):
     run_dir = tmp_path / "nameless"
     shutil.copytree(own_runs / "cnn-exp" / "complete", run_dir)
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -171,7 +171,9 @@ def test_a_run_whose_manifest_names_no_model_is_tabulated_as_unnamed(own_runs, t
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     assert cli(["claims", str(run_dir), "--out", str(tmp_path / "c.csv")]) == 0
     claims = pd.read_csv(tmp_path / "c.csv")
-    assert set(claims["model"]) == {"unnamed"} and "below_paper" in set(claims["claim"])
+    size = manifest["num_parameters"]  # what the recorder saw: the length of u
+    assert set(claims["model"]) == {f"a model of {size:,} parameters"}
+    assert "below_paper" in set(claims["claim"])
 
 
 @pytest.mark.train
@@ -277,10 +279,12 @@ def test_the_notebooks_run_on_a_hook_run_whose_epoch_is_null(own_runs, name, tmp
         assert [o for o in outputs if "image/png" in o.get("data", {})], name
 
 
-def test_figures_draw_a_recorder_loop_of_ones_own_and_tabulate_it_unnamed(tmp_path, capsys):
+def test_figures_draw_a_recorder_loop_of_ones_own_and_name_it_by_its_size(tmp_path, capsys):
     """A Recorder in a loop of one's own (launcher `user`) names no model or sparsifier: its
-    figures are drawn and the claims tabulate its u under the name "unnamed", as
-    `topkscope claims` does."""
+    figures are drawn and the claims tabulate its u under what the recorder saw (the length
+    of u: "a model of 763 parameters") and the sparsifier "unnamed", as `topkscope claims`
+    does."""
+    from tests._hooks_loop import layout_of, tiny_model
     from tests._hooks_loop import run as loop
 
     run_dir = tmp_path / "results" / "loop-exp" / "r1"
@@ -297,7 +301,8 @@ def test_figures_draw_a_recorder_loop_of_ones_own_and_tabulate_it_unnamed(tmp_pa
     table = pd.read_csv(tmp_path / "results" / "claims.csv")
     below = table[table["claim"] == "below_paper"].iloc[0]
     recorded = load(run_dir).stats.query("kind == 'u' and layer == '__global__'")
-    assert (below["model"], below["sparsifier"]) == ("unnamed", "unnamed")
+    size = sum(n for _, _, n in layout_of(tiny_model()))
+    assert (below["model"], below["sparsifier"]) == (f"a model of {size:,} parameters", "unnamed")
     assert below["n_units"] == len(recorded) >= 6  # every (step, rank, density) of its u
     assert cli(["claims", str(run_dir), "--out", str(tmp_path / "c.csv")]) == 0
     alone = pd.read_csv(tmp_path / "c.csv")

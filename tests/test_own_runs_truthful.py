@@ -1,8 +1,9 @@
 """A user's own run describes itself truthfully: each parameter group's optimizer settings in
-the manifest and the report, a Recorder run that names no model or sparsifier tabulated (as
-"unnamed"), `scale --from-run` at the run's density with a break-even that says in words when
-no selection time can win, `figures --only NAME` from any folder drawing that experiment
-alone, and bad output paths named for what they are in one line."""
+the manifest and the report, a Recorder run that names no model or sparsifier tabulated (by
+the size of the u it saw, the sparsifier "unnamed"), `scale --from-run` at the run's density
+with a break-even that says in words when no selection time can win, `figures --only NAME`
+from any folder drawing that experiment alone, and bad output paths named for what they are in
+one line."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def recorder_run(run: Path, steps: int = 40, **fields) -> None:
             rec.record(step, 0, u=u, e=e, g=g, layout=layout, selected=idx)
 
 
-def test_a_recorder_run_that_names_nothing_is_tabulated_as_unnamed(tmp_path, capsys):
+def test_a_recorder_run_that_names_nothing_is_tabulated_by_what_it_saw(tmp_path, capsys):
     from topkscope.analysis.runs import load
     from topkscope.claims import build as claims_table
 
@@ -74,7 +75,9 @@ def test_a_recorder_run_that_names_nothing_is_tabulated_as_unnamed(tmp_path, cap
     out = tmp_path / "claims.csv"
     assert cli(["claims", str(run), "--out", str(out), "--no-progress"]) == 0
     table = pd.read_csv(out)
-    assert set(table["model"]) == {"unnamed"} and "unnamed" in set(table["sparsifier"])
+    size = sum(n for _, _, n in layout_of(tiny_model(0)))  # the u it recorded, no attach()
+    assert set(table["model"]) == {f"a model of {size:,} parameters"}
+    assert "unnamed" in set(table["sparsifier"])
     verdicts = dict(zip(table["claim"], table["verdict"]))
     assert verdicts["below_classic"] == "holds"  # from its 40 recorded steps
     assert not table["evidence"].astype(str).str.contains("no recorded u").any()

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests._figure_series import assert_series_decodable
 from tests._figure_text import assert_text_fits
 from topkscope.perf import inputs, report
 from topkscope.perf import model as pm
@@ -35,6 +36,7 @@ def _check_layout(fig, max_columns: int = 3) -> None:
     assert max(rows.values()) <= max_columns, rows
     assert len(fig.legends) == 1 and not any(ax.get_legend() for ax in panels)
     assert_text_fits(fig)
+    assert_series_decodable(fig)
 
 
 def _linear_unless_wide(ax, values, axis: str) -> None:

@@ -170,12 +170,70 @@ def test_the_recipe_of_the_results_page_runs_as_written(results, monkeypatch, ca
     text = (REPO / "docs" / "results.md").read_text()
     section = text[text.index("## Many runs at once"):]
     section = section[:section.index("\n## ", 1)]
-    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     monkeypatch.chdir(results.parent)
     scope: dict = {}
-    exec(compile(block, "docs/results.md", "exec"), scope)  # noqa: S102 - our own docs
+    for block in blocks:
+        exec(compile(block, "docs/results.md", "exec"), scope)  # noqa: S102 - our own docs
     want = expected_rows(results, "b")
     assert list(scope["picked"]["sparsifier"].unique()) == ["gaussiank"]
     np.testing.assert_array_equal(scope["picked"]["topk_ratio"], want["topk_ratio"])
     assert scope["same"].height == len(want)
     assert f"{len(want)} rows;" in capsys.readouterr().out
+
+
+def nested_profile_root(results: Path, tmp_path: Path) -> Path:
+    """A copy of the results with what a real results folder also holds: a profile's results
+    root nested in it with the same run ids (results/standard/), checkpoints (their COMPLETE
+    markers), snapshots, and rows a resume set aside."""
+    root = tmp_path / "results"
+    shutil.copytree(results, root)
+    shutil.copytree(results, root / "standard")
+    for run in ("a", "b"):
+        marker = root / "fnn3-mnist" / run / "checkpoints" / "step-000000010"
+        marker.mkdir(parents=True)
+        (marker / "COMPLETE").write_text("10\n")
+        (marker / "rank-00000.pt").write_bytes(b"not parquet either")
+    (root / "fnn3-mnist" / "a" / "snapshots" / "step10-rank0.npy").write_bytes(b"\x93NUMPY")
+    aside = root / "fnn3-mnist" / "a" / "superseded" / "t" / "stats"
+    aside.mkdir(parents=True)
+    shutil.copy(next((root / "fnn3-mnist" / "a" / "stats").iterdir()), aside)
+    return root
+
+
+def test_the_documented_reads_give_each_row_once_per_root_and_say_which_root(
+        results, tmp_path, monkeypatch, capsys):
+    """pandas on a results folder fails on the files that are not tables (the docs say so and
+    give the glob instead); the documented globs and the pandas recipe read each run once per
+    results root — a nested profile root with the same run ids fans nothing out — and the
+    pandas recipe names each row's root; the recursive glob does fan out."""
+    root = nested_profile_root(results, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    text = (REPO / "docs" / "results.md").read_text()
+    assert '`pd.read_parquet("results")` does not work' in text
+    with pytest.raises(Exception, match="COMPLETE|parquet"):
+        pd.read_parquet("results")  # what the docs warn against: it reads every file below
+    one_root = sum(len(load(p).stats) for p in sorted((root / "fnn3-mnist").iterdir()))
+    count = "SELECT count(*) FROM '{}'"
+    assert duckdb.sql(count.format("results/*/*/stats/*.parquet")).fetchall()[0][0] == one_root
+    assert pl.read_parquet("results/*/*/stats/*.parquet").height == one_root
+    joined = duckdb.sql("""SELECT count(*) FROM 'results/*/*/stats/*.parquet' AS s
+        JOIN 'results/*/*/run.parquet' AS r USING (experiment, run_id)""").fetchall()[0][0]
+    assert joined == one_root
+    fanned = duckdb.sql("""SELECT count(*) FROM 'results/**/stats/*.parquet' AS s
+        JOIN 'results/**/run.parquet' AS r USING (experiment, run_id)""").fetchall()[0][0]
+    assert fanned > 2 * one_root  # why the docs never use ** across results roots
+    section = text[text.index("## Many runs at once"):]
+    recipe = next(b for b in re.findall(r"```python\n(.*?)```", section, flags=re.S)
+                  if "results_root=root" in b)
+    scope: dict = {}
+    exec(compile(recipe, "docs/results.md", "exec"), scope)  # noqa: S102 - our own docs
+    stats, both = scope["stats"], scope["both"]
+    assert stats.groupby("results_root").size().to_dict() == {
+        "results": one_root, "results/standard": one_root}
+    assert len(both) == len(stats) == 2 * one_root  # the join adds no row
+    for run_id, (method, seed) in {"a": ("topk", 0), "b": ("gaussiank", 1)}.items():
+        rows = both[(both["results_root"] == "results/standard") & (both["run_id"] == run_id)]
+        assert set(zip(rows["sparsifier"], rows["seed"])) == {(method, seed)}
+        assert len(rows) == len(load(root / "standard" / "fnn3-mnist" / run_id).stats)
+    assert "results/standard" in capsys.readouterr().out  # the printed counts name the root

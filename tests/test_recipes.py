@@ -147,3 +147,74 @@ def test_the_framework_recipes_run_the_hook_under_torchrun_with_two_cpu_ranks(
     u = u[(u["kind"] == "u") & (u["layer"] == "__global__")]
     assert sorted(u["step"].unique()) == [5, 10, 15, 20, 25] and sorted(u["rank"].unique()) == [0, 1]
     assert u["topk_ratio"].between(0, 1).all()
+
+
+def diloco_script() -> str:
+    """The torchrun DiLoCo loop of docs/training.md ("The same loop under torchrun")."""
+    text = (REPO / "docs" / "training.md").read_text()
+    block = re.search(r"```python\n(# diloco_torchrun\.py:.*?)```", text, re.S)
+    assert block, "no diloco_torchrun.py block in docs/training.md"
+    return block.group(1)
+
+
+def test_the_diloco_torchrun_recipe_is_found_in_its_page():
+    script = diloco_script()
+    for piece in ("exchange(transport, [compressor], [delta]", "DistributedTransport()",
+                  '"outer": {"step": "average"', "run_fields=run_fields", "rank=rank"):
+        assert piece in script, piece
+    compile(script, "diloco_torchrun.py", "exec")
+
+
+@pytest.mark.train
+def test_the_diloco_torchrun_recipe_records_each_ranks_pseudo_gradient_as_an_outer_run(
+        tmp_path, data_root):
+    """Under torchrun with two gloo ranks: a complete outer-loop run whose condition names the
+    outer loop and the quantization, every rank's u at every exchange, and round 0's u equal
+    to the pseudo-gradient a single process computes for that rank (no residual yet)."""
+    import torch
+
+    from topkscope import data, models
+    from topkscope.kernel import topk_ratio
+    from topkscope.manifest import condition_of
+    from topkscope.sparsify import k_from_density
+
+    run_dir = tmp_path / "results" / "my-exp" / "diloco2"
+    script = tmp_path / "diloco_torchrun.py"
+    script.write_text(diloco_script())
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOPKSCOPE_DATA": str(data_root),
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc-per-node", "2", str(script), str(run_dir)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = load(run_dir)
+    m = run.manifest
+    assert (m["status"], m["world_size"], m["model"], m["sparsifier"]) == \
+        ("complete", 2, "fnn3", "chunk-topk")
+    assert condition_of(m) == "warmup=none; outer=average(H=5, lr=1, beta=0.95); quantize=2bit"
+    u = run.stats[(run.stats.layer == "__global__") & (run.stats.kind == "u")]
+    assert sorted(set(zip(u["step"], u["rank"]))) == [(s, r) for s in (4, 9, 14, 19)
+                                                       for r in (0, 1)]
+    # round 0, by hand: each rank's H AdamW steps from the common model on its own batches
+    torch.manual_seed(0)
+    model = models.create("fnn3")
+    mnist = data.load("mnist", "train", root=data_root)
+    theta = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    d = theta.numel()
+    for rank in (0, 1):
+        replica = models.create("fnn3")
+        replica.load_state_dict(model.state_dict())
+        opt = torch.optim.AdamW(replica.parameters(), lr=1e-3)
+        for step in range(5):
+            idx = torch.randint(0, len(mnist), (32,), generator=torch.Generator().manual_seed(
+                10 * step + rank))
+            x, y = mnist.batch(idx)
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(replica(x), y).backward()
+            opt.step()
+        delta = theta - torch.cat([p.detach().reshape(-1) for p in replica.parameters()])
+        row = u[(u["step"] == 4) & (u["rank"] == rank)].iloc[0]
+        assert row["numel"] == d
+        assert row["max_abs"] == pytest.approx(float(delta.abs().max()), rel=1e-6)
+        assert row["topk_ratio"] == pytest.approx(
+            topk_ratio(delta.double(), k_from_density(1 / 64, d)), rel=1e-6)

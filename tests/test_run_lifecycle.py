@@ -350,7 +350,7 @@ def test_resume_without_a_run_id_takes_only_an_interrupted_or_failed_run_of_this
 
     # a failed run is resumed too; a rerun without --run-id is not refused because of it
     _stopped(out / "pick" / "done", "failed", None)
-    assert main(base) == 0  # a fresh, time-stamped folder (only interrupted runs block it)
+    assert main(base) == 0  # a fresh folder (only interrupted runs block it)
     assert main([*base, "--resume"]) == 0
     assert "resuming " + str(out / "pick" / "done") in capsys.readouterr().out
 

@@ -45,11 +45,17 @@ import torch
 import torch.distributed as dist
 
 from topkscope.comm.elastic import restart_count
-from topkscope.hooks.lifecycle import SUPERSEDED, aside_name, supersede_from
+from topkscope.hooks.lifecycle import (
+    CHECKPOINTS,
+    LATEST,
+    SUPERSEDED,
+    aside_name,
+    run_folder_is_a_file,
+    supersede_from,
+)
 from topkscope.io import atomic_write, write_bytes_atomic
 
-FOLDER = "checkpoints"
-LATEST = "latest"
+FOLDER = CHECKPOINTS  # the layout (hooks.lifecycle reads a stopped run's checkpoint step too)
 META = "checkpoint"  # the entry of a rank's file that describes the checkpoint itself
 
 
@@ -75,12 +81,16 @@ def latest(run_dir: str | Path) -> Path | None:
         name = pointer.read_text().strip()
     except FileNotFoundError:
         return None
+    except NotADirectoryError:  # run_dir, or its checkpoints/, is a file
+        raise ValueError(run_folder_is_a_file(run_dir)) from None
     return Path(run_dir) / FOLDER / name
 
 
 def mode(run_dir: str | Path) -> str | None:
     """"append" when the script continues its run (a checkpoint, or a torchrun restart), else
-    None: the Recorder's `mode=`."""
+    None: the Recorder's `mode=`. ValueError (one line) when run_dir is a file."""
+    if Path(run_dir).is_file():
+        raise ValueError(run_folder_is_a_file(run_dir))
     return "append" if latest(run_dir) is not None or restart_count() > 0 else None
 
 

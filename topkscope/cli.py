@@ -46,6 +46,7 @@ COMMANDS = {
     "import": "topkscope.commands.import",
     "report": "topkscope.commands.report",
     "tables": "topkscope.commands.tables",
+    "runs": "topkscope.commands.runs",
 }
 
 

@@ -223,6 +223,17 @@ class Manifest:
             self.fail(error, **fields)
 
 
+def interruption_message(run_dir: str | Path, manifest: dict[str, Any]) -> str:
+    """One line on an interrupted run (from its manifest): the signal, the step, and the
+    command that resumes it (`resume_command`, from the checkpoint at `checkpoint_step`)."""
+    head = (f"interrupted by {manifest.get('signal')} at step {manifest.get('steps_done')} "
+            f"({run_dir})")
+    if manifest.get("resume_command"):
+        return (f"{head}; resume from the checkpoint at step {manifest.get('checkpoint_step')} "
+                f"with: {manifest['resume_command']}")
+    return f"{head}; it had no checkpoint yet, so there is nothing to resume: start it again"
+
+
 def diverged_at(manifest: dict) -> int | None:
     """The step at which a failed run's training diverged (`diverged_at_step`), None for any
     other run. A diverged run is a result, not an accident: rerunning it diverges again."""
@@ -273,6 +284,22 @@ def condition_name(condition: str) -> str:
         part = part.replace(DURING_WARMUP, "in warm-up at rho=")
         parts.append(part.replace("rho=", "ρ="))
     return "; ".join(parts)
+
+
+def model_of(manifest: dict) -> str | None:
+    """The model a run is of: the manifest's `model` (a config's, the DDP hook's, a script's
+    run_fields), else what a Recorder in a loop of one's own saw of it — its class and
+    parameter count from `attach(model)` ("Net (25,818 parameters)"), or the length of the u
+    it recorded alone ("a model of 25,818 parameters"); None when the manifest says nothing."""
+    if manifest.get("model") is not None:
+        return str(manifest["model"])
+    size = _number(manifest.get("num_parameters"), int)
+    cls = manifest.get("model_class")
+    if cls and size is not None:
+        return f"{cls} ({size:,} parameters)"
+    if cls:
+        return str(cls)
+    return None if size is None else f"a model of {size:,} parameters"
 
 
 def _text(value: Any) -> str | None:
@@ -339,6 +366,19 @@ def _run_folders(root: Path) -> list[Path]:
     return sorted(level1 | level2)
 
 
+def results_roots(root: str | Path) -> list[Path]:
+    """root and the results roots nested one level in it — a folder holding runs as
+    <name>/<experiment>/<run_id>/ and no run or experiment folder of its own, such as
+    results/standard/ (`make reproduce-figures PROFILE=standard`) below results/ — which
+    find_runs(root) does not reach; sorted, root first."""
+    root = Path(root)
+    nested = [] if not root.is_dir() or (root / MANIFEST).is_file() else sorted(
+        child for child in root.iterdir()
+        if child.is_dir() and not (child / MANIFEST).is_file()
+        and not any(child.glob(f"*/{MANIFEST}")) and any(child.glob(f"*/*/{MANIFEST}")))
+    return [root, *nested]
+
+
 def _matches(value: Any, wanted: Any) -> bool:
     """wanted None: anything; a tuple/list/set: any of them; otherwise equality (numbers
     compared as floats, so density 0.001 in JSON matches 1e-3)."""
@@ -384,7 +424,7 @@ def matches(manifest: dict, *, condition: Any = None, **wanted: Any) -> bool:
 def find_runs(roots: str | Path | Iterable[str | Path], *, experiment: Any = None,
               profile: Any = None, model: Any = None, sparsifier: Any = None, seed: Any = None,
               density: Any = None, condition: Any = None,
-              status: Any = "complete") -> list[FoundRun]:
+              status: Any = "complete", damaged: list | None = None) -> list[FoundRun]:
     """Every run folder under `roots` whose manifest matches, selected by manifest content only
     (never by folder name).
 
@@ -399,9 +439,12 @@ def find_runs(roots: str | Path | Iterable[str | Path], *, experiment: Any = Non
             without '=' names the warm-up alone ("paper" is "warmup=paper").
         status: "complete" (default), a tuple such as ("interrupted", "failed"), or None (any).
 
+        damaged: a list that gets a DamagedRun (path, why) for each run folder whose
+            manifest cannot be read; None: a one-line warning names it.
+
     Returns:
-        FoundRun(path, manifest) per match, sorted by path. A manifest that cannot be read is
-        skipped with a one-line warning naming it.
+        FoundRun(path, manifest) per match, sorted by path; a manifest that cannot be read is
+        left out.
     """
     if isinstance(roots, (str, Path)):
         roots = [roots]
@@ -409,24 +452,52 @@ def find_runs(roots: str | Path | Iterable[str | Path], *, experiment: Any = Non
               "sparsifier": sparsifier, "seed": seed, "density": density, "status": status}
     out: dict[Path, FoundRun] = {}
     for root in roots:
-        for run in _read_runs(Path(root), strict=False):
+        for run in _read_runs(Path(root), strict=False, damaged=damaged):
             if matches(run.manifest, condition=condition, **wanted):
                 out[run.path.resolve()] = run
     return sorted(out.values(), key=lambda r: str(r.path))
 
 
-def _read_runs(root: Path, strict: bool) -> list[FoundRun]:
-    """Every run folder under root with its manifest. An unreadable manifest raises
-    (strict) or is skipped with a one-line warning naming it."""
+class DamagedRunWarning(UserWarning):
+    """find_runs skipping a run folder whose manifest cannot be read (a command that names
+    damaged runs itself, from runs_at's `damaged`, ignores these repeats)."""
+
+
+@dataclass(frozen=True)
+class DamagedRun:
+    """A run folder whose manifest.json cannot be read (truncated, not JSON), or whose tables
+    cannot (analysis.runs.load_found), and why, in one line."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{str(self.path)!r}: {self.reason}"
+
+
+def _read_runs(root: Path, strict: bool, damaged: list | None = None) -> list[FoundRun]:
+    """Every run folder under root with its manifest. An unreadable manifest is appended to
+    `damaged` (a list: a DamagedRun), else raises (strict) or is skipped with a one-line
+    warning naming it."""
     out = []
     for folder in _run_folders(root) if root.is_dir() else []:
         try:
             out.append(FoundRun(folder, Manifest.load(folder)))
         except (OSError, ValueError) as exc:
-            if strict:
+            if damaged is not None:
+                damaged.append(DamagedRun(folder, _unreadable(folder, exc)))
+            elif strict:
                 raise ValueError(str(exc)) from None
-            warnings.warn(f"skipping {str(folder)!r}: {exc}", stacklevel=3)
+            else:
+                warnings.warn(f"skipping {str(folder)!r}: {exc}", DamagedRunWarning,
+                              stacklevel=3)
     return out
+
+
+def _unreadable(folder: Path, exc: Exception) -> str:
+    """Why a run folder's manifest cannot be read, without repeating the folder's path."""
+    text = " ".join(str(exc).split()).replace(f"{str(folder / MANIFEST)!r} ", "")
+    return f"its {MANIFEST} {text}" if text.startswith("is not") else text
 
 
 EXPECTED_FOLDER = "expected a run folder, an experiment folder or a results root"
@@ -458,14 +529,17 @@ def not_ours(manifest: dict) -> str | None:
             "topkscope run, the DDP hook and the Recorder")
 
 
-def runs_at(paths: Iterable[str | Path], status: Any = "complete") -> list[FoundRun]:
+def runs_at(paths: Iterable[str | Path], status: Any = "complete",
+            damaged: list | None = None) -> list[FoundRun]:
     """The runs that command-line paths name, each path a run folder, an experiment folder or
     a results root, with `status` (as find_runs), in the order given, none twice.
 
     Raises ValueError (one line naming the path) for a path that does not exist, is a file,
     cannot be read, holds no run folder, holds an unreadable manifest or one another tool
     wrote (foreign_manifest), or holds runs but none with `status`, so a command fails before
-    it writes anything.
+    it writes anything. With `damaged` a list, a run folder found under a path (not named
+    itself) whose manifest cannot be read is appended there (DamagedRun) and left out, so one
+    damaged run does not block the others; a path whose every run is damaged still raises.
     """
     out: dict[Path, FoundRun] = {}
     for path in [Path(p) for p in paths]:
@@ -473,11 +547,19 @@ def runs_at(paths: Iterable[str | Path], status: Any = "complete") -> list[Found
             raise ValueError(f"{str(path)!r} does not exist ({EXPECTED_FOLDER})")
         if not path.is_dir():
             raise ValueError(f"{str(path)!r} is a file, not a folder ({EXPECTED_FOLDER})")
+        broken: list[DamagedRun] = []
         try:
-            every = _read_runs(path, strict=True)
+            every = _read_runs(path, strict=True, damaged=None if damaged is None else broken)
         except PermissionError as exc:
             raise ValueError(f"cannot read {str(exc.filename or path)!r}: permission denied "
                              f"({EXPECTED_FOLDER})") from None
+        if any(b.path == path for b in broken):  # named itself: refused, as without `damaged`
+            raise ValueError(f"{str(path)!r}: {broken[0].reason}")
+        if broken and not every:
+            raise ValueError(f"{str(path)!r} holds no readable run: {broken[0]}"
+                             + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))
+        if damaged is not None:
+            damaged.extend(broken)
         foreign = next((r for r in every if foreign_manifest(r.manifest)), None)
         if foreign is not None:
             raise ValueError(f"{str(foreign.path / MANIFEST)!r} was not written by topkscope "

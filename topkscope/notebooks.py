@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 
 from topkscope import plugins
-from topkscope.manifest import Manifest, find_runs
+from topkscope.manifest import MANIFEST, Manifest, find_runs
 from topkscope.schema import PART_GLOB, SNAPSHOT_RE
 
 plugins.activate()  # a kernel is a process of its own: the command's plugins, named again
@@ -89,14 +89,31 @@ def resolve(path: str | os.PathLike) -> Path:
 def shown(path: str | os.PathLike, results: str | os.PathLike | None = None) -> str:
     """path relative to results_root(results), else to the working directory, when it lies
     inside it (what a notebook prints, so an executed copy holds no machine's folders: the
-    figures driver runs them in the results root), else as given."""
+    figures driver runs them in the results root), else, for a path in a run folder, relative
+    to the results root that run lies in (<root>/<experiment>/<run_id>/...), else as given."""
     path = Path(path).resolve()
-    for base in (results_root(results), Path.cwd()):
+    run = next((p for p in (path, *path.parents) if (p / MANIFEST).is_file()), None)
+    bases = [results_root(results), Path.cwd()]
+    if run is not None and len(run.parents) > 2:
+        bases.append(run.parents[1])
+    for base in bases:
         try:
             return str(path.relative_to(base.resolve())) or "."
         except ValueError:
             continue
     return str(path)
+
+
+def root_named(results: str | os.PathLike | None = None) -> str:
+    """The results root in words, as the user set it and never as this machine's folder:
+    "the results root 'runs/'", "the results root ($TOPKSCOPE_RESULTS)", "the results root
+    (the repository's results/)"; "the results root" for '.' (the figures driver's)."""
+    if results is not None:
+        return "the results root" + ("" if str(results) in (".", "./") else f" {str(results)!r}")
+    if os.environ.get(RESULTS_ENV):
+        return f"the results root (${RESULTS_ENV})"
+    return "the results root (the repository's results/)" if repo_root() is not None else \
+        "the results root (./results)"
 
 
 def holds(run_dir: Path, manifest: dict, what: str) -> bool:
@@ -138,9 +155,9 @@ def pick_run(run_dir: str | os.PathLike | None = None, experiment: str | None = 
     root = results_root(results)
     runs = [r for r in find_runs(root, experiment=experiment) if r.manifest.get("recorder")]
     if not runs:
-        where = f"experiment {experiment!r} under " if experiment else ""
-        raise ValueError(f"no complete recorded run of {where}{str(root)!r}; set the run_dir "
-                         f"parameter, or {RESULTS_ENV} to a results folder")
+        of = f" of experiment {experiment!r}" if experiment else ""
+        raise ValueError(f"no complete recorded run{of} under {root_named(results)}; set the "
+                         f"run_dir parameter, or {RESULTS_ENV} to a results folder")
     has = {r.path: [w for w in needs if holds(r.path, r.manifest, w)] for r in runs}
     ranked = sorted(runs, key=lambda r: (len(has[r.path]), str(r.manifest.get("start_time")
                                                                or "")), reverse=True)
@@ -181,8 +198,14 @@ def pick_runs(experiment: str | None = None, results: str | os.PathLike | None =
               + (f"; others: {others}" if others else "") + "; set experiment to show another")
     runs = by_experiment.get(experiment or "", [])
     if not runs:
-        raise ValueError(f"no complete run of experiment {experiment!r} under {str(root)!r}; "
-                         f"set the experiment and results_root parameters, or {RESULTS_ENV}")
+        kind = "outer-loop run" if outer else "run"
+        of = f" of the {profile} profile" if profile else ""
+        what = f"no complete {kind} of experiment {experiment!r}{of}" if experiment else \
+            f"no complete {kind}{of}"
+        others = f" (its experiments with one: {', '.join(sorted(by_experiment))})" \
+            if by_experiment else ""
+        raise ValueError(f"{what} under {root_named(results)}{others}; set the experiment and "
+                         f"results_root parameters, or {RESULTS_ENV}")
     return runs
 
 

@@ -1,6 +1,6 @@
 """Load result folders (results/<experiment>/<run_id>/) into pandas DataFrames.
 
-    run = load("results/fnn3-mnist/2024-01-01T00-00-00")
+    run = load("results/fnn3-mnist/topk-rho0.001-p2-s0")
     run.manifest["status"]; run.train; run.eval; run.stats; run.hist; run.snapshots
     u = run.snapshot(step=800, rank=0)                     # float32 whole-model u
     find("results", experiment="fnn3-mnist")               # run folders, sorted by path
@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from topkscope import schema
-from topkscope.manifest import Manifest, find_runs, run_row
+from topkscope.manifest import DamagedRun, Manifest, find_runs, run_row
 from topkscope.schema import EVAL_COLUMNS, PART_GLOB, TRAIN_COLUMNS, column_prefix
 from topkscope.schema import PART_RE as _PART_RE
 from topkscope.schema import SNAPSHOT_RE as _SNAPSHOT_RE
@@ -215,6 +215,32 @@ def load(run_dir: str | Path, *, layers=None, kinds=None, ranks=None) -> Run:
         hist=_hist_empty() if hist is None else hist,
         snapshots=list_snapshots(path / "snapshots"),
     )
+
+
+def load_found(found, named=(), damaged: list | None = None, loader=None,
+               progress=None) -> list[Run]:
+    """load() each found run (manifest.FoundRun, or a path) in order. A run whose tables
+    cannot be read (a part that is not parquet: load's one-line ValueError naming the file) is
+    appended to `damaged` (a list: a manifest.DamagedRun) and left out when it was found under
+    a folder — not one of the `named` paths itself — so one damaged run does not block the
+    rest; otherwise the error is raised, as it is when every run found is damaged (nothing
+    to show). loader: load's stand-in (a command's); progress: called once per run read."""
+    explicit = {Path(p).resolve() for p in named}
+    runs, before = [], len(damaged or [])
+    for item in found:
+        path = Path(getattr(item, "path", item))
+        try:
+            runs.append((loader or load)(path))
+        except ValueError as exc:
+            if damaged is None or path.resolve() in explicit:
+                raise
+            damaged.append(DamagedRun(path, " ".join(str(exc).split())))
+        if progress is not None:
+            progress()
+    if not runs and damaged is not None and len(damaged) > before:
+        first, more = damaged[before], len(damaged) - before - 1
+        raise ValueError(f"no readable run: {first}" + (f" (and {more} more)" if more else ""))
+    return runs
 
 
 def runs_table(roots, status: Any = None) -> pd.DataFrame:

@@ -32,7 +32,7 @@ from topkscope.claims.registry import Claim, get_claim, registered
 from topkscope.claims.row import ClaimRow, frame, to_csv
 from topkscope.condition import Condition
 from topkscope.io import atomic_write
-from topkscope.manifest import diverged_at, is_published, not_ours
+from topkscope.manifest import diverged_at, is_published, model_of, not_ours
 
 
 def build_rows(runs: Iterable, options: Options | None = None, *,
@@ -118,8 +118,9 @@ UNNAMED = "unnamed"  # the model or sparsifier of a run whose manifest names non
 
 
 class _Renamed:
-    """A loaded run seen with "unnamed" for the model or sparsifier its manifest does not
-    name (a Recorder in a loop of one's own); every other attribute is the run's."""
+    """A loaded run seen with the model its recorder saw (manifest.model_of: "Net (25,818
+    parameters)") or "unnamed" for the model or sparsifier its manifest does not name (a
+    Recorder in a loop of one's own); every other attribute is the run's."""
 
     def __init__(self, run, manifest: dict) -> None:
         self._run, self.manifest = run, manifest
@@ -132,7 +133,7 @@ def _named(run):
     m = run.manifest
     if m.get("model") is not None and m.get("sparsifier") is not None:
         return run
-    return _Renamed(run, {**m, "model": m.get("model") or UNNAMED,
+    return _Renamed(run, {**m, "model": model_of(m) or UNNAMED,
                           "sparsifier": m.get("sparsifier") or UNNAMED})
 
 

@@ -63,15 +63,24 @@ from torch.nn.parallel import DistributedDataParallel
 from topkscope import validate
 from topkscope.comm.compressor import WorkerCompressor
 from topkscope.comm.distributed import DistributedTransport
+from topkscope.comm.elastic import restarts_left
 from topkscope.comm.exchange import ExchangeResult, exchange
 from topkscope.comm.layout import Layout
 from topkscope.comm.peers import Peers
 from topkscope.comm.run_log import HookRunLog, manifest_fields
 from topkscope.comm.sparse import dense_payload_bytes
-from topkscope.hooks.lifecycle import CLOSED_AT_EXIT, SUPERSEDED, aside_name, supersede_from
+from topkscope.hooks.lifecycle import (
+    CLOSED_AT_EXIT,
+    SUPERSEDED,
+    aside_name,
+    end_quietly,
+    script_checkpoint_step,
+    script_resume_fields,
+    supersede_from,
+)
 from topkscope.hooks.settings import check_quantize
 from topkscope.interrupts import RunInterrupted, WorkerFailed, interruption_signal
-from topkscope.manifest import Manifest, describe_optimizer
+from topkscope.manifest import Manifest, describe_optimizer, interruption_message
 from topkscope.sparsify import check_density
 from topkscope.sparsify.quantize import quantizer_from
 from topkscope.sparsify.source import SparsifierSource
@@ -193,12 +202,16 @@ class TopKHookState:
             if isinstance(error, WorkerFailed) and self.log is None and error.code != 1:
                 _fail_for_rank_0(self.folder, error)  # rank 0 died: its manifest says so here
         finally:
+            sig = interruption_signal(error)
             if self.peers is not None:
-                sig = interruption_signal(error)
                 self.peers.ended(str(error) if error is not None else "",
                                  "complete" if error is None else
                                  "interrupted" if sig is not None else "failed")
             _give_back_sigterm(self)
+            if sig is not None:  # one line from the rank that owns the manifest, no traceback
+                log = self.log if self.log is not None and self.log.owns_manifest else None
+                end_quietly(error, None if log is None else "topkscope: run " +
+                            interruption_message(log.run_dir, log.manifest.data))
 
     def cause(self, error: BaseException | None) -> BaseException | None:
         """What ended this rank: the stop a SIGTERM decided, else `error`, except that a
@@ -319,9 +332,25 @@ def _peer_failure(state: TopKHookState, wait: float = 0.0) -> WorkerFailed | Non
     line = None
     if state.peers.reporter(rank) and not said:  # a rank that failed itself said so already
         where = f" {str(state.folder)!r}" if state.folder is not None else ""
-        line = (f"topkscope: {message}; run{where} failed at step {state.step} (run the same "
-                f"command again to resume it from its last checkpoint)")
+        line = f"topkscope: {message}; run{where} failed at step {state.step}; {_next(state)}"
     return WorkerFailed(message, {"worker_failures": [entry]}, line)
+
+
+def _next(state: TopKHookState) -> str:
+    """What continues a run whose worker died: torchrun itself while --max-restarts allows
+    another start of the group, else the user running the same command again; from the last
+    checkpoint, or from step 0 when there is none yet."""
+    try:
+        step = None if state.folder is None else script_checkpoint_step(state.folder)
+    except ValueError:
+        step = None
+    start = "from step 0 (it has no checkpoint yet)" if step is None else \
+        f"from its checkpoint at step {step}"
+    left = restarts_left()
+    if left:
+        return (f"torchrun starts the workers again ({left} of --max-restarts left) and "
+                f"they continue it {start}")
+    return f"run the same command again to resume it {start}"
 
 
 def _fail_for_rank_0(folder: Path | None, error: WorkerFailed) -> None:
@@ -330,7 +359,7 @@ def _fail_for_rank_0(folder: Path | None, error: WorkerFailed) -> None:
         return
     manifest = Manifest.reopen(folder)
     if manifest.data.get("status") == "running":
-        manifest.fail(error)
+        manifest.fail(error, **script_resume_fields(folder))
 
 
 def _release_at_exit(ref: "weakref.ref[TopKHookState]") -> None:
@@ -445,10 +474,10 @@ def topk_hook(state: TopKHookState, bucket: dist.GradBucket
         for _, fut in state._pending:
             if not fut.done():
                 fut.set_exception(failure)
-        raise
+        raise  # state.step stays the step that failed: what the run's end names
     finally:
         state._pending = []
-        state.step += 1
+    state.step += 1
     return pending
 
 

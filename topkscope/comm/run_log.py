@@ -38,7 +38,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from topkscope.hooks.lifecycle import failed_set_up, prepare_folder
+from topkscope.hooks.lifecycle import failed_set_up, prepare_folder, script_resume_fields
 from topkscope.io import Table
 from topkscope.manifest import Manifest
 from topkscope.schema import TRAIN_COLUMNS, run_identity
@@ -166,4 +166,4 @@ class HookRunLog:
             if error is None:
                 self.manifest.complete()
             else:  # failed, or interrupted for Ctrl-C / interrupts.RunInterrupted
-                self.manifest.stop(error)
+                self.manifest.stop(error, **script_resume_fields(self.run_dir))

@@ -5,7 +5,9 @@ predicted scaling for the runs' model size with its inputs, and where each table
 (topkscope.publish.report, handed in by topkscope.cli).
 
 Bad input (a path that holds no complete or failed run, a file, an empty folder, another
-tool's run folder; --out a folder or not .html): one line, exit 2, nothing written.
+tool's run folder; --out a folder or not .html): one line, exit 2, nothing written. A damaged
+run (a manifest or a table that cannot be read) found under a results root or experiment folder
+is named on stderr and left out; the page of the others is written, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from topkscope.commands import CommandError
-from topkscope.commands.claims import add_margin_arguments
+from topkscope.commands.claims import (
+    add_margin_arguments,
+    fail_if_damaged,
+    name_damaged,
+    quiet_repeats,
+)
 
 HELP = "one self-contained HTML page of runs: what ran, claims, figures, predicted scaling"
 
@@ -47,6 +54,7 @@ def main(args: argparse.Namespace, write: Callable) -> int:
         if not out.parent.is_dir():
             raise ValueError(f"--out {str(out)!r}: its folder {str(out.parent)!r} does not "
                              "exist (or is a file)")
+        quiet_repeats()
         report = write(args.paths, out, progress=not args.no_progress, margin=args.margin,
                        perplexity_margin=args.perplexity_margin)
     except ValueError as exc:  # nothing has been written
@@ -58,4 +66,5 @@ def main(args: argparse.Namespace, write: Callable) -> int:
     print(f"report: {len(report.runs)} run(s), {len(report.claims)} claims rows, "
           f"{len(report.figures)} figures -> {out} ({out.stat().st_size / 1e6:.2f} MB, "
           f"{time.perf_counter() - start:.1f} s)")
-    return 0
+    name_damaged("report", report.damaged)
+    return fail_if_damaged(report.damaged, len(report.runs))

@@ -28,7 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="results root; the run goes to DIR/<experiment>/<run_id>/ (default: "
                         "results)")
     deprecated(p, "--out", "--results", type=Path)
-    p.add_argument("--run-id", help="name of the run folder (default: time, sparsifier, rho, P, seed)")
+    p.add_argument("--run-id", help="name of the run folder (default: <sparsifier>-rho<density>"
+                        "-p<workers>-s<seed>, then the warm-up and other settings; -2, -3, ... "
+                        "after it when taken)")
     p.add_argument("--resume", action="store_true",
                    help="continue --run-id (default: the newest run with a checkpoint)")
     p.add_argument("--data", metavar="DIR", help="dataset root (default: $TOPKSCOPE_DATA or "

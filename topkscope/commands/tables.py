@@ -17,7 +17,9 @@ carry the profile (of the runs, else the one the claims' rows name). `--margin` 
 
 Bad input (neither paths nor --claims, a path that holds no complete or failed run, a folder
 the claims cannot read, a --claims file that is missing or no claims table, --tables a file):
-one line naming it, exit 2, nothing written.
+one line naming it, exit 2, nothing written. A damaged run (a manifest or a table that cannot
+be read) found under a results root or experiment folder is named on stderr and left out; the
+tables of the others are written, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -28,7 +30,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from topkscope.commands import CommandError
-from topkscope.commands.claims import add_margin_arguments, readable_runs
+from topkscope.commands.claims import (
+    add_margin_arguments,
+    fail_if_damaged,
+    name_damaged,
+    quiet_repeats,
+    readable_runs,
+)
 
 HELP = "the tables for a paper (CSV + LaTeX) of any runs or claims: contraction, claims, ..."
 
@@ -82,8 +90,10 @@ def main(args: argparse.Namespace, write: Callable) -> int:
         if out.exists() and not out.is_dir():
             raise ValueError(f"--tables {str(out)!r} is a file; give a folder")
         claims = read_claims(args.claims) if args.claims is not None else None
-        runs = readable_runs(args.paths, load, runs_at, progress_shown=not args.no_progress) \
-            if args.paths else []
+        damaged: list = []
+        quiet_repeats()
+        runs = readable_runs(args.paths, load, runs_at, progress_shown=not args.no_progress,
+                             damaged=damaged) if args.paths else []
         files = write(runs, args.paths, out, claims=claims, margin=args.margin,
                       perplexity_margin=args.perplexity_margin)
     except ValueError as exc:  # nothing has been written yet
@@ -95,4 +105,5 @@ def main(args: argparse.Namespace, write: Callable) -> int:
                           + ([str(args.claims)] if args.claims is not None else []))
     print(f"tables: {len(tex)} LaTeX tables with their CSV from {source} -> {out} "
           f"({', '.join(tex)}; {time.perf_counter() - start:.1f} s)")
-    return 0
+    name_damaged("tables", damaged)
+    return fail_if_damaged(damaged, len(runs))

@@ -29,11 +29,17 @@ A recorder the process forgets to close is closed when it is garbage collected o
 interpreter exit (normal exit or an uncaught exception): buffered rows are flushed and a
 manifest it owns is marked complete, failed with the uncaught exception, or interrupted when
 that exception is an interruption (Ctrl-C). SIGKILL keeps what the last flush wrote.
+
+A script's run that stops (an error, a Ctrl-C, a dead peer) records `checkpoint_step` and
+`resume_command` when it keeps topkscope.checkpoint's checkpoints (`script_resume_fields`),
+as `topkscope run` does; a Ctrl-C or SIGTERM ends the script with one line from the rank that
+owns the manifest and none from the others, not a traceback per rank (`end_quietly`).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
 import warnings
@@ -45,11 +51,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from topkscope.hooks.parts import PartWriter, rank_files
+from topkscope.interrupts import interruption_signal
 from topkscope.io import atomic_write, check_writable, is_unfinished_write
-from topkscope.manifest import Manifest, now_iso
+from topkscope.manifest import Manifest, interruption_message, now_iso
 from topkscope.schema import OUTER_FILE, PART_GLOB, PART_RE, RUN_TABLE, SNAPSHOT_RE
 
 MODES = (None, "append", "overwrite")
+# a script's checkpoints (topkscope.checkpoint): <run>/checkpoints/step-<N>/, and `latest`
+# naming the newest complete one
+CHECKPOINTS, LATEST = "checkpoints", "latest"
 CLOSED_AT_EXIT = "exit without close()"  # manifest `closed_by` of a recorder closed for the program
 REPLACED = "replaced"  # overwrite mode moves old results to <run>/replaced/<time>/
 SUPERSEDED = "superseded"  # a resume moves what it redoes to <run>/superseded/<time>/
@@ -323,6 +333,79 @@ def _step_span(path: Path) -> tuple[int, int] | None:
     return min(lo for lo, _ in spans), max(hi for _, hi in spans)
 
 
+def run_folder_is_a_file(run_dir: str | Path) -> str:
+    """The one line for a script given a file where its run folder goes."""
+    return (f"run folder {str(run_dir)!r} is a file, not a folder; give the folder the run "
+            "writes to (it is made when missing)")
+
+
+def script_checkpoint_step(run_dir: str | Path) -> int | None:
+    """The step of the checkpoint a script's `latest` names (topkscope.checkpoint), None
+    without one; ValueError (one line) when run_dir is a file, not a folder."""
+    pointer = Path(run_dir) / CHECKPOINTS / LATEST
+    try:
+        name = pointer.read_text().strip()
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise ValueError(run_folder_is_a_file(run_dir)) from None
+    try:
+        return int(name.split("-", 1)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def script_command() -> str:
+    """The command line that started this script, to run again: torchrun's (the worker's
+    parent, read from /proc where there is one) when torchrun started this process, else the
+    interpreter's own (sys.orig_argv)."""
+    if os.environ.get("TORCHELASTIC_RUN_ID"):
+        try:
+            argv = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().split(b"\0")
+            return shlex.join(a.decode() for a in argv if a)
+        except OSError:
+            pass
+    return shlex.join(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+
+
+def script_resume_fields(run_dir: str | Path) -> dict[str, Any]:
+    """checkpoint_step and resume_command of a script's run that stopped (empty without a
+    checkpoint: the same command would find the folder's rows and be refused), as
+    `topkscope run` records them."""
+    try:
+        step = script_checkpoint_step(run_dir)
+    except ValueError:
+        return {}
+    return {} if step is None else {"checkpoint_step": step, "resume_command": script_command()}
+
+
+_QUIET: dict[int, tuple[BaseException, str | None]] = {}  # end_quietly's errors, by id
+
+
+def end_quietly(error: BaseException, line: str | None) -> None:
+    """Let `error` — the interruption (Ctrl-C, a SIGTERM) that stopped a script's run, once
+    its files are flushed and its manifest says so — end the process with `line` on stderr
+    (None: nothing, e.g. every rank but the one that reports) instead of its traceback: a
+    sys.excepthook for that exception alone; any other goes to the hook before it. Python
+    still ends the process as killed by the signal."""
+    if id(error) in _QUIET:
+        if line is not None and _QUIET[id(error)][1] is None:
+            _QUIET[id(error)] = (error, line)
+        return
+    if not _QUIET:
+        previous = sys.excepthook
+
+        def hook(kind, value, tb):
+            quiet = _QUIET.get(id(value))
+            if quiet is None or quiet[0] is not value:
+                previous(kind, value, tb)
+            elif quiet[1]:
+                print(quiet[1], file=sys.stderr, flush=True)
+
+        sys.excepthook = hook
+    _QUIET[id(error)] = (error, line)
+
+
 class RecorderOutput:
     """What a recorder has buffered and written, and its manifest: everything closing needs.
     Kept apart from the Recorder so that a finalizer can close it without holding the
@@ -375,12 +458,34 @@ class RecorderOutput:
                               f"{self.settings['hist_schedule']}, snapshots "
                               f"{self.settings['snapshot_schedule']})", stacklevel=3)
         if not self.owns_manifest:
+            if error is not None and self.manifest is None:  # another rank of a script
+                self._quiet(error)
             return
         extra = {} if closed_by is None else {"closed_by": closed_by}
         if error is not None:
-            self.manifest.stop(error, recorder=self.describe(), **extra)
+            self.manifest.stop(error, recorder=self.describe(), **extra,
+                               **script_resume_fields(self.out_dir))
+            self._quiet(error)
         elif self.manifest.data.get("status") == "running":
             self.manifest.complete(recorder=self.describe(), **extra)
+
+    def _quiet(self, error: BaseException | str) -> None:
+        """A script stopped by Ctrl-C or SIGTERM ends with one line from the rank that owns
+        the manifest (what topkscope run says: the signal, the step, the command that resumes
+        it) and none from the others, not a traceback per rank (end_quietly)."""
+        if not isinstance(error, BaseException) or interruption_signal(error) is None:
+            return
+        line = None
+        if self.owns_manifest:
+            data = self.manifest.data
+            # the steps done: the hook's count, or (a hook not closed yet, a Recorder alone)
+            # one past the last step the recorder saw, whichever is later
+            seen = [n for n in (data.get("steps_done"), None if self.last_step_seen is None
+                                else self.last_step_seen + 1) if n is not None]
+            steps = max(seen) if seen else None
+            line = "topkscope: run " + interruption_message(self.out_dir,
+                                                            {**data, "steps_done": steps})
+        end_quietly(error, line)
 
     def close_unclosed(self) -> None:
         """The finalizer: at garbage collection or interpreter exit, close what the program

@@ -226,6 +226,7 @@ class Recorder:
         self._workspace = ChunkedSums()  # float64 buffers reused by every record
         self._raw_grads: dict[str, torch.Tensor] = {}
         self._attached_layout: list[tuple[str, int, int]] | None = None
+        self._model_noted = False  # _note_model: the manifest names what was seen
         self._handles: list[Any] = []
 
         if self._owns_manifest:
@@ -314,6 +315,7 @@ class Recorder:
         if not layout:
             raise ValueError("the model has no trainable parameters to record")
         self._attached_layout = layout
+        self._note_model(model_class=type(model).__name__, num_parameters=offset)
         self._handles.append(model.register_forward_pre_hook(self._on_forward))
         return self
 
@@ -381,6 +383,9 @@ class Recorder:
         with torch.no_grad():
             u = _vector(u, "u")
             d = u.numel()
+            if not self._model_noted:
+                self._note_model(num_parameters=d)
+                self._model_noted = True
             if layout is None:
                 if self._attached_layout is None:
                     raise ValueError("record needs layout=[(name, offset, numel), ...] "
@@ -407,6 +412,17 @@ class Recorder:
                     if kind in vectors:
                         write_snapshot(self._snapshots, step, rank, vectors[kind], kind)
                         self._out.snapshots_written += 1
+
+    def _note_model(self, **seen: Any) -> None:
+        """What the recorder saw of the model — its class and trainable parameter count at
+        attach(), else the length of u at the first record — into a manifest that does not say
+        it yet (a loop of one's own without run_fields), so the run is named after it
+        (manifest.model_of) rather than "unnamed"."""
+        if self.manifest is None:
+            return
+        missing = {k: v for k, v in seen.items() if self.manifest.data.get(k) is None}
+        if missing:
+            self.manifest.update(**missing)
 
     def _saw(self, step: int) -> None:
         last = self._out.last_step_seen

@@ -27,7 +27,13 @@ from matplotlib.figure import Figure
 
 from topkscope.bounds import gennorm_ratio
 from topkscope.plots.frames import require_columns, require_rows, select_tensor
-from topkscope.plots.style import REFERENCE_COLORS, figure_style, fit_texts, new_figure
+from topkscope.plots.style import (
+    REFERENCE_COLORS,
+    figure_style,
+    fit_texts,
+    new_figure,
+    shared_legend,
+)
 from topkscope.plots.titles import figure_title, recorder_panel_title
 from topkscope.schema import GLOBAL
 
@@ -120,7 +126,13 @@ def contraction_over_iterations(
                 rho, k, manifest, None if train is None else train.get("density")))
             ax.set_xlabel("iteration (step)")
             ax.set_ylabel("δ (ratio of squared norms)")
-        axes[0][0].legend(loc="lower left")
+        # one legend for every panel's series: the every-step line is drawn only in the
+        # panel of the training's density, whichever panel that is
+        named: dict[str, object] = {}
+        for ax in axes[0]:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                named.setdefault(label, handle)
+        shared_legend(fig, list(named.values()), list(named))
         where = f" — {kind}, {'whole model' if layer == GLOBAL else layer}"
         fig.suptitle(figure_title(f"Top-k contraction vs bounds{where}", manifest))
         fit_texts(fig)

@@ -11,7 +11,8 @@ Input frames are the runs' train/eval tables concatenated with a `sparsifier` co
 the run and, optionally, `seed`, `condition` and `density` columns (absent: one seed, one
 condition). Several seeds are drawn as their mean with a band from the lowest to the highest
 seed (seed_band). Methods in `reference` (dense) have no density warm-up and are drawn in every
-condition's panel. Line styles differ too, so runs that coincide stay visible. The training
+condition's panel. Each method has its colour and line style in every figure
+(plots.style.method_styles), so runs that coincide stay visible. The training
 loss is smoothed by a running mean over `smooth` steps (a display aid only).
 """
 
@@ -24,7 +25,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from topkscope.plots.frames import require_columns, require_rows
-from topkscope.plots.style import figure_style, fit_texts, linestyles, new_figure, palette
+from topkscope.plots.style import (
+    figure_style,
+    fit_texts,
+    legends,
+    linestyles,
+    method_styles,
+    new_figure,
+    palette,
+)
 from topkscope.plots.titles import figure_title, format_density, sparsifier_name
 
 METRIC_UNITS = {"accuracy": "accuracy (fraction correct)", "perplexity": "perplexity (log scale)"}
@@ -126,7 +135,7 @@ def convergence(
     else:
         ev = train.iloc[:0]
     names = ordered(set(train["sparsifier"]) | set(ev["sparsifier"]))
-    colors, styles = palette(names), linestyles(names)
+    colors, styles = method_styles(names)
     keys = [c for c in ("seed", "condition") if c in train.columns]
     smoothed = train.sort_values("step").assign(
         loss=lambda d: d.groupby(["sparsifier", *keys])["loss"].transform(
@@ -146,7 +155,6 @@ def convergence(
             lax.set_xlabel("iteration (step)")
             lax.set_ylabel("training loss (cross-entropy, nats)")
             lax.set_title(f"training loss (running mean over {smooth} steps){where}")
-            lax.legend(loc="upper right")
             if not with_eval:
                 continue
             max_ = axes[row][1]
@@ -158,7 +166,7 @@ def convergence(
             max_.set_xlabel("iteration (step)")
             metric_axis(max_, split, metric)
             max_.set_title(f"{split} {metric}{where}")
-            max_.legend(loc="best")
+        legends(fig, [ax for row in axes for ax in row], loc="best")
         what = "Convergence: dense vs sparsified SGD" + ("" if with_eval else
                                                          " (training loss; no evaluation rows)")
         fig.suptitle(titled(what, manifest, conditions, train, ev))
@@ -178,7 +186,7 @@ def accuracy_vs_elements(
                                  "elements"], "eval")
     ev, split = pick_split(evaluation, split)
     names = ordered(ev["sparsifier"])
-    colors, styles = palette(names), linestyles(names)
+    colors, styles = method_styles(names)
     metric = str(ev["metric_name"].iloc[0])
     conditions = conditions_of(ev, reference=reference)
     with figure_style():
@@ -197,7 +205,7 @@ def accuracy_vs_elements(
             ax.set_xlabel("elements communicated so far (all workers, log scale)")
             metric_axis(ax, split, metric)
             ax.set_title(f"{split} {metric} vs traffic" + (f" · {cond}" if cond else ""))
-            ax.legend(loc="best")
+        legends(fig, list(axes[0]), loc="best")
         fig.suptitle(titled("Accuracy against communicated elements", manifest, conditions, ev))
         fit_texts(fig)
     return fig

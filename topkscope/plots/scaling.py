@@ -30,7 +30,14 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from topkscope.plots.frames import require_columns, require_rows, text_column
-from topkscope.plots.style import figure_style, fit_texts, linestyles, new_figure, palette
+from topkscope.plots.style import (
+    figure_style,
+    fit_texts,
+    linestyles,
+    new_figure,
+    palette,
+    shared_legend,
+)
 from topkscope.plots.titles import model_name, sparsifier_name
 
 PARTS = (("t_compute", "compute"), ("t_select", "selection"), ("t_comm", "communication"))
@@ -89,10 +96,6 @@ def _scale_for(ax, values, axis: str) -> None:
         (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
 
 
-def _shared_legend(fig: Figure, handles, labels, ncol: int) -> None:
-    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, frameon=False)
-
-
 def breakdown(table: pd.DataFrame, workers: int = 16) -> Figure:
     rows = _at(table, workers, "scaling table")
     nets = _networks(rows)
@@ -125,7 +128,7 @@ def breakdown(table: pd.DataFrame, workers: int = 16) -> Figure:
             ax.grid(axis="y", visible=False)
         axes[0].set_yticks(y, labels)
         handles, names = axes[0].get_legend_handles_labels()
-        _shared_legend(fig, handles, names, len(PARTS))
+        shared_legend(fig, handles, names, len(PARTS))
         fig.suptitle(f"Predicted step time at P = {workers}, split into compute, selection "
                      "and communication")
         fit_texts(fig)
@@ -162,7 +165,7 @@ def efficiency(table: pd.DataFrame) -> Figure:
                    for v in methods] + \
             [Line2D([], [], color="0.3", linestyle=styles[n]) for n in nets]
         names = [variant_name(*v) for v in methods] + [network_name(n) for n in nets]
-        _shared_legend(fig, handles, names, min(len(names), 4))
+        shared_legend(fig, handles, names, min(len(names), 4))
         fig.suptitle("Predicted scaling efficiency t_compute / t_step against P")
         fit_texts(fig)
     return fig
@@ -219,7 +222,7 @@ def crossover(table: pd.DataFrame, workers: int = 16) -> Figure:
                       "bandwidth fitted on the published clusters)")
         ax.grid(axis="y", visible=False)
         handles, names = ax.get_legend_handles_labels()
-        _shared_legend(fig, handles, names, len(methods))
+        shared_legend(fig, handles, names, len(methods))
         fig.suptitle(f"Predicted crossover with Dense at P = {workers}")
         fit_texts(fig)
     return fig
@@ -280,7 +283,7 @@ def breakeven(table: pd.DataFrame, workers: int = 16) -> Figure:
             ax.grid(axis="y", visible=False)
         axes[0].set_yticks(y, [f"{variant_name(*v)} · {network_name(n)}" for n, v in bars])
         handles, names = axes[0].get_legend_handles_labels()
-        _shared_legend(fig, handles, names, 2)
+        shared_legend(fig, handles, names, 2)
         fig.suptitle(f"Predicted break-even selection time at P = {workers}")
         fit_texts(fig)
     return fig
@@ -326,7 +329,7 @@ def time_to_target(table: pd.DataFrame, workers: int = 16) -> Figure:
         from matplotlib.lines import Line2D
         from matplotlib.patches import Patch
 
-        _shared_legend(fig, [Patch(color="0.6"), Line2D([], [], color="0.15", linewidth=1)],
+        shared_legend(fig, [Patch(color="0.6"), Line2D([], [], color="0.15", linewidth=1)],
                        ["mean over seeds", "the seeds' range"], 2)
         fig.suptitle(f"Predicted wall-clock to the accuracy target at P = {workers}")
         fit_texts(fig)

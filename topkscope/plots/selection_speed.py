@@ -1,7 +1,8 @@
 """Figure: selection time against vector size d (from benchmarks/selection.py's CSV).
 
 Left: median time per call (ms, log-log) per method; right: time relative to torch.topk measured
-in the same run (ratio < 1: faster than exact Top-k). One distribution and density per figure.
+in the same run (ratio < 1: faster than exact Top-k). One distribution and density per figure;
+one legend below both panels, each method in its own colour and line style (method_styles).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from topkscope.plots.frames import require_columns, require_rows
-from topkscope.plots.style import figure_style, fit_texts, linestyles, new_figure, palette
+from topkscope.plots.style import figure_style, fit_texts, method_styles, new_figure, shared_legend
 from topkscope.plots.titles import format_density, sparsifier_name
+from topkscope.sparsify import in_plot_order
 
 # the columns benchmarks/selection.py writes
 TIME_COLUMN = "median_ms"
@@ -37,9 +39,8 @@ def selection_time(
         density = float(bench["density"].min())
     df = bench[(bench["distribution"] == distribution) & (bench["density"] == density)]
     require_rows(df, "bench", f"for distribution={distribution!r}, density={density}")
-    methods = list(dict.fromkeys(df.sort_values(TIME_COLUMN, ascending=False)["method"]))
-    colors = palette(methods)
-    styles = linestyles(methods)
+    methods = in_plot_order(df["method"])
+    colors, styles = method_styles(methods)
     with figure_style():
         fig, axes = new_figure(2)
         tax = axes[0][0]
@@ -52,7 +53,6 @@ def selection_time(
         tax.set_xlabel("vector size d (elements)")
         tax.set_ylabel("median time per selection (ms)")
         tax.set_title("time per call")
-        tax.legend(loc="upper left")
         rax = axes[0][1]
         for m in methods:
             part = df[df["method"] == m].sort_values("d")
@@ -64,6 +64,8 @@ def selection_time(
         rax.set_xlabel("vector size d (elements)")
         rax.set_ylabel("time / torch.topk time (ratio, log)")
         rax.set_title("relative to exact top-k (same run)")
+        handles, labels = tax.get_legend_handles_labels()
+        shared_legend(fig, handles, labels)  # both panels draw the same methods
         where = ", ".join(f"{k}: {v}" for k, v in (context or {}).items())
         fig.suptitle(f"Selection speed — {distribution} vectors, {format_density(density)}"
                      + (f"\n{where}" if where else ""))

@@ -25,7 +25,14 @@ from topkscope.plots.frames import (
     require_rows,
     select_tensor,
 )
-from topkscope.plots.style import figure_style, fit_texts, linestyles, new_figure, palette
+from topkscope.plots.style import (
+    figure_style,
+    fit_texts,
+    linestyles,
+    method_styles,
+    new_figure,
+    palette,
+)
 from topkscope.plots.titles import figure_title, recorder_panel_title, sparsifier_name
 from topkscope.schema import GLOBAL
 
@@ -51,8 +58,7 @@ def selected_over_k(
     with_recall = [s for s in selectors
                    if f"{s}_recall" in df.columns and df[f"{s}_recall"].notna().any()]
     densities = sorted(df["density"].unique())
-    colors = palette(list(selectors))
-    styles = linestyles(list(selectors))
+    colors, styles = method_styles(list(selectors))
     with figure_style():
         fig, axes = new_figure(len(densities), nrows=2 if with_recall else 1, sharex=True)
         for col, rho in enumerate(densities):

@@ -186,10 +186,82 @@ def linestyles(names: Sequence[str]) -> dict[str, str]:
     return {name: LINESTYLES[i % len(LINESTYLES)] for i, name in enumerate(names)}
 
 
-def palette(names: Sequence[str]) -> dict[str, tuple]:
-    """A stable colour per series name (same name -> same colour in every figure)."""
-    colors = sns.color_palette("colorblind", n_colors=max(len(names), 1))
-    return {name: colors[i % len(colors)] for i, name in enumerate(names)}
+# a method family's colour, by the tens of its sparsifier's `plot_order` (Dense 0, Top-k 1x,
+# Gaussian-k 2x, DGC 3x, RedSync 4x, SIDCo 5x, tail-k 6x, Rand-k 7x, threshold 8x): nine
+# colours at least 44 apart in CIE L*a*b* (ΔE76; seaborn's colour-blind orange, vermilion and
+# tan, which the convergence figure gave Top-k, DGC and RedSync (2019), are 26-41 apart)
+FAMILY_COLORS = ("#000000", "#0072b2", "#ff7f0e", "#2ca02c", "#e377c2", "#8c564b", "#17becf",
+                 "#bcbd22", "#332288")
+SERIES_COLORS = (*FAMILY_COLORS[1:], FAMILY_COLORS[0])  # other series: black last
+
+
+def palette(names: Sequence[str]) -> dict[str, str]:
+    """A colour per series name, in the order given (SERIES_COLORS, nine colours far apart:
+    with linestyles(), (colour, line style) differs between any two of up to 36 series).
+    Methods take method_styles instead: the same look in every figure."""
+    return {name: SERIES_COLORS[i % len(SERIES_COLORS)] for i, name in enumerate(names)}
+
+
+def method_styles(names: Sequence[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(colours, line styles) of the methods `names` (registry names or column prefixes),
+    the same in every figure and never one (colour, line style) for two methods of a figure:
+    a method's colour is its family's (FAMILY_COLORS by its sparsifier's `plot_order` tens:
+    Gaussian-k 20 and Gaussian-k (2019) 21 share one hue) and its line style its place in the
+    family (the units: 20 solid, 21 dashed). A pair another method of the figure holds (a
+    name no sparsifier has — plot_order 1000 —, or a user's sparsifier placed in a taken
+    slot) goes to the next free line style of its colour, then of the next colours."""
+    from topkscope.sparsify import in_plot_order, plot_order_of
+
+    colors: dict[str, str] = {}
+    styles: dict[str, str] = {}
+    taken: set[tuple[str, str]] = set()
+    for name in in_plot_order(names):
+        order = plot_order_of(name)
+        family, place = (order // 10) % len(FAMILY_COLORS), order % 10
+        choices = [(FAMILY_COLORS[(family + c) % len(FAMILY_COLORS)],
+                    LINESTYLES[(place + j) % len(LINESTYLES)])
+                   for c in range(len(FAMILY_COLORS)) for j in range(len(LINESTYLES))]
+        pair = next((c for c in choices if c not in taken), choices[0])
+        taken.add(pair)
+        colors[name], styles[name] = pair
+    return colors, styles
+
+
+LEGEND_ENTRY_IN = 0.55  # inches of a legend entry besides its text (handle, padding)
+LEGEND_CHAR_IN = 0.065  # inches per character of legend text at the style's font size
+
+
+LEGEND_ROW_IN = 0.2  # inches a row of legend entries takes
+MAX_PANEL_LEGEND = 6  # entries a panel's own legend holds; more go into one for the figure
+
+
+def legends(fig: Figure, panels, **legend_kw) -> None:
+    """A legend in each panel of `panels` (legend_kw: its placement), or — when a panel would
+    list more than MAX_PANEL_LEGEND series, too many to fit in it — one legend below the
+    figure's panels with every panel's series once (shared_legend): series that look the same
+    in every panel (method_styles) need no legend of their own per panel."""
+    entries = [ax.get_legend_handles_labels() for ax in panels]
+    if max((len(labels) for _, labels in entries), default=0) <= MAX_PANEL_LEGEND:
+        for ax in panels:
+            ax.legend(**legend_kw)
+        return
+    named: dict[str, object] = {}
+    for handles, labels in entries:
+        for handle, label in zip(handles, labels):
+            named.setdefault(label, handle)
+    shared_legend(fig, list(named.values()), list(named))
+
+
+def shared_legend(fig: Figure, handles, labels, ncol: int | None = None) -> None:
+    """One legend for the whole figure, below the panels (constrained layout keeps room for
+    it), for series that every panel shares; ncol None: as many columns as the widest entry
+    lets fit across the figure, the figure made taller by the legend's rows so the panels
+    keep their height."""
+    if ncol is None:
+        widest = LEGEND_ENTRY_IN + LEGEND_CHAR_IN * max((len(str(t)) for t in labels), default=1)
+        ncol = max(1, min(len(labels), int(fig.get_figwidth() * 0.95 // widest)))
+        fig.set_figheight(fig.get_figheight() + LEGEND_ROW_IN * -(-len(labels) // ncol))
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, frameon=False)
 
 
 _saved_formats: list[tuple[str, ...]] = [SAVE_FORMATS]  # the default of save_figure

@@ -12,8 +12,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 # the display names live in topkscope.names (find_runs reads them back to manifest spellings)
+from topkscope.manifest import model_of
 from topkscope.names import DATASET_NAMES, MODEL_NAMES
 
+UNNAMED_DATASET = "a dataset its script did not name"
 # where a line may break, best first; ';' and ',' stay at the end of the line they close
 BREAKS = (" · ", " | ", "; ", ", ", " ")
 
@@ -30,9 +32,10 @@ def dataset_name(name: str | None, substitute: str | None = None,
                  subset: int | None = None) -> str:
     """'CIFAR-10', 'CIFAR-10 (substituted by MNIST)' when another dataset stood in, and the
     size of the training subset when only the first `subset` samples (tokens for PTB) were used;
-    "an unnamed dataset" for none (a hook run whose script gave no run_fields dataset)."""
+    "a dataset its script did not name" for none (a user's run whose script gave no
+    run_fields dataset: nothing the recorder sees names it)."""
     if name is None or (isinstance(name, float) and name != name):  # a user's run names none
-        label = "an unnamed dataset"
+        label = UNNAMED_DATASET
     else:
         label = DATASET_NAMES.get(str(name), str(name))
     notes = []
@@ -118,8 +121,9 @@ def optimizer_label(manifest: Mapping[str, Any]) -> str | None:
 def describe_run(manifest: Mapping[str, Any], *, with_sparsifier: bool = True) -> str:
     """One line naming model, dataset (+ substitution), workers, sparsifier and density of a
     run, and its optimizer when that is not momentum SGD."""
+    model = model_of(dict(manifest)) or "a model its script did not name"
     parts = [
-        f"{model_name(manifest.get('model'), _model_args(manifest))} on "
+        f"{model_name(model, _model_args(manifest))} on "
         f"{dataset_name(manifest.get('dataset'), manifest.get('dataset_substitute'), _subset(manifest))}",
         f"{manifest.get('world_size', '?')} workers",
     ]

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from topkscope.manifest import model_of
 from topkscope.plots.titles import dataset_name, model_name, sparsifier_name
 
 SCALING_NETWORKS = ("10gbe", "ib100")  # the presets fitted on published measurements
@@ -62,6 +63,8 @@ class Report:
     notes: list[str] = field(default_factory=list)
     # runs under a results root left out for failing at set-up, one line each
     skipped: list[str] = field(default_factory=list)
+    # damaged runs under a results root left out (manifest.DamagedRun)
+    damaged: list = field(default_factory=list)
 
 
 # --------------------------------------------------------------------- what ran
@@ -108,8 +111,8 @@ def run_rows(found: Sequence) -> pd.DataFrame:
         d = m.get("num_parameters")
         rows.append({
             "run": shown_path(run.path), "status": m.get("status", ""),
-            "model": model_name(str(m.get("model") or "unnamed"))
-            + (f" (d = {int(d):,})" if d else ""),
+            "model": model_name(str(m["model"])) + (f" (d = {int(d):,})" if d else "")
+            if m.get("model") else model_of(m) or "unnamed",
             "dataset": dataset_name(m.get("dataset"), m.get("dataset_substitute"))
             if m.get("dataset") else "not recorded",
             "optimizer": _optimizer(m),
@@ -283,15 +286,17 @@ def gather(paths: Sequence[Path], progress: bool = False, **claims_options) -> R
     """Everything the page of `paths` shows. ValueError (one line naming the path) for a path
     that holds no complete or failed run (topkscope.manifest.runs_at)."""
     from topkscope import progress as bars
-    from topkscope.analysis.runs import load, skip_setup_failures
+    from topkscope.analysis.runs import load_found, skip_setup_failures
     from topkscope.claims import build
     from topkscope.claims.migrate import read
     from topkscope.manifest import runs_at
 
     paths = [Path(p) for p in paths]
-    found = runs_at(paths, status=("complete", "failed"))
+    damaged: list = []
+    found = runs_at(paths, status=("complete", "failed"), damaged=damaged)
     root = profile_root(paths)
-    report = Report([shown_path(p) for p in paths], run_rows(found), pd.DataFrame(), "")
+    report = Report([shown_path(p) for p in paths], run_rows(found), pd.DataFrame(), "",
+                    damaged=damaged)
     report.tables = table_locations(found, root)
     if root is not None:  # a whole profile: what `make reproduce-figures` wrote, as written
         report.claims = read(root / "claims.csv")
@@ -302,10 +307,10 @@ def gather(paths: Sequence[Path], progress: bool = False, **claims_options) -> R
         return report
     with bars.bar(total=len(found), desc="report: read", unit="run",
                   enabled=progress) as bar:
-        runs = []
-        for run in found:
-            runs.append(load(run.path))
-            bar.update()
+        runs = load_found(found, named=paths, damaged=damaged, progress=bar.update)
+    if damaged:  # the run table and the table locations are of the runs the page shows
+        found = [f for f in found if f.path not in {d.path for d in damaged}]
+        report.runs, report.tables = run_rows(found), table_locations(found, root)
     runs, report.skipped = skip_setup_failures(runs, named=paths)
     report.claims = build(runs, roots=paths, **claims_options)
     report.claims_source = (f"these {len(runs)} run(s), tabulated now as `topkscope claims` "

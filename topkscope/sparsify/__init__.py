@@ -131,10 +131,15 @@ def family_of(name: str | None) -> str:
 
 
 def plot_order_of(name: str | None) -> int:
-    """Where figures and tables list a method: its class's `plot_order` (1000 for a name no
-    sparsifier has)."""
-    order = _attribute(str(name), "plot_order")
-    return int(order) if order is not None else 1000
+    """Where figures and tables list a method, and how figures draw it: its class's
+    `plot_order` (1000 for a name no sparsifier has); its tens are its family's colour, its
+    units its line style (topkscope.plots.style.method_styles). A column prefix
+    ("gaussiank_2019") is accepted too."""
+    for candidate in (str(name), str(name).replace("_", "-")):
+        order = _attribute(candidate, "plot_order")
+        if order is not None:
+            return int(order)
+    return 1000
 
 
 def in_plot_order(names) -> list[str]:

@@ -117,7 +117,10 @@ class Sparsifier(ABC):
                           # a built-in sparsifier's is topkscope.names.SPARSIFIER_NAMES's
     family: str = ""      # the claim family its claims are named after (gaussiank_accuracy); a
                           # published and a reference version of one rule share it
-    plot_order: int = 1000  # where figures and tables list it (dense 0, topk 10, ...)
+    # where figures and tables list it (dense 0, topk 10, ...); in figures its tens pick its
+    # family's colour and its units its line style (gaussiank 20 and gaussiank-2019 21: one
+    # hue, solid and dashed; plots.style.method_styles)
+    plot_order: int = 1000
     exact: bool = False  # True when it returns the exact Top-k set (so exactly k indices)
     fixed_count: bool = False  # True when it always returns exactly k indices
     may_return_empty: bool = False  # True when the method's rule can select nothing

@@ -5,9 +5,9 @@
   selected by manifest content through manifest.find_runs), announced on stdout;
 - `refuse_if_interrupted`: a fresh start without --run-id while an interrupted run of the same
   config can be resumed is refused, with the command that resumes it;
-- `resume_command`, `interruption_message`, `interruption_report`: the one line an interrupted
-  run prints (the signal, the step, the command to paste), from the worker that stopped or
-  from the launcher that waited for its torchrun workers.
+- `resume_command`, `interruption_message` (manifest's, re-exported), `interruption_report`: the
+  one line an interrupted run prints (the signal, the step, the command to paste), from the
+  worker that stopped or from the launcher that waited for its torchrun workers.
 
 A run killed by SIGKILL keeps status `running` and its last checkpoint: it is resumed by
 naming it (`--run-id ID --resume`), never picked automatically.
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from topkscope.interrupts import signal_name
-from topkscope.manifest import FoundRun, Manifest, find_runs
+from topkscope.manifest import FoundRun, Manifest, find_runs, interruption_message
 from topkscope.train import checkpoint
 from topkscope.train.config import ExperimentConfig, RunOptions, with_defaults
 
@@ -125,17 +125,6 @@ def resume_fields(opts: RunOptions, run_dir: Path) -> dict[str, Any]:
         return {}
     return {"checkpoint_step": checkpoint.marker_step(ckpt),
             "resume_command": resume_command(opts, run_dir.name)}
-
-
-def interruption_message(run_dir: Path, manifest: dict[str, Any]) -> str:
-    """One line on an interrupted run (from its manifest): the signal, the step, and the
-    command that resumes it."""
-    head = (f"interrupted by {manifest.get('signal')} at step {manifest.get('steps_done')} "
-            f"({run_dir})")
-    if manifest.get("resume_command"):
-        return (f"{head}; resume from the checkpoint at step {manifest.get('checkpoint_step')} "
-                f"with: {manifest['resume_command']}")
-    return f"{head}; it had no checkpoint yet, so there is nothing to resume: start it again"
 
 
 def interruption_report(run_dir: Path, opts: RunOptions, signum: int, wait_s: float = 30.0

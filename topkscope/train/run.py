@@ -29,12 +29,13 @@ A run survives signals, races and resumes:
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import shutil
 import signal
 import traceback
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,12 +75,21 @@ def under_torchrun() -> bool:
     return "WORLD_SIZE" in os.environ and "RANK" in os.environ
 
 
-def default_run_id(cfg: ExperimentConfig) -> str:
-    """<time>-<sparsifier>-rho<density>-p<workers>-s<seed>[-<tag>...] (config.run_tags: the
-    density warm-up, a non-default k rule and every named deviation)."""
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+def default_run_id(cfg: ExperimentConfig, base: Path | None = None) -> str:
+    """The run folder's name when none is given, one people can read:
+    <sparsifier>-rho<density>-p<workers>-s<seed>[-<tag>...] (config.run_tags: the density
+    warm-up, a non-default k rule, the outer loop, the quantization, every named deviation),
+    e.g. "topk-rho0.001-p2-s0-ds-paper", and "-2", "-3", ... after it when `base` (the
+    experiment's folder) already holds that name, so ids stay unique; only letters, digits,
+    '.', '_' and '-' (validate.plain_name)."""
     tags = "".join(f"-{t}" for t in run_tags(cfg))
-    return f"{stamp}-{cfg.sparsifier}-rho{cfg.density:g}-p{cfg.workers}-s{cfg.seed}{tags}"
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-",
+                  f"{cfg.sparsifier}-rho{cfg.density:g}-p{cfg.workers}-s{cfg.seed}{tags}")
+    name = validate.plain_name("run id", name.lstrip("."))
+    if base is None or not (Path(base) / name).exists():
+        return name
+    return next(f"{name}-{n}" for n in itertools.count(2) if not (Path(base) / f"{name}-{n}")
+                .exists())
 
 
 def pick_device(cfg: ExperimentConfig) -> torch.device:
@@ -255,7 +265,8 @@ def prepare(cfg: ExperimentConfig, opts: RunOptions, transport: Transport,
     else:
         if opts.run_id is None:
             refuse_if_interrupted(opts.out_root, cfg)
-        run_id = _from_main(transport, opts.run_id or default_run_id(cfg))
+        run_id = _from_main(transport, opts.run_id or default_run_id(
+            cfg, Path(opts.out_root) / cfg.experiment))
         run_dir = Path(opts.out_root) / cfg.experiment / run_id
         if run_dir.exists():
             raise ValueError(_taken(run_dir))
