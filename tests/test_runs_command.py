@@ -58,9 +58,9 @@ def test_runs_lists_every_run_with_its_root_and_display_names(results, capsys, m
                       "status", "steps"]
     assert len(rows) == 6  # one line per run of each root: nothing twice, nothing fanned out
     assert rows[0] == ["results", "fnn3-mnist/a", "FNN-3", "Top-k", "0.01", "0",
-                       "warmup=none", "complete", "12"]
+                       "no warm-up", "complete", "12"]
     assert rows[2][:7] == ["results", "fnn3-mnist/c", "FNN-3", "Gaussian-k", "0.01", "2",
-                           "warmup=paper"]
+                           "the paper's warm-up"]
     assert [r[:2] for r in rows[3:]] == [["results/standard", f"fnn3-mnist/{r}"] for r in "abc"]
     # columns line up: every cell starts where its header does
     for name, first in (("model", "FNN-3"), ("status", "complete")):

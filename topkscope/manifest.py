@@ -268,24 +268,6 @@ def condition_of(manifest: dict) -> str:
     return run_condition(manifest).training_key()
 
 
-def condition_name(condition: str) -> str:
-    """A condition (condition_of's, with the density and warm-up parts analysis adds) as a
-    table cell or a sentence shows it, every setting kept: 'warmup=none; outer=average(H=15,
-    lr=1, beta=0.95); quantize=2bit; rho=0.015625' -> 'warmup=none; average H=15 lr=1 β=0.95;
-    2-bit; ρ=0.015625'; 'during warm-up at rho=' as 'in warm-up at ρ='. The condition itself
-    stays the key in claims.csv."""
-    parts = []
-    for part in condition.split("; "):
-        if part.startswith("outer="):
-            step, _, settings = part.removeprefix("outer=").partition("(")
-            part = " ".join([step, *settings.removesuffix(")").split(", ")]).replace("beta=", "β=")
-        elif part.startswith("quantize=") and part.endswith("bit"):
-            part = part.removeprefix("quantize=").removesuffix("bit") + "-bit"
-        part = part.replace(DURING_WARMUP, "in warm-up at rho=")
-        parts.append(part.replace("rho=", "ρ="))
-    return "; ".join(parts)
-
-
 def model_of(manifest: dict) -> str | None:
     """The model a run is of: the manifest's `model` (a config's, the DDP hook's, a script's
     run_fields), else what a Recorder in a loop of one's own saw of it — its class and

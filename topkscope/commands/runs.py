@@ -49,7 +49,8 @@ def _status(manifest: dict) -> str:
 
 def run_line(root: Path, path: Path, manifest: dict) -> tuple[str, ...]:
     """The cells of one run's line (HEADER)."""
-    from topkscope.manifest import condition_name, condition_of, model_of
+    from topkscope.condition import describe, run_condition
+    from topkscope.manifest import model_of
     from topkscope.plots.titles import model_name, sparsifier_name
 
     model = model_of(manifest)
@@ -61,7 +62,8 @@ def run_line(root: Path, path: Path, manifest: dict) -> tuple[str, ...]:
             else "not named",
             f"{density:g}" if isinstance(density, (int, float)) else "-",
             "-" if seed is None else str(seed),
-            condition_name(condition_of(manifest)), _status(manifest), _steps(manifest))
+            describe(run_condition(manifest), density=False) or "no warm-up", _status(manifest),
+            _steps(manifest))
 
 
 def table(rows: list[tuple[str, ...]]) -> str:
