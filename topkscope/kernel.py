@@ -215,14 +215,15 @@ def hill(top, ks, starts=None) -> np.ndarray:
     result (R, m). NaN where k - 1 < HILL_MIN_ORDER, the k-th magnitude is 0 or non-finite, or
     the sum of logarithms is 0 (all m tie with the k-th).
     """
-    logs = np.log(np.asarray(top, dtype=np.float64)) if np.size(top) else np.zeros(0)
+    with np.errstate(divide="ignore", invalid="ignore"):  # log 0: a threshold of 0, NaN below
+        logs = np.log(np.asarray(top, dtype=np.float64))
     single, starts, _, ks = _blocks(logs.size, ks, starts)
     m = ks - 1
     ok = m >= HILL_MIN_ORDER
     at = np.where(ok, starts[:, None] + ks - 1, 0)  # the k-th of each block
     cum = np.concatenate([[0.0], np.cumsum(logs)])
     with np.errstate(all="ignore"):
-        threshold = logs[at] if logs.size else np.zeros(ks.shape)
+        threshold = logs[at] if logs.size else np.full(ks.shape, np.nan)
         spread = cum[np.where(ok, at, 0)] - cum[starts][:, None] - m * threshold
         alpha = m / spread
     good = ok & np.isfinite(threshold) & (spread > 0)

@@ -139,6 +139,17 @@ class RowTops:
             out[kv, order] = tails[:, :1] - tails[:, 1:]
         return torch.from_numpy(out)
 
+    def hill(self) -> np.ndarray:
+        """(K, R, D) float64: the Hill tail index of each row's k largest magnitudes for each
+        density (the kernel's `hill`, m = k - 1 over the k-th; NaN where k - 1 < 10)."""
+        plan = self.plan
+        order = self._index["laid_out"]
+        out = np.full((self.tops.shape[0], *plan.k.shape), np.nan)
+        for kv, tops in enumerate(self.tops):
+            out[kv, order] = kernel.hill(tops, plan.k[order],
+                                         starts=self._index["block_start"][order])
+        return out
+
     def kth(self) -> torch.Tensor:
         """(K, R, D): the k-th largest magnitude of each row for each density."""
         return torch.from_numpy(self.tops[:, self._index["kth_pos"]])
