@@ -223,7 +223,7 @@ def power_law(x, *, xmin: float | None = None, max_tail: int = DEFAULT_MAX_TAIL,
 
     Returns {POWER_LAW_KEYS, n, nonfinite, zeros, note}: pl_alpha (CSN's density exponent a),
     pl_tail_index (a - 1, comparable with the Hill index), pl_alpha_se, pl_xmin, pl_n_tail,
-    pl_tail_fraction (n_tail / n), pl_ks_D, lr_lognormal / p_lognormal and lr_exponential /
+    pl_n_tail (0 when undefined), pl_tail_fraction (n_tail / n), pl_ks_D, lr_lognormal / p_lognormal and lr_exponential /
     p_exponential (> 0: the power law is the likelier), the alternatives' fitted parameters.
     NaN with a note when fewer than min_tail + 1 nonzero values remain.
     """
@@ -233,7 +233,7 @@ def power_law(x, *, xmin: float | None = None, max_tail: int = DEFAULT_MAX_TAIL,
     mags, nonfinite, zeros = _magnitudes(x)
     n = mags.size
     out = dict.fromkeys(POWER_LAW_KEYS, math.nan)
-    out.update(n=n, nonfinite=nonfinite, zeros=zeros, note="")
+    out.update(n=n, nonfinite=nonfinite, zeros=zeros, pl_n_tail=0, note="")
     if xmin is not None:
         xmin = validate.number("xmin", xmin, 0, None, lo_open=True)
         tail = np.sort(mags[mags >= xmin])

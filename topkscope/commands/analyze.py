@@ -1,10 +1,12 @@
-"""`topkscope analyze RUN_DIR ...`: normality, family fits and contraction of every snapshot of u.
+"""`topkscope analyze RUN_DIR ...`: normality, family fits, contraction and tails of every
+snapshot of u.
 
 For each run folder (or every run folder under a results root or an experiment folder) and each
 raw snapshot snapshots/step{t}-rank{r}.npy of u, topkscope.analysis.snapshots.analyze_snapshot
-measures the normality battery, the distribution-family fits and delta_emp at the densities
-against 1 - k/d, (1 - k/d)^2 and the Gaussian value. The tidy tables go to
-RUN_DIR/analysis/{normality,fits,contraction}.parquet, rewritten atomically after each snapshot,
+measures the normality battery, the distribution-family fits, delta_emp at the densities
+against 1 - k/d, (1 - k/d)^2 and the Gaussian value, and the tail row (the Hill index and the
+power-law fit against lognormal and exponential tails, analysis.tails). The tidy tables go to
+RUN_DIR/analysis/{normality,fits,contraction,tails}.parquet, rewritten atomically after each snapshot,
 so an interrupted analysis keeps what it finished. With --out DIR (results shared read-only) they
 go to DIR/<experiment>/<run_id>/ instead and the run folder is only read. Snapshots already in the tables are skipped
 (only densities not yet measured are added) unless --force. Every row records the seed and
@@ -22,9 +24,9 @@ from pathlib import Path
 
 from topkscope.commands import CommandError, deprecated, list_option
 
-HELP = "analyze the snapshots of u in run folders: normality, family fits, contraction"
+HELP = "analyze the snapshots of u in run folders: normality, family fits, contraction, tails"
 DEFAULT_DENSITIES = "0.001,0.01,0.1"
-TABLES = ("normality", "fits", "contraction")
+TABLES = ("normality", "fits", "contraction", "tails")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -55,6 +57,7 @@ class Work:
     rank: int
     distribution: bool  # battery and fits still to do
     densities: list[float]  # contraction densities still to do
+    tails: bool = False  # the tail row still to do
 
 
 @dataclass
@@ -162,9 +165,11 @@ def plan_run(run_dir: Path, densities: list[float], force: bool, out: Path | Non
     if not force:
         check_settings(folder, tables, densities, max_n, seed)
     snaps = run.snapshots[run.snapshots["kind"] == "u"]
-    done_dist, done_rho = set(), set()
+    done_dist, done_rho, done_tails = set(), set(), set()
     if not force and tables["normality"] is not None:
         done_dist = {(int(s), int(r)) for s, r in tables["normality"][["step", "rank"]].values}
+    if not force and tables["tails"] is not None:  # tables written before it lack the row
+        done_tails = {(int(s), int(r)) for s, r in tables["tails"][["step", "rank"]].values}
     if not force and tables["contraction"] is not None:
         frame = tables["contraction"][["step", "rank", "density"]]
         done_rho = {(int(s), int(r), float(d)) for s, r, d in frame.itertuples(index=False)}
@@ -172,8 +177,9 @@ def plan_run(run_dir: Path, densities: list[float], force: bool, out: Path | Non
     for step, rank in snaps[["step", "rank"]].itertuples(index=False):
         step, rank = int(step), int(rank)
         missing = [d for d in densities if (step, rank, d) not in done_rho]
-        if (step, rank) not in done_dist or missing:
-            todo.append(Work(step, rank, (step, rank) not in done_dist, missing))
+        if (step, rank) not in done_dist or missing or (step, rank) not in done_tails:
+            todo.append(Work(step, rank, (step, rank) not in done_dist, missing,
+                             (step, rank) not in done_tails))
     return RunPlan(run, tables, todo, len(snaps), folder)
 
 
@@ -194,10 +200,13 @@ def analyze_plan(plan: RunPlan, max_n: int | None, seed: int, bar) -> None:
             bar.update(1)
             continue
         result = analyze_snapshot(u, work.step, work.rank, work.densities, max_n=max_n,
-                                  seed=seed, distribution=work.distribution)
+                                  seed=seed, distribution=work.distribution,
+                                  with_tails=work.tails)
         key = pd.DataFrame({"step": [work.step], "rank": [work.rank]})
         rho = key.merge(pd.DataFrame({"density": work.densities}), how="cross")
         updates = [("contraction", result.contraction, rho)] if work.densities else []
+        if work.tails:
+            updates.append(("tails", result.tails, key))
         if work.distribution:  # normality last: its row marks the snapshot as analyzed
             updates = [("fits", result.fits, key), *updates, ("normality", result.normality, key)]
         for name, rows, replace in updates:
@@ -229,7 +238,7 @@ def summary(plan: RunPlan, densities: list[float]) -> str:
              f"{len(plan.todo) - len(plan.failed)} analyzed now, "
              f"{plan.snapshots - len(plan.todo)} already done, {len(plan.failed)} failed"]
     lines += [f"  failed: {message}" for message in plan.failed]
-    norm, fit, con = (plan.tables[n] for n in TABLES)
+    norm, fit, con, tail = (plan.tables[n] for n in TABLES)
     if norm is not None and not norm.empty:
         rejected = int((norm["dagostino_p"] < 0.05).sum())
         lines.append(f"  normality: median KS D {_median(norm['ks_D']):.4g}, median excess "
@@ -250,6 +259,10 @@ def summary(plan: RunPlan, densities: list[float]) -> str:
                 f"{_median(rows['paper_bound']):.4g}; below (1-k/d)^2 in "
                 f"{int(rows['below_paper'].sum())}/{len(rows)}, convexity condition held in "
                 f"{int(pd.Series(rows['condition_holds'], dtype=bool).sum())}/{len(rows)}")
+    if tail is not None and not tail.empty:
+        heavy = int(((tail["lr_exponential"] > 0) & (tail["p_exponential"] < 0.1)).sum())
+        lines.append(f"  tails: median Hill index {_median(tail['hill_alpha']):.3g}, power law "
+                     f"likelier than an exponential tail (p < 0.1) in {heavy}/{len(tail)}")
     if plan.snapshots:
         lines.append(f"  tables: {plan.folder}")
     return "\n".join(lines)

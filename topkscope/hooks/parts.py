@@ -238,18 +238,24 @@ def hist_columns(step: int, rank: int, kinds: Sequence[str], plan: RowPlan, bins
 
 
 def coord_columns(step: int, rank: int, kinds: Sequence[str], coordinates: np.ndarray,
-                  layers: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
+                  layers: np.ndarray, values: np.ndarray,
+                  cache: dict | None = None) -> dict[str, np.ndarray]:
     """Columns of one record's sampled coordinates: values (K, C) of the K kinds at the C
-    coordinates (flat indices, their layers)."""
+    coordinates (flat indices, their layers). cache: a dict kept by the caller for the
+    columns that depend only on the kinds and the sample."""
     nk, nc = values.shape
-    return {
-        "step": np.full(nk * nc, step, dtype=np.int64),
-        "rank": np.full(nk * nc, rank, dtype=np.int64),
-        "kind": np.repeat(np.array(kinds, dtype=object), nc),
-        "coordinate": np.tile(coordinates, nk),
-        "layer": np.tile(layers, nk),
-        "value": values.astype(np.float64).reshape(-1),
-    }
+    key = ("coord_columns", tuple(kinds))
+    static = None if cache is None else cache.get(key)
+    if static is None:
+        static = {"kind": np.repeat(np.array(kinds, dtype=object), nc),
+                  "coordinate": np.tile(coordinates, nk), "layer": np.tile(layers, nk)}
+        for col in static.values():
+            col.flags.writeable = False  # shared by every record's rows
+        if cache is not None:
+            cache[key] = static
+    return {"step": np.full(nk * nc, step, dtype=np.int64),
+            "rank": np.full(nk * nc, rank, dtype=np.int64),
+            **static, "value": values.astype(np.float64).reshape(-1)}
 
 
 def write_snapshot(folder: Path, step: int, rank: int, x: torch.Tensor, kind: str = "u") -> Path:

@@ -499,10 +499,13 @@ class Recorder:
             sample = plan._device_cache[("coordinates", self.coordinates, self.seed)] = \
                 (picked, layers, index)
         picked, layers, index = sample
-        values = torch.stack([vectors[k].index_select(0, index).to(torch.float64)
-                              for k in kinds])
-        self._coords.add(coord_columns(step, rank, kinds, picked, layers,
-                                       kernel.to_numpy(values)))
+        if index.device.type == "cpu":
+            values = np.stack([kernel.as_float_array(vectors[k])[picked] for k in kinds])
+        else:
+            values = kernel.to_numpy(torch.stack([vectors[k].index_select(0, index)
+                                                  for k in kinds]))
+        self._coords.add(coord_columns(step, rank, kinds, picked, layers, values,
+                                       cache=plan._device_cache))
 
     def _power_sums(self, vec: dict[str, torch.Tensor], kinds: list[str], plan: RowPlan,
                     selected: torch.Tensor | None, e_given: bool) -> dict[str, PowerSums]:

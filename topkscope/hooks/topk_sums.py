@@ -19,6 +19,11 @@ a Gaussian guess of its k_r-th largest magnitude (`topkscope.sparsify.engine.gau
 
     tau_r = q_r * Phi^{-1}(1 - k_r / (2 n_r))        (|x| > tau_r has mass k_r/n_r if x ~ N(0, q^2))
 
+and for the whole model, when its layers' rows cover it, the lower of that and the guess of a
+mixture of Gaussian layers, the largest t with sum_s n_s erfc(t / (q_s sqrt 2)) >= k_0
+(`_mixture_threshold`: a model whose few large layers set q, as ResNet-20's, would otherwise
+leave fewer than k_0 candidates and need a selection of its own)
+
 marks candidates |x_i| >= tau_r in one comparison over the vector (each element against its
 own layer's tau, or the whole model's if lower); the candidates of a layer are a contiguous run
 of them, and a partition of each run at k_r, then a sort of those k_r alone, gives every
@@ -59,6 +64,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
+from scipy import special
 
 from topkscope import kernel
 from topkscope.columns import selector_columns
@@ -242,6 +248,34 @@ def eligible_rows(plan: RowPlan, sumsq: np.ndarray) -> np.ndarray:
     return np.flatnonzero(ok)
 
 
+_GRID = np.geomspace(1e-3, 1e3, 241)  # thresholds over the largest layer RMS tried (x 1.06)
+
+
+def _mixture_threshold(plan: RowPlan, sumsq: np.ndarray) -> float:
+    """A guess of the whole model's k_0-th largest magnitude when its layers differ in scale:
+    the largest t at which Gaussian layers of their own root-mean-square q_s would leave at
+    least k_0 magnitudes above it, sum_s n_s erfc(t / (q_s sqrt 2)) >= k_0 (a single Gaussian
+    of the whole model's q lies far too high when a few large layers set q). inf when the
+    layer rows do not cover the vector (no per-layer rows, or gaps) or say nothing."""
+    covered = plan._device_cache.get("layers_cover")
+    if covered is None:
+        covered = plan._device_cache["layers_cover"] = plan.per_layer and all(
+            name is not None for name in plan.segments.names)
+    if not covered or plan.rows < 3:
+        return math.inf
+    n = plan.numel[1:].astype(np.float64)
+    q = np.sqrt(sumsq[1:] / n)
+    q = np.where(np.isfinite(q), q, 0.0)
+    top = q.max()
+    if not top > 0:
+        return math.inf
+    grid = top * _GRID
+    expected = (n * special.erfc(grid[:, None] / (np.maximum(q, 1e-300) * math.sqrt(2.0)))
+                ).sum(axis=1)  # (G,), decreasing in t
+    enough = np.flatnonzero(expected >= plan.kmax[0])
+    return float(grid[enough[-1]]) if enough.size else math.inf
+
+
 def _top_descending(block: np.ndarray, k: int) -> np.ndarray:
     """The k largest of block, sorted descending (a partition, then a sort of those k only)."""
     if block.size > k:
@@ -275,6 +309,8 @@ def threshold_tops(ab: np.ndarray, plan: RowPlan, sumsq: np.ndarray,
     whole = bool((rows == 0).any())
     inf = np.array(np.inf, dtype=ab.dtype)
     global_tau = tau[0] if whole else inf
+    if whole:
+        global_tau = min(global_tau, ab.dtype.type(_mixture_threshold(plan, sumsq)))
 
     if layer_rows.size:
         layer_seg = np.asarray(plan.segments.named)[layer_rows - 1]
