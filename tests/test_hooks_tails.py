@@ -83,7 +83,7 @@ def test_sampled_coordinates_are_the_vectors_values_at_a_fixed_seeded_sample(tmp
     picked, layers = coordinate_sample(segments_of(LAYOUT, D), 50, 7)
     assert len(coords) == 3 * 2 * 3 * 50  # steps x ranks x kinds x coordinates
     assert coords.groupby(["step", "rank", "kind"]).size().eq(50).all()
-    for (step, rank, kind), rows in coords.groupby(["step", "rank", "kind"]):
+    for (step, _rank, kind), rows in coords.groupby(["step", "rank", "kind"]):
         np.testing.assert_array_equal(rows["coordinate"], picked)
         assert list(rows["layer"]) == list(layers)
         np.testing.assert_array_equal(rows["value"],

@@ -215,9 +215,13 @@ def residual_sums(u_sums: PowerSums, u: torch.Tensor, selected: torch.Tensor,
 
 def row_moments(ps: PowerSums, plan: RowPlan, vectors: list[torch.Tensor]) -> Moments:
     """Moments of every plan row from power sums; vectors[k] is vector k (for exact reruns)."""
-    cols = list(plan.segments.named) if plan.per_layer else []
-    seg_n = np.asarray(plan.segments.lengths, dtype=_F64)
-    n = np.concatenate([[seg_n.sum()], seg_n[cols]])  # (R,)
+    cached = plan._device_cache.get("moment_rows")
+    if cached is None:
+        cols = list(plan.segments.named) if plan.per_layer else []
+        seg_n = np.asarray(plan.segments.lengths, dtype=_F64)
+        cached = plan._device_cache["moment_rows"] = (
+            cols, np.concatenate([[seg_n.sum()], seg_n[cols]]))  # (R,) elements per row
+    cols, n = cached
 
     def rows(t: np.ndarray, reduce) -> np.ndarray:  # whole model, then named segments
         return np.concatenate([reduce(t, axis=-1, keepdims=True), t[..., cols]], axis=-1)
