@@ -12,6 +12,19 @@ a shared machine, which wall times are not) and counted by what it computed:
                   Top-k contraction of u against the bounds, for every row and density
     selectors_ms  a call that also runs the config's approximate sparsifiers on u
 
+and each call's CPU time is split by what it computed (`<stage>_ms`, mean per call with the
+cheap statistics only; STAGES, timed by wrapping the recorder's own functions):
+
+    moments_ms      the power sums of g, u and e (e from u's when it is u's residual) and the
+                    moments of every row
+    topk_ms         the exact top-k of every ranked row (one thresholded pass per vector)
+    topk_ratio_ms   delta of every row and density from those tops
+    hill_ms         the Hill tail index and its interval of every ranked row and density
+    quantized_ms    topk_quantized_ratio (configs with `quantize` only)
+    coords_ms       the sampled coordinates' values (coords/)
+    columns_ms      the rows' numpy columns and their buffering
+    other_ms        the rest: argument checks, e's residual check, the parts' writes
+
 The first two steps (plan caches, allocator) are not counted. `snapshot_mb` is the size of one
 raw snapshot of u (float32). `--sparsifier-per-layer true|false` replaces the configs' setting
 (e.g. to price the selectors' layer rows). The figures plan (topkscope/reproduce/plan.py) prices
@@ -45,13 +58,82 @@ QUICK_CONFIGS = ("fnn3-mnist:quick", "convergence-fnn3-mnist:quick")
 WARMUP_STEPS = 2
 
 
+# stage -> the functions of topkscope.hooks.recorder (module attribute or Recorder/RowTops
+# method) whose CPU time it is
+STAGES = {
+    "moments": ["Recorder._power_sums", "row_moments"],
+    "topk": ["RowTops"],
+    "topk_ratio": ["RowTops.top_sums", "topk_ratio_rows"],
+    "hill": ["RowTops.hill", "kernel.hill_interval"],
+    "quantized": ["Recorder._quantized"],
+    "coords": ["Recorder._record_coordinates"],
+    "columns": ["stats_columns", "row_statistics"],
+}
+
+
+class StageClock:
+    """Wraps the functions of STAGES (while installed) and adds up each stage's CPU seconds."""
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(STAGES, 0.0)
+        self._undo: list = []
+
+    def install(self) -> None:
+        from topkscope.hooks import recorder as module
+
+        for stage, names in STAGES.items():
+            for name in names:
+                owner_name, _, attr = name.rpartition(".")
+                owner = getattr(module, owner_name) if owner_name else module
+                real = getattr(owner, attr)
+                self._undo.append((owner, attr, real))
+                setattr(owner, attr, self._timed(stage, real))
+
+    def remove(self) -> None:
+        for owner, attr, real in reversed(self._undo):
+            setattr(owner, attr, real)
+        self._undo = []
+
+    def _timed(self, stage: str, real):
+        import functools
+
+        if isinstance(real, type):  # a class (RowTops): time its construction
+            clock = self
+
+            class Timed(real):
+                def __init__(self, *args, **kwargs):
+                    t0 = time.process_time()
+                    super().__init__(*args, **kwargs)
+                    clock.seconds[stage] += time.process_time() - t0
+
+            Timed.__name__ = real.__name__
+            return Timed
+
+        @functools.wraps(real)
+        def timed(*args, **kwargs):
+            t0 = time.process_time()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                self.seconds[stage] += time.process_time() - t0
+
+        return timed
+
+    def take(self) -> dict[str, float]:
+        out, self.seconds = self.seconds, dict.fromkeys(STAGES, 0.0)
+        return out
+
+
 class TimedRecorder:
     """Passes every call to the real Recorder and adds up the CPU seconds of record(), apart
-    for calls that ran the approximate sparsifiers and calls that did not."""
+    for calls that ran the approximate sparsifiers and calls that did not, and the stages of
+    the calls that did not (StageClock)."""
 
-    def __init__(self, recorder) -> None:
+    def __init__(self, recorder, clock: StageClock | None = None) -> None:
         self.recorder = recorder
         self.seconds = {"stats": [], "selectors": []}
+        self.stages = {stage: [] for stage in STAGES}
+        self.clock = clock
         self.counting = False
 
     def wants(self, step: int) -> bool:
@@ -60,11 +142,17 @@ class TimedRecorder:
     def record(self, step: int, rank: int, **kwargs) -> None:
         rec = self.recorder
         with_selectors = bool(rec.describe()["sparsifiers"]) and rec.sparsifier_schedule(step)
+        if self.clock is not None:
+            self.clock.take()
         t0 = time.process_time()
         rec.record(step, rank, **kwargs)
+        took = time.process_time() - t0
+        split = self.clock.take() if self.clock is not None else {}
         if self.counting:
-            self.seconds["selectors" if with_selectors else "stats"].append(
-                time.process_time() - t0)
+            self.seconds["selectors" if with_selectors else "stats"].append(took)
+            if not with_selectors:
+                for stage, seconds in split.items():
+                    self.stages[stage].append(seconds)
 
 
 def measure(experiment: str, profile: str, steps: int, data_root: str | None,
@@ -84,15 +172,25 @@ def measure(experiment: str, profile: str, steps: int, data_root: str | None,
         timing["sparsifier_per_layer"] = per_layer
     cfg, _ = load_config(path, profile, {"steps": steps, "recorder": {**cfg.recorder, **timing}})
     trainer, substitute = build_trainer(cfg, SimulatedTransport(cfg.workers), "cpu", data_root)
+    clock = StageClock()
     with tempfile.TemporaryDirectory() as tmp:
         rec = make_recorder(cfg, Path(tmp), 0, None, trainer.model)
-        timed = TimedRecorder(rec)
+        timed = TimedRecorder(rec, clock)
         trainer.recorder = timed
-        for step in range(steps):
-            timed.counting = step >= WARMUP_STEPS
-            trainer.train_step()
+        clock.install()
+        try:
+            for step in range(steps):
+                timed.counting = step >= WARMUP_STEPS
+                trainer.train_step()
+        finally:
+            clock.remove()
         rec.close()
     stats, sel = (np.array(timed.seconds[k]) for k in ("stats", "selectors"))
+    split = {f"{stage}_ms": round(1e3 * float(np.mean(v)), 3) if v else ""
+             for stage, v in timed.stages.items()}
+    if stats.size:
+        split["other_ms"] = round(1e3 * float(stats.mean()) - sum(
+            v for v in split.values() if v != ""), 3)
     return {
         "experiment": experiment, "profile": profile, "model": cfg.model,
         "substitute": substitute or "", "d": trainer.layout.d,
@@ -103,6 +201,7 @@ def measure(experiment: str, profile: str, steps: int, data_root: str | None,
         "stats_ms": round(1e3 * float(stats.mean()), 2) if stats.size else "",
         "selector_calls": sel.size,
         "selectors_ms": round(1e3 * float(sel.mean()), 2) if sel.size else "",
+        **split,
         "snapshot_mb": round(4 * trainer.layout.d / 1e6, 2),
     }
 

@@ -2,7 +2,9 @@
 
 Setting (issue: gradient recorder): simulated workers on the CPU, cheap statistics every step
 at two densities (moments of g, u and e, exact top-k contraction of u and the three bounds,
-for the whole model and every layer), no histograms/snapshots/approximate sparsifiers. On and
+the Hill tail index of u with its interval, for the whole model and every layer, and the
+recorder's default 256 sampled coordinates of g, u and e), no histograms/snapshots/approximate
+sparsifiers. Where the time of a call goes, statistic by statistic: benchmarks/recorder_calls.py. On and
 off blocks alternate step by step in the same process so both see the same machine load:
 `overhead_pct` is the median over neighbouring (on, off) step pairs of on/off - 1;
 `record_pct_of_step` is the time spent inside Recorder.record itself over the median step

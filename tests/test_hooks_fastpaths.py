@@ -251,3 +251,27 @@ def test_thresholds_computed_from_the_data_when_not_given():
     assert math.isclose(float(ratio[0, 0, 1]), ref, rel_tol=1e-9)
     with pytest.raises(ValueError, match="method = 'sorted'"):
         RowTops(absx, max_abs, plan, method="sorted")
+
+
+def test_the_whole_model_row_is_answered_when_a_few_large_layers_set_its_scale():
+    """Many small-gradient layers and a few large ones (as ResNet-20's): one Gaussian of the
+    whole model's RMS guesses too high a threshold, the mixture of the layers does not."""
+    gen = torch.Generator().manual_seed(4)
+    big, small = 30 * [9000], 5 * [200]
+    layout, offset, parts = [], 0, []
+    for i, n in enumerate(big + small):
+        layout.append((f"layer{i}", offset, n))
+        offset += n
+        scale = 1e-3 if n == 9000 else 5e-2
+        z = torch.randn(4, n, generator=gen, dtype=torch.float64)
+        parts.append(z[0] / z[1:].square().mean(0).sqrt() * scale)  # Student-t(3)
+    x = torch.cat(parts).float()
+    plan = plan_rows(segments_of(layout, offset), (0.001, 0.01), True)
+    a = x.abs().numpy()
+    sq = np.array([float(np.sum(a[s : s + n].astype(np.float64) ** 2))
+                   for s, n in zip(plan.starts, plan.numel)])
+    single = math.sqrt(sq[0] / offset) * 2.807  # Phi^-1(1 - 0.01 / 2)
+    assert (a >= single).sum() < plan.kmax[0]  # the single Gaussian's guess would miss
+    found = threshold_tops(a, plan, sq, eligible_rows(plan, sq))
+    assert 0 in found
+    np.testing.assert_array_equal(found[0], sorted_top(a, int(plan.kmax[0])))

@@ -53,16 +53,17 @@ def small(tmp_path_factory, data_root):
 
 def test_every_table_of_a_run_and_its_analysis_has_the_documented_dtypes(small, tmp_path):
     schema = documented()
-    assert set(schema) == {"train", "eval", "stats", "hist", "normality", "fits", "contraction",
-                           "run", "outer"}  # outer: tests/test_train_outer.py
+    assert set(schema) == {"train", "eval", "stats", "hist", "coords", "normality", "fits",
+                           "contraction", "tails", "run", "outer"}  # outer: test_train_outer.py
     run = next(p for p in (small.root / "tiny-fnn3").iterdir() if (p / "manifest.json").exists())
     assert cli(["analyze", str(run), "--results", str(tmp_path), "--densities", "0.01",
                 "--no-progress"]) == 0
     analysis = tmp_path / run.parent.name / run.name
     paths = {"run": run / "run.parquet", "train": run / "train.parquet",
              "eval": run / "eval.parquet",
-             "stats": run / "stats", "hist": run / "hist",
-             **{n: analysis / f"{n}.parquet" for n in ("normality", "fits", "contraction")}}
+             "stats": run / "stats", "hist": run / "hist", "coords": run / "coords",
+             **{n: analysis / f"{n}.parquet"
+                for n in ("normality", "fits", "contraction", "tails")}}
     for table, path in paths.items():
         frame = pd.read_parquet(path)
         assert len(frame), table

@@ -28,11 +28,12 @@ from topkscope.hooks import Recorder
 from topkscope.hooks.lifecycle import SUPERSEDED, supersede_from
 from topkscope.interrupts import RunInterrupted
 from topkscope.manifest import KILLED, Manifest
-from topkscope.schema import HIST_KEYS, STATS_KEYS
+from topkscope.schema import COORD_KEYS, HIST_KEYS, STATS_KEYS
 from topkscope.train import checkpoint
 
 STATS = list(STATS_KEYS)
 HIST = list(HIST_KEYS)
+COORDS = list(COORD_KEYS)
 RECORDER = {"schedule": 1, "hist_schedule": 3, "snapshot_schedule": 4, "flush_every": 2}
 # a run that goes on until it is stopped, checkpointing every 40 steps
 LONG = dict(steps=100000, checkpoint_every_steps=40, eval_every_steps=20, recorder=RECORDER)
@@ -92,7 +93,8 @@ def read_three_ways(folder: Path) -> dict[str, pd.DataFrame]:
 
 def sorted_values(frame: pd.DataFrame, keys: list[str], values: list[str]) -> pd.DataFrame:
     out = frame[keys + values].sort_values(keys).reset_index(drop=True)
-    return out.astype({c: "float64" for c in values}).astype({"layer": str, "kind": str})
+    return out.astype({c: "float64" for c in values}).astype(
+        {c: str for c in ("layer", "kind") if c in out.columns})
 
 
 # ---------------------------------------------------------------- run ids and the run folder
@@ -211,8 +213,8 @@ def test_a_signal_stops_the_run_cleanly_and_the_resume_doubles_no_row(tmp_path, 
     assert [p.name for p in (out / "stop").iterdir()] == ["s"]
 
     # resume with the manifest's command (shortened), and the same run uninterrupted
-    past = {sub: pd.read_parquet(run_dir / sub).query(f"step >= {ckpt}") for sub in ("stats",
-                                                                                     "hist")}
+    past = {sub: pd.read_parquet(run_dir / sub).query(f"step >= {ckpt}")
+            for sub in ("stats", "hist", "coords")}
     assert len(past["stats"]) > 0
     steps = done + 6
     argv = shlex.split(manifest["resume_command"])
@@ -222,8 +224,9 @@ def test_a_signal_stops_the_run_cleanly_and_the_resume_doubles_no_row(tmp_path, 
                  "--no-progress"]) == 0
     whole = out / "stop" / "whole"
 
-    values = {"stats": ["norm", "skew", "topk_ratio", "max_abs"], "hist": ["left", "count"]}
-    for sub, keys in (("stats", STATS), ("hist", HIST)):
+    values = {"stats": ["norm", "skew", "topk_ratio", "max_abs", "hill_alpha"],
+              "hist": ["left", "count"], "coords": ["value"]}
+    for sub, keys in (("stats", STATS), ("hist", HIST), ("coords", COORDS)):
         expected = sorted_values(pd.read_parquet(whole / sub), keys, values[sub])
         for reader, frame in read_three_ways(run_dir / sub).items():
             assert not frame.duplicated(keys).any(), f"{reader} sees duplicate {sub} rows"
@@ -237,9 +240,9 @@ def test_a_signal_stops_the_run_cleanly_and_the_resume_doubles_no_row(tmp_path, 
     manifest = manifest_of(run_dir)
     aside = run_dir / manifest["segments"][1]["superseded"]
     assert aside.parent.name == SUPERSEDED
-    for sub in ("stats", "hist"):
+    for sub in ("stats", "hist", "coords"):
         kept = pd.read_parquet(aside / sub).query(f"step >= {ckpt}")
-        keys = STATS if sub == "stats" else HIST
+        keys = {"stats": STATS, "hist": HIST, "coords": COORDS}[sub]
         assert sorted_values(kept, keys, []).equals(sorted_values(past[sub], keys, []))
     assert all(int(p.name[4:].split("-")[0]) >= ckpt for p in (aside / "snapshots").iterdir())
 

@@ -104,7 +104,8 @@ def test_the_recorder_uses_the_engine_and_matches_float64(spy):
     np.testing.assert_array_equal(got.double().numpy(), ref)
 
     guess_calls = spy(topk_sums, "gaussian_threshold")
-    accepts = spy(kernel, "verified_candidates")  # the whole row, then the layers per segment
+    whole = spy(kernel, "verified_candidates")  # the whole row's candidates
+    layers = spy(kernel, "verified")  # the layers' candidate counts (an array), one call
     layout = [("a", 0, 40_000), ("b", 40_000, 25_536)]
     plan = plan_rows(segments_of(layout, 1 << 16), (0.01,), True)
     a = x.numpy()
@@ -112,8 +113,9 @@ def test_the_recorder_uses_the_engine_and_matches_float64(spy):
                    for s, n in zip(plan.starts, plan.numel)])
     found = topk_sums.threshold_tops(a, plan, sq, topk_sums.eligible_rows(plan, sq))
     assert guess_calls and found
-    asked = sorted(int(k) for call in accepts for k in np.atleast_1d(call[1]))
-    assert asked == sorted(int(plan.kmax[r]) for r in range(3))
+    asked = [int(k) for call in whole for k in np.atleast_1d(call[1])]
+    asked += [int(k) for call in layers if isinstance(call[0], np.ndarray) for k in call[1]]
+    assert sorted(asked) == sorted(int(plan.kmax[r]) for r in range(3))
     for r, top in found.items():
         seg = a[plan.starts[r] : plan.starts[r] + plan.numel[r]].astype(np.float64)
         np.testing.assert_array_equal(top, np.sort(seg)[::-1][: int(plan.kmax[r])])

@@ -101,6 +101,18 @@ _BUILT_IN = (
               "exact top-k set, Q the recorder's `quantize` (b-bit, per parameter tensor: "
               "sparsify.quantize); NaN without `quantize` and for kinds not ranked",
               "fraction", "topk"),
+    Statistic("hill_alpha", "float64",
+              "Hill tail index of abs(x) on the k largest magnitudes, the k-th as threshold: "
+              "alpha = m / sum_{i<=m} ln(abs(x)_(i) / abs(x)_(k)), m = k - 1 (kernel.hill; "
+              "P(abs(X) > t) ~ t^-alpha: Student-t(v) has v, a Gaussian none, its estimate "
+              "grows with rho); NaN when m < 10, abs(x)_(k) = 0 or for kinds not ranked",
+              "—", "topk"),
+    Statistic("hill_alpha_low", "float64",
+              "lower end of hill_alpha's 95% interval, alpha (1 - 1.96 / sqrt(m)): asymptotic "
+              "normal, the sampling error at this m only (not the bias of a tail that is not "
+              "Pareto above the k-th)", "—", "topk"),
+    Statistic("hill_alpha_high", "float64",
+              "upper end of hill_alpha's 95% interval, alpha (1 + 1.96 / sqrt(m))", "—", "topk"),
     Statistic("classic_bound", "float64", "1 - k/n (= E over Rand-k)", "fraction", "layout"),
     Statistic("paper_bound", "float64", "(1 - k/n)^2, the paper's bound", "fraction", "layout"),
     Statistic("gaussian_ratio", "float64",

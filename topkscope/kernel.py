@@ -27,6 +27,17 @@ and from shifted power sums s_p = sum (x_i - c)^p (any shift c), with m = s1 / n
 
     M2 = s2 - s1 m,  M3 = s3 - 3 m s2 + 2 n m^3,  M4 = s4 - 4 m s3 + 6 m^2 s2 - 3 n m^4
 
+Tail index (`hill`, `hill_interval`), Hill (1975, Ann. Statist. 3, 1163), on the k largest
+magnitudes |x|_(1) >= ... >= |x|_(k) (sorted descending), the k-th as the threshold:
+
+    m = k - 1,   alpha = m / sum_{i=1..m} ln(|x|_(i) / |x|_(k))       (P(|X| > t) ~ t^-alpha)
+    interval: alpha (1 -+ z / sqrt(m)), z = Phi^-1((1 + level) / 2)    (asymptotic normal,
+              Hall 1982: sqrt(m) (alpha^ - alpha) -> N(0, alpha^2); it covers the sampling
+              error only, not the bias of a tail that is not Pareto above |x|_(k))
+
+NaN where m < HILL_MIN_ORDER (too few order statistics to say anything), where |x|_(k) = 0
+(no finite logarithm) or where every one of the m equals |x|_(k).
+
 The accept step of threshold-then-verify (`verified`, `verified_candidates`): a guessed
 threshold t is accepted when the candidates {i : |x_i| >= t} number at least k (or a lower
 bound on their number does): then t is at most the k-th largest |x|, so the candidates hold the
@@ -119,6 +130,19 @@ def delta_from_kept(kept, total, complete=False):
     return np.where(total == 0, np.nan, ratio)[()]
 
 
+def _blocks(size: int, ks, starts) -> tuple:
+    """(single, starts, ends, ks (R, m)) of top magnitudes laid out as blocks (`tail_sums`,
+    `hill`); ValueError for a k outside [0, its block's length]."""
+    single = starts is None
+    starts = np.zeros(1, dtype=np.int64) if single else np.asarray(starts, dtype=np.int64)
+    ks = np.atleast_2d(np.asarray(ks, dtype=np.int64))
+    ends = np.append(starts[1:], size)
+    if ks.size and not (np.all(ks >= 0) and np.all(ks <= (ends - starts)[:, None])):
+        raise ValueError(f"k from {ks.min()} to {ks.max()}; allowed: 0 ... the number of top "
+                         "magnitudes in its block")
+    return single, starts, ends, ks
+
+
 def tail_sums(top, ks, below=0.0, starts=None) -> np.ndarray:
     """sum_{i > k} |x|_(i)^2 for each k in ks (float64): what Top-k leaves of x's energy.
 
@@ -132,13 +156,7 @@ def tail_sums(top, ks, below=0.0, starts=None) -> np.ndarray:
     statistics' float64 tails use it.
     """
     sq = np.square(np.asarray(top, dtype=np.float64))
-    single = starts is None
-    starts = np.zeros(1, dtype=np.int64) if single else np.asarray(starts, dtype=np.int64)
-    ks = np.atleast_2d(np.asarray(ks, dtype=np.int64))
-    ends = np.append(starts[1:], sq.size)
-    if ks.size and not (np.all(ks >= 0) and np.all(ks <= (ends - starts)[:, None])):
-        raise ValueError(f"k from {ks.min()} to {ks.max()}; allowed: 0 ... the number of top "
-                         "magnitudes in its block")
+    single, starts, ends, ks = _blocks(sq.size, ks, starts)
     order = np.argsort(ks, axis=1, kind="stable")
     bounds = np.concatenate([starts[:, None] + np.take_along_axis(ks, order, 1), ends[:, None]],
                             axis=1)  # (R, m + 1), non-decreasing when flattened
@@ -181,6 +199,50 @@ def selection_ratio(x: np.ndarray, selected: np.ndarray) -> float:
     keep = np.ones(x.size, dtype=bool)
     keep[selected] = False
     return float(delta_from_rest(float(np.sum(sq, where=keep)), float(sq.sum())))
+
+
+# --- tail index ----------------------------------------------------------------------------------
+
+HILL_MIN_ORDER = 10  # fewer order statistics above the threshold: the Hill index is NaN
+
+
+def hill(top, ks, starts=None) -> np.ndarray:
+    """The Hill tail index alpha on the k largest magnitudes, for each k in ks (module formula):
+    m = k - 1 order statistics over the k-th, float64.
+
+    top: the exact largest magnitudes sorted descending (at least max(ks) of them). With starts
+    (R,), top is R such blocks laid end to end (as in `tail_sums`), ks is (R, m) and the
+    result (R, m). NaN where k - 1 < HILL_MIN_ORDER, the k-th magnitude is 0 or non-finite, or
+    the sum of logarithms is 0 (all m tie with the k-th).
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):  # log 0: a threshold of 0, NaN below
+        logs = np.log(np.asarray(top, dtype=np.float64))
+    single, starts, _, ks = _blocks(logs.size, ks, starts)
+    m = ks - 1
+    ok = m >= HILL_MIN_ORDER
+    at = np.where(ok, starts[:, None] + ks - 1, 0)  # the k-th of each block
+    cum = np.concatenate([[0.0], np.cumsum(logs)])
+    with np.errstate(all="ignore"):
+        threshold = logs[at] if logs.size else np.full(ks.shape, np.nan)
+        spread = cum[np.where(ok, at, 0)] - cum[starts][:, None] - m * threshold
+        alpha = m / spread
+    good = ok & np.isfinite(threshold) & (spread > 0)
+    out = np.where(good, alpha, np.nan)
+    return out[0] if single else out
+
+
+def hill_interval(alpha, k, level: float = 0.95) -> tuple:
+    """(low, high) of the asymptotic normal interval of `hill`'s alpha on the k largest (module
+    formula, m = k - 1); NaN where alpha is."""
+    from statistics import NormalDist
+
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level = {level} is outside the allowed range (0, 1)")
+    z = NormalDist().inv_cdf((1.0 + level) / 2.0)
+    alpha = np.asarray(alpha, dtype=np.float64)
+    m = np.maximum(np.asarray(k, dtype=np.float64) - 1.0, 1.0)
+    half = alpha * z / np.sqrt(m)
+    return (alpha - half)[()], (alpha + half)[()]
 
 
 # --- recall with ties ----------------------------------------------------------------------------

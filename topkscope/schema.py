@@ -6,6 +6,7 @@ recorder in topkscope.hooks) and the code that reads it (topkscope.analysis.runs
     train.parquet, eval.parquet   one row per step / evaluation (TRAIN_COLUMNS, EVAL_COLUMNS)
     stats/part-r{rank:05d}-{seq:06d}.parquet   one row per (step, rank, layer, kind, density)
     hist/part-r{rank:05d}-{seq:06d}.parquet    one row per (step, rank, layer, kind, bin)
+    coords/part-r{rank:05d}-{seq:06d}.parquet  one row per (step, rank, kind, coordinate)
     snapshots/step{t}-rank{r}.npy  (u; other kinds step{t}-rank{r}-{kind}.npy), float32
 
     run.parquet                    one row: the run's manifest as a table (RUN_COLUMNS)
@@ -166,6 +167,23 @@ HIST_COLUMNS: dict[str, pa.DataType] = {
 }
 
 
+# coords/ (the recorder's `coordinates`): the values of a fixed seeded sample of coordinates of
+# the whole-model vectors at every stats step, so that each one's tail over time can be tested
+# (topkscope.analysis.tails.per_coordinate); `coordinate` is the index into the flat vector,
+# `layer` the layer holding it (GLOBAL for a gap of no layer), `value` the float64 value
+COORD_KEYS = ("step", "rank", "kind", "coordinate")
+COORD_COLUMNS: dict[str, pa.DataType] = {
+    "step": pa.int64(),
+    "rank": pa.int64(),
+    "kind": pa.string(),
+    "coordinate": pa.int64(),
+    "layer": pa.string(),
+    "value": pa.float64(),
+}
+# the folders of rank-local parquet parts a recorder writes
+PART_FOLDERS = ("stats", "hist", "coords")
+
+
 def sparsifier_columns(prefixes: Sequence[str]) -> dict[str, pa.DataType]:
     """S_count, S_ratio, ... (topkscope.columns.SELECTOR_COLUMNS) for each column prefix S."""
     return columns.selector_columns(prefixes)
@@ -189,3 +207,7 @@ def stats_schema(prefixes: Sequence[str] = ()) -> pa.Schema:
 
 def hist_schema() -> pa.Schema:
     return pa.schema(list(HIST_COLUMNS.items()))
+
+
+def coords_schema() -> pa.Schema:
+    return pa.schema(list(COORD_COLUMNS.items()))

@@ -54,13 +54,14 @@ def _space(text: str) -> str:
 def integer(name: str, value: Any, lo: int | None = None, hi: int | None = None, *,
             hi_name: str | None = None, whole_floats: bool = False) -> int:
     """An integer (not a bool) in [lo, hi]. whole_floats also accepts 3.0 (read as 3)."""
-    allowed = allowed_range(lo, hi, hi_name=hi_name)
     if whole_floats and isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        allowed = allowed_range(lo, hi, hi_name=hi_name)
         raise ValueError(f"{name} = {value!r} must be an integer{_space(allowed)}")
     value = int(value)
     if not _in(lo, hi, False, False, value):
+        allowed = allowed_range(lo, hi, hi_name=hi_name)
         raise ValueError(f"{name} = {value} is outside the allowed range {allowed}")
     return value
 

@@ -8,6 +8,13 @@ density and which at the target density.
 its own. A run without a schedule trains every step at the target density. The claims keep
 the phases apart: recorder units of a warm-up step are a condition of their own, and the
 elements sent are counted per phase.
+
+The training phase of a step (`training_phases`), for statistics that change as training goes
+on (the tails of g, u and e): "warm-up" while the density warm-up lasts, then "early" for the
+first half of the remaining steps [w, T) of the run (T = the manifest's total_steps, w the
+first step past the warm-up; w = 0 without one) and "late" for the second half:
+
+    phase(t) = warm-up (t in the warm-up), early (w <= t < w + (T - w) / 2), late (otherwise)
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from topkscope.train.config import DENSITY_SCHEDULES
 from topkscope.train.schedules import scheduled_density
 
 WARMUP, TARGET = "warm-up", "target"
+EARLY, LATE = "early", "late"
 
 
 def schedule_values(manifest: dict) -> list[float]:
@@ -57,3 +65,21 @@ def step_phases(manifest: dict, steps: Sequence[int],
                          "and no train rows give the epochs: its phases are unknown")
     trained = np.array([scheduled_density(schedule, target, int(e)) for e in epoch], float)
     return epoch < len(schedule), trained
+
+
+def training_phases(manifest: dict, steps: Sequence[int],
+                    epochs: Sequence[int] | None = None) -> np.ndarray:
+    """The phase of each step (module formula): "warm-up", "early" or "late", as an object
+    array. T is the manifest's total_steps, else one past the largest step given; the warm-up
+    as `step_phases` finds it (ValueError where it cannot tell)."""
+    steps = np.asarray(steps, dtype=np.int64)
+    warm, _ = step_phases(manifest, steps, epochs)
+    total = manifest.get("total_steps")
+    total = int(total) if total else int(steps.max(initial=-1)) + 1
+    first = int(steps[warm].max()) + 1 if warm.any() else 0
+    if schedule_values(manifest) and manifest.get("steps_per_epoch"):
+        first = len(schedule_values(manifest)) * int(manifest["steps_per_epoch"])
+    middle = first + (total - first) / 2.0
+    out = np.where(steps < middle, EARLY, LATE).astype(object)
+    out[warm] = WARMUP
+    return out

@@ -43,6 +43,11 @@ from topkscope.schema import SNAPSHOT_RE as _SNAPSHOT_RE
 
 STATS_KEYS = list(schema.STATS_KEYS)
 HIST_KEYS = list(schema.HIST_KEYS)
+COORD_KEYS = list(schema.COORD_KEYS)
+
+
+def _coords_empty() -> pd.DataFrame:
+    return schema.coords_schema().empty_table().to_pandas()
 
 
 @dataclass
@@ -56,6 +61,8 @@ class Run:
     stats: pd.DataFrame
     hist: pd.DataFrame
     snapshots: pd.DataFrame  # step, rank, kind, path
+    # the recorder's sampled coordinates (coords/): step, rank, kind, coordinate, layer, value
+    coords: pd.DataFrame = dataclasses.field(default_factory=_coords_empty)
     # the snapshot analyses measured on this loaded run (kept by analysis.snapshots.analyze_loaded)
     analyses: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
@@ -195,7 +202,8 @@ def _filters(layers, kinds, ranks) -> list | None:
 def load(run_dir: str | Path, *, layers=None, kinds=None, ranks=None) -> Run:
     """Read a result folder; ValueError if it has no manifest.json (not a result folder).
 
-    layers / kinds / ranks (a value or a list) keep only those rows of stats and hist, read
+    layers / kinds / ranks (a value or a list) keep only those rows of stats and hist (kinds and
+    ranks also of coords), read
     that way from disk (long runs hold many layers x kinds x ranks rows per step).
     Duplicate rows are resolved (later part wins) for runs resumed or appended to (manifest
     `resumed_at` / `appended_at`); other runs cannot hold duplicates.
@@ -206,6 +214,8 @@ def load(run_dir: str | Path, *, layers=None, kinds=None, ranks=None) -> Run:
     resumed = bool(manifest.get("resumed_at") or manifest.get("appended_at"))
     stats = read_parts(path / "stats", STATS_KEYS, filters, dedupe=resumed)
     hist = read_parts(path / "hist", HIST_KEYS, filters, dedupe=resumed)
+    coords = read_parts(path / "coords", COORD_KEYS, _filters(None, kinds, ranks),
+                        dedupe=resumed)
     return Run(
         path=path,
         manifest=manifest,
@@ -214,6 +224,7 @@ def load(run_dir: str | Path, *, layers=None, kinds=None, ranks=None) -> Run:
         stats=_stats_empty(manifest) if stats is None else _recorded_selectors(stats, manifest),
         hist=_hist_empty() if hist is None else hist,
         snapshots=list_snapshots(path / "snapshots"),
+        coords=_coords_empty() if coords is None else coords,
     )
 
 

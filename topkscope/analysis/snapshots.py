@@ -25,6 +25,10 @@ For a whole-model vector u saved at (step, rank):
     curve        the sorted-magnitude curve (rank = order rank, fraction, magnitude, exact)
                  and its convexity dict (contraction.convexity), from the same report
     qq           normal Q-Q points: normality.qq(u, max_n, seed)
+    tails        one row:    tails.across_coordinates(u)      (keys: tails.KEYS) the Hill index
+                 at m = ceil(sqrt(n)) and the CSN power-law fit with its likelihood ratios
+                 against lognormal and exponential tails, on every value (no subsample, so
+                 no seed or max_n columns)
 
 Every row of the three tables starts with step, rank and ends with the seed and the max_n the
 statistic used (each module's own default when max_n is None), so a table says how it was
@@ -54,7 +58,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from topkscope.analysis import contraction, delta_curve, fits, fitted_thresholds, normality
+from topkscope.analysis import contraction, delta_curve, fits, fitted_thresholds, normality, tails
 from topkscope.analysis import sent_range as sent_values
 from topkscope.schema import GLOBAL
 
@@ -66,6 +70,7 @@ NORMALITY_COLUMNS = [*KEY_COLUMNS, *normality.KEYS, *PARAM_COLUMNS]
 FITS_COLUMNS = [*KEY_COLUMNS, *(FAMILY_RANK if c == "rank" else c for c in fits.COLUMNS),
                 *PARAM_COLUMNS]  # fmt: skip
 CONTRACTION_COLUMNS = [*KEY_COLUMNS, *contraction.RATIO_COLUMNS, *PARAM_COLUMNS]
+TAILS_COLUMNS = [*KEY_COLUMNS, *tails.KEYS]
 SEED = 0  # the subsampling seed of every snapshot statistic, for every caller
 DEFAULT_DENSITY = contraction.DEFAULT_DENSITY  # the contraction density of a run naming none
 CURVE_COLUMNS = ["step", "rank", "fraction", "magnitude", "exact"]  # rank: order rank
@@ -96,6 +101,7 @@ class SnapshotTables:
     curve: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CURVE_COLUMNS))
     qq: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=QQ_COLUMNS))
     convexity: dict = field(default_factory=dict)  # contraction.convexity of the curve
+    tails: pd.DataFrame = field(default_factory=lambda: _typed(None, TAILS_COLUMNS))  # one row
 
 
 def analyze_snapshot(
@@ -109,13 +115,15 @@ def analyze_snapshot(
     distribution: bool = True,
     with_fits: bool = True,
     with_qq: bool = False,
+    with_tails: bool | None = None,
 ) -> SnapshotTables:
     """Normality battery, family fits and contraction at `densities` of the vector u.
 
     distribution=False skips the battery and the fits (only contraction rows are computed,
     e.g. for densities added after a snapshot was analyzed); with_fits=False skips only the
-    fits; with_qq adds the normal Q-Q points; an empty `densities` skips contraction (and the
-    curve). ValueError for a bad density or max_n (the analysis modules' messages).
+    fits; with_qq adds the normal Q-Q points; with_tails (default: as distribution) the tail
+    row; an empty `densities` skips contraction (and the curve). ValueError for a bad density
+    or max_n (the analysis modules' messages).
     """
     keys = {"step": int(step), "rank": int(rank)}
     norm_rows = fit_rows = contr_rows = None
@@ -128,6 +136,9 @@ def analyze_snapshot(
             f_max = used_max_n("fits", max_n)
             table = fits.compare(u, max_n=f_max, seed=seed).rename(columns={"rank": FAMILY_RANK})
             fit_rows = _with_keys(table, keys, seed, f_max)
+    if distribution if with_tails is None else with_tails:
+        extra["tails"] = _typed(pd.DataFrame([{**keys, **tails.across_coordinates(u)}]),
+                                TAILS_COLUMNS)
     if with_qq:
         q_max = used_max_n("normality", max_n)
         extra["qq"] = normality.qq(u, max_n=q_max, seed=seed).assign(step=int(step))
@@ -215,12 +226,13 @@ class SnapshotAnalysis:
     battery: pd.DataFrame     # step, statistic, value (tidy)
     qq: pd.DataFrame          # QQ_COLUMNS
     fits: pd.DataFrame        # step + fits.compare columns (rank = the family's BIC rank)
+    tails: pd.DataFrame = field(default_factory=lambda: _typed(None, TAILS_COLUMNS))
 
 
 def analyze_run(run, rank: int = 0, with_fits: bool = True,
                 max_n: int | None = None) -> SnapshotAnalysis:
     """analyze_loaded on every snapshot of `rank` in the run, gathered into tidy frames."""
-    curves, conv, ratios, battery, qq, fit_rows = [], [], [], [], [], []
+    curves, conv, ratios, battery, qq, fit_rows, tail_rows = [], [], [], [], [], [], []
     for step in snapshot_steps(run, rank):
         t = analyze_loaded(run, step, rank, max_n=max_n, with_fits=with_fits)
         curves.append(t.curve)
@@ -230,6 +242,7 @@ def analyze_run(run, rank: int = 0, with_fits: bool = True,
         battery += [{"step": step, "statistic": k, "value": float(row[k])}
                     for k in normality.KEYS if k != "note"]
         qq.append(t.qq)
+        tail_rows.append(t.tails)
         if with_fits:
             fit_rows.append(t.fits.drop(columns=["rank", *PARAM_COLUMNS])
                             .rename(columns={FAMILY_RANK: "rank"}))
@@ -240,6 +253,7 @@ def analyze_run(run, rank: int = 0, with_fits: bool = True,
         battery=pd.DataFrame(battery, columns=["step", "statistic", "value"]),
         qq=_concat(qq, QQ_COLUMNS),
         fits=_concat(fit_rows, ["step"]),
+        tails=_concat(tail_rows, TAILS_COLUMNS),
     )
 
 
@@ -419,7 +433,8 @@ def _typed(frame: pd.DataFrame | None, columns: list[str]) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype=_empty_dtype(c)) for c in columns})
     frame = frame.reindex(columns=columns)
     for column in (*KEY_COLUMNS, *PARAM_COLUMNS):
-        frame[column] = frame[column].astype(np.int64)
+        if column in frame.columns:
+            frame[column] = frame[column].astype(np.int64)
     return frame
 
 

@@ -1,6 +1,7 @@
-"""`topkscope analyze RUN_DIR ...`: normality, family fits and contraction of every snapshot of u;
-delta(k) against the fitted families of every saved vector; SIDCo's thresholds and the range
-of the sent values.
+"""`topkscope analyze RUN_DIR ...`: normality, family fits, contraction and tails (the Hill index,
+the power-law fit against lognormal and exponential tails) of every snapshot of u; delta(k)
+against the fitted families of every saved vector; SIDCo's thresholds and the range of the
+sent values.
 
 For each run folder (or every run folder under a results root or an experiment folder) and each
 raw snapshot snapshots/step{t}-rank{r}.npy of u, topkscope.analysis.snapshots.analyze_snapshot
@@ -28,10 +29,10 @@ from pathlib import Path
 
 from topkscope.commands import CommandError, deprecated, list_option
 
-HELP = ("analyze the snapshots in run folders: normality, family fits, contraction, delta(k) "
+HELP = ("analyze the snapshots in run folders: normality, family fits, contraction, tails, delta(k) "
         "against fitted families, SIDCo's thresholds, the sent values' range")
 DEFAULT_DENSITIES = "0.001,0.01,0.1"
-TABLES = ("normality", "fits", "contraction", "delta_curve", "delta_families",
+TABLES = ("normality", "fits", "contraction", "tails", "delta_curve", "delta_families",
           "sidco_thresholds", "sent_range")
 
 
@@ -66,6 +67,7 @@ class Work:
     delta_kinds: list[str] = field(default_factory=list)  # saved vectors without delta rows
     tail_densities: list[float] = field(default_factory=list)  # SIDCo / sent range still to do
     has_u: bool = True  # a snapshot of u was saved at (step, rank)
+    tails: bool = False  # the tail row of u still to do
 
 
 @dataclass
@@ -173,7 +175,9 @@ def plan_run(run_dir: Path, densities: list[float], force: bool, out: Path | Non
     if not force:
         check_settings(folder, tables, densities, max_n, seed)
     snaps = run.snapshots[run.snapshots["kind"] == "u"]
-    done_dist, done_rho, done_delta, done_tail = set(), set(), set(), set()
+    done_dist, done_rho, done_delta, done_tail, done_tails = set(), set(), set(), set(), set()
+    if not force and tables["tails"] is not None:  # tables written before it lack the row
+        done_tails = {(int(s), int(r)) for s, r in tables["tails"][["step", "rank"]].values}
     if not force and tables["normality"] is not None:
         done_dist = {(int(s), int(r)) for s, r in tables["normality"][["step", "rank"]].values}
     if not force and tables["contraction"] is not None:
@@ -195,8 +199,9 @@ def plan_run(run_dir: Path, densities: list[float], force: bool, out: Path | Non
         work = Work(step, rank, has_u and (step, rank) not in done_dist, missing,
                     [k for k in sorted(saved) if (step, rank, k) not in done_delta],
                     [d for d in densities if (step, rank, d) not in done_tail] if has_u else [],
-                    has_u)
-        if work.distribution or work.densities or work.delta_kinds or work.tail_densities:
+                    has_u, has_u and (step, rank) not in done_tails)
+        if work.distribution or work.densities or work.delta_kinds or work.tail_densities \
+                or work.tails:
             todo.append(work)
     return RunPlan(run, tables, todo, len(snaps), folder)
 
@@ -210,17 +215,20 @@ def analyze_plan(plan: RunPlan, max_n: int | None, seed: int, bar) -> None:
     for work in plan.todo:
         bar.set_postfix_str(f"{plan.run.path.name} step {work.step} rank {work.rank}")
         fitted = None  # the fits of u measured now, which the delta curve of u reuses
-        if work.distribution or work.densities:
+        if work.distribution or work.densities or work.tails:
             u = _read(plan, work, "u")
             if u is None:
                 bar.update(1)
                 continue
             result = analyze_snapshot(u, work.step, work.rank, work.densities, max_n=max_n,
-                                      seed=seed, distribution=work.distribution)
+                                      seed=seed, distribution=work.distribution,
+                                      with_tails=work.tails)
             fitted = result.fits if work.distribution else None
             key = pd.DataFrame({"step": [work.step], "rank": [work.rank]})
             rho = key.merge(pd.DataFrame({"density": work.densities}), how="cross")
             updates = [("contraction", result.contraction, rho)] if work.densities else []
+            if work.tails:
+                updates.append(("tails", result.tails, key))
             if work.distribution:  # normality last: its row marks the snapshot as analyzed
                 updates = [("fits", result.fits, key), *updates,
                            ("normality", result.normality, key)]
@@ -302,7 +310,8 @@ def summary(plan: RunPlan, densities: list[float]) -> str:
              f"{plan.snapshots - sum(w.has_u for w in plan.todo)} already done, "
              f"{len(plan.failed)} failed"]
     lines += [f"  failed: {message}" for message in plan.failed]
-    norm, fit, con = (plan.tables[n] for n in ("normality", "fits", "contraction"))
+    norm, fit, con, tail = (plan.tables[n] for n in ("normality", "fits", "contraction",
+                                                      "tails"))
     if norm is not None and not norm.empty:
         rejected = int((norm["dagostino_p"] < 0.05).sum())
         lines.append(f"  normality: median KS D {_median(norm['ks_D']):.4g}, median excess "
@@ -323,6 +332,10 @@ def summary(plan: RunPlan, densities: list[float]) -> str:
                 f"{_median(rows['paper_bound']):.4g}; below (1-k/d)^2 in "
                 f"{int(rows['below_paper'].sum())}/{len(rows)}, convexity condition held in "
                 f"{int(pd.Series(rows['condition_holds'], dtype=bool).sum())}/{len(rows)}")
+    if tail is not None and not tail.empty:
+        heavy = int(((tail["lr_exponential"] > 0) & (tail["p_exponential"] < 0.1)).sum())
+        lines.append(f"  tails: median Hill index {_median(tail['hill_alpha']):.3g}, power law "
+                     f"likelier than an exponential tail (p < 0.1) in {heavy}/{len(tail)}")
     lines += _delta_lines(plan.tables)
     if plan.snapshots:
         lines.append(f"  tables: {plan.folder}")

@@ -54,7 +54,14 @@ from topkscope.hooks.parts import PartWriter, rank_files
 from topkscope.interrupts import interruption_signal
 from topkscope.io import atomic_write, check_writable, is_unfinished_write
 from topkscope.manifest import Manifest, interruption_message, now_iso
-from topkscope.schema import OUTER_FILE, PART_GLOB, PART_RE, RUN_TABLE, SNAPSHOT_RE
+from topkscope.schema import (
+    OUTER_FILE,
+    PART_FOLDERS,
+    PART_GLOB,
+    PART_RE,
+    RUN_TABLE,
+    SNAPSHOT_RE,
+)
 
 MODES = (None, "append", "overwrite")
 # a script's checkpoints (topkscope.checkpoint): <run>/checkpoints/step-<N>/, and `latest`
@@ -65,7 +72,7 @@ REPLACED = "replaced"  # overwrite mode moves old results to <run>/replaced/<tim
 SUPERSEDED = "superseded"  # a resume moves what it redoes to <run>/superseded/<time>/
 # what counts as results in a run folder (the training loop's, the recorder's and analyze's)
 RESULT_ENTRIES = ("manifest.json", RUN_TABLE, "train.parquet", "eval.parquet", OUTER_FILE,
-                  "stats", "hist", "snapshots", "analysis")
+                  *PART_FOLDERS, "snapshots", "analysis")
 # the training loop's tables, one row per step (an outer-loop run's outer.parquet: per exchange)
 STEP_TABLES = ("train.parquet", "eval.parquet", OUTER_FILE)
 
@@ -204,7 +211,7 @@ def discard_folder(out: Path, with_manifest: bool) -> None:
     if with_manifest:
         (out / "manifest.json").unlink(missing_ok=True)
         (out / RUN_TABLE).unlink(missing_ok=True)
-    for sub in ("stats", "hist", "snapshots", ""):
+    for sub in (*PART_FOLDERS, "snapshots", ""):
         try:
             (out / sub).rmdir()
         except OSError:
@@ -243,8 +250,8 @@ def supersede_from(run_dir: str | Path, step: int, rank: int | None = None,
     """Set aside everything a run folder holds for steps >= step (what a run resumed from the
     checkpoint after `step` steps records again) into run_dir/superseded/<time>/, same
     relative paths, never deleted: rows of train.parquet, eval.parquet, outer.parquet (an
-    outer-loop run's exchanges, by the step that ended each round) and every stats/ and
-    hist/ part, snapshots, and the temporary file of any write a killed process left half
+    outer-loop run's exchanges, by the step that ended each round) and every stats/, hist/
+    and coords/ part, snapshots, and the temporary file of any write a killed process left half
     done (io.is_unfinished_write). A file with rows on both sides keeps its earlier rows in place
     (rewritten atomically) after its later rows were written aside under its name, so
     superseded/ holds exactly the rows the resumed run records again.
@@ -268,7 +275,7 @@ def supersede_from(run_dir: str | Path, step: int, rank: int | None = None,
         return rank is None or owner == rank or (owner is None and rank == 0)
 
     tables = [run_dir / name for name in STEP_TABLES if (run_dir / name).is_file()]
-    for sub in ("stats", "hist"):
+    for sub in PART_FOLDERS:
         if (run_dir / sub).is_dir():
             tables += sorted(p for p in (run_dir / sub).glob(PART_GLOB) if PART_RE.match(p.name))
     moved, split = [], []
@@ -288,7 +295,7 @@ def supersede_from(run_dir: str | Path, step: int, rank: int | None = None,
                         if (m := SNAPSHOT_RE.match(f.name)) and int(m.group(1)) >= step
                         and mine(f))
     # half-written files of a process killed mid-write: set aside with what is redone
-    for folder in (run_dir, run_dir / "stats", run_dir / "hist", snapshots):
+    for folder in (run_dir, *(run_dir / sub for sub in PART_FOLDERS), snapshots):
         if folder.is_dir():
             moved += sorted(f for f in folder.iterdir()
                             if f.is_file() and is_unfinished_write(f.name) and mine(f))
@@ -413,8 +420,9 @@ class RecorderOutput:
 
     def __init__(self, stats: PartWriter, hist: PartWriter, manifest: Manifest | None,
                  owns_manifest: bool, settings: dict[str, Any], out_dir: Path, rank: int,
-                 total_steps: int | None) -> None:
-        self.stats, self.hist = stats, hist
+                 total_steps: int | None, coords: PartWriter | None = None) -> None:
+        self.stats, self.hist, self.coords = stats, hist, coords
+        self._writers = [w for w in (stats, hist, coords) if w is not None]
         self.manifest, self.owns_manifest = manifest, owns_manifest
         self.settings, self.out_dir, self.rank = settings, out_dir, rank
         self.total_steps = total_steps
@@ -429,12 +437,12 @@ class RecorderOutput:
         return {**self.settings,
                 "flushed_through_step": self.flushed_through,
                 "stats_parts": self.stats.parts_written,
-                "hist_parts": self.hist.parts_written}
+                "hist_parts": self.hist.parts_written,
+                "coords_parts": 0 if self.coords is None else self.coords.parts_written}
 
     def flush(self) -> None:
-        rows = self.stats.rows + self.hist.rows
-        wrote = self.stats.flush() is not None
-        wrote = (self.hist.flush() is not None) or wrote
+        rows = sum(w.rows for w in self._writers)
+        wrote = any([w.flush() is not None for w in self._writers])  # every writer flushes
         self.rows_written += rows
         if self.buffered_steps:
             self.flushed_through = max(self.buffered_steps)

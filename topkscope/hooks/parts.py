@@ -1,4 +1,4 @@
-"""What the recorder writes: parquet parts of stats/hist rows, and raw snapshots.
+"""What the recorder writes: parquet parts of stats/hist/coords rows, and raw snapshots.
 
 Rank-local parquet part files (`PartWriter`): rows buffered as column chunks, flushed as one
 part. Each flush writes `part-r{rank:05d}-{seq:06d}.parquet` under a temporary name and renames it
@@ -29,7 +29,14 @@ from topkscope import columns
 from topkscope.hooks.power_sums import Moments
 from topkscope.hooks.rows import RowPlan
 from topkscope.io import atomic_write
-from topkscope.schema import PART_GLOB, PART_RE, SNAPSHOT_RE, part_name, snapshot_name
+from topkscope.schema import (
+    PART_FOLDERS,
+    PART_GLOB,
+    PART_RE,
+    SNAPSHOT_RE,
+    part_name,
+    snapshot_name,
+)
 
 
 def rank_parts(folder: Path, rank: int) -> dict[int, Path]:
@@ -46,9 +53,9 @@ def next_sequence(folder: Path, rank: int) -> int:
 
 
 def rank_files(run_dir: Path, rank: int) -> list[Path]:
-    """What the recorder of process `rank` writes into a run folder: its stats and hist parts,
-    and the snapshots of worker `rank`."""
-    found = [f for sub in ("stats", "hist") for f in rank_parts(run_dir / sub, rank).values()]
+    """What the recorder of process `rank` writes into a run folder: its stats, hist and
+    coords parts, and the snapshots of worker `rank`."""
+    found = [f for sub in PART_FOLDERS for f in rank_parts(run_dir / sub, rank).values()]
     snaps = run_dir / "snapshots"
     if snaps.is_dir():
         found += [f for f in snaps.iterdir()
@@ -134,6 +141,7 @@ class PartWriter:
 
 
 MOMENT_COLUMNS = columns.of_source("moment")  # fields of Moments, one value per (kind, row)
+TOPK_COLUMNS = columns.of_source("topk")  # from the exact top-k selection, per (kind, row, rho)
 
 
 def _static_stats_columns(plan: RowPlan, kinds: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -175,22 +183,23 @@ def row_statistics(vectors: Sequence[torch.Tensor], plan: RowPlan) -> dict[str, 
 
 
 def stats_columns(step: int, rank: int, kinds: Sequence[str], plan: RowPlan, mom: Moments,
-                  ratio: np.ndarray, sel: dict[str, np.ndarray] | None,
+                  per_density: dict[str, np.ndarray], sel: dict[str, np.ndarray] | None,
                   sel_names: Sequence[str],
-                  rows: dict[str, np.ndarray] | None = None,
-                  quantized: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Columns of one record: mom (K, R) moments, ratio (K, R, D), sel {S_x: (R, D)} of u,
-    rows {name: (K, R)} of the "row" statistics (`row_statistics`), quantized (K, R, D) the
-    topk_quantized_ratio (None: NaN)."""
+                  rows: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Columns of one record: mom (K, R) moments, per_density {name: (K, R, D)} the statistics
+    that depend on k (topk_ratio, the Hill columns, ...; a "topk" statistic missing there is
+    NaN), sel {S_x: (R, D)} of u, rows {name: (K, R)} of the "row" statistics
+    (`row_statistics`)."""
     kinds = tuple(kinds)
     nk, (nr, nd) = len(kinds), plan.k.shape
     n = nk * nr * nd
     cols = dict(_static_stats_columns(plan, kinds))
     cols["step"] = np.full(n, step, dtype=np.int64)
     cols["rank"] = np.full(n, rank, dtype=np.int64)
-    cols["topk_ratio"] = np.asarray(ratio, dtype=np.float64).reshape(n)
-    cols["topk_quantized_ratio"] = np.full(n, np.nan) if quantized is None else \
-        np.asarray(quantized, dtype=np.float64).reshape(n)
+    for name in TOPK_COLUMNS:
+        given = per_density.get(name)
+        cols[name] = np.full(n, np.nan) if given is None else \
+            np.asarray(given, dtype=np.float64).reshape(n)
     per_row = {name: getattr(mom, name).numpy() for name in MOMENT_COLUMNS}
     per_row.update(rows or {})
     for stat in columns.statistics():
@@ -226,6 +235,27 @@ def hist_columns(step: int, rank: int, kinds: Sequence[str], plan: RowPlan, bins
         "right": np.concatenate([f[3] for f in found]),
         "count": np.concatenate([f[4] for f in found]).astype(np.int64),
     }
+
+
+def coord_columns(step: int, rank: int, kinds: Sequence[str], coordinates: np.ndarray,
+                  layers: np.ndarray, values: np.ndarray,
+                  cache: dict | None = None) -> dict[str, np.ndarray]:
+    """Columns of one record's sampled coordinates: values (K, C) of the K kinds at the C
+    coordinates (flat indices, their layers). cache: a dict kept by the caller for the
+    columns that depend only on the kinds and the sample."""
+    nk, nc = values.shape
+    key = ("coord_columns", tuple(kinds))
+    static = None if cache is None else cache.get(key)
+    if static is None:
+        static = {"kind": np.repeat(np.array(kinds, dtype=object), nc),
+                  "coordinate": np.tile(coordinates, nk), "layer": np.tile(layers, nk)}
+        for col in static.values():
+            col.flags.writeable = False  # shared by every record's rows
+        if cache is not None:
+            cache[key] = static
+    return {"step": np.full(nk * nc, step, dtype=np.int64),
+            "rank": np.full(nk * nc, rank, dtype=np.int64),
+            **static, "value": values.astype(np.float64).reshape(-1)}
 
 
 def write_snapshot(folder: Path, step: int, rank: int, x: torch.Tensor, kind: str = "u") -> Path:

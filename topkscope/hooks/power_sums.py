@@ -141,7 +141,7 @@ def _cpu_power_sums(a: np.ndarray, lengths: tuple[int, ...], workspace: ChunkedS
     starts = starts_of(lengths)
     with np.errstate(all="ignore"):  # non-finite values are counted, not warned about
         sample = a[:: max(1, a.size // _SHIFT_SAMPLE)]
-        c = float(sample.mean(dtype=_F64))
+        c = float(np.add.reduce(sample, dtype=_F64)) / sample.size
         if not np.isfinite(c):
             c = 0.0
         s = workspace.sums(a, c, lengths)  # (4, S)
@@ -215,9 +215,13 @@ def residual_sums(u_sums: PowerSums, u: torch.Tensor, selected: torch.Tensor,
 
 def row_moments(ps: PowerSums, plan: RowPlan, vectors: list[torch.Tensor]) -> Moments:
     """Moments of every plan row from power sums; vectors[k] is vector k (for exact reruns)."""
-    cols = list(plan.segments.named) if plan.per_layer else []
-    seg_n = np.asarray(plan.segments.lengths, dtype=_F64)
-    n = np.concatenate([[seg_n.sum()], seg_n[cols]])  # (R,)
+    cached = plan._device_cache.get("moment_rows")
+    if cached is None:
+        cols = list(plan.segments.named) if plan.per_layer else []
+        seg_n = np.asarray(plan.segments.lengths, dtype=_F64)
+        cached = plan._device_cache["moment_rows"] = (
+            cols, np.concatenate([[seg_n.sum()], seg_n[cols]]))  # (R,) elements per row
+    cols, n = cached
 
     def rows(t: np.ndarray, reduce) -> np.ndarray:  # whole model, then named segments
         return np.concatenate([reduce(t, axis=-1, keepdims=True), t[..., cols]], axis=-1)
@@ -328,8 +332,19 @@ _EXACT_F32_COUNT = 1 << 24  # float32 sums of 0/1 values are exact below this ma
 
 
 def starts_of(lengths: tuple[int, ...]) -> np.ndarray:
-    """Start offset of each consecutive segment."""
-    return np.concatenate([[0], np.cumsum(lengths[:-1], dtype=np.int64)])
+    """Start offset of each consecutive segment (read-only; cached for a few layouts)."""
+    lengths = tuple(int(n) for n in lengths)
+    found = _STARTS.get(lengths)
+    if found is None:
+        if len(_STARTS) > 16:
+            _STARTS.clear()
+        found = np.concatenate([[0], np.cumsum(lengths[:-1], dtype=np.int64)]).astype(np.int64)
+        found.flags.writeable = False
+        _STARTS[lengths] = found
+    return found
+
+
+_STARTS: dict[tuple[int, ...], np.ndarray] = {}
 
 
 # how to reduce a segment: torch.segment_reduce name, numpy ufunc, per-part torch reduction
@@ -425,10 +440,10 @@ def residual_selection(u: torch.Tensor, e: torch.Tensor | None, selected: torch.
         return None
     if e_given:
         ua, ea = u.numpy(), e.numpy()
-        differ = np.flatnonzero(ua != ea)  # NaN differs from itself: such e is measured directly
-        if differ.size > sel.size or not (ea[sel] == 0).all():
+        if not (ea[sel] == 0).all():
             return None
-        at = np.searchsorted(sel, differ)  # every difference must be a selected index
-        if differ.size and (at[-1] >= sel.size or not (sel[at] == differ).all()):
+        # every difference must be at a selected index: as many differences in all of u as at
+        # the selected ones (NaN differs from itself: such e is measured directly)
+        if np.count_nonzero(ua != ea) != np.count_nonzero(ua[sel] != ea[sel]):
             return None
     return selected

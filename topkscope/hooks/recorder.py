@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from topkscope import validate
+from topkscope import kernel, validate
 from topkscope.hooks.histogram import histogram_rows
 from topkscope.hooks.lifecycle import (
     RecorderOutput,
@@ -48,6 +48,7 @@ from topkscope.hooks.lifecycle import (
 )
 from topkscope.hooks.parts import (
     PartWriter,
+    coord_columns,
     hist_columns,
     row_statistics,
     stats_columns,
@@ -61,7 +62,7 @@ from topkscope.hooks.power_sums import (
     residual_sums,
     row_moments,
 )
-from topkscope.hooks.rows import RowPlan, plan_rows, segments_of
+from topkscope.hooks.rows import RowPlan, coordinate_sample, plan_rows, segments_of
 from topkscope.hooks.schedules import Schedule
 from topkscope.hooks.settings import SETTINGS, check_settings, recordable
 from topkscope.hooks.topk_sums import (
@@ -75,6 +76,7 @@ from topkscope.manifest import Manifest
 from topkscope.schema import (
     KINDS,
     column_prefix,
+    coords_schema,
     hist_schema,
     run_identity,
     sparsifier_columns,
@@ -94,6 +96,7 @@ def _manifest_on_disk(out_dir: Path) -> dict | None:
         return None
 
 _BLOCK_BYTES = 1 << 29  # device float64 work space above which kinds go one at a time
+HILL_LEVEL = 0.95  # the level of the hill_alpha_low / _high interval
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -134,6 +137,10 @@ class Recorder:
     row per layer.
     min_free_bytes: the output folder must have this much free space at construction.
     seed: randomised sparsifiers (randk, dgc) evaluated here draw from (seed, rank, step).
+    coordinates: how many coordinates of the whole-model vector to follow over time: a fixed
+    sample drawn with `seed` (the same on every rank, `rows.coordinate_sample`) whose values of
+    every recorded kind go to coords/ at each stats step (0: none), for the per-coordinate
+    tails over time (analysis.tails.per_coordinate).
     mode: what to do when out_dir already holds results: None refuses (ValueError),
     "append" adds a segment, "overwrite" moves the old files aside (see hooks.lifecycle).
     total_steps: the run's length, if known; a recorder whose schedules cannot fire at any
@@ -170,6 +177,7 @@ class Recorder:
         total_steps: int | None = None,
         run_fields: dict[str, Any] | None = None,
         quantize: dict | None = None,
+        coordinates: int = 256,
     ) -> None:
         checked = check_settings(dict(
             schedule=schedule, hist_schedule=hist_schedule, snapshot_schedule=snapshot_schedule,
@@ -178,7 +186,8 @@ class Recorder:
             topk_kinds=topk_kinds, per_layer=per_layer,
             hist_bins=hist_bins, hist_range=hist_range, snapshot_kinds=snapshot_kinds,
             snapshot_ranks=snapshot_ranks, min_free_bytes=min_free_bytes, seed=seed,
-            quantize=quantize))
+            quantize=quantize, coordinates=coordinates))
+        self.coordinates = checked["coordinates"]
         self.quantize = checked["quantize"]
         self._quantizer = quantizer_from(self.quantize)
         self.schedule: Schedule = checked["schedule"]
@@ -219,6 +228,8 @@ class Recorder:
                                  identity, absent=[c for c in sparsifier_columns(every)
                                                    if c not in self._sel_columns])
         self._hist = PartWriter(self.out_dir / "hist", self.rank, hist_schema(), identity)
+        self._coords = PartWriter(self.out_dir / "coords", self.rank, coords_schema(),
+                                  identity) if self.coordinates else None
         self._snapshots = self.out_dir / "snapshots"
         self._snapshots.mkdir(exist_ok=True)
 
@@ -234,7 +245,8 @@ class Recorder:
         else:
             self.manifest = manifest
         self._out = RecorderOutput(self._stats, self._hist, self.manifest, self._owns_manifest,
-                            self._settings(), self.out_dir, self.rank, self.total_steps)
+                                   self._settings(), self.out_dir, self.rank, self.total_steps,
+                                   self._coords)
         self._finalizer = weakref.finalize(self, self._out.close_unclosed)
         if self.manifest is not None:
             self.manifest.update(recorder=self.describe(), **dict(run_fields or {}))
@@ -288,6 +300,7 @@ class Recorder:
             "flush_every": self.flush_every,
             "total_steps": self.total_steps,
             "quantize": self.quantize,
+            "coordinates": self.coordinates,
         }
 
     # ------------------------------------------------------------------ hooks
@@ -477,16 +490,38 @@ class Recorder:
         mom = row_moments(PowerSums.cat([sums[k] for k in kinds]), plan,
                           [vec[k] for k in kinds])
         if do_stats:
-            ratio, sel_cols = self._contraction(vec, kinds, plan, mom, do_sel, step, rank)
+            per_density, sel_cols = self._contraction(vec, kinds, plan, mom, do_sel, step, rank)
             quantized = self._quantized(vec, kinds, plan, mom)
+            if quantized is not None:
+                per_density["topk_quantized_ratio"] = quantized
             rows = row_statistics([vec[k] for k in kinds], plan)
-            self._stats.add(stats_columns(step, rank, kinds, plan, mom, ratio, sel_cols,
-                                          self._sel_columns, rows, quantized))
+            self._stats.add(stats_columns(step, rank, kinds, plan, mom, per_density, sel_cols,
+                                          self._sel_columns, rows))
+            if self._coords is not None:
+                self._record_coordinates(step, rank, vectors, kinds, plan)
         if do_hist:
             found = histogram_rows([vec[k] for k in kinds], mom, plan, self.hist_bins,
                                    self.hist_range)
             if found:
                 self._hist.add(hist_columns(step, rank, kinds, plan, self.hist_bins, found))
+
+    def _record_coordinates(self, step: int, rank: int, vectors: dict[str, torch.Tensor],
+                            kinds: list[str], plan: RowPlan) -> None:
+        """The sampled coordinates' values of every recorded kind (as given, no cast)."""
+        sample = plan._device_cache.get(("coordinates", self.coordinates, self.seed))
+        if sample is None:
+            picked, layers = coordinate_sample(plan.segments, self.coordinates, self.seed)
+            index = torch.from_numpy(picked).to(vectors["u"].device)
+            sample = plan._device_cache[("coordinates", self.coordinates, self.seed)] = \
+                (picked, layers, index)
+        picked, layers, index = sample
+        if index.device.type == "cpu":
+            values = np.stack([kernel.as_float_array(vectors[k])[picked] for k in kinds])
+        else:
+            values = kernel.to_numpy(torch.stack([vectors[k].index_select(0, index)
+                                                  for k in kinds]))
+        self._coords.add(coord_columns(step, rank, kinds, picked, layers, values,
+                                       cache=plan._device_cache))
 
     def _power_sums(self, vec: dict[str, torch.Tensor], kinds: list[str], plan: RowPlan,
                     selected: torch.Tensor | None, e_given: bool) -> dict[str, PowerSums]:
@@ -514,20 +549,25 @@ class Recorder:
 
     def _contraction(self, vec: dict[str, torch.Tensor], kinds: list[str], plan: RowPlan,
                      mom, do_sel: bool, step: int, rank: int,
-                     ) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
-        """(K, R, D) exact top-k ratios (NaN for kinds not ranked) and the sparsifier columns."""
-        ratio = np.full((len(kinds), plan.rows, len(plan.densities)), np.nan)
+                     ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
+        """({topk_ratio and the Hill columns: (K, R, D), NaN for kinds not ranked}, the
+        sparsifier columns)."""
+        shape = (len(kinds), plan.rows, len(plan.densities))
+        ratio, alpha = np.full(shape, np.nan), np.full(shape, np.nan)
+        out = {"topk_ratio": ratio, "hill_alpha": alpha}
         ranked = [k for k in kinds if k in self.topk_kinds or (do_sel and k == "u")]
-        if not ranked:
-            return ratio, None
-        at = [kinds.index(k) for k in ranked]
-        absx = torch.stack([vec[k].abs() for k in ranked]) if len(ranked) > 1 \
-            else vec[ranked[0]].abs()[None]
-        sumsq = mom.sumsq[at]
-        tops = RowTops(absx, mom.max_abs[at], plan, sumsq=sumsq)
-        ratio[at] = topk_ratio_rows(tops.top_sums(), sumsq, plan).numpy()
-        if not (do_sel and "u" in ranked):
-            return ratio, None
+        if ranked:
+            at = [kinds.index(k) for k in ranked]
+            absx = torch.stack([vec[k].abs() for k in ranked]) if len(ranked) > 1 \
+                else vec[ranked[0]].abs()[None]
+            sumsq = mom.sumsq.numpy()[at]
+            tops = RowTops(absx, mom.max_abs.numpy()[at], plan, sumsq=sumsq)
+            ratio[at] = topk_ratio_rows(tops.top_sums(), sumsq, plan).numpy()
+            alpha[at] = tops.hill()
+        out["hill_alpha_low"], out["hill_alpha_high"] = kernel.hill_interval(
+            alpha, plan.k[None], HILL_LEVEL)
+        if not (ranked and do_sel and "u" in ranked):
+            return out, None
         iu = ranked.index("u")
         kth = tops.kth()
         sparsifiers = {name: self._row_states(name, src, rank) if src.stateful
@@ -535,7 +575,7 @@ class Recorder:
         cols = selection_rows(vec["u"], plan, mom.sumsq[kinds.index("u")], kth[iu],
                               tops.count_above(kth)[iu], sparsifiers, ratio[kinds.index("u")],
                               per_layer=self.sparsifier_per_layer, quantizer=self._quantizer)
-        return ratio, cols
+        return out, cols
 
     def _quantized(self, vec: dict[str, torch.Tensor], kinds: list[str], plan: RowPlan,
                    mom) -> np.ndarray | None:

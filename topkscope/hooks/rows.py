@@ -108,6 +108,18 @@ def segments_of(layout: Sequence, d: int) -> Segments:
     return Segments(d, tuple(starts), tuple(lengths), tuple(names))
 
 
+def coordinate_sample(segments: Segments, count: int, seed: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, layers): min(count, d) coordinates of the flat d-vector drawn uniformly
+    without replacement by numpy's default_rng(seed) (the same on every rank: the recorder's
+    seed, not the rank), sorted; each one's layer name (GLOBAL for a gap of no layer)."""
+    d = segments.d
+    picked = np.sort(np.random.default_rng(seed).choice(d, size=min(count, d), replace=False))
+    seg = np.searchsorted(np.asarray(segments.starts), picked, side="right") - 1
+    names = np.array([GLOBAL if n is None else n for n in segments.names], dtype=object)
+    return picked.astype(np.int64), names[seg]
+
+
 def whole(d: int) -> Segments:
     """One unnamed segment covering the whole vector (no per-layer rows)."""
     return Segments(d, (0,), (d,), (None,))

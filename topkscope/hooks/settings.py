@@ -116,6 +116,7 @@ _SETTING_CHECKS = {
     "min_free_bytes": _at_least(0),
     "seed": _at_least(0),
     "quantize": check_quantize,
+    "coordinates": _at_least(0),
 }
 SETTINGS = tuple(_SETTING_CHECKS)
 

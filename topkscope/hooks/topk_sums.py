@@ -19,13 +19,18 @@ a Gaussian guess of its k_r-th largest magnitude (`topkscope.sparsify.engine.gau
 
     tau_r = q_r * Phi^{-1}(1 - k_r / (2 n_r))        (|x| > tau_r has mass k_r/n_r if x ~ N(0, q^2))
 
+and for the whole model, when its layers' rows cover it, the lower of that and the guess of a
+mixture of Gaussian layers, the largest t with sum_s n_s erfc(t / (q_s sqrt 2)) >= k_0
+(`_mixture_threshold`: a model whose few large layers set q, as ResNet-20's, would otherwise
+leave fewer than k_0 candidates and need a selection of its own)
+
 marks candidates |x_i| >= tau_r in one comparison over the vector (each element against its
-own layer's tau, or the whole model's if lower), and one sort of the few candidates by
-(layer, magnitude descending) gives every layer's top block. The result is exact: a row is
-answered only when its candidates number at least k_r (the kernel's candidate pass
-`verified_candidates`, per segment: all
-elements at or above tau_r are candidates, so its top k_r are among them); rows with too few are
-returned as misses and selected directly by the caller. Real gradients have heavier tails than
+own layer's tau, or the whole model's if lower); the candidates of a layer are a contiguous run
+of them, and a partition of each run at k_r, then a sort of those k_r alone, gives every
+layer's top block. The result is exact: a row is answered only when its candidates number at
+least k_r (the kernel's accept step `verified`; for the whole model `verified_candidates`: all
+elements at or above the threshold are candidates, so its top k_r are among them); rows with
+too few are returned as misses and selected directly by the caller. Real gradients have heavier tails than
 the Gaussian, so misses are rare and the candidates number a few times k_r.
 
 How approximate sparsifiers would do on the recorded u, without touching training
@@ -59,6 +64,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
+from scipy import special
 
 from topkscope import kernel
 from topkscope.columns import selector_columns
@@ -138,6 +144,17 @@ class RowTops:
             tails = kernel.tail_sums(tops, ks, starts=self._index["block_start"][order])
             out[kv, order] = tails[:, :1] - tails[:, 1:]
         return torch.from_numpy(out)
+
+    def hill(self) -> np.ndarray:
+        """(K, R, D) float64: the Hill tail index of each row's k largest magnitudes for each
+        density (the kernel's `hill`, m = k - 1 over the k-th; NaN where k - 1 < 10)."""
+        plan = self.plan
+        order = self._index["laid_out"]
+        out = np.full((self.tops.shape[0], *plan.k.shape), np.nan)
+        for kv, tops in enumerate(self.tops):
+            out[kv, order] = kernel.hill(tops, plan.k[order],
+                                         starts=self._index["block_start"][order])
+        return out
 
     def kth(self) -> torch.Tensor:
         """(K, R, D): the k-th largest magnitude of each row for each density."""
@@ -231,13 +248,39 @@ def eligible_rows(plan: RowPlan, sumsq: np.ndarray) -> np.ndarray:
     return np.flatnonzero(ok)
 
 
-def _sorted_by_segment(mag: np.ndarray, seg: np.ndarray) -> np.ndarray:
-    """mag ordered by segment ascending, then magnitude descending (exact, ties kept)."""
-    if mag.dtype == np.float32:  # one int64 sort: segment in the high bits, ~bits in the low
-        key = (seg.astype(np.int64) << 32) | (0x7FFFFFFF - mag.view(np.int32)).astype(np.int64)
-        key.sort(kind="stable")  # already grouped by segment: timsort uses the runs
-        return (0x7FFFFFFF - (key & 0xFFFFFFFF)).astype(np.int32).view(np.float32)
-    return mag[np.lexsort((-mag, seg))]
+_GRID = np.geomspace(1e-3, 1e3, 241)  # thresholds over the largest layer RMS tried (x 1.06)
+
+
+def _mixture_threshold(plan: RowPlan, sumsq: np.ndarray) -> float:
+    """A guess of the whole model's k_0-th largest magnitude when its layers differ in scale:
+    the largest t at which Gaussian layers of their own root-mean-square q_s would leave at
+    least k_0 magnitudes above it, sum_s n_s erfc(t / (q_s sqrt 2)) >= k_0 (a single Gaussian
+    of the whole model's q lies far too high when a few large layers set q). inf when the
+    layer rows do not cover the vector (no per-layer rows, or gaps) or say nothing."""
+    covered = plan._device_cache.get("layers_cover")
+    if covered is None:
+        covered = plan._device_cache["layers_cover"] = plan.per_layer and all(
+            name is not None for name in plan.segments.names)
+    if not covered or plan.rows < 3:
+        return math.inf
+    n = plan.numel[1:].astype(np.float64)
+    q = np.sqrt(sumsq[1:] / n)
+    q = np.where(np.isfinite(q), q, 0.0)
+    top = q.max()
+    if not top > 0:
+        return math.inf
+    grid = top * _GRID
+    expected = (n * special.erfc(grid[:, None] / (np.maximum(q, 1e-300) * math.sqrt(2.0)))
+                ).sum(axis=1)  # (G,), decreasing in t
+    enough = np.flatnonzero(expected >= plan.kmax[0])
+    return float(grid[enough[-1]]) if enough.size else math.inf
+
+
+def _top_descending(block: np.ndarray, k: int) -> np.ndarray:
+    """The k largest of block, sorted descending (a partition, then a sort of those k only)."""
+    if block.size > k:
+        block = np.partition(block, block.size - k)[block.size - k :]
+    return np.sort(block)[::-1]
 
 
 def threshold_tops(ab: np.ndarray, plan: RowPlan, sumsq: np.ndarray,
@@ -246,27 +289,35 @@ def threshold_tops(ab: np.ndarray, plan: RowPlan, sumsq: np.ndarray,
 
     sumsq (R,) are the rows' sums of squares; rows lists the rows to try (see eligible_rows).
     Rows missing from the answer had too few candidates.
+
+    Each element is compared with its segment's threshold t_s = min(tau_r, tau_0) (tau_r of
+    the segment's layer row, tau_0 of the whole model; inf for a segment of neither), so the
+    candidates of segment s, a contiguous run of the candidate indices, are all its elements
+    >= t_s. A layer row is accepted when they number at least k_r (the kernel's `verified`:
+    then its k_r largest are among them), the whole model when at least k_0 candidates reach
+    tau_0 (`verified_candidates`). Each accepted row's block is partitioned at k_r and only
+    those k_r are sorted.
     """
     out: dict[int, np.ndarray] = {}
     if not len(rows):
         return out
-    seg = plan.segments
     seg_starts, seg_lengths = _segment_table(plan)
     kmax, n = plan.kmax, plan.numel
     tau = (np.sqrt(sumsq / n) * _z(plan)).astype(ab.dtype)  # (R,), in ab's precision
-    layer_rows = [int(r) for r in rows if r > 0]
-    named = seg.named
-    seg_of_row = {r: named[r - 1] for r in layer_rows}
-    whole = 0 in rows
+    rows = np.asarray(rows)
+    layer_rows = rows[rows > 0]
+    whole = bool((rows == 0).any())
     inf = np.array(np.inf, dtype=ab.dtype)
     global_tau = tau[0] if whole else inf
+    if whole:
+        global_tau = min(global_tau, ab.dtype.type(_mixture_threshold(plan, sumsq)))
 
-    if layer_rows:
-        seg_tau = np.full(len(seg.lengths), inf, dtype=ab.dtype)
-        for r in layer_rows:
-            seg_tau[seg_of_row[r]] = tau[r]
-        elem_tau = np.repeat(np.minimum(seg_tau, global_tau), seg_lengths)
-        cand = np.flatnonzero(ab >= elem_tau)
+    if layer_rows.size:
+        layer_seg = np.asarray(plan.segments.named)[layer_rows - 1]
+        seg_tau = np.full(seg_lengths.size, inf, dtype=ab.dtype)
+        seg_tau[layer_seg] = tau[layer_rows]
+        np.minimum(seg_tau, global_tau, out=seg_tau)
+        cand = np.flatnonzero(ab >= np.repeat(seg_tau, seg_lengths))
     else:
         cand = np.flatnonzero(ab >= global_tau)
     mag = ab[cand]
@@ -275,21 +326,16 @@ def threshold_tops(ab: np.ndarray, plan: RowPlan, sumsq: np.ndarray,
         k0 = int(kmax[0])
         top = kernel.verified_candidates(mag, k0, global_tau)
         if top is not None:
-            top = np.partition(top, top.size - k0)[top.size - k0 :]
-            out[0] = np.sort(top)[::-1].copy()
-    if layer_rows:
-        bounds = np.searchsorted(cand, seg_starts)
-        seg_c = np.repeat(np.arange(len(seg.lengths)), np.diff(bounds, append=cand.size))
-        seg_k = np.ones(len(seg.lengths), dtype=np.int64)  # segments of no row: tau inf
-        for r in layer_rows:
-            seg_k[seg_of_row[r]] = kmax[r]
-        found = kernel.verified_candidates(mag, seg_k, seg_tau, segments=seg_c)
-        first = np.concatenate([[0], np.cumsum(found.counts)[:-1]])
-        ordered = _sorted_by_segment(found.values, found.segment)
-        for r in layer_rows:
-            s, k = seg_of_row[r], int(kmax[r])
-            if found.verified[s]:
-                out[r] = ordered[first[s] : first[s] + k]
+            out[0] = _top_descending(top, k0)
+    if layer_rows.size:
+        bounds = np.searchsorted(cand, np.append(seg_starts, ab.size))
+        lo, hi = bounds[layer_seg], bounds[layer_seg + 1]
+        ks = kmax[layer_rows]
+        accepted = kernel.verified(hi - lo, ks)
+        for r, a, b, k, ok in zip(layer_rows.tolist(), lo.tolist(), hi.tolist(), ks.tolist(),
+                                  accepted.tolist()):
+            if ok:
+                out[r] = _top_descending(mag[a:b], k)
     return out
 
 
