@@ -42,7 +42,9 @@ class RunLike:
         return pd.DataFrame({"step": [s for s, _ in keys], "rank": [r for _, r in keys],
                              "path": [f"snapshots/step{s}-rank{r}.npy" for s, r in keys]})
 
-    def snapshot(self, step: int, rank: int) -> np.ndarray:
+    def snapshot(self, step: int, rank: int, kind: str = "u") -> np.ndarray:
+        if kind != "u":
+            raise KeyError(f"no snapshot of {kind} at step {step}, rank {rank}")
         return self.vectors[(step, rank)].astype(np.float32)
 
 

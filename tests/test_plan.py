@@ -402,9 +402,11 @@ OUTER = {"outer-fnn3-mnist": (("quick", 3), ("full", 3)),
          "outer-gpt-ptb": (("standard", 3), ("full", 3))}
 SWEPT = ["sparseloco-nesterov-lr0.5", "sparseloco-nesterov-lr0.7", "sparseloco-nesterov-lr0.9",
          "diloco-lr0.5", "diloco-lr0.7", "diloco-lr0.9"]
-TRAININGS = ["sparseloco", *SWEPT, "diloco-average", "topk-per-step"]
-# standard's budget leaves dense DiLoCo without outer momentum to full and runs the two
-# Nesterov trainings at DiLoCo's lr 0.7 alone (plan docstring)
+# the SparseLoCo-style training at H = 1 and 30 too, for the pseudo-gradient's tails over H
+OVER_H = ["sparseloco-h1", "sparseloco-h30"]
+TRAININGS = ["sparseloco", *SWEPT, "diloco-average", *OVER_H, "topk-per-step"]
+# standard's budget leaves dense DiLoCo without outer momentum and the other H to full and
+# runs the two Nesterov trainings at DiLoCo's lr 0.7 alone (plan docstring)
 UNTUNED = ["sparseloco", "sparseloco-nesterov", "diloco", "topk-per-step"]
 TRAININGS_IN = {("outer-gpt-ptb", "standard"): UNTUNED}
 
@@ -436,6 +438,16 @@ def test_outer_experiments_run_every_training_on_every_seed(experiment, tmp_path
                 assert outer is None and cfg.quantize is None and cfg.sparsifier == "topk"
                 assert cfg.recorder["schedule"] == {"every": 15, "start": 14}
                 assert cfg.recorder["densities"] == [cfg.density, 1 / 128]
+                continue
+            if v.name in OVER_H:
+                # the statistics alone, at the H = 15 run's exchange steps
+                assert outer["inner_steps"] == int(v.name.split("-h")[1])
+                assert (outer["step"], outer["error_decay"], cfg.sparsifier) == (
+                    "average", 0.95, "chunk-topk")
+                assert cfg.recorder["schedule"] == {"every": 15, "start": 14}
+                assert cfg.recorder["snapshot_schedule"] is None
+                assert cfg.recorder["sparsifiers"] == []
+                assert "g" in cfg.recorder["topk_kinds"]
                 continue
             assert outer["inner_steps"] == 15
             assert (cfg.recorder is not None) == (v.name == "sparseloco")

@@ -311,3 +311,37 @@ def per_coordinate(values, coordinates=None, m: int | None = None,
         rows.append({"coordinate": name, "steps": int(column.size),
                      **across_coordinates(deviations, m, level, **fit)})
     return pd.DataFrame(rows, columns=["coordinate", "steps", *KEYS])
+
+
+POWER_LAW = "power-law"
+STEEP = "steep power-law"
+ALTERNATIVE = "alternative"
+UNDECIDED = "undecided"
+TAIL_LEVEL = 0.1   # CSN's significance level for the likelihood-ratio tests
+HEAVY_INDEX = 4.0  # a tail index at most this is heavy: the fourth moment (kurtosis) is infinite
+
+
+def tail_class(row: dict, level: float = TAIL_LEVEL, heavy_index: float = HEAVY_INDEX) -> str:
+    """What the likelihood ratios of one `across_coordinates` row say (CSN section 5): the
+    power law wins when it beats the exponential significantly (lr_exponential > 0, p < level)
+    and the lognormal does not beat it significantly — POWER_LAW when its tail index
+    (pl_tail_index) is at most heavy_index, STEEP above (a power law so steep that every
+    moment a Top-k user meets is finite: not heavy-tailed); ALTERNATIVE when the exponential or
+    the lognormal beats the power law significantly; UNDECIDED otherwise (no significant sign,
+    or no fit). A tail the lognormal fits as well stays a power law: CSN's 'consistent with a
+    power law', which a likelihood ratio cannot separate from a lognormal."""
+    def beats(lr_key: str, p_key: str, sign: float) -> bool:
+        lr, p = row.get(lr_key), row.get(p_key)
+        if lr is None or p is None or not (math.isfinite(lr) and math.isfinite(p)):
+            return False
+        return sign * lr > 0 and p < level
+
+    if beats("lr_exponential", "p_exponential", 1.0) and \
+            not beats("lr_lognormal", "p_lognormal", -1.0):
+        index = row.get("pl_tail_index")
+        heavy = index is not None and math.isfinite(index) and index <= heavy_index
+        return POWER_LAW if heavy else STEEP
+    if beats("lr_exponential", "p_exponential", -1.0) or \
+            beats("lr_lognormal", "p_lognormal", -1.0):
+        return ALTERNATIVE
+    return UNDECIDED

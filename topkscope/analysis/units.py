@@ -129,7 +129,8 @@ def snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> list
     sparsifier, condition), chosen by pick_snapshots. Each analysis: _run, step, rank,
     sparsifier, condition, battery (normality row), best_family, beta (gennorm shape),
     ratios (contraction table), tail ((density, count above Gaussian-k's first threshold, k)
-    per density), fitted (fitted_value.snapshot_units)."""
+    per density), tails (the row of tails.across_coordinates: Hill index, power-law fit),
+    fitted (fitted_value.snapshot_units)."""
     listed: dict[tuple, list[tuple[int, int, int]]] = {}
     for i, run in enumerate(runs):
         keys = snapshots.snapshot_keys(run)
@@ -161,6 +162,7 @@ def snapshot_analyses(runs: list, max_snapshots: int, max_n: int | None) -> list
                 "best_family": fits.best(tables.fits, "x") if not tables.fits.empty else "none",
                 "beta": float(gennorm.iloc[0]) if len(gennorm) else math.nan,
                 "ratios": tables.contraction, "tail": tail,
+                "tails": tables.tails.iloc[0].to_dict() if len(tables.tails) else {},
                 "fitted": fitted_value.snapshot_units(tables.contraction, tables.fits),
             })  # fmt: skip
     return out

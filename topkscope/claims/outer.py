@@ -154,15 +154,36 @@ def outer_lr(manifest: dict) -> float | None:
     return float(lr) if isinstance(lr, (int, float)) else None
 
 
+def inner_steps(manifest: dict) -> int | None:
+    """H, the inner steps between two exchanges of an outer-loop run (None for a per-step
+    one)."""
+    outer = manifest.get("outer") or (manifest.get("config") or {}).get("outer") or {}
+    h = outer.get("inner_steps")
+    return int(h) if isinstance(h, (int, float)) else None
+
+
+def main_inner_steps(runs: list) -> int | None:
+    """The H most of an experiment's outer-loop runs train at (the config's; runs at other H,
+    the tails over H, are compared by claims.atlas alone), the smaller on a tie."""
+    counts: dict[int, int] = {}
+    for run in runs:
+        h = inner_steps(run.manifest)
+        if h is not None:
+            counts[h] = counts.get(h, 0) + 1
+    return min(counts, key=lambda h: (-counts[h], h)) if counts else None
+
+
 def trainings_rows(model: ModelRuns) -> list[dict]:
-    """The paired comparisons of PAIRS for every outer experiment of the model. A training
-    run at several outer learning rates (the plan's sweep) is compared at its best: the rate
-    whose paired seeds' mean final held-out metric is best (best_reference), and the row's
-    reference says which rate and of which it was the best."""
+    """The paired comparisons of PAIRS for every outer experiment of the model, at its main H
+    (main_inner_steps). A training run at several outer learning rates (the plan's sweep) is
+    compared at its best: the rate whose paired seeds' mean final held-out metric is best
+    (best_reference), and the row's reference says which rate and of which it was the best."""
     out = []
     for experiment in sorted(outer_experiments(model.runs), key=str):
         runs = [r for r in model.runs if r.manifest.get("experiment") == experiment
                 and r.manifest.get("status") in ("complete", "failed")]
+        h = main_inner_steps(runs)
+        runs = [r for r in runs if inner_steps(r.manifest) in (None, h)]
         by: dict[str, dict[float | None, dict[int, object]]] = {}
         for run in runs:
             m = run.manifest

@@ -143,6 +143,23 @@ def where(row, *, with_model: bool = True, **options) -> str:
     return f"{model(row['model'])} at {text}" if text else model(row["model"])
 
 
+def apart(first, second) -> tuple[str, str]:
+    """The two rows' names, as short as tells them apart: their models where those differ
+    ('FNN-3', 'LSTM-PTB'), else the model with the parts of its condition the other lacks
+    ('FNN-3 during the warm-up, at ρ = 1/64', 'FNN-3 at ρ = 0.001')."""
+    a, b = model(first["model"]), model(second["model"])
+    if a != b:
+        return a, b
+    parts = [describe(from_record(r)).split(", ") for r in (first, second)]
+    own = [[p for p in mine if p not in other] for mine, other in (parts, parts[::-1])]
+    named = []
+    for name, mine in zip((a, b), own):
+        text = ", ".join(mine)
+        named.append(f"{name} {text}" if text.startswith("during") else
+                     f"{name} at {text}" if text else name)
+    return named[0], named[1]
+
+
 def extremes(rows: pd.DataFrame, column: str) -> tuple[pd.Series, pd.Series]:
     """(the row with the largest finite `column`, the row with the smallest)."""
     values = pd.to_numeric(rows[column], errors="coerce")
@@ -165,9 +182,10 @@ def gaussian_like_lead(rows: pd.DataFrame) -> str:
     if best is worst or num(best["fraction"]) == num(worst["fraction"]):
         return f"u met a Gaussian's skew and kurtosis window in {pct(best['fraction'])} of " \
                "recorded steps"
+    first, second = apart(best, worst)
     return (f"{pct(best['fraction'])} of recorded steps met a Gaussian's skew and kurtosis "
-            f"window for {model(best['model'])}, {pct(worst['fraction'])} for "
-            f"{model(worst['model'])}; fitted β {span(rows['gennorm_beta'], 2)} (Gaussian 2)")
+            f"window for {first}, {pct(worst['fraction'])} for {second}; fitted β "
+            f"{span(rows['gennorm_beta'], 2)} (Gaussian 2)")
 
 
 def _share_extremes(rows: pd.DataFrame, lead: str, of: str) -> str:

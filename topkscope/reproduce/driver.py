@@ -328,19 +328,37 @@ def write_tables(made: dict, csvs: dict, claims, opts: Options,
     return []
 
 
-def run_notebooks(made: dict, csvs: dict, opts: Options, clock: Clock) -> list[str]:
-    """Execute every notebook on the runs just made into <results>/notebooks/ (+ HTML)."""
+def notebook_jobs(made: dict, csvs: dict, opts: Options) -> list:
+    """The notebooks of the experiments drawn (`made`) and the benchmark tables (`csvs`)."""
     from topkscope.reproduce import notebook_runs
 
-    t = time.perf_counter()
     root = Path(opts.results_root).resolve()
     dist = {exp: runs[0].path.resolve() for exp, runs in _distribution_runs(made).items()}
     conv = [exp for exp, (job, _) in made.items() if "convergence" in job.figures]
     outer = [exp for exp, (job, _) in made.items() if "pseudo_gradient" in job.figures]
     bench = {exp: Path(c).resolve() for exp, c in csvs.items() if isinstance(c, Path)}
-    jobs = notebook_runs.notebook_jobs(dist, conv, bench, root, outer)
-    files, failures = notebook_runs.execute_all(jobs, root / "notebooks", log=clock.log, cwd=root)
-    clock.record("all", "notebooks", time.perf_counter() - t, f"{len(files)} files")
+    return notebook_runs.notebook_jobs(dist, conv, bench, root, outer)
+
+
+def start_notebooks(opts: Options, clock: Clock):
+    """A notebook_runs.Background executing into <results>/notebooks/ (+ HTML), in the results
+    root; None when the notebooks are off."""
+    if not opts.notebooks:
+        return None
+    from topkscope.reproduce import notebook_runs
+
+    root = Path(opts.results_root).resolve()
+    return notebook_runs.Background(root / "notebooks", log=clock.log, cwd=root)
+
+
+def finish_notebooks(background, started: float, clock: Clock) -> list[str]:
+    """Wait for the notebooks handed to `background`; their failures, one line each. The
+    wall time recorded runs from the first notebook's start (side by side with the claims)."""
+    if background is None:
+        return []
+    files, failures = background.finish()
+    clock.record("all", "notebooks", time.perf_counter() - started,
+                 f"{len(files)} files (beside the drawing and the claims)")
     return failures
 
 
@@ -500,6 +518,8 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
         except (RuntimeError, ValueError, OSError) as exc:
             csvs[job.experiment] = exc
     folders = ensure_training(trainings, opts, clock, children) if trainings else {}
+    notebooks = start_notebooks(opts, clock)
+    notebooks_started = time.perf_counter()
     for i, job in enumerate(jobs, 1):
         log(f"[{i}/{len(jobs)}] drawing {job.experiment}")
         try:
@@ -520,6 +540,10 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
                     raise got
                 new = draw_benchmark(job, got, opts, clock)
             entries += new
+            if notebooks is not None:  # its notebooks run while the next ones are drawn
+                done = {job.experiment: made[job.experiment]} if job.experiment in made else {}
+                got = {job.experiment: csvs[job.experiment]} if job.experiment in csvs else {}
+                notebooks.submit(notebook_jobs(done, got, opts))
         except (RuntimeError, ValueError, OSError) as exc:
             msg = f"{job.experiment}: {exc}"
             failures.append(msg)
@@ -575,8 +599,7 @@ def _reproduce(opts: Options, log: Callable[[str], None], children: ChildProcess
             log(f"  FAILED claims: {exc}")
     if opts.tables:
         failures += write_tables(made, csvs, claims, opts, clock)
-    if opts.notebooks:
-        failures += run_notebooks(made, csvs, opts, clock)
+    failures += finish_notebooks(notebooks, notebooks_started, clock)
     timings = clock.frame()
     total = time.perf_counter() - clock.start
     notes = [f"profile `{opts.profile}`, wall time {total / 60:.1f} min "

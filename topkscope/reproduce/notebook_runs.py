@@ -11,7 +11,8 @@ fresh kernel with the results root as its working directory and its parameters n
 relative to it (so nothing depends on where the command was started, and the executed copies
 hold no machine's folders: they still open their runs when the results root moves); the .ipynb
 is written under a temporary name and renamed, as is the HTML. A notebook that fails is
-reported and the others still run.
+reported and the others still run. `Background` runs them on a worker thread while the
+caller goes on (the figures driver: while it draws the next experiments and builds the claims).
 """
 
 from __future__ import annotations
@@ -79,6 +80,42 @@ def execute(job: NotebookJob, out_dir: Path, notebooks_dir: Path = NOTEBOOKS_DIR
     html, _ = HTMLExporter().from_notebook_node(book)
     page = write_bytes_atomic(out_dir / f"{stem}.html", html.encode())
     return ipynb, page
+
+
+class Background:
+    """Executes notebook jobs one at a time on a worker thread while the caller goes on (the
+    figures driver hands it each experiment's notebooks as soon as that experiment is drawn,
+    and builds the claims meanwhile: the notebook's kernel is a process of its own, so on two
+    cores the two proceed side by side). `finish()` waits and returns (files written, one
+    line per failed notebook), as execute_all does."""
+
+    def __init__(self, out_dir: Path, log: Callable[[str], None] = print,
+                 notebooks_dir: Path = NOTEBOOKS_DIR, cwd: Path | None = None) -> None:
+        import queue
+        import threading
+
+        self.out_dir, self.log, self.notebooks_dir, self.cwd = out_dir, log, notebooks_dir, cwd
+        self.files: list[Path] = []
+        self.failures: list[str] = []
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._work, name="notebooks", daemon=True)
+        self._thread.start()
+
+    def submit(self, jobs: Sequence[NotebookJob]) -> None:
+        for job in jobs:
+            self._queue.put(job)
+
+    def _work(self) -> None:
+        while (job := self._queue.get()) is not None:
+            files, failures = execute_all([job], self.out_dir, self.log, self.notebooks_dir,
+                                          self.cwd)
+            self.files += files
+            self.failures += failures
+
+    def finish(self) -> tuple[list[Path], list[str]]:
+        self._queue.put(None)
+        self._thread.join()
+        return self.files, self.failures
 
 
 def execute_all(jobs: Sequence[NotebookJob], out_dir: Path, log: Callable[[str], None] = print,

@@ -19,7 +19,8 @@ runs in:
 The outer-loop experiments (Top-k on DiLoCo-style pseudo-gradients) run a TrainingsDesign of
 named trainings per seed (outer_trainings): FNN-3 in quick (three seeds, 240 inner steps; the
 two Nesterov trainings at outer lr 0.5, 0.7 and 0.9 each, as the SparseLoCo authors swept
-DiLoCo's at H = 15: nine trainings a seed), the GPT in standard (three seeds, 420 inner steps;
+DiLoCo's at H = 15, and the SparseLoCo-style training at H = 1 and H = 30 for the
+pseudo-gradient's tails over H: eleven trainings a seed), the GPT in standard (three seeds, 420 inner steps;
 four trainings a seed at DiLoCo's lr 0.7 alone, untuned at H = 15, which its claims say:
 dense DiLoCo without outer momentum and the sweep run in full only, for the budget).
 
@@ -359,10 +360,14 @@ OUTER_FIGURES = ("pseudo_gradient", "outer_contraction", "metric_vs_bytes")
 # 109e0c5cbce hparams/1B/sweeps/diloco_baseline.yaml: outer lr 0.9, 0.7, 0.5); each row is
 # judged against the best of them by the final held-out metric (topkscope.claims.outer)
 OUTER_LRS = (0.5, 0.7, 0.9)
+# the other numbers of inner steps the SparseLoCo-style training runs at beside the config's
+# H = 15, for the tails of the pseudo-gradient over H (claims.atlas, heavy_tail_pseudo_gradient)
+OUTER_TAIL_H = (1, 30)
 
 
 def outer_trainings(per_step_density: float, average_profiles: tuple[str, ...] | None = None,
-                    sweep_profiles: tuple[str, ...] | None = None) -> tuple[Training, ...]:
+                    sweep_profiles: tuple[str, ...] | None = None,
+                    tail_profiles: tuple[str, ...] = ()) -> tuple[Training, ...]:
     """The trainings of an outer-loop experiment whose config is the SparseLoCo-style training
     with H = 15 (experiments/outer-*.yaml): SparseLoCo-style, the same plus DiLoCo's outer
     Nesterov momentum, dense DiLoCo with and without outer momentum, and TopK-SGD per step at
@@ -373,7 +378,11 @@ def outer_trainings(per_step_density: float, average_profiles: tuple[str, ...] |
     `sweep_profiles` (named '<training>-lr<lr>'), at DiLoCo's published 0.7 alone elsewhere
     (their claims then say the reference is untuned). average_profiles: the profiles dense
     DiLoCo without outer momentum runs in (None: every profile of the job; the GPT's standard
-    profile leaves it out for its budget)."""
+    profile leaves it out for its budget). tail_profiles: the profiles that also run the
+    SparseLoCo-style training at H = 1 and H = 30 (named 'sparseloco-h1', 'sparseloco-h30';
+    OUTER_TAIL_H), recording only the statistics of the pseudo-gradient at the steps the H = 15
+    run exchanges (H = 30: at each of its exchanges), so the claim "the pseudo-gradient is
+    lighter-tailed than one step's" compares Hill indices over H, paired by seed."""
     untuned = (None if sweep_profiles is None
                else tuple(p for p in PROFILES if p not in sweep_profiles))
 
@@ -394,6 +403,12 @@ def outer_trainings(per_step_density: float, average_profiles: tuple[str, ...] |
         Training("diloco-average", "dense", settings=(("quantize", "null"),
                                                       ("outer", "{error_decay: 1}")),
                  profiles=average_profiles),
+        *(Training(f"sparseloco-h{h}", recorded=True, profiles=tail_profiles,
+                   settings=(("outer", f"{{inner_steps: {h}}}"),
+                             ("recorder", "{schedule: {every: 15, start: 14}, "
+                                          "hist_schedule: null, snapshot_schedule: null, "
+                                          "sparsifiers: []}")))
+          for h in OUTER_TAIL_H if tail_profiles),
         Training("topk-per-step", "topk", per_step_density, recorded=True,
                  settings=(("outer", "null"), ("quantize", "null"),
                            ("recorder", "{schedule: {every: 15, start: 14}, densities: "
@@ -403,10 +418,12 @@ def outer_trainings(per_step_density: float, average_profiles: tuple[str, ...] |
 
 OUTER_FNN3_DESIGN = TrainingsDesign(seeds=(("quick", 3), ("full", 3)),
                                     trainings=outer_trainings(0.0001155,
-                                                              sweep_profiles=("quick", "full")))
+                                                              sweep_profiles=("quick", "full"),
+                                                              tail_profiles=("quick", "full")))
 OUTER_GPT_DESIGN = TrainingsDesign(seeds=(("standard", 3), ("full", 3)),
                                    trainings=outer_trainings(0.0001196, ("full",),
-                                                             sweep_profiles=("full",)))
+                                                             sweep_profiles=("full",),
+                                                             tail_profiles=("full",)))
 
 QUICK_AND_FULL = ("quick", "full")
 THREE_SEEDS_IN_STANDARD = (("standard", 3),)   # distribution claims on 3 seeds (docstring)
