@@ -93,13 +93,13 @@ def rows_for(table: pd.DataFrame, question: Question, claim: Claim) -> pd.DataFr
 
 
 def _undecided(rows: pd.DataFrame, unit: str) -> str:
-    """'3 of 11 conditions undecided: too few recorded steps to decide' (the commonest
-    reasons, at most two); '' when all are decided."""
+    """'3 of 11 conditions undecided: too few recorded steps (30 needed)' (the commonest
+    reason, 'mostly' when there are others); '' when all are decided."""
     open_ = rows[~rows["verdict"].astype(str).isin(DECIDED)]
     if open_.empty:
         return ""
     told = open_["reason"].map(lambda r: REASONS.get(str(r), "no reason given")).value_counts()
-    why = " or ".join(told.index[:2])
+    why = told.index[0] + (" (mostly)" if len(told) > 1 else "")
     if len(open_) == len(rows):
         return f"{why}" if len(told) == 1 else f"undecided: {why}"
     return f"{len(open_)} of {len(rows)} {unit} undecided: {why}"

@@ -355,7 +355,8 @@ def _over_time_numbers(rows: pd.DataFrame) -> str:
 
 def _pseudo_numbers(rows: pd.DataFrame) -> str:
     return (f"Hill index of the pseudo-gradient minus H = 1's "
-            f"{phrases.span(rows['diff_mean'], 3)} over {int(rows['n_seeds'].max())} seeds")
+            f"{phrases.signed_span(rows['diff_mean'], 3)} over {int(rows['n_seeds'].max())} "
+            f"seeds (lighter-tailed: above 0)")
 
 
 _CLASSES = (f"tails.tail_class: the power law beats the exponential (likelihood ratio > 0, "

@@ -315,8 +315,9 @@ for _claim in (
           "as dense DiLoCo, and as per-step TopK-SGD at equal bytes?", PAIRS[
               "sparseloco_accuracy"][2], _RULE_PAIR, "convergence", "model", trainings_rows,
           "metric_vs_bytes", family="outer", questions=(OUTER_QUESTION,),
+          # the intervals say why a comparison is undecided (against the 1-point margin)
           show=Presentation("outer", "trains as well as the reference", phrases.compared,
-                            phrases.compared_lead)),
+                            phrases.compared_lead, says_why=True)),
     Claim("sparseloco_accuracy_per_step", "Does it train as well as per-step TopK-SGD at equal "
           "bytes?", PAIRS["sparseloco_accuracy_per_step"][2], _RULE_PAIR, "convergence",
           "model", lambda model: [], "metric_vs_bytes", family="outer",

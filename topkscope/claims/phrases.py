@@ -143,21 +143,50 @@ def where(row, *, with_model: bool = True, **options) -> str:
     return f"{model(row['model'])} at {text}" if text else model(row["model"])
 
 
-def apart(first, second) -> tuple[str, str]:
+def _pieces(row) -> list[str]:
+    """A row's condition in pieces, each led by its preposition ('at ρ = 0.001', 'after the
+    paper's warm-up (1/64 → 0.004)', 'with H = 15'), so pieces compare one by one."""
+    out = []
+    for part in describe(from_record(row)).split(", "):
+        if part.startswith("ρ = ") and " after " in part:
+            rho, warm = part.split(" after ", 1)
+            out += [f"at {rho}", f"after {warm}"]
+        elif part.startswith("ρ = "):
+            out.append(f"at {part}")
+        elif part.startswith(("after ", "during ", "at ")):
+            out.append(part)
+        elif part.startswith("first "):
+            out.append(f"in the {part}")
+        elif part.startswith("outer loop: "):
+            out.append(f"with {part[len('outer loop: '):]}")
+        else:
+            out.append(f"with {part}")
+    return out
+
+
+def apart(first, second, methods: bool = False) -> tuple[str, str]:
     """The two rows' names, as short as tells them apart: their models where those differ
-    ('FNN-3', 'LSTM-PTB'), else the model with the parts of its condition the other lacks
-    ('FNN-3 during the warm-up, at ρ = 1/64', 'FNN-3 at ρ = 0.001')."""
+    ('FNN-3', 'LSTM-PTB'), else the model with the pieces of its condition the other lacks
+    ('FNN-3 after the paper's warm-up (1/64 → 0.004)', 'FNN-3 without a warm-up'; 'FNN-3 at
+    ρ = 0.005', 'FNN-3 at ρ = 0.001'); methods: each led by its method where the two differ
+    ('DGC on FNN-3')."""
     a, b = model(first["model"]), model(second["model"])
-    if a != b:
-        return a, b
-    parts = [describe(from_record(r)).split(", ") for r in (first, second)]
-    own = [[p for p in mine if p not in other] for mine, other in (parts, parts[::-1])]
-    named = []
-    for name, mine in zip((a, b), own):
-        text = ", ".join(mine)
-        named.append(f"{name} {text}" if text.startswith("during") else
-                     f"{name} at {text}" if text else name)
-    return named[0], named[1]
+    if a == b:
+        pieces = [_pieces(r) for r in (first, second)]
+        own = [[p for p in mine if p not in other] for mine, other in (pieces, pieces[::-1])]
+        for mine, other in (own, own[::-1]):
+            if any(p.startswith("after ") for p in other) and \
+                    not any(p.startswith("after ") for p in mine):
+                mine.append("without a warm-up")
+        a, b = (" ".join([name, *mine]) for name, mine in zip((a, b), own))
+    if methods and first["sparsifier"] != second["sparsifier"]:
+        a, b = f"{method(first['sparsifier'])} on {a}", f"{method(second['sparsifier'])} on {b}"
+    return a, b
+
+
+def several_methods(rows: pd.DataFrame) -> bool:
+    """Rows of more than one method (an answer then names each row's)."""
+    return "sparsifier" in rows and rows["sparsifier"].nunique() > 1
 
 
 def extremes(rows: pd.DataFrame, column: str) -> tuple[pd.Series, pd.Series]:
@@ -168,13 +197,13 @@ def extremes(rows: pd.DataFrame, column: str) -> tuple[pd.Series, pd.Series]:
 
 # ------------------------------------------------------------------ the distribution claims
 def gaussian_like(rows: pd.DataFrame) -> str:
-    """'u met a Gaussian's skew and kurtosis window in 98% of recorded steps for FNN-3 at
-    ρ = 0.001 after …, in 0% for LSTM-PTB at ρ = 0.001; fitted shape β 0.47–2.92 (Gaussian 2,
-    Laplace 1)'."""
-    text = _share_extremes(rows, "u met a Gaussian's skew and kurtosis window in",
+    """'a Gaussian's skew and kurtosis window held in 98% of recorded steps for FNN-3, 0% for
+    LSTM-PTB; fitted shape β 0.47–2.92 (Gaussian 2)' (two rows of one model told apart by
+    their conditions: apart)."""
+    text = _share_extremes(rows, "a Gaussian's skew and kurtosis window held in",
                            "of recorded steps")
     beta = span(rows["gennorm_beta"], 2)
-    return text + (f"; fitted shape β {beta} (Gaussian 2, Laplace 1)" if beta else "")
+    return text + (f"; fitted shape β {beta} (Gaussian 2)" if beta else "")
 
 
 def gaussian_like_lead(rows: pd.DataFrame) -> str:
@@ -197,8 +226,8 @@ def _share_extremes(rows: pd.DataFrame, lead: str, of: str) -> str:
     best, worst = extremes(rows, "fraction")
     if num(best["fraction"]) == num(worst["fraction"]):
         return f"{lead} {pct(best['fraction'])} {of} in each of {len(rows)} conditions"
-    return (f"{lead} {pct(best['fraction'])} {of} for {where(best)}, "
-            f"{pct(worst['fraction'])} for {where(worst)}")
+    first, second = apart(best, worst, methods=several_methods(rows))
+    return f"{lead} {pct(best['fraction'])} {of} for {first}, {pct(worst['fraction'])} for {second}"
 
 
 def _kept(rows: pd.DataFrame) -> str:
@@ -243,7 +272,8 @@ def effect(rows: pd.DataFrame) -> str:
     """'in 61%–100% of recorded steps; median 0.97 of global Top-k's kept energy'."""
     text = f"in {pct_span(rows['fraction'])} of recorded steps"
     unit = next((u for u in rows["diff_unit"] if isinstance(u, str) and u), "")
-    med = span(rows["diff_mean"], 3)
+    med = span(rows["diff_mean"], 3) if min(finite(rows["diff_mean"]) or [0.0]) >= 0 else \
+        signed_span(rows["diff_mean"], 3)
     return text + (f"; median {med} {unit}".rstrip() if med else "")
 
 
@@ -258,16 +288,32 @@ def _difference(row, digits: int = 3) -> str:
                                                            if parts else "")
 
 
+def _sent(row) -> str:
+    sent = num(row.get("traffic_target"))
+    return f", at {number(sent, 2)}× Top-k's traffic" if math.isfinite(sent) else ""
+
+
 def accuracy(rows: pd.DataFrame) -> str:
-    """Per condition, the difference to Top-k with its interval and seeds, and what it sent:
-    'FNN-3 at ρ = 0.001 with no warm-up: −30.3 points (95% CI …, 5 seeds); …'."""
-    parts = []
-    for _, row in rows.iterrows():
-        sent = num(row.get("traffic_target"))
-        parts.append(f"{where(row)}: {_difference(row)}"
-                     + (f", sending {number(sent, 2)}× Top-k's elements"
-                        if math.isfinite(sent) else ""))
-    return "; ".join(parts)
+    """The difference to Top-k with its interval and seeds, and what it sent, named by method
+    (where several) and condition: one row's, else how many match Top-k and the best and the
+    worst — '10 of 12 match Top-k; best RedSync (2019) on FNN-3: +0.47 points (95% CI +0.15 to
+    +0.79, 5 seeds), at 2.3× Top-k's traffic; worst Rand-k on FNN-3: …'."""
+    many = several_methods(rows)
+    if len(rows) == 1:
+        row = rows.iloc[0]
+        name = f"{method(row['sparsifier'])} on {where(row)}" if many else where(row)
+        return f"{name}: {_difference(row)}{_sent(row)}"
+    gains = pd.to_numeric(rows["diff_mean"], errors="coerce")
+    if gains.isna().all():
+        return ""
+    signs = rows["diff_unit"].map(lambda u: -1.0 if "perplexity" in str(u) or "%" in str(u)
+                                  else 1.0)
+    better = gains * signs
+    best, worst = rows.loc[better.idxmax()], rows.loc[better.idxmin()]
+    a, b = apart(best, worst, methods=many)
+    held = int((rows["verdict"] == "holds").sum())
+    return (f"{held} of {len(rows)} match Top-k; best {a}: {_difference(best, 2)}"
+            f"{_sent(best)}; worst {b}: {_difference(worst, 2)}{_sent(worst)}")
 
 
 def accuracy_lead(rows: pd.DataFrame) -> str:
@@ -280,14 +326,21 @@ def accuracy_lead(rows: pd.DataFrame) -> str:
         return ""
     worst = rows.loc[max(loss)[1]]
     held = rows[rows["verdict"] == "holds"]
-    text = f"{_loss(worst)} on {where(worst)}"
-    if len(held):
-        best = held.loc[pd.to_numeric(held["traffic_target"], errors="coerce").idxmin()] \
-            if held["traffic_target"].notna().any() else held.iloc[0]
-        sent = num(best.get("traffic_target"))
-        text += (f"; {where(best, with_model=False)} it matches Top-k"
-                 + (f", sending {number(sent, 2)}× its elements" if math.isfinite(sent) else ""))
-    return text
+    if held.empty:
+        return f"{_loss(worst)} on {where(worst)}"
+    # the matching row to set beside it: of the same model and density where one holds (the
+    # warm-up the difference), else the one sending least
+    same = held[(held["model"] == worst["model"])
+                & (pd.to_numeric(held["training_density"], errors="coerce")
+                   == num(worst.get("training_density")))]
+    pool = same if len(same) else held
+    best = pool.loc[pd.to_numeric(pool["traffic_target"], errors="coerce").idxmin()] \
+        if pool["traffic_target"].notna().any() else pool.iloc[0]
+    a, b = apart(worst, best)
+    own = b[len(model(best["model"])):].strip() if b.startswith(model(best["model"])) else b
+    sent = num(best.get("traffic_target"))
+    return (f"{_loss(worst)} on {a}; {own or 'elsewhere'} it matches Top-k"
+            + (f" at {number(sent, 2)}× its traffic" if math.isfinite(sent) else ""))
 
 
 def _loss(row) -> str:
@@ -307,31 +360,49 @@ def _loss(row) -> str:
     return f"{verb} by {number(abs(x))}% ({interval}{seeds(row)})"
 
 
+def reference_name(text) -> str:
+    """A comparison's reference as an answer says it: 'diloco (best lr 0.7)' for 'diloco lr
+    0.7 (best of 0.5, 0.7, 0.9 by the final held-out metric)'."""
+    text = str(text or "its reference")
+    if " (best of " in text and " lr " in text:
+        name, rate = text.split(" (best of ")[0].rsplit(" lr ", 1)
+        return f"{name} (best lr {rate})"
+    return text
+
+
+EQUAL_BYTES = 0.1   # a bytes ratio within this of 1 is "the same bytes": an answer omits it
+
+
+def _compared_one(row, seeds_too: bool = True, who: bool = True) -> str:
+    wire = num(row.get("bytes_ratio"))
+    difference = _difference(row, 2) if seeds_too else _difference(row.drop("n_seeds"), 2)
+    shown = math.isfinite(wire) and (who or abs(wire - 1.0) > EQUAL_BYTES)
+    return (f"{row['sparsifier'] + ' ' if who else ''}vs {reference_name(row['reference'])}: "
+            f"{difference}" + (f", {number(wire, 2)}× the bytes" if shown else ""))
+
+
 def compared(rows: pd.DataFrame) -> str:
-    """The outer-loop comparisons: 'sparseloco against diloco: −0.41 points (95% CI …,
-    3 seeds), 0.013× the bytes'."""
-    parts = []
-    for _, row in rows.iterrows():
-        wire = num(row.get("bytes_ratio"))
-        parts.append(f"{row['sparsifier']} against {row['reference'] or 'its reference'}: "
-                     f"{_difference(row)}"
-                     + (f", {number(wire, 2)}× the bytes" if math.isfinite(wire) else ""))
-    return "; ".join(parts)
+    """The outer-loop comparisons: 'sparseloco: vs diloco (best lr 0.7): −3.1 points (95% CI
+    −3.8 to −2.4), 0.0036× the bytes; vs topk-per-step: …; 3 seeds' (a bytes ratio within
+    10% of 1 left out: the question says equal bytes)."""
+    n = finite(rows["n_seeds"])
+    one = rows["sparsifier"].nunique() == 1
+    told = "; ".join(_compared_one(row, seeds_too=False, who=not one)
+                     for _, row in rows.iterrows())
+    return (f"{rows['sparsifier'].iloc[0]}: " if one else "") + told + (
+        f"; {int(max(n))} seeds" if n else "")
 
 
 def compared_lead(rows: pd.DataFrame) -> str:
     main = rows[rows["claim_key"] == "sparseloco_accuracy"]
-    row = main.iloc[0] if len(main) else rows.iloc[0]
-    wire = num(row.get("bytes_ratio"))
-    return (f"{row['sparsifier']} against {row['reference']}: {_difference(row)}"
-            + (f", sending {number(wire, 2)}× the bytes" if math.isfinite(wire) else ""))
+    return _compared_one(main.iloc[0] if len(main) else rows.iloc[0])
 
 
 # ------------------------------------------------------------------ predictions
 def speedup(rows: pd.DataFrame) -> str:
     """'84 predictions at P = 16; without a GPU selection time it must select in under
     0.12–93 ms to beat Dense; model error ≤ 27.5%'."""
-    text = [f"{len(rows)} predictions at P = 16"]
+    text = []
     measured = rows[rows["selection_basis"].astype(str) != "break-even"]
     both = span(pd.concat([measured["speedup_low"], measured["speedup_high"]]), 3, "×")
     if both:
@@ -339,17 +410,26 @@ def speedup(rows: pd.DataFrame) -> str:
     ms = pd.to_numeric(rows.loc[rows["selection_basis"].astype(str) == "break-even",
                                 "breakeven_ms"], errors="coerce").dropna()
     if (ms > 0).any():
-        text.append(f"with no GPU selection time measured, it must select in under "
-                    f"{span(ms[ms > 0], 2)} ms to beat Dense")
+        text.append(f"to beat Dense at P = 16 it must select in under {span(ms[ms > 0], 2)} "
+                    f"ms")
     if (ms <= 0).any():
         text.append(f"slower than Dense even with free selection in {int((ms <= 0).sum())}")
     errors = finite(rows["model_error"])
     if errors:
-        text.append(f"model error up to {max(errors):.0%}")
+        text.append(f"model error ≤ {max(errors):.0%}")
     return "; ".join(text)
 
 
 def speedup_lead(rows: pd.DataFrame) -> str:
+    """The summary's number: the selection time a method must beat where none was measured
+    on a GPU, or the predicted speed range; the model's error."""
+    ms = pd.to_numeric(rows.loc[rows["selection_basis"].astype(str) == "break-even",
+                                "breakeven_ms"], errors="coerce").dropna()
+    errors = finite(rows["model_error"])
+    error = f" (model error ≤ {max(errors):.0%})" if errors else ""
+    if (ms > 0).any():
+        return (f"no GPU selection time measured: to beat Dense a selector must take under "
+                f"{span(ms[ms > 0], 2)} ms{error}")
     return speedup(rows)
 
 
