@@ -118,10 +118,14 @@ def test_claims_command_tabulates_hand_and_hook_runs(results, tmp_path, capsys):
     # the verdict of below_paper recomputed from the recorded statistics
     for run in runs:
         u = run.stats[(run.stats["layer"] == GLOBAL) & (run.stats["kind"] == "u")]
-        frac = float(np.mean(u["topk_ratio"] <= (1 - u["k"] / u["numel"]) ** 2))
-        row = table[(table["model"] == run.manifest["model"])
-                    & (table["claim"] == "below_paper")].iloc[0]
-        assert row["n_units"] == len(u) and row["fraction"] == pytest.approx(frac)
+        rows = table[(table["model"] == run.manifest["model"])
+                     & (table["claim"] == "below_paper")]
+        # a row per recorder density
+        assert sorted(rows["recorder_density"]) == sorted(u["density"].unique())
+        for row in rows.itertuples(index=False):
+            at = u[np.isclose(u["density"], row.recorder_density)]
+            frac = float(np.mean(at["topk_ratio"] <= (1 - at["k"] / at["numel"]) ** 2))
+            assert row.n_units == len(at) and row.fraction == pytest.approx(frac)
     # one plain sentence per row, then where the table went
     assert len(printed) == len(table) + 1 and printed[-1].endswith(f"-> {out}")
     for model in ("FNN-3 on MNIST: ", "Sequential on random: "):

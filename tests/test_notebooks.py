@@ -356,6 +356,36 @@ def test_executed_copies_name_their_runs_relative_to_the_results_root_and_surviv
         FIGURES["contraction"]
 
 
+def test_notebooks_in_the_background_leave_this_process_in_its_folder(small, tmp_path):
+    """The driver builds the claims (relative run paths) while Background executes the
+    notebooks: the kernel runs in the results root, this process never leaves its folder (a
+    papermill cwd= chdir'd it and the claims lost their snapshots)."""
+    import os
+    import time
+
+    from topkscope.reproduce import notebook_runs
+
+    root = tmp_path / "results"
+    shutil.copytree(small.root / "tiny-fnn3", root / "tiny-fnn3")
+    run_dir = next(p for p in (root / "tiny-fnn3").iterdir() if (p / "manifest.json").exists())
+    jobs = [j for j in notebook_runs.notebook_jobs({"tiny-fnn3": run_dir}, [], {}, root)
+            if j.notebook == "contraction"]
+    here = os.getcwd()
+    background = notebook_runs.Background(root / "notebooks", log=lambda m: None, cwd=root)
+    background.submit(jobs)
+    seen = set()
+    while background._thread.is_alive() and not background.files:
+        seen.add(os.getcwd())
+        time.sleep(0.01)
+        if len(seen) > 1 or background.failures:
+            break
+    files, failures = background.finish()
+    assert seen == {here} and failures == [] and len(files) == 2
+    text = files[0].read_text()
+    assert f"tiny-fnn3/{run_dir.name}" in text  # the relative path, read in the results root
+    assert not [o for o in outputs_of(files[0]) if o.output_type == "error"]
+
+
 def test_the_figures_driver_executes_the_pseudo_gradients_notebook_per_outer_experiment(
         outer_runs, tmp_path):
     """Once per outer-loop experiment, on the experiment's runs under the results root it

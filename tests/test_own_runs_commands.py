@@ -86,6 +86,11 @@ def global_u(run) -> pd.DataFrame:
     return run.stats[(run.stats["layer"] == GLOBAL) & (run.stats["kind"] == "u")]
 
 
+def at_density(u: pd.DataFrame, row) -> pd.DataFrame:
+    """The u rows of a claims row's recorder density."""
+    return u[np.isclose(u["density"], row["recorder_density"])]
+
+
 @pytest.mark.train
 def test_claims_read_a_hook_run_whose_epoch_is_null(own_runs, capsys):
     run = load(own_runs / "cnn-exp" / "complete")
@@ -94,9 +99,10 @@ def test_claims_read_a_hook_run_whose_epoch_is_null(own_runs, capsys):
     u = global_u(run)
     assert len(u) and set(table["model"]) == {"CNN"} and set(table["dataset"]) == {"mnist"}
     row = table[table["claim"] == "below_paper"].iloc[0]
+    u = at_density(u, row)  # a row per recorder density
     frac = float(np.mean(u["topk_ratio"] <= (1 - u["k"] / u["numel"]) ** 2))
     assert row["n_units"] == len(u) and row["fraction"] == pytest.approx(frac)
-    assert row["condition"] == "warmup=none; rho=0.01"
+    assert row["condition"].startswith("warmup=none; rho=0.01")
     assert len(sentences) == len(table) and all(s.startswith("CNN on MNIST: ") for s in sentences)
 
 
@@ -109,13 +115,16 @@ def test_a_killed_runs_recorded_steps_count_in_its_claims(own_runs, capsys):
     table, _ = claims_of(run.path, capsys)
     for claim in ("below_classic", "below_paper", "gaussian_value"):
         row = table[table["claim"] == claim].iloc[0]
-        assert row["n_units"] == len(u) and row["n_runs"] == 1, claim
-        assert row["condition"] == "warmup=none; rho=0.01"
-    # both runs of the experiment, pooled in one condition
+        assert row["n_units"] == len(at_density(u, row)) and row["n_runs"] == 1, claim
+        assert row["condition"].startswith("warmup=none; rho=0.01")
+    # both runs of the experiment: one rank and two are conditions of their own, never pooled
     both, _ = claims_of(own_runs / "cnn-exp", capsys)
-    total = len(u) + len(global_u(load(own_runs / "cnn-exp" / "complete")))
-    row = both[both["claim"] == "below_paper"].iloc[0]
-    assert row["n_units"] == total and row["n_runs"] == 2
+    rows = both[both["claim"] == "below_paper"]
+    complete = global_u(load(own_runs / "cnn-exp" / "complete"))
+    assert sorted(rows["world_size"]) == [1, 1, 2, 2] and (rows["n_runs"] == 1).all()
+    for row in rows.to_dict("records"):
+        units = u if row["world_size"] == 2 else complete
+        assert row["n_units"] == len(at_density(units, row))
 
 
 def one_line_error(capsys) -> str:
@@ -195,7 +204,7 @@ def test_figures_no_run_draws_a_users_own_experiment(own_runs, tmp_path, capsys)
     run = load(root / "cnn-exp" / "complete")
     claims = pd.read_csv(root / "claims.csv")
     row = claims[(claims["model"] == "CNN") & (claims["claim"] == "below_paper")].iloc[0]
-    assert row["n_units"] == len(global_u(run))
+    assert row["n_units"] == len(at_density(global_u(run), row))
 
 
 @pytest.fixture(scope="module")

@@ -96,8 +96,10 @@ def test_a_recorder_run_names_what_ran_with_run_fields(tmp_path):
 
 
 # ------------------------------------------------------------------ scale --from-run
-def hook_run(run: Path, density: float = 0.01, steps: int = 12) -> None:
-    """A DDP-hook run of the tiny model in one gloo process (train.parquet with compute)."""
+def hook_run(run: Path, density: float = 0.01, steps: int = 12,
+             sparsifiers: tuple[str, ...] = ()) -> None:
+    """A DDP-hook run of the tiny model in one gloo process (train.parquet with compute), the
+    recorder counting `sparsifiers` on u."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from topkscope.comm import TopKHookState, topk_hook
@@ -106,7 +108,8 @@ def hook_run(run: Path, density: float = 0.01, steps: int = 12) -> None:
         model = tiny_model(0)
         ddp = DDP(model)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        with Recorder(run, schedule={"every": 4}, densities=[density]) as rec, \
+        with Recorder(run, schedule={"every": 4}, densities=[density],
+                      sparsifiers=list(sparsifiers)) as rec, \
                 TopKHookState(model, density=density, recorder=rec, optimizer=opt,
                               run_fields={"model": "tiny", "dataset": "random"}) as state:
             ddp.register_comm_hook(state, topk_hook)
@@ -145,7 +148,8 @@ def test_scale_from_a_run_predicts_at_its_density_and_says_when_no_selection_can
 @pytest.mark.train
 def test_figures_only_draws_a_users_experiment_from_any_folder(tmp_path, monkeypatch, capsys):
     root = tmp_path / "results"
-    hook_run(root / "my-exp" / "run1", steps=40)
+    # an approximate selector's counts recorded: its P = 16 prediction is a claim
+    hook_run(root / "my-exp" / "run1", steps=40, sparsifiers=("gaussiank",))
     elsewhere = tmp_path / "elsewhere"  # no experiments/ here
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)

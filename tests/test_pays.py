@@ -46,7 +46,6 @@ def test_a_recorder_loop_of_ones_own_takes_d_from_the_layout_and_says_what_to_pa
 
     run = tmp_path / "results" / "mine" / "run1"
     recorder_run(run, steps=8)
-    assert "num_parameters" not in json.loads((run / "manifest.json").read_text())
     out = tmp_path / "scale.csv"
     code, _, err = scale(capsys, "--from-run", str(run), "--network", "10gbe", "--workers",
                          "16", "--csv", str(out))
@@ -63,8 +62,10 @@ def test_a_recorder_loop_of_ones_own_takes_d_from_the_layout_and_says_what_to_pa
     assert set(stats.loc[stats["layer"] == GLOBAL, "numel"]) == {d}
     table = pd.read_csv(out)
     assert (table["d"] == d).all() and (table["t_compute"] == 0.01).all()
-    assert "from the run: d from the recorded layout (numel of the stats rows of layer " \
-           "__global__); density from 0.001, the default: the run names no density" in printed
+    # the Recorder notes the layout's size in the manifest, which the prediction reads
+    assert json.loads((run / "manifest.json").read_text())["num_parameters"] == d
+    assert "from the run: d from the run's manifest (num_parameters); density from 0.001, " \
+           "the default: the run names no density" in printed
     assert len(pays_lines(printed)) == 1
 
 

@@ -201,7 +201,7 @@ def test_selection_fixture_is_the_logged_shape():
 
 
 # ------------------------------------------------------------------ docs/scaling.md's numbers
-SECTIONS = ("## Validation on the seed authors' 32-GPU cluster over 1 GbE", "## Calibrate")
+SECTIONS = ("## Validation on the seed authors' 32-GPU cluster over 1 GbE", "## Does compression pay? The GRACE release")
 # what the prose of those sections may type: P, links, the paper, versions and years, pull
 # requests' GPUs, the density and the published top-100 (torch_topk.csv's k, tested), never a
 # result (every result is in a generated block); a number inside a name (VGG-16, float32,

@@ -149,7 +149,7 @@ def test_times_to_target_are_steps_times_each_runs_own_step(tmp_path):
         assert verdict_sentence(row).endswith(f"{row.cause}.")
         mark = {"holds": "✓", "fails": "✗", "inconclusive": "?"}[row.verdict]
         assert f"| {mark} {speedup:.3g}× |" in md
-    assert ("| FNN-3 | Gaussian-k (2019) | warmup=none; ρ=0.001 | Top-k −1 point | 3 | "
+    assert ("| FNN-3 | Gaussian-k (2019) | ρ = 0.001 | Top-k −1 point | 3 | "
             in md)
 
 

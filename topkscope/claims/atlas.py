@@ -343,14 +343,20 @@ def _range_numbers(rows: pd.DataFrame) -> str:
 
 
 def _power_law_numbers(rows: pd.DataFrame) -> str:
-    return (f"a heavy power-law tail (index ≤ {tails.HEAVY_INDEX:g}) won in "
-            f"{phrases.pct_span(rows['fraction'])} of the snapshots whose tests decided; Hill "
-            f"tail index {phrases.span(rows['diff_mean'], 3)}")
+    share = phrases.pct_span(rows["fraction"])
+    won = (f"a heavy power-law tail (index ≤ {tails.HEAVY_INDEX:g}) won in {share} of the "
+           "snapshots whose tests decided" if share else
+           "no snapshot's likelihood ratios decided between a power law and its alternatives")
+    hill = phrases.span(rows["diff_mean"], 3)
+    return won + (f"; Hill tail index {hill}" if hill else "")
 
 
 def _over_time_numbers(rows: pd.DataFrame) -> str:
-    return (f"no heavy power-law tail in {phrases.pct_span(rows['fraction'])} of the "
-            f"coordinates followed over time whose tests decided")
+    share = phrases.pct_span(rows["fraction"])
+    if not share:
+        return "no coordinate followed over time had tests that decided"
+    return (f"no heavy power-law tail in {share} of the coordinates followed over time whose "
+            "tests decided")
 
 
 def _pseudo_numbers(rows: pd.DataFrame) -> str:

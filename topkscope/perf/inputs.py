@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from topkscope.manifest import DURING_WARMUP, condition_of, find_runs
+from topkscope.manifest import condition_of, find_runs
 from topkscope.perf import model as pm
 from topkscope.perf import published
 from topkscope.perf.model import Input  # defined with the model; inputs.Input stays importable
@@ -681,7 +681,7 @@ def count_steps(run, method: str, density: float) -> pd.Series | None:
     if ratio.empty:
         return None
     steps = [int(s) for s in ratio.index]
-    target = [DURING_WARMUP not in c and "unknown" not in c
+    target = [c.phase not in ("warm-up", "unknown")
               for c in unit_conditions(run, steps)] if steps else []
     ratio = ratio[np.asarray(target, dtype=bool)]
     return ratio if len(ratio) else None

@@ -91,7 +91,9 @@ _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
                   "|": r"\textbar{}",
                   # the signs the claims' and the conditions' words use, as math
                   "−": "$-$", "×": r"$\times$", "ρ": r"$\rho$", "δ": r"$\delta$",
-                  "β": r"$\beta$", "φ": r"$\phi$", "μ": r"$\mu$", "≤": r"$\le$", "≥": r"$\ge$",
+                  "β": r"$\beta$", "φ": r"$\phi$", "μ": r"$\mu$", "σ": r"$\sigma$",
+                  "α": r"$\alpha$", "η": r"$\eta$", "≠": r"$\ne$", "√": r"$\surd$",
+                  "≤": r"$\le$", "≥": r"$\ge$",
                   "²": r"$^2$", "±": r"$\pm$", "∞": r"$\infty$", "·": r"$\cdot$",
                   "→": r"$\to$", "≈": r"$\approx$", "–": r"\textendash{}",
                   "—": r"\textemdash{}", "‖": r"$\|$", "∩": r"$\cap$", "…": r"\dots{}"}

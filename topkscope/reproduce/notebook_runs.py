@@ -70,9 +70,11 @@ def execute(job: NotebookJob, out_dir: Path, notebooks_dir: Path = NOTEBOOKS_DIR
         raise ValueError(f"no notebook {str(source)!r}")
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{job.notebook}-{job.label}"
+    # the kernel starts in cwd (nbclient's resources path); papermill's own cwd= would chdir
+    # this whole process, under the claims that Background builds meanwhile
     book = papermill.execute_notebook(str(source), None, parameters=job.parameters,
                                       kernel_name="python3", progress_bar=False,
-                                      cwd=str(cwd or out_dir))
+                                      resources={"metadata": {"path": str(cwd or out_dir)}})
     # papermill records where the notebook was read: the repository's name for it, not
     # this machine's folder
     book.metadata.get("papermill", {})["input_path"] = f"notebooks/{job.notebook}.ipynb"

@@ -47,7 +47,7 @@ def figures_for(runs: Sequence) -> tuple[str, ...]:
     """The figures of plan.DISTRIBUTION_FIGURES and plan.CONVERGENCE_FIGURES that the loaded
     runs hold data for, drawn from the first run (put it first: distribution_first): the
     statistics of u (contraction, normality), its histograms, its snapshots (sorted magnitudes,
-    Q-Q), approximate selectors' counts (selectors); a loss noted per step (convergence)."""
+    Q-Q, δ(k) against the fitted families), approximate selectors' counts (selectors); a loss noted per step (convergence)."""
     first = runs[0]
     u = _u_rows(first)
     out = []
@@ -59,7 +59,7 @@ def figures_for(runs: Sequence) -> tuple[str, ...]:
     if len(hist) and (hist["kind"] == "u").any():
         out.append("histogram")
     if len(first.snapshots):
-        out += ["sorted_magnitudes", "qq"]
+        out += ["sorted_magnitudes", "qq", "delta_curve"]
     counts = [c for c in u.columns if c.endswith("_count")]
     if any(u[c].notna().any() for c in counts):
         out.append("selectors")
