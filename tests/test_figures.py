@@ -17,8 +17,8 @@ from tests._figures_results import JOBS, shared_small_results
 from topkscope import claims as claims_rules
 from topkscope.analysis.runs import load
 from topkscope.claims import verdicts as claims_verdicts
-from topkscope.claims.speedup import SPEEDUP_CLAIMS
 from topkscope.claims.row import SCHEMA_VERSION
+from topkscope.claims.speedup import SPEEDUP_CLAIMS
 from topkscope.cli import main as cli_main
 from topkscope.reproduce import plan
 from topkscope.reproduce.driver import SCALING_EXPERIMENT, reproduce
