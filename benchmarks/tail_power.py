@@ -4,7 +4,8 @@ test the tails claims read (topkscope.analysis.tails.tail_class on tails.per_coo
 For each law (Student-t with 2 and 3 degrees of freedom: power-law tails of index 2 and 3;
 Gaussian and Laplace: none) and each series length T (the steps a coordinate is followed
 over), --coordinates independent series of T draws (seed 0) are classified as a recorded
-coordinate is: the share the power law won (`power_law`), an exponential or lognormal tail
+coordinate is: the share the power law won with a heavy index (`power_law`: at most
+tails.HEAVY_INDEX) or a steep one (`steep`), an exponential or lognormal tail
 won (`alternative`), neither (`undecided`), and the CPU milliseconds a coordinate took.
 
     .venv/bin/python benchmarks/tail_power.py [--coordinates 200] [--lengths 50,120,400]
@@ -39,6 +40,7 @@ def shares(law: str, length: int, coordinates: int) -> dict:
     classes = np.array([tails.tail_class(r) for r in found.to_dict("records")])
     return {"law": law, "steps": length, "coordinates": coordinates,
             "power_law": float(np.mean(classes == tails.POWER_LAW)),
+            "steep": float(np.mean(classes == tails.STEEP)),
             "alternative": float(np.mean(classes == tails.ALTERNATIVE)),
             "undecided": float(np.mean(classes == tails.UNDECIDED)),
             "ms_per_coordinate": 1000.0 * spent / coordinates}

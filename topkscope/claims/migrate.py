@@ -9,7 +9,9 @@ bands, `n_never`, `bytes_ratio`); schema 2 the typed condition, `claim_key`, `cl
 `energy_gain` and the evidence grade. `current` adds each missing column (empty), names the
 registered claim behind each row (its claim name exactly: `topkscope.claims.registry.key_of`)
 and takes its section and family from it, a t-interval's middle as a missing paired difference,
-renames the network presets to today's names, and says whether it derived anything. It never
+renames the network presets to today's names, names a schema-1/2 `quantization_error` row by the
+claim it measured (quantization_error_global: the global Top-k set, not the chunk-wise set
+training sends), and says whether it derived anything. It never
 re-judges a row: no verdict rule is called, a missing cause or reason stays empty, and numbers
 only an old row's evidence text holds stay empty (nothing is read back out of prose). A row of
 schema 1 or 2 has no typed condition: its `condition` text is shown as it is.
@@ -56,6 +58,12 @@ def _text(value) -> str:
     return value if isinstance(value, str) else ""
 
 
+# the claim a schema-1/2 `quantization_error` row measured: quantizing the global Top-k set
+# (topk_quantized_ratio), which training does not send; schema 3's quantization_error is the
+# chunk-wise set that training sends
+GLOBAL_QUANTIZATION = "quantization_error_global"
+
+
 def current(table: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     """(table, derived): the table in the current schema (module docstring); derived is True
     when a column was derived from a row's other columns (the renderers say so)."""
@@ -75,6 +83,8 @@ def current(table: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
             blank = table[col].isna()
             if col not in ("model", "dataset", "dataset_substitute"):
                 table.loc[blank, col] = ""
+    if version < 3:  # before schema 3, quantization_error measured the global Top-k set
+        table.loc[table["claim"] == "quantization_error", "claim"] = GLOBAL_QUANTIZATION
     if (table["evidence_grade"] == "").any():
         table.loc[table["evidence_grade"] == "", "evidence_grade"] = "measured"
     for i, row in table.iterrows():

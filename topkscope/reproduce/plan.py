@@ -150,11 +150,21 @@ seconds of `python benchmarks/selection.py` as the quick profile runs it, alone)
         for the other experiments, 268.6 s); it is drawn from the two minutes quick keeps
         for the finish to grow (tests/test_plan.py: the estimate stays under 18 of 20)
 
-expected_seconds("quick") ~ 17.99 min (45 + (254.1 + 105 x 11.87 + 5 x 5.6) / 2 + 270 s;
-254.1 = the distribution runs without ResNet-20's; outer-fnn3-mnist adds 0.23 min to 17.75),
-18.17 min with the outer-loop experiment's finish;
-expected_seconds("standard") ~ 118.82 min ((32 x 274.4 + 18 x 177.1 + 12 x 86 + 3 x 158
-+ 3 x 81.2) / 2 + 270 s; outer-gpt-ptb adds 8.6 min to 110.2); before, with three LSTM seeds
+The quick profile re-measured whole (`make reproduce-figures` into an empty results/ on idle
+cores, 2026-12-03, with the atlas's trainings and statistics: outer-fnn3-mnist's eleven
+trainings a seed, the tails, the notebooks executed beside the drawing and the claims): the
+driver took 17.9 min (18.6 with make's set-up checks). Its log's per-run wall seconds, two runs
+at a time (a one-thread run's wall is about its CPU time), replace quick's figures above:
+fnn3-mnist 11.1, vgg16-cifar10 62.5, lstm-ptb 82.2, gpt-ptb 69.1, convergence-fnn3-mnist 9.17
+(the mean of its 105 runs), outer-fnn3-mnist 5.9 (33 runs: sparseloco-h1 10.0-10.8, topk-per-step
+7.5-7.6, sparseloco 6.7-7.0, sparseloco-h30 5.5-5.7, the other seven 4.7-5.3), the selection
+benchmark 36.5; the finish, from the last run's end to the driver's end, 342 s (drawing 2.6 min,
+the claims 143.6 s, the 30 notebooks 345.6 s on a thread of their own meanwhile).
+
+expected_seconds("quick") ~ 17.83 min (36.5 + (225.0 + 105 x 9.17 + 33 x 5.9) / 2 + 342 s;
+225.0 = the distribution runs without ResNet-20's), against the 17.9 measured;
+expected_seconds("standard") ~ 118.35 min ((32 x 274.4 + 18 x 177.1 + 12 x 86 + 3 x 158
++ 3 x 62.5) / 2 + 270 s; outer-gpt-ptb adds 8.6 min to 110.2); before, with three LSTM seeds
 and a 90-minute budget, 87.8 min.
 
 Distribution claims on 3 seeds (issue: one run per model flips verdicts on a rerun): in quick
@@ -465,12 +475,12 @@ JOBS: tuple[TrainingJob | BenchmarkJob, ...] = (
 # CPU seconds per run (user + sys, one thread) in the CPU profiles; the selection benchmark
 # alone (see the module docstring for how each was measured)
 RUN_SECONDS = {
-    "fnn3-mnist": 13.4, "vgg16-cifar10": 81.2, "lstm-ptb": 90.0, "resnet20-cifar10": 158,
-    "convergence-fnn3-mnist": 11.87, "convergence-lstm-ptb": 274.4, "selection-speed": 45,
-    "gpt-ptb": 69.5, "convergence-gpt-ptb": 177.1, "outer-fnn3-mnist": 5.6, "outer-gpt-ptb": 86,
+    "fnn3-mnist": 11.1, "vgg16-cifar10": 62.5, "lstm-ptb": 82.2, "resnet20-cifar10": 158,
+    "convergence-fnn3-mnist": 9.17, "convergence-lstm-ptb": 274.4, "selection-speed": 36.5,
+    "gpt-ptb": 69.1, "convergence-gpt-ptb": 177.1, "outer-fnn3-mnist": 5.9, "outer-gpt-ptb": 86,
 }
 # after the runs: analyze + draw + claims + tables + executing the notebooks (wall seconds)
-FINISH_SECONDS = {"quick": 270, "standard": 270}
+FINISH_SECONDS = {"quick": 342, "standard": 270}
 
 
 def expected_seconds(profile: str = "quick", plan: Sequence[TrainingJob | BenchmarkJob] | None = None,
