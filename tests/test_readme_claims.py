@@ -2,7 +2,7 @@
 claims, never typed, and keep to their limits: a summary line per question of at most
 MAX_SUMMARY characters, an answer per question and profile of at most MAX_SENTENCE, in words
 (no `rho=`, `warmup=`, `custom[…]`, no exponent notation), findings tables at most 9 columns of
-cells under 60 characters."""
+cells of at most 120 characters."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ from topkscope.publish.findings import (
     width_problems,
 )
 from topkscope.publish.headline import (
+    ATLAS_END,
+    ATLAS_START,
     HEADLINE_END,
     HEADLINE_START,
     SUMMARY_END,
@@ -86,20 +88,36 @@ def test_the_summary_and_the_answers_are_short_and_in_words():
     for sentence in sentences:
         said = sentence.split(": ", 1)[1]
         assert len(said) <= MAX_SENTENCE, sentence
-    assert long_lines(readme[:readme.index("\nMore: ")]) == [] and MAX_LINE == 160
+    # the answers' lines wrap at MAX_LINE (the summary's lines are whole sentences of <= 200)
+    assert long_lines(_block(readme, HEADLINE_START, HEADLINE_END)) == [] and MAX_LINE == 160
+    # the atlas's questions (asked of any run's saved vectors) answered in the same style
+    atlas = _block(readme, ATLAS_START, ATLAS_END)
+    for asked in ("Does a Gaussian predict how much energy Top-k keeps", "Is u power-law "
+                  "heavy-tailed across its coordinates", "SIDCo's fitted tail laws"):
+        assert asked in atlas
 
 
 def test_findings_tables_keep_to_the_width_limits():
-    """docs/findings.md: at most 9 columns a table, cells under 60 characters."""
+    """docs/findings.md: at most 9 columns a table, cells of at most 120 characters (a
+    condition in words with every setting fits)."""
     text = FINDINGS.read_text()
-    assert (MAX_COLUMNS, MAX_CELL) == (9, 60)
+    assert (MAX_COLUMNS, MAX_CELL) == (9, 120)
     assert text.count("\n|---") >= 8  # the tables are there: the limits are checked on them
     assert width_problems(text) == []
     assert width_problems("| " + " | ".join("c" * 9 + str(i) for i in range(10)) + " |") == [
         "line 1: 10 columns"]
-    assert "a 61-character cell" in width_problems("| " + "x" * 61 + " |")[0]
+    assert "a 121-character cell" in width_problems("| " + "x" * 121 + " |")[0]
 
 
 def test_a_readme_without_markers_is_refused():
     with pytest.raises(ValueError, match="claims-table"):
         replace_findings("no markers here", pd.DataFrame())
+
+
+def test_readme_and_findings_count_conditions_and_runs_the_same_way():
+    """Each answer's '(N conditions, M runs)' is the same in the README and docs/findings.md:
+    both blocks come from one function over the same rows."""
+    pattern = r"\((\d+) conditions?(?:, (\d+) runs?)?\)"
+    readme = re.findall(pattern, _block(README.read_text(), HEADLINE_START, HEADLINE_END))
+    findings = re.findall(pattern, _block(FINDINGS.read_text(), HEADLINE_START, HEADLINE_END))
+    assert len(readme) >= 8 and sorted(readme) == sorted(findings)

@@ -14,18 +14,21 @@ claim it measured (quantization_error_global: the global Top-k set, not the chun
 training sends), and says whether it derived anything. It never
 re-judges a row: no verdict rule is called, a missing cause or reason stays empty, and numbers
 only an old row's evidence text holds stay empty (nothing is read back out of prose). A row of
-schema 1 or 2 has no typed condition: its `condition` text is shown as it is.
+schema 1 or 2 gets its typed condition from the `condition` key topkscope wrote then
+(legacy_condition, the one reader of that text); a key it cannot read is shown as it is.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
 
 from topkscope.claims.registry import get_claim, key_of
 from topkscope.claims.row import COLUMNS, NUMERIC_COLUMNS, SCHEMA_VERSION
+from topkscope.condition import ALL_CONDITIONS, DURING_WARMUP, Condition
 
 
 def section_of(claim: str, sparsifier: str, condition=None) -> str:
@@ -64,6 +67,55 @@ def _text(value) -> str:
 GLOBAL_QUANTIZATION = "quantization_error_global"
 
 
+_OUTER_KEY = re.compile(r"^(\w+)\((.*)\)$")
+_OUTER_FIELDS = {"H": ("outer_inner_steps", int), "lr": ("outer_lr", float),
+                 "mu": ("outer_momentum", float), "beta": ("outer_error_decay", float)}
+
+
+def legacy_condition(key: str) -> Condition | None:
+    """The typed condition of a schema-1/2 row, from the `condition` key that topkscope wrote
+    then ('warmup=custom[0.015625]; rho=0.001; during warm-up at rho=0.015625', 'warmup=none;
+    outer=average(H=15, lr=1, beta=0.95); quantize=2bit; rho=0.015625'): the only reader of
+    that text, for tables written before rows carried their condition's fields. The pooled
+    summary rows of those tables are phase "pooled"; None for any other text (a prediction's
+    or a check's description)."""
+    key = str(key or "").strip()
+    if key == ALL_CONDITIONS:
+        return Condition(phase="pooled")
+    parts = [p.strip() for p in key.split(";") if p.strip()]
+    if not parts or not parts[0].startswith("warmup="):
+        return None
+    fields: dict = {"warmup": parts[0][len("warmup="):]}
+    if fields["warmup"].startswith("custom[") and fields["warmup"].endswith("]"):
+        fields["warmup_schedule"] = tuple(float(v) for v in fields["warmup"][7:-1].split(","))
+        fields["warmup"] = "custom"
+    deviations = []
+    try:
+        for part in parts[1:]:
+            if part.startswith("rho="):
+                fields["training_density"] = float(part[4:])
+            elif part.startswith(DURING_WARMUP):
+                fields.update(phase="warm-up", phase_density=float(part[len(DURING_WARMUP):]))
+            elif part.startswith("recorded at rho="):
+                fields["recorder_density"] = float(part[len("recorded at rho="):])
+            elif part.startswith("quantize=") and part.endswith("bit"):
+                fields["quantize_bits"] = int(part[len("quantize="):-3])
+            elif part.startswith("k_rule="):
+                fields["k_rule"] = part[len("k_rule="):]
+            elif part.startswith("outer=") and (m := _OUTER_KEY.match(part[6:])):
+                fields["outer_step"] = m.group(1)
+                for item in m.group(2).split(","):
+                    name, _, value = item.strip().partition("=")
+                    if name in _OUTER_FIELDS:
+                        column, kind = _OUTER_FIELDS[name]
+                        fields[column] = kind(float(value))
+            else:
+                deviations.append(part)
+    except ValueError:
+        return None
+    return Condition(**fields, deviations=tuple(deviations))
+
+
 def current(table: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     """(table, derived): the table in the current schema (module docstring); derived is True
     when a column was derived from a row's other columns (the renderers say so)."""
@@ -85,6 +137,12 @@ def current(table: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
                 table.loc[blank, col] = ""
     if version < 3:  # before schema 3, quantization_error measured the global Top-k set
         table.loc[table["claim"] == "quantization_error", "claim"] = GLOBAL_QUANTIZATION
+        for i, key in table["condition"].items():  # the typed condition, from its key
+            cond = legacy_condition(key)
+            if cond is not None:
+                for column, value in cond.record().items():
+                    if column in table and column not in ("experiment", "world_size"):
+                        table.at[i, column] = value
     if (table["evidence_grade"] == "").any():
         table.loc[table["evidence_grade"] == "", "evidence_grade"] = "measured"
     for i, row in table.iterrows():

@@ -30,6 +30,7 @@ import pandas as pd
 
 from topkscope.analysis import criteria
 from topkscope.claims.migrate import current, with_current_networks  # noqa: F401  (this API)
+from topkscope.claims.phrases import number as plain
 from topkscope.claims.registry import Claim, get_claim, registered
 from topkscope.claims.verdicts import REASONS, VERDICTS
 from topkscope.condition import describe, from_record
@@ -45,7 +46,10 @@ def markers(block: str = "claims") -> tuple[str, str]:
 README_START, README_END = markers("claims")
 # block -> the heading of its findings sections in docs/findings.md ("### Quick: Convergence")
 HEADINGS = {"claims": "Quick", "standard-claims": "Standard"}
-MAX_COLUMNS, MAX_CELL = 9, 60  # docs/findings.md: a table's columns, a cell's characters
+# docs/findings.md: a table's columns, a cell's characters (a condition said in words with every
+# setting, 'ρ = 1/128, after the first 2 exchanges, outer loop: H = 30, averaged step lr 1,
+# error decay 0.95, 2-bit values', takes 111)
+MAX_COLUMNS, MAX_CELL = 9, 120
 DERIVED_NOTE = ("_These claims were written before the structured columns; their sections and "
                 "paired differences were derived from their rows, and their conditions are "
                 "shown as written._")
@@ -220,7 +224,7 @@ def _seeds(row) -> str:
 
 def _ratio_cell(row, column: str) -> str:
     value = _number(row, column)
-    return "—" if math.isnan(value) else f"{value:.3g}×"
+    return "—" if math.isnan(value) else f"{plain(value)}×"
 
 
 # --------------------------------------------------------------------- the tables
@@ -251,7 +255,7 @@ def distribution_markdown(table: pd.DataFrame) -> str:
                 cells.append("—" if math.isnan(beta) else f"{beta:.2f}")
         gain = next((_number(r, "energy_gain") for r in rows
                      if math.isfinite(_number(r, "energy_gain"))), math.nan)
-        cells.append("—" if math.isnan(gain) else f"{gain:.3g}·k/d")
+        cells.append("—" if math.isnan(gain) else f"{plain(gain)}·k/d")
         lines.append(_row(cells))
     return "\n".join(lines)
 
@@ -268,7 +272,7 @@ def counts_markdown(table: pd.DataFrame) -> str:
         where = (str(row.model), condition_text(row))
         cell = _fraction_cell(row)
         if not math.isnan(_number(row, "count_over_k")):
-            cell += f", median {_number(row, 'count_over_k'):.3g}·k"
+            cell += f", median {plain(_number(row, 'count_over_k'))}·k"
         if any(row.claim_key == c.name for c in per_condition):
             shared.setdefault(where, {})[row.claim_key] = cell
         else:
@@ -321,7 +325,7 @@ def convergence_markdown(table: pd.DataFrame) -> str:
             verdicts.append(cell)
         target = _number(first, "traffic_target")
         lines.append(_row([model_name(model), sparsifier_name(method), cond, _interval(first),
-                           _seeds(first), "—" if math.isnan(target) else f"{target:.3g}×",
+                           _seeds(first), "—" if math.isnan(target) else f"{plain(target)}×",
                            _ratio_cell(first, "traffic_vs_plain_topk"), *verdicts]))
     text = "\n".join(lines)
     if notes:
@@ -345,7 +349,9 @@ def outer_markdown(table: pd.DataFrame) -> str:
         lines = _header(["model", "condition", *(c.show.column for c in claims),
                          "median effect"])
         for (model, cond), by in groups.items():
-            effects = [f"{_number(r, 'diff_mean'):.3g} {_text(r.diff_unit)}"
+            # the column says "median": the unit without its own "(median)"
+            effects = [f"{plain(_number(r, 'diff_mean'))} "
+                       f"{_text(r.diff_unit).removesuffix(' (median)')}"
                        for r in by.values() if math.isfinite(_number(r, "diff_mean"))]
             lines.append(_row([model_name(model), cond,
                                *(_fraction_cell(by[c.name]) if c.name in by else "—"
@@ -397,13 +403,13 @@ def _versus(row, baseline: str) -> str:
         else:
             value = _number(row, "breakeven_ms")
             number = ("—" if math.isnan(value) else
-                      f"< {value:.3g} ms" if value > 0 else "never")
+                      f"< {plain(value)} ms" if value > 0 else "never")
     else:
         low, high = ((_number(row, "speedup_topk_low"), _number(row, "speedup_topk_high"))
                      if baseline == sparsifier_name("topk") else
                      (_number(row, "speedup_low"), _number(row, "speedup_high")))
-        number = ("—" if math.isnan(low) else f"{low:.3g}×" if f"{low:.3g}" == f"{high:.3g}"
-                  else f"{low:.3g}–{high:.3g}×")
+        number = ("—" if math.isnan(low) else f"{plain(low)}×" if plain(low) == plain(high)
+                  else f"{plain(low)}–{plain(high)}×")
     return f"{_mark(row.verdict)} {number}"
 
 
@@ -488,8 +494,8 @@ def _time_cell(row) -> str:
     if not math.isnan(never) and never and never == n:
         number = f"never on {int(never)}/{int(n)} seeds"
     elif not math.isnan(mean):
-        number = f"{mean:.3g}×" + (f" ({low:.3g}–{high:.3g})" if f"{low:.3g}" != f"{high:.3g}"
-                                   else "")
+        number = f"{plain(mean)}×" + (f" ({plain(low)}–{plain(high)})"
+                                      if plain(low) != plain(high) else "")
         if not math.isnan(never) and never:
             number += f", never on {int(never)}/{int(n)}"
     else:

@@ -10,6 +10,9 @@ tables through the registry's questions (topkscope.claims.answers), never typed
         answers.MAX_SENTENCE characters), its figure in the gallery, its table in findings.md
     <!-- pseudo-gradients:start --> ... <!-- pseudo-gradients:end -->  the same for the
         questions on outer-loop runs
+    <!-- atlas:start --> ... <!-- atlas:end -->                    the same for the questions
+        asked of any run's saved vectors (the atlas: δ(k) by family, the tails, SIDCo's
+        thresholds, the quantizers' range)
 
 Markdown lines are wrapped at MAX_LINE characters; the full tables are docs/findings.md's
 (topkscope.publish.findings).
@@ -35,6 +38,7 @@ from topkscope.publish.findings import (  # noqa: F401  (replace_block: this API
 SUMMARY_START, SUMMARY_END = "<!-- summary:start -->", "<!-- summary:end -->"
 HEADLINE_START, HEADLINE_END = "<!-- headline:start -->", "<!-- headline:end -->"
 OUTER_START, OUTER_END = "<!-- pseudo-gradients:start -->", "<!-- pseudo-gradients:end -->"
+ATLAS_START, ATLAS_END = "<!-- atlas:start -->", "<!-- atlas:end -->"
 GALLERY = "docs/gallery"  # the figures, linked from the README
 
 
@@ -132,12 +136,14 @@ def replace_headline(readme: str, profiles: dict[str, pd.DataFrame],
                      gallery: Path | None = None, links: bool = True,
                      base: str = "docs/", reference: dict | None = None) -> str:
     """readme (or findings.md) with each of its answer blocks it has (summary, headline,
-    pseudo-gradients) regenerated; ValueError when it has none."""
+    pseudo-gradients, atlas) regenerated; ValueError when it has none."""
     blocks = ((SUMMARY_START, SUMMARY_END, lambda: summary_markdown(profiles, reference)),
               (HEADLINE_START, HEADLINE_END,
                lambda: answers_markdown(profiles, "per-step", gallery, links, base)),
               (OUTER_START, OUTER_END,
-               lambda: answers_markdown(profiles, "outer", gallery, links, base)))
+               lambda: answers_markdown(profiles, "outer", gallery, links, base)),
+              (ATLAS_START, ATLAS_END,
+               lambda: answers_markdown(profiles, "any", gallery, links, base)))
     found = False
     for start, end, body in blocks:
         if start in readme:
@@ -153,6 +159,6 @@ def long_lines(text: str, limit: int = MAX_LINE) -> list[tuple[int, int]]:
     return [(i, len(line)) for i, line in enumerate(text.splitlines(), 1) if len(line) > limit]
 
 
-__all__ = ["GALLERY", "HEADLINE_END", "HEADLINE_START", "MAX_LINE", "OUTER_END", "OUTER_START",
+__all__ = ["ATLAS_END", "ATLAS_START", "GALLERY", "HEADLINE_END", "HEADLINE_START", "MAX_LINE", "OUTER_END", "OUTER_START",
            "Question", "SUMMARY_END", "SUMMARY_START", "answers_markdown", "figure_of",
            "long_lines", "replace_block", "replace_headline", "summary_markdown", "too_long"]
