@@ -194,13 +194,16 @@ def test_number_columns_are_as_wide_as_their_widest_cell(tmp_path):
 
 @pytest.mark.skipif(not have_pdflatex(), reason="pdflatex is not installed")
 def test_the_paper_views_of_the_reference_claims_fit_a_few_pages(tmp_path):
-    """The compact views stay compact: the distribution and convergence claims of the quick
-    profile on a page or two each, the predictions on a few."""
+    """The compact views stay compact: the convergence and outer claims of the quick profile
+    on a page each; the distribution claims, a line per experiment, condition, recorder
+    density and phase (never pooled: 40 lines in the quick profile, a third of them the outer
+    loop's), on five; the predictions, every recorded approximate selector at P = 16 per
+    network and training condition (515 rows), on nine."""
     table = pd.read_csv(REFERENCE / "claims-quick.csv")
     files = {p.stem: p for p in pt.write_all(tmp_path, "quick", claims=table)
              if p.suffix == ".tex"}
-    budget = {"claims-distribution": 1, "claims-convergence": 1, "claims-outer": 1,
-              "claims-predictions": 5}
+    budget = {"claims-distribution": 5, "claims-convergence": 1, "claims-outer": 1,
+              "claims-predictions": 9}
     for name, most in budget.items():
         assert pages(compile_tables([files[name]], tmp_path / name)) <= most, name
 

@@ -211,20 +211,25 @@ def reference() -> pd.DataFrame:
 
 
 def test_the_distribution_view_shows_each_claims_share_and_verdict(reference):
+    """One view row per experiment and condition (its recorder density included): each shown
+    claim's share and verdict as its claims row has them."""
     view = pt.claims_distribution_table(reference)
-    row = view[(view["model"] == "fnn3") & (view["condition"] == "warmup=none; rho=0.001")]
-    source = reference[(reference["model"] == "fnn3") & (reference["section"] == "distribution")
-                       & (reference["condition"] == "warmup=none; rho=0.001")].set_index(
-        "claim")
     shown = [c.name for c in registered() if c.show.table == "distribution"]
     assert shown == ["gaussian_like", "below_paper", "gaussian_value", "convexity_condition"]
+    source = reference[(reference["experiment"] == "fnn3-mnist")
+                       & reference["condition"].str.startswith("warmup=none; rho=0.001")]
     for claim in shown:
-        assert row[f"{claim}_fraction"].iloc[0] == source.loc[claim, "fraction"]
-        assert row[f"{claim}_verdict"].iloc[0] == source.loc[claim, "verdict"]
+        rows = source[source["claim"] == claim]
+        assert len(rows), claim
+        for r in rows.itertuples(index=False):
+            at = view[(view["experiment"] == r.experiment) & (view["condition"] == r.condition)]
+            assert len(at) == 1, (claim, r.condition)
+            assert at[f"{claim}_fraction"].iloc[0] == pytest.approx(r.fraction, nan_ok=True)
+            assert at[f"{claim}_verdict"].iloc[0] == r.verdict
     tex = pt.claims_distribution_latex(view, "d")
-    frac = source.loc["gaussian_like", "fraction"]
-    verdict = pt.VERDICT_SHORT[source.loc["gaussian_like", "verdict"]]
-    assert f"{verdict} ({100 * frac:.0f}\\%)" in tex
+    like = source[source["claim"] == "gaussian_like"].iloc[0]
+    verdict = pt.VERDICT_SHORT[like["verdict"]]
+    assert f"{verdict} ({100 * like['fraction']:.0f}\\%)" in tex
 
 
 def test_the_convergence_view_pairs_each_accuracy_row_with_its_traffic_verdict(reference):
@@ -414,10 +419,18 @@ def test_the_outer_comparisons_name_their_reference():
 
 
 def test_the_outer_comparisons_of_an_older_table_name_their_reference_too(reference):
-    view = pt.claims_outer_table(reference)
+    """The committed standard table (schema 2) names each comparison's reference from its
+    claim; the quick one (schema 3) the best of the swept rates it was compared with."""
+    older = pd.read_csv(REFERENCE / "claims-standard.csv")
+    assert (older["schema_version"] == 2).all()
+    view = pt.claims_outer_table(older)
     assert list(view["reference"]) == ["diloco", "topk-per-step", "sparseloco-nesterov"]
-    assert not pt.claims_convergence_table(reference)["sparsifier"].isin(
-        ["sparseloco"]).any()
+    view = pt.claims_outer_table(reference)
+    assert list(view["reference"]) == [
+        "diloco lr 0.7 (best of 0.5, 0.7, 0.9 by the final held-out metric)", "topk-per-step",
+        "sparseloco-nesterov lr 0.9 (best of 0.5, 0.7, 0.9 by the final held-out metric)"]
+    for table in (older, reference):
+        assert not pt.claims_convergence_table(table)["sparsifier"].isin(["sparseloco"]).any()
 
 
 def test_counts_are_integers_and_columns_have_names_people_read(tmp_path, reference):
