@@ -275,3 +275,32 @@ def test_the_whole_model_row_is_answered_when_a_few_large_layers_set_its_scale()
     found = threshold_tops(a, plan, sq, eligible_rows(plan, sq))
     assert 0 in found
     np.testing.assert_array_equal(found[0], sorted_top(a, int(plan.kmax[0])))
+
+
+@pytest.mark.parametrize("maker", MAKERS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("densities", [(0.001, 0.01), (0.3,), (1.0,)])
+def test_the_mixture_threshold_is_the_grid_scans_last_point_that_leaves_k(maker, densities):
+    """The bisection over the threshold grid finds the point a scan of all 241 points does:
+    the largest t with sum_s n_s erfc(t / (q_s sqrt 2)) >= k_0, inf where none leaves k_0."""
+    from scipy import special
+
+    from topkscope.hooks.topk_sums import _GRID, _mixture_threshold
+
+    layout = [*LAYOUT, ("gap.filler", 53040, 60)]  # the layers cover the vector: no gap
+    plan = plan_rows(segments_of(layout, D), densities, True)
+    a = maker(0).abs().double().numpy()
+    for scale in (1.0, 1e-6, 1e6):
+        sq = np.array([float(np.sum((scale * a[s : s + n]) ** 2))
+                       for s, n in zip(plan.starts, plan.numel)])
+        n = plan.numel[1:].astype(np.float64)
+        q = np.sqrt(sq[1:] / n)
+        q = np.where(np.isfinite(q), q, 0.0)
+        grid = q.max() * _GRID
+        with np.errstate(all="ignore"):
+            expected = (n * special.erfc(grid[:, None] / (np.maximum(q, 1e-300)
+                                                          * math.sqrt(2.0)))).sum(axis=1)
+        enough = np.flatnonzero(expected >= plan.kmax[0])
+        scan = float(grid[enough[-1]]) if enough.size else math.inf
+        if not q.max() > 0:
+            scan = math.inf
+        assert _mixture_threshold(plan, sq) == scan
