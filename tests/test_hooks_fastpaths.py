@@ -322,3 +322,35 @@ def test_host_rows_the_one_pass_misses_are_selected_in_numpy_exactly(spy, maker)
     host = [call for call in engine if isinstance(call[0], np.ndarray)]
     assert host  # some row was missed by the one pass and selected in numpy
     np.testing.assert_array_equal(fast.tops, RowTops(absx, max_abs, plan, method="rows").tops)
+
+
+@pytest.mark.parametrize("segments", [1, 7, 300])
+@pytest.mark.parametrize("share", [0.0, 0.001, 0.4, 1.0])
+def test_segment_counts_equal_a_sum_per_segment(segments, share):
+    """Every path of the per-segment count (few trues located, a slice count per segment for
+    up to 256 segments, a byte reduceat beyond) gives each segment's number of trues."""
+    from topkscope.hooks.power_sums import _segment_count
+
+    rng = np.random.default_rng(segments)
+    lengths = rng.integers(1, 2000, segments)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    mask = rng.random(int(lengths.sum())) < share
+    want = [int(mask[a : a + n].sum()) for a, n in zip(starts, lengths)]
+    np.testing.assert_array_equal(_segment_count(mask, starts), want)
+
+
+def test_short_rows_redone_together_equal_the_kernels_two_pass_sums():
+    """The batched two-pass moments of short host rows (a mean far from the vector's, a
+    constant row, one element) equal kernel.central_sums row by row to float64 rounding."""
+    from topkscope import kernel
+    from topkscope.hooks.power_sums import _central_rows
+
+    rng = np.random.default_rng(5)
+    rows = [(rng.standard_t(3, 128) * 1e-3 + 7.0).astype(np.float32), np.full(16, 0.25),
+            np.zeros(32, np.float32), np.array([3.0]), rng.standard_normal(4096) * 1e6 - 1e9]
+    got = _central_rows(rows)
+    for i, row in enumerate(rows):
+        want = kernel.central_sums(row.astype(np.float64))
+        scale = [abs(want.mean), *(float(np.sum(np.abs(row - want.mean) ** p)) for p in (2, 3, 4))]
+        for j in range(4):
+            assert abs(got[j, i] - want[j + 1]) <= 1e-13 * scale[j] + 1e-300

@@ -17,8 +17,9 @@ The pass runs where the vector lives: CPU vectors in cache-sized chunks with reu
 per-segment tables then go to the host, where everything else is float64 numpy. The
 whole-model row adds the segment sums (same shift). A row whose own mean sits far from c
 (n m^2 > 100 M_2, where the expansion would lose digits) is recomputed exactly with the
-kernel's two-pass float64 `central_sums`, on the vector's own device. Rows with non-finite
-values get NaN moments.
+kernel's two-pass float64 `central_sums`, on the vector's own device (host rows of up to
+4096 elements, such as biases and norms, by the same two passes all at once: `_central_rows`).
+Rows with non-finite values get NaN moments.
 
 The residual e = u with u[I] = 0 needs no pass of its own: its shifted sums are u's minus
 the selected entries' terms, sum_{i in I} ((u_i - c)^p - (0 - c)^p) (`residual_sums`).
@@ -59,7 +60,9 @@ from topkscope.hooks.rows import RowPlan
 _F64 = np.float64
 _REFINE_RATIO = 100.0  # recompute a row exactly when n m^2 > this * M_2
 _CANCEL_RATIO = 1e6    # ... or when a subtraction removed more than this share of its mass
+_SMALL_ROW = 1 << 12   # host rows redone exactly up to this length: together, in one pass
 _SHIFT_SAMPLE = 4096   # elements of a strided sample that estimate the shift
+_COUNT_LOOP_SEGMENTS = 256  # up to this many segments, counted one slice at a time
 
 
 @dataclass
@@ -132,6 +135,10 @@ def _segment_count(mask: np.ndarray, starts: np.ndarray) -> np.ndarray:
     if total * 64 < mask.size:  # few (often none): locate them instead of summing every byte
         found = np.searchsorted(np.flatnonzero(mask), starts)
         return np.diff(found, append=total).astype(_F64)
+    if starts.size <= _COUNT_LOOP_SEGMENTS:  # count_nonzero of a bool run is a fast popcount
+        ends = np.append(starts[1:], mask.size)
+        return np.array([np.count_nonzero(mask[a:b]) for a, b in zip(starts.tolist(),
+                                                                      ends.tolist())], _F64)
     acc = np.int32 if mask.size < 2**31 else np.int64  # a byte view sums faster than bool
     return np.add.reduceat(mask.view(np.int8), starts, dtype=acc).astype(_F64)
 
@@ -213,6 +220,19 @@ def residual_sums(u_sums: PowerSums, u: torch.Tensor, selected: torch.Tensor,
                      subtracted_from=u_sums.sums[1::2])
 
 
+def _central_rows(rows: list[np.ndarray]) -> np.ndarray:
+    """(4, m) float64 two-pass moments of m short 1-D arrays: each one's mean, then its central
+    sums M_2, M_3, M_4 about that mean (as kernel.central_sums, with one numpy reduceat per
+    sum for all of them)."""
+    lengths = np.array([row.size for row in rows])
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    x = np.concatenate(rows, dtype=_F64)
+    mean = np.add.reduceat(x, starts) / lengths
+    y = x - np.repeat(mean, lengths)
+    y2 = y * y
+    return np.stack([mean, *np.add.reduceat(np.stack([y2, y2 * y, y2 * y2]), starts, axis=1)])
+
+
 def row_moments(ps: PowerSums, plan: RowPlan, vectors: list[torch.Tensor]) -> Moments:
     """Moments of every plan row from power sums; vectors[k] is vector k (for exact reruns)."""
     cached = plan._device_cache.get("moment_rows")
@@ -240,7 +260,17 @@ def row_moments(ps: PowerSums, plan: RowPlan, vectors: list[torch.Tensor]) -> Mo
             before = rows(ps.subtracted_from, np.sum)  # (2, K, R)
             risky |= (before > _CANCEL_RATIO * s[1::2]).any(0)
         risky &= nonfinite == 0
-        for kv, r in zip(*np.nonzero(risky)):
+        redo = list(zip(*np.nonzero(risky)))
+        small = [(kv, r) for kv, r in redo if plan.numel[r] <= _SMALL_ROW
+                 and vectors[kv].device.type == "cpu"]
+        if small:  # a few short rows (biases, norms): all at once, not a call per row
+            got = _central_rows([kernel.as_float_array(vectors[kv])[
+                int(plan.starts[r]) : int(plan.starts[r] + plan.numel[r])] for kv, r in small])
+            at = tuple(np.array(small).T)
+            mean[at], m2[at], m3[at], m4[at] = got
+        for kv, r in redo:
+            if (kv, r) in small:
+                continue
             a = int(plan.starts[r])
             exact = kernel.central_sums(vectors[kv][a : a + int(plan.numel[r])])
             mean[kv, r], m2[kv, r], m3[kv, r], m4[kv, r] = exact[1:]
