@@ -18,7 +18,7 @@ per-segment tables then go to the host, where everything else is float64 numpy. 
 whole-model row adds the segment sums (same shift). A row whose own mean sits far from c
 (n m^2 > 100 M_2, where the expansion would lose digits) is recomputed exactly with the
 kernel's two-pass float64 `central_sums`, on the vector's own device (host rows of up to
-4096 elements, such as biases and norms, by the same two passes all at once: `_central_rows`).
+4096 elements, such as biases and norms, all at once: its blocks form, `starts`).
 Rows with non-finite values get NaN moments.
 
 The residual e = u with u[I] = 0 needs no pass of its own: its shifted sums are u's minus
@@ -220,19 +220,6 @@ def residual_sums(u_sums: PowerSums, u: torch.Tensor, selected: torch.Tensor,
                      subtracted_from=u_sums.sums[1::2])
 
 
-def _central_rows(rows: list[np.ndarray]) -> np.ndarray:
-    """(4, m) float64 two-pass moments of m short 1-D arrays: each one's mean, then its central
-    sums M_2, M_3, M_4 about that mean (as kernel.central_sums, with one numpy reduceat per
-    sum for all of them)."""
-    lengths = np.array([row.size for row in rows])
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    x = np.concatenate(rows, dtype=_F64)
-    mean = np.add.reduceat(x, starts) / lengths
-    y = x - np.repeat(mean, lengths)
-    y2 = y * y
-    return np.stack([mean, *np.add.reduceat(np.stack([y2, y2 * y, y2 * y2]), starts, axis=1)])
-
-
 def row_moments(ps: PowerSums, plan: RowPlan, vectors: list[torch.Tensor]) -> Moments:
     """Moments of every plan row from power sums; vectors[k] is vector k (for exact reruns)."""
     cached = plan._device_cache.get("moment_rows")
@@ -264,10 +251,12 @@ def row_moments(ps: PowerSums, plan: RowPlan, vectors: list[torch.Tensor]) -> Mo
         small = [(kv, r) for kv, r in redo if plan.numel[r] <= _SMALL_ROW
                  and vectors[kv].device.type == "cpu"]
         if small:  # a few short rows (biases, norms): all at once, not a call per row
-            got = _central_rows([kernel.as_float_array(vectors[kv])[
-                int(plan.starts[r]) : int(plan.starts[r] + plan.numel[r])] for kv, r in small])
+            blocks = [kernel.as_float_array(vectors[kv])[
+                int(plan.starts[r]) : int(plan.starts[r] + plan.numel[r])] for kv, r in small]
+            got = kernel.central_sums(np.concatenate(blocks, dtype=_F64), starts=np.cumsum(
+                [0] + [b.size for b in blocks[:-1]]))
             at = tuple(np.array(small).T)
-            mean[at], m2[at], m3[at], m4[at] = got
+            mean[at], m2[at], m3[at], m4[at] = got[1:]
         for kv, r in redo:
             if (kv, r) in small:
                 continue
