@@ -275,3 +275,65 @@ def test_the_whole_model_row_is_answered_when_a_few_large_layers_set_its_scale()
     found = threshold_tops(a, plan, sq, eligible_rows(plan, sq))
     assert 0 in found
     np.testing.assert_array_equal(found[0], sorted_top(a, int(plan.kmax[0])))
+
+
+@pytest.mark.parametrize("maker", MAKERS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("densities", [(0.001, 0.01), (0.3,), (1.0,)])
+def test_the_mixture_threshold_is_the_grid_scans_last_point_that_leaves_k(maker, densities):
+    """The bisection over the threshold grid finds the point a scan of all 241 points does:
+    the largest t with sum_s n_s erfc(t / (q_s sqrt 2)) >= k_0, inf where none leaves k_0."""
+    from scipy import special
+
+    from topkscope.hooks.topk_sums import _GRID, _mixture_threshold
+
+    layout = [*LAYOUT, ("gap.filler", 53040, 60)]  # the layers cover the vector: no gap
+    plan = plan_rows(segments_of(layout, D), densities, True)
+    a = maker(0).abs().double().numpy()
+    for scale in (1.0, 1e-6, 1e6):
+        sq = np.array([float(np.sum((scale * a[s : s + n]) ** 2))
+                       for s, n in zip(plan.starts, plan.numel)])
+        n = plan.numel[1:].astype(np.float64)
+        q = np.sqrt(sq[1:] / n)
+        q = np.where(np.isfinite(q), q, 0.0)
+        grid = q.max() * _GRID
+        with np.errstate(all="ignore"):
+            expected = (n * special.erfc(grid[:, None] / (np.maximum(q, 1e-300)
+                                                          * math.sqrt(2.0)))).sum(axis=1)
+        enough = np.flatnonzero(expected >= plan.kmax[0])
+        scan = float(grid[enough[-1]]) if enough.size else math.inf
+        if not q.max() > 0:
+            scan = math.inf
+        assert _mixture_threshold(plan, sq) == scan
+
+
+@pytest.mark.parametrize("maker", [sparse_spikes, ties_and_constants], ids=lambda f: f.__name__)
+def test_host_rows_the_one_pass_misses_are_selected_in_numpy_exactly(spy, maker):
+    """Rows whose candidates fall short of k (a threshold guessed too high) go to the engine's
+    top_values on their numpy view; their tops equal torch's row selection bit for bit."""
+    from topkscope.hooks import topk_sums
+
+    engine = spy(topk_sums, "top_values")
+    x = maker(7)
+    plan = plan_rows(segments_of(LAYOUT, D), (0.003, 0.05), True)
+    absx = x.abs()[None]
+    max_abs = torch.tensor([[float(absx[0, a : a + n].max()) for a, n in
+                             zip(plan.starts, plan.numel)]], dtype=torch.float64)
+    fast = RowTops(absx, max_abs, plan)
+    host = [call for call in engine if isinstance(call[0], np.ndarray)]
+    assert host  # some row was missed by the one pass and selected in numpy
+    np.testing.assert_array_equal(fast.tops, RowTops(absx, max_abs, plan, method="rows").tops)
+
+
+@pytest.mark.parametrize("segments", [1, 7, 300])
+@pytest.mark.parametrize("share", [0.0, 0.001, 0.4, 1.0])
+def test_segment_counts_equal_a_sum_per_segment(segments, share):
+    """Every path of the per-segment count (few trues located, a slice count per segment for
+    up to 256 segments, a byte reduceat beyond) gives each segment's number of trues."""
+    from topkscope.hooks.power_sums import _segment_count
+
+    rng = np.random.default_rng(segments)
+    lengths = rng.integers(1, 2000, segments)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    mask = rng.random(int(lengths.sum())) < share
+    want = [int(mask[a : a + n].sum()) for a, n in zip(starts, lengths)]
+    np.testing.assert_array_equal(_segment_count(mask, starts), want)

@@ -109,6 +109,23 @@ def test_central_sums_and_shape_match_scipy_on_host_and_tensor(monkeypatch, dtyp
     assert kernel.central_sums(np.array([])).n == 0
 
 
+def test_block_central_sums_equal_each_blocks_own_to_float64_rounding():
+    """starts: many blocks at once (a mean far from zero, a constant block, one element, a
+    heavy tail on a huge offset) equal central_sums block by block to float64 rounding."""
+    rng = np.random.default_rng(5)
+    blocks = [heavy(128, 1, np.float32) * np.float32(1e-3) + np.float32(7.0), np.full(16, 0.25),
+              np.zeros(32), np.array([3.0]), rng.standard_normal(4096) * 1e6 - 1e9]
+    starts = np.cumsum([0] + [b.size for b in blocks[:-1]])
+    got = kernel.central_sums(np.concatenate(blocks, dtype=np.float64), starts=starts)
+    for i, block in enumerate(blocks):
+        want = kernel.central_sums(block.astype(np.float64))
+        y = block.astype(np.float64) - want.mean
+        scale = [abs(want.mean), *(float(np.sum(np.abs(y) ** p)) for p in (2, 3, 4))]
+        assert got.n[i] == want.n
+        for j, (g, w) in enumerate(zip(got[1:], want[1:])):
+            assert abs(g[i] - w) <= 1e-13 * scale[j], (i, j)
+
+
 def test_shape_is_undefined_for_a_constant_and_vectorised():
     g1, g2 = kernel.skew_kurtosis(np.array([0.0, 2.0]), np.array([0.0, 1.0]), np.array([0.0, 12.0]))
     assert np.isnan(g1[0]) and np.isnan(g2[0])

@@ -69,8 +69,10 @@ def test_gaussian_threshold_matches_scipy():
     np.testing.assert_allclose(got, [stats.norm.isf(0.05), 0.0], rtol=1e-12)
 
 
+@pytest.mark.parametrize("host", [False, True], ids=["torch", "numpy"])
 @pytest.mark.parametrize("case", ["heavy", "ties", "misleading"])
-def test_top_values_equals_torch_topk_and_goes_through_the_kernel(spy, case):
+def test_top_values_equals_torch_topk_and_goes_through_the_kernel(spy, case, host):
+    """Torch and numpy magnitudes: the same sorted values as torch.topk, bit for bit."""
     accepts = spy(kernel, "verified")
     n, k = 1 << 16, 2048
     x = heavy(n, 2).abs()
@@ -79,10 +81,12 @@ def test_top_values_equals_torch_topk_and_goes_through_the_kernel(spy, case):
     if case == "misleading":  # the strided sample holds only huge values: the guess fails
         x = torch.rand(n, generator=torch.Generator().manual_seed(3)) * 1e-3
         x[:: k // 64] = 1000.0 + torch.arange(x[:: k // 64].numel()).float()
-    got = top_values(x, k)
+    got = top_values(x.numpy() if host else x, k)
     assert accepts and accepts[-1][1] == k
     assert (case == "misleading") == (accepts[-1][0] < k)  # the fallback ran only when refused
-    torch.testing.assert_close(got, torch.topk(x, k).values, rtol=0, atol=0)
+    assert isinstance(got, np.ndarray) == host
+    torch.testing.assert_close(torch.as_tensor(np.ascontiguousarray(got)) if host else got,
+                               torch.topk(x, k).values, rtol=0, atol=0)
 
 
 def test_the_sparsifier_uses_the_engine_and_selects_exact_topk(spy):

@@ -284,13 +284,27 @@ class CentralSums(NamedTuple):
     m4: float
 
 
-def central_sums(x) -> CentralSums:
+def central_sums(x, starts=None) -> CentralSums:
     """Two-pass float64 central sums of a 1-D numpy array or torch tensor.
 
     numpy: the mean from one float64-accumulated sum, then chunks of CHUNK elements (so a
     float32 vector is never copied whole). torch: on the tensor's own device (a GPU vector
     is not copied to the host); one float64 copy of x.
+
+    With starts (R,) (numpy only), x is R non-empty blocks laid end to end (as in
+    `tail_sums`) and every field is an (R,) array: each block's mean, then its central sums
+    about that mean, by the same two passes with one reduceat per sum for all the blocks (many
+    short blocks cost no call each). Equal to the block-by-block sums to float64 rounding.
     """
+    if starts is not None:
+        x = np.asarray(x, dtype=np.float64)
+        starts = np.asarray(starts, dtype=np.int64)
+        lengths = np.diff(starts, append=x.size)
+        mean = np.add.reduceat(x, starts) / lengths
+        y = x - np.repeat(mean, lengths)
+        y2 = y * y
+        m2, m3, m4 = np.add.reduceat(np.stack([y2, y2 * y, y2 * y2]), starts, axis=1)
+        return CentralSums(lengths, mean, m2, m3, m4)
     if _is_tensor(x):
         import torch  # only reached when x already is a tensor
 

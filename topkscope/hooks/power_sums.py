@@ -17,8 +17,9 @@ The pass runs where the vector lives: CPU vectors in cache-sized chunks with reu
 per-segment tables then go to the host, where everything else is float64 numpy. The
 whole-model row adds the segment sums (same shift). A row whose own mean sits far from c
 (n m^2 > 100 M_2, where the expansion would lose digits) is recomputed exactly with the
-kernel's two-pass float64 `central_sums`, on the vector's own device. Rows with non-finite
-values get NaN moments.
+kernel's two-pass float64 `central_sums`, on the vector's own device (host rows of up to
+4096 elements, such as biases and norms, all at once: its blocks form, `starts`).
+Rows with non-finite values get NaN moments.
 
 The residual e = u with u[I] = 0 needs no pass of its own: its shifted sums are u's minus
 the selected entries' terms, sum_{i in I} ((u_i - c)^p - (0 - c)^p) (`residual_sums`).
@@ -59,7 +60,9 @@ from topkscope.hooks.rows import RowPlan
 _F64 = np.float64
 _REFINE_RATIO = 100.0  # recompute a row exactly when n m^2 > this * M_2
 _CANCEL_RATIO = 1e6    # ... or when a subtraction removed more than this share of its mass
+_SMALL_ROW = 1 << 12   # host rows redone exactly up to this length: together, in one pass
 _SHIFT_SAMPLE = 4096   # elements of a strided sample that estimate the shift
+_COUNT_LOOP_SEGMENTS = 256  # up to this many segments, counted one slice at a time
 
 
 @dataclass
@@ -132,6 +135,10 @@ def _segment_count(mask: np.ndarray, starts: np.ndarray) -> np.ndarray:
     if total * 64 < mask.size:  # few (often none): locate them instead of summing every byte
         found = np.searchsorted(np.flatnonzero(mask), starts)
         return np.diff(found, append=total).astype(_F64)
+    if starts.size <= _COUNT_LOOP_SEGMENTS:  # count_nonzero of a bool run is a fast popcount
+        ends = np.append(starts[1:], mask.size)
+        return np.array([np.count_nonzero(mask[a:b]) for a, b in zip(starts.tolist(),
+                                                                      ends.tolist())], _F64)
     acc = np.int32 if mask.size < 2**31 else np.int64  # a byte view sums faster than bool
     return np.add.reduceat(mask.view(np.int8), starts, dtype=acc).astype(_F64)
 
@@ -240,7 +247,19 @@ def row_moments(ps: PowerSums, plan: RowPlan, vectors: list[torch.Tensor]) -> Mo
             before = rows(ps.subtracted_from, np.sum)  # (2, K, R)
             risky |= (before > _CANCEL_RATIO * s[1::2]).any(0)
         risky &= nonfinite == 0
-        for kv, r in zip(*np.nonzero(risky)):
+        redo = list(zip(*np.nonzero(risky)))
+        small = [(kv, r) for kv, r in redo if plan.numel[r] <= _SMALL_ROW
+                 and vectors[kv].device.type == "cpu"]
+        if small:  # a few short rows (biases, norms): all at once, not a call per row
+            blocks = [kernel.as_float_array(vectors[kv])[
+                int(plan.starts[r]) : int(plan.starts[r] + plan.numel[r])] for kv, r in small]
+            got = kernel.central_sums(np.concatenate(blocks, dtype=_F64), starts=np.cumsum(
+                [0] + [b.size for b in blocks[:-1]]))
+            at = tuple(np.array(small).T)
+            mean[at], m2[at], m3[at], m4[at] = got[1:]
+        for kv, r in redo:
+            if (kv, r) in small:
+                continue
             a = int(plan.starts[r])
             exact = kernel.central_sums(vectors[kv][a : a + int(plan.numel[r])])
             mean[kv, r], m2[kv, r], m3[kv, r], m4[kv, r] = exact[1:]

@@ -8,8 +8,9 @@ One selection per (vector, row) at k_max = the largest k over the configured den
 every smaller k from the same sorted values (the kernel's tail engine `tail_sums`); delta itself is the kernel's
 (`topkscope.kernel.delta_from_kept`). On the CPU all rows are selected together from one
 thresholded pass (`threshold_tops`, below); a row it cannot answer exactly, and every row of a
-vector on another device, gets a selection of its own (`top_magnitudes`: the threshold-then-verify
-engine `topkscope.sparsify.engine.top_values`, exact). The small per-row tables are then host
+vector on another device, gets a selection of its own (the threshold-then-verify engine
+`topkscope.sparsify.engine.top_values`, exact: on a host row's numpy view, else through
+`top_magnitudes`). The small per-row tables are then host
 numpy arrays. This many-rows pass stays here, not in the kernel: it answers every row of a
 vector and every density from one pass, with the recorder's row plan.
 
@@ -72,7 +73,12 @@ from topkscope.hooks.power_sums import starts_of
 from topkscope.hooks.rows import RowPlan
 from topkscope.schema import column_prefix
 from topkscope.sparsify import Sparsifier
-from topkscope.sparsify.engine import gaussian_threshold, top_k_indices, top_values
+from topkscope.sparsify.engine import (
+    descending_top,
+    gaussian_threshold,
+    top_k_indices,
+    top_values,
+)
 from topkscope.sparsify.quantize import Quantizer
 
 _F64 = torch.float64
@@ -98,7 +104,9 @@ class RowTops:
     row's block, in row order, each sorted descending. On the CPU the blocks come from one
     thresholded pass over each vector (`threshold_tops`, needs the rows' sums of squares:
     given as sumsq (K, R), else computed); rows it cannot answer, and vectors elsewhere, are
-    selected row by row (method="rows" forces that everywhere).
+    selected row by row (the engine's `top_values`: in numpy for a host vector, whose
+    candidates numpy gathers and sorts faster than torch; method="rows" forces torch's row
+    selection everywhere).
     """
 
     def __init__(self, absx: torch.Tensor, max_abs: torch.Tensor, plan: RowPlan,
@@ -121,7 +129,11 @@ class RowTops:
                 row_sq = kernel.to_numpy(sumsq)[kv]
                 found = threshold_tops(ab, plan, row_sq, eligible_rows(plan, row_sq))
             missing = [int(r) for r in many if int(r) not in found]
-            if missing:  # selected on the vector's device, brought over in one transfer
+            if fast:  # host rows with too few candidates: the engine, in numpy
+                found.update((r, top_values(ab[int(plan.starts[r]) :
+                                               int(plan.starts[r] + plan.numel[r])],
+                                            int(kmax[r]))) for r in missing)
+            elif missing:  # selected on the vector's device, brought over in one transfer
                 tops = [top_magnitudes(absx[kv : kv + 1, int(plan.starts[r]) :
                                             int(plan.starts[r] + plan.numel[r])],
                                        int(kmax[r]))[0] for r in missing]
@@ -270,17 +282,18 @@ def _mixture_threshold(plan: RowPlan, sumsq: np.ndarray) -> float:
     if not top > 0:
         return math.inf
     grid = top * _GRID
-    expected = (n * special.erfc(grid[:, None] / (np.maximum(q, 1e-300) * math.sqrt(2.0)))
-                ).sum(axis=1)  # (G,), decreasing in t
-    enough = np.flatnonzero(expected >= plan.kmax[0])
-    return float(grid[enough[-1]]) if enough.size else math.inf
-
-
-def _top_descending(block: np.ndarray, k: int) -> np.ndarray:
-    """The k largest of block, sorted descending (a partition, then a sort of those k only)."""
-    if block.size > k:
-        block = np.partition(block, block.size - k)[block.size - k :]
-    return np.sort(block)[::-1]
+    scale = np.maximum(q, 1e-300) * math.sqrt(2.0)
+    k0 = plan.kmax[0]
+    # sum_s n_s erfc(t / scale_s) does not increase along the grid, so the grid points that
+    # leave k_0 are a prefix: a bisection finds its last one in 8 evaluations, not 241
+    lo, hi = -1, grid.size  # expected(lo) >= k_0 > expected(hi), the ends virtual
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if (n * special.erfc(grid[mid] / scale)).sum() >= k0:
+            lo = mid
+        else:
+            hi = mid
+    return float(grid[lo]) if lo >= 0 else math.inf
 
 
 def threshold_tops(ab: np.ndarray, plan: RowPlan, sumsq: np.ndarray,
@@ -326,7 +339,7 @@ def threshold_tops(ab: np.ndarray, plan: RowPlan, sumsq: np.ndarray,
         k0 = int(kmax[0])
         top = kernel.verified_candidates(mag, k0, global_tau)
         if top is not None:
-            out[0] = _top_descending(top, k0)
+            out[0] = descending_top(top, k0)
     if layer_rows.size:
         bounds = np.searchsorted(cand, np.append(seg_starts, ab.size))
         lo, hi = bounds[layer_seg], bounds[layer_seg + 1]
@@ -335,7 +348,7 @@ def threshold_tops(ab: np.ndarray, plan: RowPlan, sumsq: np.ndarray,
         for r, a, b, k, ok in zip(layer_rows.tolist(), lo.tolist(), hi.tolist(), ks.tolist(),
                                   accepted.tolist()):
             if ok:
-                out[r] = _top_descending(mag[a:b], k)
+                out[r] = descending_top(mag[a:b], k)
     return out
 
 
