@@ -69,6 +69,23 @@ def _deltas(units: ConditionUnits) -> list[tuple[dict, object]]:
     return [(s, s["delta"]()) for s in units.snaps if callable(s.get("delta"))]
 
 
+def _at_own_density(units: ConditionUnits, table: str,
+                    keep=None) -> list[tuple[dict, tuple]]:
+    """(snapshot analysis, row) of each analysed snapshot's δ(k) table `table` (a
+    SnapshotDelta field) at the snapshot's own density (the claims are per density), rows
+    where `keep(frame)` holds when given."""
+    out = []
+    for s, tables in _deltas(units):
+        t = getattr(tables, table)
+        if t.empty:
+            continue
+        at = np.isclose(t["density"].astype(float), s.get("density", np.nan))
+        if keep is not None:
+            at &= keep(t)
+        out += [(s, r) for r in t[at].itertuples(index=False)]
+    return out
+
+
 def delta_curve_gaussian(units: ConditionUnits) -> list[dict]:
     found = _deltas(units)
     rows = []
@@ -102,17 +119,11 @@ def delta_curve_gaussian(units: ConditionUnits) -> list[dict]:
 
 def sidco_threshold(units: ConditionUnits) -> list[dict]:
     """At one density (per_density): SIDCo's adapted stage per law."""
-    rows = []
-    for s, tables in _deltas(units):
-        t = tables.sidco_thresholds
-        if t.empty:
-            continue
-        t = t[np.isclose(t["density"].astype(float), s.get("density", np.nan))
-              & t["adapted"].astype(bool)]
-        for r in t.itertuples(index=False):
-            rows.append({"run": s["_run"], "step": s["step"], "dist": r.dist,
-                         "count_over_k": float(r.count_over_k),
-                         "threshold_over_kth": float(r.threshold_over_kth)})
+    rows = [{"run": s["_run"], "step": s["step"], "dist": r.dist,
+             "count_over_k": float(r.count_over_k),
+             "threshold_over_kth": float(r.threshold_over_kth)}
+            for s, r in _at_own_density(units, "sidco_thresholds",
+                                        lambda t: t["adapted"].astype(bool))]
     if not rows:
         return [fraction_row(np.zeros(0, bool), "no analysed snapshot of u with SIDCo's fits")]
     frame = pd.DataFrame(rows)
@@ -130,16 +141,10 @@ def sidco_threshold(units: ConditionUnits) -> list[dict]:
 
 def quantizer_range(units: ConditionUnits) -> list[dict]:
     """At one density (per_density): the 2-bit range over each selection's sent values."""
-    rows = []
-    for s, tables in _deltas(units):
-        t = tables.sent_range
-        if t.empty:
-            continue
-        t = t[np.isclose(t["density"].astype(float), s.get("density", np.nan))]
-        for r in t.itertuples(index=False):
-            rows.append({"run": s["_run"], "step": s["step"], "selector": r.selector,
-                         "held": float(r.share_held_2bit), "six": float(r.share_within_6sd),
-                         "z": float(r.max_abs_z)})
+    rows = [{"run": s["_run"], "step": s["step"], "selector": r.selector,
+             "held": float(r.share_held_2bit), "six": float(r.share_within_6sd),
+             "z": float(r.max_abs_z)}
+            for s, r in _at_own_density(units, "sent_range")]
     if not rows:
         return [fraction_row(np.zeros(0, bool), "no analysed snapshot of u")]
     frame = pd.DataFrame(rows)
