@@ -127,6 +127,7 @@ def test_a_swept_reference_is_compared_at_its_best_rate_and_says_so():
     row = claims.build(runs).set_index("claim").loc["sparseloco_accuracy"]
     diffs = 100 * (np.array(sparse) - np.array(by_rate[0.7]))
     assert row["diff_mean"] == pytest.approx(diffs.mean())
-    assert row["reference"] == ("diloco lr 0.7 (best of 0.5, 0.7, 0.9 by the final held-out "
-                                "metric)")
+    assert row["reference"] == "diloco lr 0.7 (best of 3)"
+    assert "best mean final held-out metric" in row["rule"]
+    assert "diloco lr 0.7 (best of 3): the best of outer lr 0.5, 0.7, 0.9" in row["evidence"]
     assert row["condition"] == f"{EXP}: sparseloco vs diloco"

@@ -192,21 +192,22 @@ def trainings_rows(model: ModelRuns) -> list[dict]:
             if mine not in by and ref not in by:
                 continue
             mine_runs = best_reference(by.get(mine, {}), {})[1]
-            lr, ref_runs, label = best_reference(by.get(ref, {}), mine_runs, ref)
+            lr, ref_runs, label, rates = best_reference(by.get(ref, {}), mine_runs, ref)
             out.append(_pair_row(claim, statement, experiment, mine_runs, ref_runs, mine,
-                                 ref, model.options, label))
+                                 ref, model.options, label, rates))
     return out
 
 
 def best_reference(groups: dict, mine: dict, name: str = "") -> tuple:
-    """(lr, {seed: run}, label) of a training run at one or several outer learning rates:
+    """(lr, {seed: run}, label, the rates shown) of a training run at one or several outer
+    learning rates:
     one rate: its runs ('diloco lr 0.7'); several: the rate with the best
     mean final held-out metric over the seeds it shares with `mine` (every seed when `mine` is
-    empty), 'diloco lr 0.5 (best of 0.5, 0.7, 0.9)'. The choice reads the same held-out metric
+    empty), 'diloco lr 0.5 (best of 3)'. The choice reads the same held-out metric
     the comparison reports, so it favours the reference: a claim that the other training
     matches it is the harder to hold."""
     if not groups:
-        return None, {}, name
+        return None, {}, name, []
     rates = sorted(groups, key=lambda r: (r is None, r or 0.0))
     shown = [f"{r:g}" for r in rates if r is not None]
 
@@ -220,16 +221,17 @@ def best_reference(groups: dict, mine: dict, name: str = "") -> tuple:
         return sign * float(np.mean([f[0] for f in finals]))
 
     best = max(rates, key=score) if len(rates) > 1 else rates[0]
-    rate = "" if best is None else f" lr {best:g}"
-    label = (f"{name}{rate} (best of {', '.join(shown)} by the final held-out metric)"
-             if len(rates) > 1 else f"{name}{rate}")
-    return best, groups[best], label
+    label = name if best is None else f"{name} lr {best:g}"
+    if len(rates) > 1:  # the rule says how the best was chosen, the evidence of which rates
+        label += f" (best of {len(rates)})"
+    return best, groups[best], label, shown
 
 
 def _pair_row(claim, statement, experiment, mine, ref, mine_name, ref_name, options,
-              reference: str = "") -> dict:
+              reference: str = "", rates: list[str] | None = None) -> dict:
     """One comparison's row; reference: the reference training as the row names it (its
-    outer learning rate, and whether it was the best of a sweep: best_reference)."""
+    outer learning rate, and whether it was the best of a sweep: best_reference), rates: the
+    outer learning rates it was trained at (the evidence names them)."""
     seeds = sorted(set(mine) & set(ref))
     finals = {s: (final_metric(mine[s]), final_metric(ref[s])) for s in seeds}
     seeds = [s for s in seeds if finals[s][0] and finals[s][1]]
@@ -254,6 +256,9 @@ def _pair_row(claim, statement, experiment, mine, ref, mine_name, ref_name, opti
                 else f"{condition}: no seed has runs of both")
     if wire and np.isfinite(wire).all():
         evidence += f"; wire bytes {np.mean(wire):.3g}x the reference's"
+    if rates and len(rates) > 1:
+        evidence += (f"; {reference}: the best of outer lr {', '.join(rates)} by the mean "
+                     "final held-out metric over the paired seeds")
     return {"claim_key": claim, "sparsifier": mine_name, "statement": statement,
             "condition": condition, "fields": fields, "run_ids": run_ids(runs),
             "section": "convergence", "metric": name,
@@ -269,7 +274,9 @@ _RULE_PAIR = ("unit = one seed with a run of both trainings of the outer experim
               "paired difference of the final held-out metric (accuracy in points, perplexity "
               "in % of the reference's), its 95% t-interval against the non-inferiority margin "
               "(1 point; 3%): holds above it, fails below, else inconclusive; fewer than "
-              f"{criteria.MIN_SEEDS} seeds: insufficient-data")
+              f"{criteria.MIN_SEEDS} seeds: insufficient-data; a reference trained at several "
+              "outer learning rates is the one with the best mean final held-out metric over "
+              "the paired seeds")
 OUTER_QUESTION = Question(
     "outer_accuracy", "Does SparseLoCo-style Top-k train as well as dense DiLoCo, as per-step "
     "TopK-SGD at equal bytes, and without outer momentum?", on="outer",

@@ -288,6 +288,13 @@ def _difference(row, digits: int = 3) -> str:
                                                            if parts else "")
 
 
+def _gain(row) -> float:
+    """A comparison's difference as a gain over its reference: points of accuracy as they
+    are, % of perplexity negated (lower is better)."""
+    x = num(row["diff_mean"])
+    return x if str(row.get("diff_unit") or "points") == "points" else -x
+
+
 def _sent(row) -> str:
     sent = num(row.get("traffic_target"))
     return f", at {number(sent, 2)}× Top-k's traffic" if math.isfinite(sent) else ""
@@ -303,12 +310,9 @@ def accuracy(rows: pd.DataFrame) -> str:
         row = rows.iloc[0]
         name = f"{method(row['sparsifier'])} on {where(row)}" if many else where(row)
         return f"{name}: {_difference(row)}{_sent(row)}"
-    gains = pd.to_numeric(rows["diff_mean"], errors="coerce")
-    if gains.isna().all():
+    better = rows.apply(_gain, axis=1)
+    if better.isna().all():
         return ""
-    signs = rows["diff_unit"].map(lambda u: -1.0 if "perplexity" in str(u) or "%" in str(u)
-                                  else 1.0)
-    better = gains * signs
     best, worst = rows.loc[better.idxmax()], rows.loc[better.idxmin()]
     a, b = apart(best, worst, methods=many)
     held = int((rows["verdict"] == "holds").sum())
@@ -319,8 +323,7 @@ def accuracy(rows: pd.DataFrame) -> str:
 def accuracy_lead(rows: pd.DataFrame) -> str:
     """The largest loss and the best match: 'loses 31.5 points (95% CI 27.1–35.9, 5 seeds) on
     FNN-3 without warm-up; with the paper's, it matches Top-k at 3.7× the traffic'."""
-    loss = [(-num(r["diff_mean"]) if r["diff_unit"] == "points" else num(r["diff_mean"]), i)
-            for i, r in rows.iterrows() if math.isfinite(num(r["diff_mean"]))]
+    loss = [(-_gain(r), i) for i, r in rows.iterrows() if math.isfinite(_gain(r))]
     if not loss:
         return ""
     worst = rows.loc[max(loss)[1]]
@@ -335,11 +338,15 @@ def accuracy_lead(rows: pd.DataFrame) -> str:
     pool = same if len(same) else held
     best = pool.loc[pd.to_numeric(pool["traffic_target"], errors="coerce").idxmin()] \
         if pool["traffic_target"].notna().any() else pool.iloc[0]
-    a, b = apart(worst, best)
-    own = b[len(model(best["model"])):].strip() if b.startswith(model(best["model"])) else b
-    if a.endswith("without a warm-up") and own.startswith("after the paper's warm-up"):
-        # the summary's line is short: the schedule's numbers are in the answer below it
-        a, own = a[:-len("without a warm-up")] + "without warm-up", "with the paper's"
+    warm = from_record(best).warmup
+    if len(same) and from_record(worst).warmup == "none" and warm != "none":
+        # the warm-up is the difference; its schedule's numbers are in the answer below
+        a = f"{model(worst['model'])} without warm-up"
+        own = "with the paper's" if warm == "paper" else "with a warm-up"
+    else:
+        a, b = apart(worst, best)
+        own = b[len(model(best["model"])):].strip() if b.startswith(model(best["model"])) \
+            else b
     sent = num(best.get("traffic_target"))
     return (f"{_loss(worst)} on {a}; {own or 'elsewhere'}, it matches Top-k"
             + (f" at {number(sent, 2)}× the traffic" if math.isfinite(sent) else ""))
@@ -362,16 +369,6 @@ def _loss(row) -> str:
     return f"{verb} by {number(abs(x))}% ({interval}{seeds(row)})"
 
 
-def reference_name(text) -> str:
-    """A comparison's reference as an answer says it: 'diloco (best lr 0.7)' for 'diloco lr
-    0.7 (best of 0.5, 0.7, 0.9 by the final held-out metric)'."""
-    text = str(text or "its reference")
-    if " (best of " in text and " lr " in text:
-        name, rate = text.split(" (best of ")[0].rsplit(" lr ", 1)
-        return f"{name} (best lr {rate})"
-    return text
-
-
 EQUAL_BYTES = 0.1   # a bytes ratio within this of 1 is "the same bytes": an answer omits it
 
 
@@ -379,12 +376,12 @@ def _compared_one(row, seeds_too: bool = True, who: bool = True) -> str:
     wire = num(row.get("bytes_ratio"))
     difference = _difference(row, 2) if seeds_too else _difference(row.drop("n_seeds"), 2)
     shown = math.isfinite(wire) and (who or abs(wire - 1.0) > EQUAL_BYTES)
-    return (f"{row['sparsifier'] + ' ' if who else ''}vs {reference_name(row['reference'])}: "
+    return (f"{row['sparsifier'] + ' ' if who else ''}vs {row['reference'] or 'its reference'}: "
             f"{difference}" + (f", {number(wire, 2)}× the bytes" if shown else ""))
 
 
 def compared(rows: pd.DataFrame) -> str:
-    """The outer-loop comparisons: 'sparseloco: vs diloco (best lr 0.7): −3.1 points (95% CI
+    """The outer-loop comparisons: 'sparseloco: vs diloco lr 0.7 (best of 3): −3.1 points (95% CI
     −3.8 to −2.4), 0.0036× the bytes; vs topk-per-step: …; 3 seeds' (a bytes ratio within
     10% of 1 left out: the question says equal bytes)."""
     n = finite(rows["n_seeds"])
