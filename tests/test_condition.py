@@ -108,3 +108,44 @@ def test_conditions_sort_by_their_keys():
     found = [Condition(training_density=0.01), Condition(warmup="paper", training_density=0.001),
              Condition(training_density=0.001)]
     assert [c.key() for c in sorted(found)] == sorted(c.key() for c in found)
+
+
+def test_describe_is_its_parts_joined_and_each_setting_is_a_part():
+    """describe_parts gives the parts describe joins (the warm-up after the density, the outer
+    loop's settings under one 'outer loop:'), each outer setting a part of its own."""
+    from topkscope.condition import describe_parts
+
+    warm = Condition(warmup="paper", warmup_schedule=(1 / 64, 0.004), training_density=0.001,
+                     phase="warm-up", phase_density=1 / 64, recorder_density=0.01)
+    assert describe_parts(warm) == [
+        ("density", "ρ = 0.001"), ("warmup", "the paper's warm-up (1/64 → 0.004)"),
+        ("phase", "during the warm-up, at ρ = 1/64"), ("recorder", "Top-k evaluated at ρ = 0.01")]
+    assert describe(warm) == ("ρ = 0.001 after the paper's warm-up (1/64 → 0.004), during the "
+                              "warm-up, at ρ = 1/64, Top-k evaluated at ρ = 0.01")
+    outer = Condition(training_density=1 / 128, phase="later-exchanges", outer_step="average",
+                      outer_inner_steps=15, outer_lr=1.0, outer_error_decay=0.95,
+                      quantize_bits=2, experiment="e", world_size=4)
+    assert [k for k, _ in describe_parts(outer)] == ["density", "phase"] + ["outer"] * 4
+    assert describe(outer, experiment=True) == (
+        "e, ρ = 1/128, after the first 2 exchanges, outer loop: H = 15, averaged step lr 1, "
+        "error decay 0.95, 2-bit values, P = 4")
+    assert describe(warm, density=False) == ("the paper's warm-up (1/64 → 0.004), during the "
+                                             "warm-up, at ρ = 1/64, Top-k evaluated at ρ = 0.01")
+
+
+def test_answers_tell_two_conditions_apart_by_their_differing_parts():
+    """An outer loop's later exchanges are no warm-up (they were once named 'without a
+    warm-up' against the first exchanges); a warm-up's absence is said where only the other
+    row has one."""
+    from topkscope.claims.phrases import apart
+
+    def row(**fields):
+        return {"model": "fnn3", "sparsifier": "topk",
+                **Condition(**fields, training_density=0.001).record()}
+
+    first = row(outer_step="average", outer_inner_steps=15, phase="first-exchanges")
+    later = row(outer_step="average", outer_inner_steps=15, phase="later-exchanges")
+    assert apart(later, first) == ("FNN-3 after the first 2 exchanges",
+                                   "FNN-3 in the first 2 exchanges")
+    assert apart(row(warmup="paper", warmup_schedule=(1 / 64,)), row()) == (
+        "FNN-3 after the paper's warm-up (1/64)", "FNN-3 without a warm-up")

@@ -262,8 +262,8 @@ def warmup_text(cond: Condition) -> str:
     return f"{name} ({steps})" if steps else name
 
 
-def outer_text(cond: Condition) -> str:
-    """'outer loop: H = 15, averaged step lr 1, error decay 0.95, 2-bit values'."""
+def outer_parts(cond: Condition) -> list[str]:
+    """['H = 15', 'averaged step lr 1', 'error decay 0.95', '2-bit values']."""
     step = {"average": "averaged step", "nesterov": "Nesterov step"}.get(cond.outer_step,
                                                                         f"{cond.outer_step} step")
     parts = [f"H = {cond.outer_inner_steps}" if cond.outer_inner_steps is not None else "",
@@ -274,7 +274,49 @@ def outer_text(cond: Condition) -> str:
              else ""]
     if cond.quantize_bits is not None:
         parts.append(f"{cond.quantize_bits}-bit values")
-    return "outer loop: " + ", ".join(p for p in parts if p)
+    return [p for p in parts if p]
+
+
+def outer_text(cond: Condition) -> str:
+    """'outer loop: H = 15, averaged step lr 1, error decay 0.95, 2-bit values'."""
+    return "outer loop: " + ", ".join(outer_parts(cond))
+
+
+def describe_parts(cond: Condition, *, density: bool = True, warmup: bool = True,
+                   experiment: bool = False) -> list[tuple[str, str]]:
+    """The condition in words as (kind, text) parts, kind one of experiment, density,
+    warmup, phase, recorder, k_rule, outer (one part per outer setting), quantize, deviation,
+    workers: describe joins them; an answer compares them part by part."""
+    if cond.phase == "pooled":
+        return [("phase", "all target-density conditions pooled")]
+    parts = []
+    if experiment and cond.experiment:
+        parts.append(("experiment", cond.experiment))
+    if density and cond.training_density is not None:
+        parts.append(("density", f"ρ = {density_text(cond.training_density)}"))
+    if warmup and cond.warmup != "none" and not (cond.is_outer and density
+                                                and cond.training_density is not None):
+        parts.append(("warmup", warmup_text(cond)))
+    if cond.phase == "warm-up":
+        parts.append(("phase", f"during the warm-up, at ρ = {density_text(cond.phase_density)}"))
+    elif cond.phase == "unknown":
+        parts.append(("phase", "warm-up phase unknown"))
+    elif cond.phase == "first-exchanges":
+        parts.append(("phase", f"first {EARLY_EXCHANGES} exchanges"))
+    elif cond.phase == "later-exchanges":
+        parts.append(("phase", f"after the first {EARLY_EXCHANGES} exchanges"))
+    if cond.recorder_density is not None and cond.recorder_density != cond.training_density:
+        parts.append(("recorder", f"Top-k evaluated at ρ = {density_text(cond.recorder_density)}"))
+    if cond.k_rule != "round":
+        parts.append(("k_rule", f"k rounded by {cond.k_rule}"))
+    if cond.is_outer:
+        parts += [("outer", p) for p in outer_parts(cond)]
+    elif cond.quantize_bits is not None:
+        parts.append(("quantize", f"{cond.quantize_bits}-bit values"))
+    parts += [("deviation", d) for d in cond.deviations]
+    if cond.world_size is not None and experiment:
+        parts.append(("workers", f"P = {cond.world_size}"))
+    return parts
 
 
 def describe(cond: Condition, *, density: bool = True, warmup: bool = True,
@@ -284,40 +326,25 @@ def describe(cond: Condition, *, density: bool = True, warmup: bool = True,
     'ρ = 1/64, outer loop: H = 15, averaged step lr 1, error decay 0.95, 2-bit values';
     a pooled summary 'all target-density conditions pooled'. density / warmup False leave
     those parts out (a table whose columns say them); experiment True names it first."""
-    if cond.phase == "pooled":
-        return "all target-density conditions pooled"
-    parts = []
-    if experiment and cond.experiment:
-        parts.append(cond.experiment)
-    if density and cond.training_density is not None:
-        rho = f"ρ = {density_text(cond.training_density)}"
-        if warmup and cond.warmup != "none" and not cond.is_outer:
-            rho += f" after {warmup_text(cond)}"
-        parts.append(rho)
-    elif warmup and cond.warmup != "none":
-        parts.append(warmup_text(cond))
-    if cond.phase == "warm-up":
-        parts.append(f"during the warm-up, at ρ = {density_text(cond.phase_density)}")
-    elif cond.phase == "unknown":
-        parts.append("warm-up phase unknown")
-    elif cond.phase == "first-exchanges":
-        parts.append(f"first {EARLY_EXCHANGES} exchanges")
-    elif cond.phase == "later-exchanges":
-        parts.append(f"after the first {EARLY_EXCHANGES} exchanges")
-    if cond.recorder_density is not None and cond.recorder_density != cond.training_density:
-        parts.append(f"Top-k evaluated at ρ = {density_text(cond.recorder_density)}")
-    if cond.k_rule != "round":
-        parts.append(f"k rounded by {cond.k_rule}")
-    if cond.is_outer:
-        parts.append(outer_text(cond))
-    elif cond.quantize_bits is not None:
-        parts.append(f"{cond.quantize_bits}-bit values")
-    parts += list(cond.deviations)
-    if cond.world_size is not None and experiment:
-        parts.append(f"P = {cond.world_size}")
-    return ", ".join(parts)
+    texts, outer, at, last = [], [], None, ""
+    for kind, text in describe_parts(cond, density=density, warmup=warmup,
+                                     experiment=experiment):
+        if kind == "warmup" and last == "density":
+            texts[-1] += f" after {text}"
+        elif kind == "outer":
+            if at is None:
+                at = len(texts)
+                texts.append("")
+            outer.append(text)
+        else:
+            texts.append(text)
+        last = kind
+    if at is not None:
+        texts[at] = "outer loop: " + ", ".join(outer)
+    return ", ".join(texts)
 
 
 __all__ = ["ALL_CONDITIONS", "CONDITION_COLUMNS", "Condition", "DURING_WARMUP",
            "NUMERIC_CONDITION_COLUMNS", "WARMUP_UNKNOWN", "density_text", "describe",
+           "describe_parts",
            "from_record", "run_condition", "warmup_text"]

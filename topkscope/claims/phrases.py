@@ -17,7 +17,7 @@ import math
 import pandas as pd
 
 from topkscope.analysis.criteria import count_band_text
-from topkscope.condition import describe, from_record
+from topkscope.condition import describe, describe_parts, from_record
 
 
 # ------------------------------------------------------------------ numbers as people say them
@@ -143,30 +143,29 @@ def where(row, *, with_model: bool = True, **options) -> str:
     return f"{model(row['model'])} at {text}" if text else model(row["model"])
 
 
-def _pieces(row) -> list[str]:
-    """A row's condition in pieces, each led by its preposition ('at ρ = 0.001', 'after the
-    paper's warm-up (1/64 → 0.004)', 'with H = 15'), so pieces compare one by one."""
+def _pieces(row) -> list[tuple[str, str]]:
+    """A row's condition as (kind, phrase) parts (condition.describe_parts), each phrase led by
+    its preposition ('at ρ = 0.001', 'after the paper's warm-up (1/64 → 0.004)', 'with
+    H = 15'), so two conditions compare part by part."""
+    cond = from_record(row)
     out = []
-    for part in describe(from_record(row)).split(", "):
-        if part.startswith("ρ = ") and " after " in part:
-            rho, warm = part.split(" after ", 1)
-            out += [f"at {rho}", f"after {warm}"]
-        elif part.startswith("ρ = "):
-            out.append(f"at {part}")
-        elif part.startswith(("after ", "during ", "at ")):
-            out.append(part)
-        elif part.startswith("first "):
-            out.append(f"in the {part}")
-        elif part.startswith("outer loop: "):
-            out.append(f"with {part[len('outer loop: '):]}")
+    for kind, text in describe_parts(cond):
+        if kind == "density":
+            out.append((kind, f"at {text}"))
+        elif kind == "warmup":
+            out.append((kind, f"after {text}"))
+        elif kind == "phase" and cond.phase in ("warm-up", "later-exchanges"):
+            out.append((kind, text))
+        elif kind == "phase" and cond.phase == "first-exchanges":
+            out.append((kind, f"in the {text}"))
         else:
-            out.append(f"with {part}")
+            out.append((kind, f"with {text}"))
     return out
 
 
 def apart(first, second, methods: bool = False) -> tuple[str, str]:
     """The two rows' names, as short as tells them apart: their models where those differ
-    ('FNN-3', 'LSTM-PTB'), else the model with the pieces of its condition the other lacks
+    ('FNN-3', 'LSTM-PTB'), else the model with the parts of its condition the other lacks
     ('FNN-3 after the paper's warm-up (1/64 → 0.004)', 'FNN-3 without a warm-up'; 'FNN-3 at
     ρ = 0.005', 'FNN-3 at ρ = 0.001'); methods: each led by its method where the two differ
     ('DGC on FNN-3')."""
@@ -174,11 +173,12 @@ def apart(first, second, methods: bool = False) -> tuple[str, str]:
     if a == b:
         pieces = [_pieces(r) for r in (first, second)]
         own = [[p for p in mine if p not in other] for mine, other in (pieces, pieces[::-1])]
-        for mine, other in (own, own[::-1]):
-            if any(p.startswith("after ") for p in other) and \
-                    not any(p.startswith("after ") for p in mine):
-                mine.append("without a warm-up")
-        a, b = (" ".join([name, *mine]) for name, mine in zip((a, b), own))
+        warmed = [any(k == "warmup" for k, _ in p) for p in pieces]
+        for mine, mine_warm, other_warm in ((own[0], *warmed), (own[1], *warmed[::-1])):
+            if other_warm and not mine_warm:
+                mine.append(("warmup", "without a warm-up"))
+        a, b = (" ".join([name, *(text for _, text in mine)])
+                for name, mine in zip((a, b), own))
     if methods and first["sparsifier"] != second["sparsifier"]:
         a, b = f"{method(first['sparsifier'])} on {a}", f"{method(second['sparsifier'])} on {b}"
     return a, b
