@@ -166,7 +166,11 @@ exchange (16 a run, not 3: the snapshot claims of the later exchanges get 42 (ru
 where a share needs 30). Their six runs, rerun alone while the standard profile held both
 cores, took 10.5-13.8 CPU seconds against 8.75 for an unchanged training (diloco-average,
 4.7-5.3 idle) run beside them: scaled by that ratio, 6.0-7.9 idle, about 0.4 s a run more
-than before; outer-fnn3-mnist's mean becomes 6.0 (197.1 / 33).
+than before; outer-fnn3-mnist's mean becomes 6.0 (197.1 / 33). The claims then analyse 66 of
+its snapshots instead of 18: `topkscope claims` on that experiment's runs alone took 41.4 and
+46.1 CPU seconds before, 111.9 and 115.9 after (alternating, the same load), about +40 s idle by
+the ratio above; the finish runs the claims beside the notebooks (143.6 s against 345.6 s), so
+they stay inside FINISH_SECONDS; its notebook took 17.6 s of CPU against 14.8 before.
 
 expected_seconds("quick") ~ 17.86 min (36.5 + (225.0 + 105 x 9.17 + 33 x 6.0) / 2 + 342 s;
 225.0 = the distribution runs without ResNet-20's), against the 17.9 measured before the
