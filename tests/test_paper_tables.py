@@ -419,9 +419,10 @@ def test_the_outer_comparisons_name_their_reference():
 
 
 def test_the_outer_comparisons_of_an_older_table_name_their_reference_too(reference):
-    """The committed standard table (schema 2) names each comparison's reference from its
-    claim; the quick one (schema 3) the best of the swept rates it was compared with."""
-    older = pd.read_csv(REFERENCE / "claims-standard.csv")
+    """A schema-2 table (the outer-loop rows of the standard table committed before schema 3,
+    tests/fixtures) names each comparison's reference from its claim; the quick one (schema 3)
+    the best of the swept rates it was compared with."""
+    older = pd.read_csv(Path(__file__).parent / "fixtures" / "claims-standard-schema2-outer.csv")
     assert (older["schema_version"] == 2).all()
     view = pt.claims_outer_table(older)
     assert list(view["reference"]) == ["diloco", "topk-per-step", "sparseloco-nesterov"]
