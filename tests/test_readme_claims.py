@@ -18,6 +18,7 @@ from topkscope.publish.findings import (
     MAX_CELL,
     MAX_COLUMNS,
     MAX_LINE,
+    decided_markdown,
     replace_findings,
     width_problems,
 )
@@ -121,3 +122,24 @@ def test_readme_and_findings_count_conditions_and_runs_the_same_way():
     readme = re.findall(pattern, _block(README.read_text(), HEADLINE_START, HEADLINE_END))
     findings = re.findall(pattern, _block(FINDINGS.read_text(), HEADLINE_START, HEADLINE_END))
     assert len(readme) >= 8 and sorted(readme) == sorted(findings)
+
+
+def test_how_much_is_decided_is_counted_from_the_rows():
+    """decided_markdown counts a group's rows, its decided ones (holds, fails, mixed) and the
+    undecided by reason, most first; measured claims also without the rows of no unit."""
+    rows = [("distribution", "holds", "", 30), ("distribution", "mixed", "", 40),
+            ("convergence", "fails", "", 5), ("distribution", "inconclusive", "too-few-blocks", 9),
+            ("distribution", "inconclusive", "too-few-blocks", 6),
+            ("explanation", "inconclusive", "share-on-the-cut", 90),
+            ("distribution", "insufficient-data", "not-measured", 0),
+            ("prediction", "inconclusive", "not-measured-on-device", None),
+            ("check", "holds", "", 12)]
+    table = pd.DataFrame(rows, columns=["section", "verdict", "reason", "n_units"])
+    lines = decided_markdown(table).splitlines()
+    assert lines[0] == (
+        "- measured claims: 7 rows, 3 decided, 4 undecided (57%): too few recorded steps (30 "
+        "needed) 2, not measured 1, the share is near 10% or 90% 1; without the 1 rows that "
+        "measured nothing, 3 of 6 undecided (50%)")
+    assert lines[1] == "- predictions: 1 rows, 0 decided, 1 undecided (100%): no GPU selection time 1"
+    assert lines[2] == "- checks: 1 rows, 1 decided, 0 undecided (0%)"
+    assert len(lines) == 3  # no published rows: no line

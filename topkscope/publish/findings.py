@@ -32,7 +32,7 @@ from topkscope.analysis import criteria
 from topkscope.claims.migrate import current, with_current_networks  # noqa: F401  (this API)
 from topkscope.claims.phrases import number as plain
 from topkscope.claims.registry import Claim, get_claim, registered
-from topkscope.claims.verdicts import REASONS, VERDICTS
+from topkscope.claims.verdicts import DECIDED, REASONS, VERDICTS
 from topkscope.condition import describe, from_record
 from topkscope.plots.titles import dataset_name, model_name, sparsifier_name
 
@@ -632,13 +632,58 @@ def split_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {k: table[found == k] for k in TABLES if (found == k).any()}
 
 
+# the sections whose rows rest on this project's own runs (not predictions, published logs or
+# checks), and how a reader names each group of rows in decided_markdown
+MEASURED_SECTIONS = ("distribution", "convergence", "explanation")
+SECTION_GROUPS = (("measured claims", MEASURED_SECTIONS), ("predictions", ("prediction",)),
+                  ("published runs", ("published",)), ("checks", ("check",)))
+
+
+def decided_markdown(table: pd.DataFrame) -> str:
+    """How much of a claims table is decided: per group of sections (SECTION_GROUPS), its rows,
+    how many are decided (holds, fails or mixed) and the undecided ones by reason, most
+    first; measured claims also without the rows that measured nothing (no unit: the
+    profile does not record that input in that condition). Counted from the rows' verdict,
+    reason, section and n_units fields."""
+    lines = []
+    for name, sections in SECTION_GROUPS:
+        rows = table[table["section"].astype(str).isin(sections)]
+        if rows.empty:
+            continue
+        verdicts = rows["verdict"].astype(str)
+        undecided = rows[~verdicts.isin(DECIDED)]
+        share = len(undecided) / len(rows)
+        text = (f"- {name}: {len(rows)} rows, {len(rows) - len(undecided)} decided, "
+                f"{len(undecided)} undecided ({share:.0%})")
+        if len(undecided):
+            reasons = undecided["reason"].map(_text).replace("", "no reason given")
+            order = list(REASONS)  # ties in REASONS' order
+            counts = sorted(reasons.value_counts().items(), key=lambda rn: (
+                -rn[1], order.index(rn[0]) if rn[0] in order else len(order)))
+            text += ": " + ", ".join(f"{REASONS.get(r, r)} {n}" for r, n in counts)
+        if name == "measured claims" and "n_units" in rows:
+            units = pd.to_numeric(rows["n_units"], errors="coerce")
+            empty = int((units == 0).sum())
+            if empty:
+                left = rows[units != 0]
+                open_ = int((~left["verdict"].astype(str).isin(DECIDED)).sum())
+                text += (f"; without the {empty} rows that measured nothing, {open_} of "
+                         f"{len(left)} undecided ({open_ / len(left):.0%})")
+        lines.append(text)
+    return "\n".join(lines)
+
+
 def findings_markdown(table: pd.DataFrame, heading: str | None = None) -> str:
-    """The findings, each table under its own heading (section_heading): one per findings
-    table with rows (split_tables)."""
+    """The findings: how much is decided (decided_markdown), then each table under its own
+    heading (section_heading): one per findings table with rows (split_tables)."""
     if len(table) == 0:
         return "_no claims (no runs)_"
     table, derived = with_derived_columns(table)
     parts = [DERIVED_NOTE] if derived else []
+    decided = decided_markdown(table)
+    if decided:
+        parts.append("How much of this profile's table is decided (a row is undecided with "
+                     "its reason: the claims table's `reason`):\n\n" + decided)
     for key, rows in split_tables(table).items():
         intro = INTROS.get(key, "")
         body = RENDER[key](rows)
