@@ -307,3 +307,26 @@ def test_rows_carry_the_steps_own_contraction_averaged_over_workers(sparsifier):
         assert row["contraction"] == pytest.approx(sum(expected) / 2, rel=1e-9, abs=1e-12)
         if sparsifier == "topk":  # Top-k keeps at least the average energy: 0 < delta < 1 - k/d
             assert 0 < row["contraction"] < 1 - 0.01
+
+
+def test_a_cpu_step_draws_what_torch_manual_seed_would_give_it(monkeypatch):
+    """The step seeds only the CPU generator on the CPU (Trainer._seed_step): a model with
+    dropout trains exactly as with torch.manual_seed (which also queues CUDA seeds), and the
+    seed matters (another seed per step trains differently: the dropout masks do draw)."""
+    from topkscope.train.trainer import Trainer
+
+    lstm = dict(model="lstm-ptb-small", dataset="ptb", batch_size=4, bptt=5, train_subset=400,
+                eval_subset=200, eval_batch_size=5, momentum=0.0, weight_decay=0.0, lr=1.0,
+                steps=3, model_args={"hidden_size": 8, "num_layers": 2, "dropout": 0.5})
+
+    def trained() -> torch.Tensor:
+        trainer = trainer_for(**lstm)
+        for _ in range(3):
+            trainer.train_step()
+        return torch.cat([p.detach().reshape(-1) for p in trainer.params])
+
+    ours = trained()
+    monkeypatch.setattr(Trainer, "_seed_step", lambda self, seed: torch.manual_seed(seed))
+    assert torch.equal(trained(), ours)
+    monkeypatch.setattr(Trainer, "_seed_step", lambda self, seed: torch.manual_seed(seed + 1))
+    assert not torch.equal(trained(), ours)
