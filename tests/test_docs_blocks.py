@@ -350,11 +350,21 @@ def test_the_command_pattern():
 # ---- running them --------------------------------------------------------------------------
 
 PAGES_THAT_RUN = [p for p in PAGES if runnable(blocks_of(p))]
+# the pages whose blocks take minutes (the slowest tests of the default suite: about 9 and 5
+# minutes of a worker under load in `pytest --durations`): they run in `make test-docs` and
+# `make test-slow`, not in `make test`, which keeps under its 15 minutes on 2 cores
+SLOW_PAGES = {"docs/figures.md": "draws a profile's figures, tables and notebooks from runs",
+              "docs/benchmarks.md": "runs the benchmarks' quick versions one after another"}
+
+
+def _page_param(page: Path):
+    name = page.relative_to(REPO).as_posix()
+    return pytest.param(page, id=name, marks=[pytest.mark.slow] if name in SLOW_PAGES else [])
 
 
 @pytest.mark.docs
 @pytest.mark.train
-@pytest.mark.parametrize("page", PAGES_THAT_RUN, ids=lambda p: p.relative_to(REPO).as_posix())
+@pytest.mark.parametrize("page", [_page_param(p) for p in PAGES_THAT_RUN])
 def test_the_page_runs_as_written(page, tmp_path, data_root):
     folder = make_checkout(tmp_path / "checkout", data_root)
     env = block_environment(folder, data_root)
@@ -366,3 +376,10 @@ def test_the_page_runs_as_written(page, tmp_path, data_root):
         assert done.returncode == 0, (
             f"{block} exited {done.returncode}\n--- stdout (end) ---\n{done.stdout[-3000:]}"
             f"\n--- stderr (end) ---\n{done.stderr[-3000:]}")
+
+
+def test_the_slow_pages_are_pages_that_run():
+    """SLOW_PAGES names pages whose blocks run (a renamed page would silently join the default
+    suite again otherwise)."""
+    names = {p.relative_to(REPO).as_posix() for p in PAGES_THAT_RUN}
+    assert set(SLOW_PAGES) <= names, set(SLOW_PAGES) - names
