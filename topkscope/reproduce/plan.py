@@ -172,6 +172,11 @@ its snapshots instead of 18: `topkscope claims` on that experiment's runs alone 
 the ratio above; the finish runs the claims beside the notebooks (143.6 s against 345.6 s), so
 they stay inside FINISH_SECONDS; its notebook took 17.6 s of CPU against 14.8 before.
 
+All of these were measured before a training step stopped seeding CUDA on the CPU
+(Trainer._seed_step, about 1 ms of every worker's step: an FNN-3 step of 4 simulated workers
+went from 23.9 to 17.4 ms in benchmarks/recorder_overhead.py), so the small models' runs are
+upper figures until the profile is timed again.
+
 expected_seconds("quick") ~ 17.86 min (36.5 + (225.0 + 105 x 9.17 + 33 x 6.0) / 2 + 342 s;
 225.0 = the distribution runs without ResNet-20's), against the 17.9 measured before the
 snapshots;
