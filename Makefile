@@ -48,7 +48,7 @@ test: setup data ## the default test suite (under ~15 min on 2 cores)
 test-fast: setup data ## the tests that do not train (no topkscope run, Trainer step or torchrun): under 2 minutes on 2 cores
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -n $(PYTEST_WORKERS) -q -m "not slow and not train"
 
-test-docs: setup data ## every bash and Python block of README.md and docs/, run as written (also part of make test)
+test-docs: setup data ## every bash and Python block of README.md and docs/, run as written (part of make test, but for the slowest pages: tests/test_docs_blocks.py SLOW_PAGES)
 	TOPKSCOPE_DATA=$(abspath $(DATA)) $(PY) -m pytest -n $(PYTEST_WORKERS) -q -m docs
 
 test-slow: setup data ## the slow tests only (multi-process, large vectors)

@@ -350,11 +350,14 @@ def test_the_command_pattern():
 # ---- running them --------------------------------------------------------------------------
 
 PAGES_THAT_RUN = [p for p in PAGES if runnable(blocks_of(p))]
-# the pages whose blocks take minutes (the slowest tests of the default suite: about 9 and 5
-# minutes of a worker under load in `pytest --durations`): they run in `make test-docs` and
-# `make test-slow`, not in `make test`, which keeps under its 15 minutes on 2 cores
+# the pages whose blocks take minutes (the slowest tests of the default suite in `pytest
+# --durations`: figures.md and benchmarks.md about 9 and 5 minutes of a worker under load,
+# scaling.md and training.md about 2 each on idle cores): they run in `make test-docs` and
+# `make test-slow`, not in `make test`, which keeps to about 15 minutes on 2 cores
 SLOW_PAGES = {"docs/figures.md": "draws a profile's figures, tables and notebooks from runs",
-              "docs/benchmarks.md": "runs the benchmarks' quick versions one after another"}
+              "docs/benchmarks.md": "runs the benchmarks' quick versions one after another",
+              "docs/scaling.md": "fits and validates the step-time model on its tables",
+              "docs/training.md": "trains each of its examples"}
 
 
 def _page_param(page: Path):
