@@ -138,8 +138,17 @@ def test_how_much_is_decided_is_counted_from_the_rows():
     lines = decided_markdown(table).splitlines()
     assert lines[0] == (
         "- measured claims: 7 rows, 3 decided, 4 undecided (57%): too few recorded steps (30 "
-        "needed) 2, not measured 1, the share is near 10% or 90% 1; without the 1 rows that "
+        "needed) 2, not measured 1, the share is near 10% or 90% 1; without the 1 row that "
         "measured nothing, 3 of 6 undecided (50%)")
-    assert lines[1] == "- predictions: 1 rows, 0 decided, 1 undecided (100%): no GPU selection time 1"
-    assert lines[2] == "- checks: 1 rows, 1 decided, 0 undecided (0%)"
+    assert lines[1] == "- predictions: 1 row, 0 decided, 1 undecided (100%): no GPU selection time 1"
+    assert lines[2] == "- checks: 1 row, 1 decided, 0 undecided (0%)"
     assert len(lines) == 3  # no published rows: no line
+
+
+def test_every_section_is_counted_in_one_group():
+    """decided_markdown's groups partition the claims sections (a new section is counted)."""
+    from topkscope.claims.row import SECTIONS
+    from topkscope.publish.findings import SECTION_GROUPS
+
+    grouped = [s for _, sections in SECTION_GROUPS for s in sections]
+    assert sorted(grouped) == sorted(SECTIONS)

@@ -632,8 +632,9 @@ def split_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {k: table[found == k] for k in TABLES if (found == k).any()}
 
 
-# the sections whose rows rest on this project's own runs (not predictions, published logs or
-# checks), and how a reader names each group of rows in decided_markdown
+# the sections (claims.row.SECTIONS, each in one group) whose rows rest on this project's own
+# runs (not predictions, published logs or checks), and how a reader names each group of rows
+# in decided_markdown
 MEASURED_SECTIONS = ("distribution", "convergence", "explanation")
 SECTION_GROUPS = (("measured claims", MEASURED_SECTIONS), ("predictions", ("prediction",)),
                   ("published runs", ("published",)), ("checks", ("check",)))
@@ -653,7 +654,8 @@ def decided_markdown(table: pd.DataFrame) -> str:
         verdicts = rows["verdict"].astype(str)
         undecided = rows[~verdicts.isin(DECIDED)]
         share = len(undecided) / len(rows)
-        text = (f"- {name}: {len(rows)} rows, {len(rows) - len(undecided)} decided, "
+        text = (f"- {name}: {len(rows)} row{'s' * (len(rows) != 1)}, "
+                f"{len(rows) - len(undecided)} decided, "
                 f"{len(undecided)} undecided ({share:.0%})")
         if len(undecided):
             reasons = undecided["reason"].map(_text).replace("", "no reason given")
@@ -667,7 +669,8 @@ def decided_markdown(table: pd.DataFrame) -> str:
             if empty:
                 left = rows[units != 0]
                 open_ = int((~left["verdict"].astype(str).isin(DECIDED)).sum())
-                text += (f"; without the {empty} rows that measured nothing, {open_} of "
+                text += (f"; without the {empty} row{'s' * (empty != 1)} that measured "
+                         f"nothing, {open_} of "
                          f"{len(left)} undecided ({open_ / len(left):.0%})")
         lines.append(text)
     return "\n".join(lines)
